@@ -1,0 +1,1 @@
+"""rasp-lab: analysis."""

@@ -1,0 +1,433 @@
+"""Batched NumPy interpreter of the IR.
+
+Evaluates s-ops on a batch of equal-length inputs at once: s-op values are ``[batch, seq]``
+arrays, selectors ``[batch, query, key]`` boolean arrays. Semantics follow the original RASP
+(Weiss et al. 2021; the reference implementation's ``Support.aggregate``) and RASP-L (Zhou et al.
+2023):
+
+* ``aggregate`` with the ``mean`` reduction: a query with no selected key gets the default; with
+  exactly one, that key's value (any type: strings can be moved); with several, the arithmetic
+  mean (an error for strings). Booleans average as 0/1.
+  A mean of integers whose results are all integral stays integer-typed (the original shows
+  moved ints as ints); otherwise the result is float.
+* ``max`` / ``min`` reductions (RASP-L): the largest / smallest selected value, default for empty
+  rows. ``truncate`` (``kqv``) truncates means toward zero to integers.
+* ``selector_width``: number of selected keys per query.
+* causal selectors are ANDed with ``key_index <= query_index``.
+
+Public entry points: :func:`evaluate` (a batch, returns an array) and :class:`Evaluator`
+(memoised evaluation of several nodes on one batch).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .ir import (Aggregate, Elementwise, Full, Indices, Length, Map, Node, RASPError,
+                 RASPTypeError, RASPValueError, Select, Selector, SelectorAnd, SelectorNot,
+                 SelectorOr, SelectorWidth, SequenceMap, SOp, Tokens, _homogeneous,
+                 topological_order)
+
+__all__ = ["evaluate", "Evaluator", "to_batch", "value_type", "format_sop_value",
+           "format_selector_value"]
+
+
+# --------------------------------------------------------------------------------------------
+# Input handling
+# --------------------------------------------------------------------------------------------
+
+def to_batch(inputs: Any) -> np.ndarray:
+    """Turn inputs into a ``[batch, seq]`` array.
+
+    Accepts a string (one sequence of characters), a list of scalars (one sequence), a list of
+    equal-length strings or lists (a batch), or a 2-D NumPy array.
+
+    Raises :class:`RASPValueError` for an empty input or sequences of unequal length, and
+    :class:`RASPTypeError` for mixed value types.
+    """
+    if isinstance(inputs, np.ndarray):
+        arr = inputs
+        if arr.ndim == 1:
+            arr = arr[None, :]
+        if arr.ndim != 2:
+            raise RASPValueError(f"expected a [batch, seq] array, got shape {arr.shape}")
+        if arr.dtype == object:
+            arr = _homogeneous(arr.reshape(-1).tolist()).reshape(arr.shape)
+    else:
+        if isinstance(inputs, str):
+            seqs = [list(inputs)]
+        else:
+            inputs = list(inputs)
+            if not inputs:
+                raise RASPValueError("empty input: RASP evaluates non-empty sequences")
+            nested = all(isinstance(x, (list, tuple, np.ndarray)) for x in inputs)
+            strings = all(isinstance(x, str) for x in inputs)
+            if nested or (strings and any(len(x) != 1 for x in inputs)):
+                seqs = [list(x) for x in inputs]
+            else:
+                seqs = [inputs]
+        lens = {len(s) for s in seqs}
+        if len(lens) != 1:
+            raise RASPValueError(f"sequences of a batch must have equal length, got {sorted(lens)}")
+        flat = [v for s in seqs for v in s]
+        arr = _homogeneous(flat).reshape(len(seqs), -1)
+    if arr.shape[1] == 0:
+        raise RASPValueError("empty input: RASP evaluates non-empty sequences")
+    return arr
+
+
+def _convert_tokens(arr: np.ndarray, conversion: str) -> np.ndarray:
+    try:
+        if conversion == "asis":
+            return arr
+        if conversion == "str":
+            if arr.dtype.kind == "b":
+                return np.where(arr, "True", "False")
+            return arr.astype(str)
+        if conversion == "int":
+            if arr.dtype.kind == "U":
+                return np.vectorize(lambda s: int(float(s)) if "." in s else int(s),
+                                    otypes=[np.int64])(arr)
+            return arr.astype(np.int64)
+        if conversion == "float":
+            return arr.astype(np.float64)
+        if conversion == "bool":
+            if arr.dtype.kind == "U":
+                table = {"True": True, "False": False, "1": True, "0": False, "T": True,
+                         "F": False, "true": True, "false": False}
+                return np.vectorize(lambda s: table[s], otypes=[bool])(arr)
+            return arr.astype(bool)
+    except (ValueError, KeyError) as e:
+        raise RASPTypeError(f"cannot read the input as tokens_{conversion}: {e}") from None
+    raise AssertionError(conversion)
+
+
+# --------------------------------------------------------------------------------------------
+# Type checks for elementwise ops
+# --------------------------------------------------------------------------------------------
+
+_TYPE_NAMES = {"U": "string", "b": "bool", "i": "int", "u": "int", "f": "float", "O": "object"}
+
+
+def value_type(arr: np.ndarray) -> str:
+    """The original RASP's type name of an array's values: ``string``, ``bool``, ``int``,
+    ``float``."""
+    return _TYPE_NAMES.get(np.asarray(arr).dtype.kind, "object")
+
+
+def _is_num(arr):
+    return np.asarray(arr).dtype.kind in "iufb"
+
+
+def _check_types(fn: Elementwise, arrays: Sequence[np.ndarray]):
+    op = fn.op
+    operands = list(arrays)
+    if fn.const_side is not None and fn.op not in ("ternary",):
+        operands.append(np.asarray(fn.const))
+    if op in ("add", "sub", "mul", "div", "mod", "pow", "neg", "pos"):
+        kinds = [np.asarray(a).dtype.kind for a in operands]
+        if op == "add" and all(k == "U" for k in kinds):
+            return
+        if not all(_is_num(a) for a in operands):
+            names = " and ".join(sorted({value_type(a) for a in operands}))
+            raise RASPTypeError(f"cannot apply '{op}' to {names} values")
+    elif op in ("lt", "le", "gt", "ge"):
+        kinds = {("U" if np.asarray(a).dtype.kind == "U" else "n") for a in operands}
+        if len(kinds) > 1:
+            raise RASPTypeError(f"cannot order-compare strings with numbers ('{op}')")
+    elif op in ("round", "indicator"):
+        if not _is_num(operands[0]) and op == "round":
+            raise RASPTypeError(f"round needs numbers, got {value_type(operands[0])} values")
+
+
+def _apply(fn: Elementwise, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    _check_types(fn, arrays)
+    if fn.op in ("add",) and any(np.asarray(a).dtype.kind == "U" for a in arrays) or (
+            fn.op == "add" and isinstance(fn.const, str)):
+        parts = list(arrays)
+        if fn.const_side == "right":
+            parts = [parts[0], np.asarray(fn.const)]
+        elif fn.const_side == "left":
+            parts = [np.asarray(fn.const), parts[0]]
+        return np.char.add(parts[0].astype(str), parts[1].astype(str))
+    if fn.op in ("eq", "ne"):
+        kinds = [np.asarray(a).dtype.kind for a in arrays]
+        if fn.const_side is not None:
+            kinds.append(np.asarray(fn.const).dtype.kind)
+        if ("U" in kinds) and any(k != "U" for k in kinds):
+            shape = np.asarray(arrays[0]).shape
+            return np.full(shape, fn.op == "ne")
+    out = fn.apply(*arrays)
+    out = np.asarray(out)
+    if out.shape != np.asarray(arrays[0]).shape:
+        out = np.broadcast_to(out, np.asarray(arrays[0]).shape).copy()
+    if out.dtype.kind == "f" and not np.all(np.isfinite(out)):
+        raise RASPValueError("arithmetic produced a non-finite value")
+    if out.dtype == object:
+        out = _homogeneous(out.reshape(-1).tolist()).reshape(out.shape)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluator
+# --------------------------------------------------------------------------------------------
+
+class Evaluator:
+    """Evaluates IR nodes on one batch, memoising every node's value.
+
+    ``inputs`` is anything :func:`to_batch` accepts. ``causal=True`` forces every selector to be
+    causal (RASP-L mode for the whole program); ``None`` respects each select's own flag.
+
+    ``values[node.id]`` holds ``[batch, seq]`` arrays for s-ops and ``[batch, query, key]``
+    boolean arrays for selectors.
+    """
+
+    def __init__(self, inputs: Any, causal: bool | None = None):
+        self.raw = to_batch(inputs)
+        self.batch, self.n = self.raw.shape
+        self.causal = causal
+        self.values: dict[int, np.ndarray] = {}
+        self._tril = None
+
+    @property
+    def tril(self) -> np.ndarray:
+        if self._tril is None:
+            self._tril = np.tril(np.ones((self.n, self.n), dtype=bool))
+        return self._tril
+
+    def __call__(self, node: Node) -> np.ndarray:
+        if node.id in self.values:
+            return self.values[node.id]
+        for n in topological_order(node):
+            if n.id not in self.values:
+                try:
+                    self.values[n.id] = self._eval(n)
+                except RASPError as e:
+                    if e.span is None and n.span is not None:
+                        e.span = n.span
+                    raise
+        return self.values[node.id]
+
+    # -- per-node evaluation --------------------------------------------------------------
+    def _eval(self, n: Node) -> np.ndarray:
+        v = self.values
+        B, N = self.batch, self.n
+        if isinstance(n, Tokens):
+            return _convert_tokens(self.raw, n.conversion)
+        if isinstance(n, Indices):
+            return np.broadcast_to(np.arange(N, dtype=np.int64), (B, N)).copy()
+        if isinstance(n, Length):
+            return np.full((B, N), N, dtype=np.int64)
+        if isinstance(n, Full):
+            val = n.value
+            if isinstance(val, str):
+                return np.full((B, N), val, dtype=f"<U{max(1, len(val))}")
+            return np.full((B, N), val)
+        if isinstance(n, Map):
+            return _apply(n.fn, [v[n.inner.id]])
+        if isinstance(n, SequenceMap):
+            return _apply(n.fn, [v[x.id] for x in n.inputs])
+        if isinstance(n, Selector):
+            return self._selector(n)
+        if isinstance(n, SelectorWidth):
+            return v[n.selector.id].sum(axis=-1, dtype=np.int64)
+        if isinstance(n, Aggregate):
+            return self._aggregate(n)
+        raise RASPTypeError(f"cannot evaluate node of kind {n.kind}")
+
+    def _selector(self, n: Selector) -> np.ndarray:
+        v = self.values
+        if isinstance(n, Select):
+            if n.op == "TRUE":
+                m = np.ones((self.batch, self.n, self.n), dtype=bool)
+            elif n.op == "FALSE":
+                m = np.zeros((self.batch, self.n, self.n), dtype=bool)
+            else:
+                keys = v[n.keys.id]
+                queries = v[n.queries.id]
+                m = _compare(keys[:, None, :], queries[:, :, None], n.op)
+        elif isinstance(n, SelectorAnd):
+            m = v[n.a.id] & v[n.b.id]
+        elif isinstance(n, SelectorOr):
+            m = v[n.a.id] | v[n.b.id]
+        elif isinstance(n, SelectorNot):
+            m = ~v[n.a.id]
+        else:
+            raise AssertionError(n)
+        if self.causal or n.causal:
+            m = m & self.tril
+        return m
+
+    def _aggregate(self, n: Aggregate) -> np.ndarray:
+        sel = self.values[n.selector.id]                       # [B, Q, K]
+        vals = self.values[n.values.id]                        # [B, K]
+        count = sel.sum(axis=-1)                               # [B, Q]
+        default = n.default
+        kind = vals.dtype.kind
+        if n.reduction == "mean":
+            if kind == "U":
+                if np.any(count > 1):
+                    b, q = np.argwhere(count > 1)[0]
+                    raise RASPTypeError(
+                        f"aggregate '{n.label}' asked to average several string values at "
+                        f"query position {q} (selected keys {np.flatnonzero(sel[b, q]).tolist()});"
+                        " a mean needs numbers")
+                return self._move_single(sel, vals, count, default)
+            numeric = vals.astype(np.float64)
+            sums = np.einsum("bqk,bk->bq", sel.astype(np.float64), numeric)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean = sums / np.maximum(count, 1)
+            if kind in "iub" and np.all(count <= 1) and kind == "b" and _is_bool(default):
+                return self._move_single(sel, vals, count, default)
+            if isinstance(default, str):
+                if np.any(count == 0):
+                    raise RASPTypeError(
+                        f"aggregate '{n.label}': string default {default!r} for numeric values")
+            out = np.where(count == 0, float(default) if not isinstance(default, str) else 0.0,
+                           mean)
+            if n.truncate:
+                return np.trunc(out).astype(np.int64)
+            if kind in "iub" and isinstance(default, (int, bool, np.integer)) and \
+                    np.all(out == np.round(out)):
+                return out.astype(np.int64)
+            return out
+        # max / min reductions
+        if kind == "U":
+            uniq, inv = np.unique(vals, return_inverse=True)
+            ranks = inv.reshape(vals.shape).astype(np.int64)
+            r = _masked_reduce(sel, ranks, n.reduction)
+            out = uniq[np.where(count == 0, 0, r)]
+            if np.any(count == 0):
+                if not isinstance(default, str):
+                    raise RASPTypeError(
+                        f"aggregate '{n.label}': default {default!r} for string values")
+                out = np.where(count == 0, default, out)
+            return out
+        r = _masked_reduce(sel, vals, n.reduction)
+        if np.any(count == 0):
+            if isinstance(default, str):
+                raise RASPTypeError(f"aggregate '{n.label}': string default for numeric values")
+            r = np.where(count == 0, default, r)
+        return r
+
+    def _move_single(self, sel, vals, count, default):
+        idx = np.argmax(sel, axis=-1)                          # [B, Q] first selected key
+        moved = np.take_along_axis(vals, idx, axis=-1)
+        if np.any(count == 0):
+            d = np.asarray(default)
+            if (d.dtype.kind == "U") != (vals.dtype.kind == "U"):
+                if vals.dtype.kind == "U":
+                    raise RASPTypeError(
+                        f"aggregate default {default!r} does not match string values")
+            moved = np.where(count == 0, default, moved)
+        return moved
+
+
+def _is_bool(x) -> bool:
+    return isinstance(x, (bool, np.bool_))
+
+
+def _compare(keys: np.ndarray, queries: np.ndarray, op: str) -> np.ndarray:
+    kk, qk = keys.dtype.kind, queries.dtype.kind
+    if (kk == "U") != (qk == "U"):
+        if op == "==":
+            return np.zeros(np.broadcast_shapes(keys.shape, queries.shape), dtype=bool)
+        if op == "!=":
+            return np.ones(np.broadcast_shapes(keys.shape, queries.shape), dtype=bool)
+        raise RASPTypeError(f"select cannot compare strings with numbers using '{op}'")
+    if op == "==":
+        return keys == queries
+    if op == "!=":
+        return keys != queries
+    if op == "<":
+        return keys < queries
+    if op == "<=":
+        return keys <= queries
+    if op == ">":
+        return keys > queries
+    if op == ">=":
+        return keys >= queries
+    raise AssertionError(op)
+
+
+def _masked_reduce(sel: np.ndarray, vals: np.ndarray, reduction: str) -> np.ndarray:
+    """max / min of ``vals[b, k]`` over selected keys ``sel[b, q, k]``; arbitrary where none."""
+    if vals.dtype.kind == "b":
+        vals = vals.astype(np.int64)
+        back = bool
+    else:
+        back = None
+    if vals.dtype.kind == "f":
+        fill = -np.inf if reduction == "max" else np.inf
+    else:
+        info = np.iinfo(np.int64)
+        fill = info.min if reduction == "max" else info.max
+    expanded = np.where(sel, vals[:, None, :], fill)
+    out = expanded.max(axis=-1) if reduction == "max" else expanded.min(axis=-1)
+    count = sel.sum(axis=-1)
+    out = np.where(count == 0, 0, out).astype(vals.dtype)
+    return out.astype(back) if back is not None else out
+
+
+def evaluate(sop: Node, inputs: Any, causal: bool | None = None) -> np.ndarray:
+    """Evaluate an s-op (or selector) on a batch of equal-length inputs.
+
+    Args:
+        sop: an :class:`~rasp.ir.SOp` or :class:`~rasp.ir.Selector`.
+        inputs: a string (one sequence of characters), a list of tokens (one sequence), a list
+            of equal-length sequences, or a ``[batch, seq]`` array.
+        causal: ``True`` evaluates in RASP-L causal mode (every selector ANDed with
+            ``key_index <= query_index``); ``None`` (default) respects each select's own flag.
+
+    Returns:
+        ``[batch, seq]`` array for an s-op; ``[batch, query, key]`` bool array for a selector.
+
+    Raises:
+        RASPTypeError / RASPValueError (subclasses of :class:`~rasp.ir.RASPError`) with the
+        offending operation's source position when known.
+    """
+    return Evaluator(inputs, causal=causal)(sop)
+
+
+# --------------------------------------------------------------------------------------------
+# Display, as the original REPL prints values
+# --------------------------------------------------------------------------------------------
+
+def _small_str(v) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return "T" if v else "F"
+    if isinstance(v, (float, np.floating)):
+        r = round(float(v), 3)
+        return str(r)
+    return str(v)
+
+
+def format_sop_value(values: Sequence | np.ndarray) -> str:
+    """Format one sequence's values as the original REPL: ``[h, e, l, l, o] (strings)``;
+    a constant sequence as ``[0]*5 (ints)``; floats rounded to 3 digits, bools as T/F."""
+    arr = np.asarray(values)
+    items = arr.tolist()
+    tname = value_type(arr) + "s"
+    if len(items) > 1 and len(set(items)) == 1:
+        body = f"[{_small_str(items[0])}]*{len(items)}"
+    else:
+        body = "[" + ", ".join(_small_str(x) for x in items) + "]"
+    return f"{body} ({tname})"
+
+
+def format_selector_value(matrix: np.ndarray, keys: Sequence | None = None,
+                          queries: Sequence | None = None) -> str:
+    """Format a ``[query, key]`` selector matrix as rows of 0/1 (query labels on the left, key
+    labels on top), like the original REPL's selector display."""
+    m = np.asarray(matrix).astype(int)
+    n_q, n_k = m.shape
+    klabels = [str(k) for k in (keys if keys is not None else range(n_k))]
+    qlabels = [str(q) for q in (queries if queries is not None else range(n_q))]
+    w = max([len(s) for s in qlabels] + [1])
+    cw = max([len(s) for s in klabels] + [1])
+    lines = [" " * (w + 3) + " ".join(s.rjust(cw) for s in klabels)]
+    for q in range(n_q):
+        lines.append(f"{qlabels[q].rjust(w)} |" + " " + " ".join(str(x).rjust(cw) for x in m[q]))
+    return "\n".join(lines)

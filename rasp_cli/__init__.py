@@ -1,0 +1,1 @@
+"""rasp-lab: rasp_cli."""
