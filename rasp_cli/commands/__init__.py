@@ -1,0 +1,1 @@
+"""Subcommands of the `rasp` CLI, one module each (each defines `register(subparsers)`)."""
