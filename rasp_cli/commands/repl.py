@@ -1,0 +1,132 @@
+"""`rasp repl [--causal] [--no-history] [FILE...]`: the interactive RASP REPL (also what `rasp`
+runs with no subcommand).
+
+FILEs are run into the session first (like ``python -i``), then the REPL starts. When standard
+input is not a terminal, statements are read from it without prompts (``rasp < prog.rasp``);
+the exit status is then 1 if a statement failed.
+
+The CLI injects the ``compile NAME [vocab] [max_len]`` command into the REPL (``rasp`` may not
+import ``compiler``; this module may).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from rasp.ir import RASPError
+
+
+def register(sub) -> None:
+    """Add the ``repl`` subcommand to the CLI's subparsers."""
+    p = sub.add_parser(
+        "repl", help="the interactive RASP REPL (the default when no subcommand is given)",
+        description="The interactive RASP REPL: prompt '>> ', continuation '.. ', running "
+                    "example \"hello\", history in $RASP_HISTORY or ~/.rasp_history. Type "
+                    "'help' inside for the commands. Reads statements from stdin when it is "
+                    "not a terminal.")
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help=".rasp files to run into the session before the REPL starts")
+    p.add_argument("--causal", action="store_true",
+                   help="start in RASP-L causal mode (every select is causal)")
+    p.add_argument("--no-history", action="store_true",
+                   help="do not read or write the history file")
+    p.set_defaults(func=run_repl)
+
+
+def compile_command(repl, argtext: str) -> str:
+    """compile NAME to transformer weights; show the compiled model's size (and check it on the example)"""
+    a = repl.parse_name_args(argtext, "compile")
+    from rasp.repl import ReplError
+    from rasp.ir import SOp
+    if not isinstance(a.value, SOp):
+        raise ReplError(f"{a.name} is not an s-op; compile takes an s-op")
+    try:
+        import compiler
+        compile_program = compiler.compile_program
+    except (ImportError, AttributeError):
+        raise ReplError("the compiler is not available (compiler.compile_program is missing)")
+    cm = compile_program(a.value, a.vocab, a.max_len, causal=repl.causal)
+    stats = dict(getattr(cm, "stats", {}) or {})
+    lines = [f"  compiled {a.name} (vocab {_fmt(a.vocab)}, max_len {a.max_len}"
+             f"{', causal' if repl.causal else ''})"]
+    order = ["layers", "heads", "d_model", "d_head", "mlp_hidden", "params", "nonzero_params",
+             "compile_seconds"]
+    keys = [k for k in order if k in stats] + [k for k in stats if k not in order]
+    if keys:
+        w = max(len(k) for k in keys)
+        for k in keys:
+            v = stats[k]
+            if isinstance(v, float):
+                v = f"{v:.3g}"
+            lines.append(f"    {k.ljust(w)}  {v}")
+    ex = list(repl.example)
+    if len(ex) <= a.max_len and all(t in set(a.vocab) for t in ex):
+        try:
+            got = cm.run([ex])[0]
+            want = repl.eval_on_example(a.value)
+            same = len(got) == len(want) and all(_eq(x, y) for x, y in zip(got, want))
+            from rasp.interpreter import format_sop_value
+            lines.append(f"  compiled model on the example: {format_sop_value(got)} "
+                         f"({'matches' if same else 'DIFFERS from'} the interpreter)")
+        except RASPError as e:
+            lines.append(f"  compiled model on the example failed: {e}")
+    return "\n".join(lines)
+
+
+compile_command.usage = "compile NAME [vocab] [max_len]"
+
+
+def _eq(x, y) -> bool:
+    try:
+        if isinstance(x, (int, float)) or isinstance(y, (int, float)):
+            return abs(float(x) - float(y)) < 1e-3
+    except (TypeError, ValueError):
+        return False
+    return str(x) == str(y)
+
+
+def _fmt(v) -> str:
+    return "[" + ", ".join(f'"{x}"' if isinstance(x, str) else str(x) for x in v) + "]"
+
+
+def run_repl(args) -> int:
+    """Start the REPL (``args`` may lack this subcommand's options: defaults are used).
+
+    Returns 0; 2 when a FILE cannot be read or fails; in the non-interactive mode 1 when a
+    statement read from stdin failed.
+    """
+    from rasp.repl import Repl
+    try:
+        from rasp.runtime import Session
+    except ImportError as e:
+        print(f"rasp repl: error: the RASP runtime is not available ({e})", file=sys.stderr)
+        return 2
+    causal = bool(getattr(args, "causal", False))
+    files = list(getattr(args, "files", None) or [])
+    no_history = bool(getattr(args, "no_history", False))
+    try:
+        session = Session(causal=causal)
+    except RASPError as e:
+        print(f"rasp repl: {e}", file=sys.stderr)
+        return 2
+    for path in files:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            print(f"rasp repl: error: cannot read {path}: {e.strerror or e}", file=sys.stderr)
+            return 2
+        try:
+            session.execute(text, filename=path)
+        except RASPError as e:
+            print(f"rasp repl: {e}", file=sys.stderr)
+            return 2
+    repl = Repl(session=session, extra_commands={"compile": compile_command},
+                history_file=False if no_history else None)
+    if files and sys.stdin is not None and sys.stdin.isatty():
+        print("loaded " + ", ".join(os.path.basename(p) for p in files))
+    try:
+        return repl.run()
+    except KeyboardInterrupt:
+        return 130
