@@ -1,0 +1,194 @@
+"""Positional encodings of the one :class:`compiler.transformer.Transformer`.
+
+Six encodings, as defined in Kazemnejad et al. 2023 ("The Impact of Positional Encoding on Length
+Generalization in Transformers", arXiv 2305.19466) and its implementation:
+
+==================  ======================================================================
+``nope``            nothing positional; only the causal mask.
+``ape_learned``     learned absolute embedding ``W_pos [n_ctx, d_model]`` added at the input
+                    (GPT-2). Cannot represent positions >= n_ctx.
+``ape_sinusoidal``  fixed sinusoids added at the input (Vaswani et al. 2017): a sin block and a
+                    cos block concatenated, frequency of column i = 10000^(-2i/d_model).
+``t5``              learned scalar bias per (bucket, head) added to the attention logits
+                    (Raffel et al. 2020); unidirectional buckets of the distance q - k:
+                    n < 16 -> n, else 16 + floor(log(n/16) / log(128/16) * 16), capped at 31
+                    (32 buckets, max distance 128). Computed once, shared by all layers.
+``alibi``           bias -slope_h * |q - k| in every layer (Press et al. 2022); slopes
+                    2^(-8/H * h), h = 1..H, with the standard interleaving when H is not a
+                    power of two.
+``rope``            rotary embedding of q and k (Su et al. 2021), base 10000, applied to the
+                    first ``fraction`` of each head's dimensions (GPT-J style, interleaved
+                    pairs); the paper rotated 25%.
+==================  ======================================================================
+
+Everything here is plain PyTorch and independent of the rest of the model, so each formula can be
+tested on its own (``tests/test_positional_*.py``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+PE_NAMES = ("nope", "ape_learned", "ape_sinusoidal", "t5", "alibi", "rope")
+"""The six positional encodings, in the order of Kazemnejad et al.'s tables."""
+
+
+class PositionalEncodingError(ValueError):
+    """A bad positional-encoding setting or a position the encoding cannot represent."""
+
+
+def check_pe(pe: str) -> str:
+    """Return ``pe`` if it names one of :data:`PE_NAMES`, else raise PositionalEncodingError."""
+    if pe not in PE_NAMES:
+        raise PositionalEncodingError(
+            f"unknown positional encoding {pe!r}; known: {', '.join(PE_NAMES)}")
+    return pe
+
+
+# --------------------------------------------------------------------------------------------
+# Absolute encodings
+# --------------------------------------------------------------------------------------------
+
+def sinusoidal_table(n_positions: int, d_model: int, base: float = 10000.0,
+                     offset: int = 0) -> torch.Tensor:
+    """Fixed sinusoidal table ``[n_positions, d_model]`` (float32).
+
+    Row p (absolute position ``p + offset``) is ``[sin(p w_0) .. sin(p w_{h-1}),
+    cos(p w_0) .. cos(p w_{h-1})]`` with ``h = d_model // 2`` and ``w_i = base^(-2i/d_model)``:
+    the sin and cos blocks are concatenated (not interleaved), as in Kazemnejad et al.'s code.
+    An odd ``d_model`` leaves the last column zero. Source: Vaswani et al. 2017, sec. 3.5.
+    """
+    if d_model < 2:
+        raise PositionalEncodingError("ape_sinusoidal needs d_model >= 2")
+    half = d_model // 2
+    pos = torch.arange(offset, offset + n_positions, dtype=torch.float64)[:, None]
+    freq = base ** (-2.0 * torch.arange(half, dtype=torch.float64) / d_model)
+    angles = pos * freq[None, :]
+    table = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    table[:, :half] = torch.sin(angles)
+    table[:, half:2 * half] = torch.cos(angles)
+    return table.float()
+
+
+# --------------------------------------------------------------------------------------------
+# T5 relative bias
+# --------------------------------------------------------------------------------------------
+
+def t5_bucket(distance, num_buckets: int = 32, max_distance: int = 128):
+    """T5 unidirectional relative-position bucket of ``distance = query_pos - key_pos``.
+
+    Negative distances (keys in the future) map to bucket 0, like T5 with
+    ``bidirectional=False``. With the defaults: ``n < 16 -> n``; else
+    ``16 + floor(log(n/16) / log(128/16) * 16)`` capped at 31. Accepts an int or a LongTensor
+    (any shape) and returns the same kind. Source: Raffel et al. 2020; HF
+    ``T5Attention._relative_position_bucket``.
+    """
+    scalar = not torch.is_tensor(distance)
+    n = torch.as_tensor(distance, dtype=torch.long).clamp(min=0)
+    max_exact = num_buckets // 2
+    is_small = n < max_exact
+    # float64 so the floor is exact at bucket edges; n.clamp(min=1) avoids log(0) (unused there)
+    large = max_exact + (
+        torch.log(n.clamp(min=1).double() / max_exact)
+        / math.log(max_distance / max_exact) * (num_buckets - max_exact)).floor().long()
+    large = large.clamp(max=num_buckets - 1)
+    out = torch.where(is_small, n, large)
+    return int(out) if scalar else out
+
+
+class T5RelativeBias(nn.Module):
+    """Learned scalar per (bucket, head): ``rel_bias.weight [num_buckets, n_heads]``.
+
+    ``forward(q_len, k_len, q_offset=0)`` returns the bias ``[head, query, key]`` added to the
+    attention logits. One instance is shared by all layers (a layer with fewer heads uses the
+    first ones). Initialised normal(0, 0.02); the values are learned.
+    """
+
+    def __init__(self, n_heads: int, num_buckets: int = 32, max_distance: int = 128):
+        super().__init__()
+        self.num_buckets = num_buckets
+        self.max_distance = max_distance
+        self.rel_bias = nn.Embedding(num_buckets, n_heads)
+        nn.init.normal_(self.rel_bias.weight, std=0.02)
+
+    def forward(self, q_len: int, k_len: int, q_offset: int = 0) -> torch.Tensor:
+        device = self.rel_bias.weight.device
+        q = torch.arange(q_len, device=device)[:, None] + q_offset
+        k = torch.arange(k_len, device=device)[None, :]
+        buckets = t5_bucket(q - k, self.num_buckets, self.max_distance)
+        return self.rel_bias(buckets).permute(2, 0, 1)  # [head, q, k]
+
+
+# --------------------------------------------------------------------------------------------
+# ALiBi
+# --------------------------------------------------------------------------------------------
+
+def alibi_slopes(n_heads: int) -> list[float]:
+    """ALiBi head slopes (Press et al. 2022, and their reference implementation).
+
+    For H a power of two: ``2^(-8/H * h)`` for h = 1..H. Otherwise, with ``P`` the largest power
+    of two below H: the P slopes of ``P`` heads followed by every other slope of ``2P`` heads
+    (``[0::2]``) up to H in total.
+    """
+    if n_heads < 1:
+        raise PositionalEncodingError("alibi needs at least one head")
+
+    def power_of_2(n):
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    if math.log2(n_heads).is_integer():
+        return power_of_2(n_heads)
+    p = 2 ** math.floor(math.log2(n_heads))
+    return power_of_2(p) + power_of_2(2 * p)[0::2][: n_heads - p]
+
+
+def alibi_bias(n_heads: int, q_len: int, k_len: int, q_offset: int = 0,
+               device=None) -> torch.Tensor:
+    """ALiBi bias ``[head, query, key]`` = ``-slope_h * |q - k|`` (float32).
+
+    In a causal model only keys ``k <= q`` count, where this is ``-slope_h * (q - k)``.
+    """
+    slopes = torch.tensor(alibi_slopes(n_heads), dtype=torch.float32, device=device)
+    q = torch.arange(q_len, device=device)[:, None] + q_offset
+    k = torch.arange(k_len, device=device)[None, :]
+    dist = (q - k).abs().float()
+    return -slopes[:, None, None] * dist[None]
+
+
+# --------------------------------------------------------------------------------------------
+# Rotary
+# --------------------------------------------------------------------------------------------
+
+def rotary_dim(d_head: int, fraction: float) -> int:
+    """Number of rotated dimensions: ``int(d_head * fraction)`` rounded down to even (>= 2)."""
+    if not 0.0 < fraction <= 1.0:
+        raise PositionalEncodingError(f"rope_fraction must be in (0, 1], got {fraction}")
+    r = int(d_head * fraction) // 2 * 2
+    return max(2, min(r, d_head // 2 * 2))
+
+
+def apply_rotary(x: torch.Tensor, positions: torch.Tensor, rot_dim: int,
+                 base: float = 10000.0) -> torch.Tensor:
+    """Rotate pairs ``(x[..., 2i], x[..., 2i+1])``, i < rot_dim/2, by ``pos * base^(-2i/rot_dim)``.
+
+    ``x`` is ``[batch, head, seq, d_head]``; ``positions`` is ``[seq]`` or ``[batch, seq]``
+    (absolute positions). Dimensions ``>= rot_dim`` pass through (GPT-J style partial rotary).
+    The dot product of a rotated query at position m and key at n depends on m - n only.
+    """
+    inv_freq = base ** (-torch.arange(0, rot_dim, 2, device=x.device, dtype=torch.float32)
+                        / rot_dim)
+    pos = positions.to(x.device).float()
+    angles = pos[..., None] * inv_freq  # [seq, rot/2] or [batch, seq, rot/2]
+    if angles.dim() == 3:
+        angles = angles[:, None]  # [batch, 1, seq, rot/2]
+    cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
+    x_rot, x_pass = x[..., :rot_dim], x[..., rot_dim:]
+    x1, x2 = x_rot[..., 0::2], x_rot[..., 1::2]
+    r1 = x1 * cos - x2 * sin
+    r2 = x1 * sin + x2 * cos
+    rotated = torch.stack((r1, r2), dim=-1).flatten(-2)
+    return torch.cat((rotated, x_pass), dim=-1)

@@ -1,0 +1,586 @@
+"""The one decoder Transformer of rasp-lab, shared by compiled and trained models.
+
+nanoGPT-sized and readable in one file. Parameter names and shapes follow TransformerLens so the
+compiler can write weights by name and probing tools read them the same way::
+
+    embed.W_E               [d_vocab, d_model]
+    pos_embed.W_pos         [n_ctx, d_model]                (pe = "ape_learned" only)
+    t5_bias.rel_bias.weight [32, max_heads]                 (pe = "t5" only; shared by layers)
+    blocks.{l}.ln1.w / .b   [d_model]                       (normalization = "pre_ln" only)
+    blocks.{l}.attn.W_Q/W_K/W_V [n_heads_l, d_model, d_head]
+    blocks.{l}.attn.b_Q/b_K/b_V [n_heads_l, d_head]         (attn_bias only)
+    blocks.{l}.attn.W_O     [n_heads_l, d_head, d_model]
+    blocks.{l}.attn.b_O     [d_model]                       (attn_bias only)
+    blocks.{l}.ln2.w / .b   [d_model]                       (pre_ln only)
+    blocks.{l}.mlp.W_in     [d_model, d_mlp_l]
+    blocks.{l}.mlp.b_in     [d_mlp_l]                       (mlp_bias only)
+    blocks.{l}.mlp.W_out    [d_mlp_l, d_model]
+    blocks.{l}.mlp.b_out    [d_model]                       (mlp_bias only)
+    ln_final.w / .b         [d_model]                       (pre_ln only)
+    unembed.W_U             [d_model, d_vocab_out]          (absent when tied_embeddings)
+    unembed.b_U             [d_vocab_out]
+
+A layer with 0 heads has no attention sublayer (``blocks.{l}.attn`` is None) and a layer with
+``d_mlp_l = 0`` has no MLP. Hook points (TransformerLens names, identity modules, so observing
+never changes the forward pass): ``hook_embed``, ``hook_pos_embed``, ``blocks.{l}.hook_resid_pre``,
+``blocks.{l}.attn.hook_attn_scores`` ``[batch, head, query, key]`` (pre-softmax, masked),
+``blocks.{l}.attn.hook_pattern`` ``[batch, head, query, key]`` (probabilities),
+``blocks.{l}.hook_attn_out``, ``blocks.{l}.hook_resid_mid``, ``blocks.{l}.hook_mlp_out``,
+``blocks.{l}.hook_resid_post`` (all ``[batch, seq, d_model]``), ``ln_final.hook_normalized``.
+
+Weights are stored with safetensors only (:func:`save_safetensors`, :func:`load_safetensors`);
+the config travels as JSON in the safetensors metadata.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from compiler.positional import (
+    PE_NAMES, PositionalEncodingError, T5RelativeBias, alibi_bias, apply_rotary, check_pe,
+    rotary_dim, sinusoidal_table)
+
+__all__ = ["TransformerConfig", "Transformer", "HookPoint", "ContextLengthError",
+           "save_safetensors", "load_safetensors", "read_safetensors_metadata",
+           "TransformerConfigError", "PE_NAMES"]
+
+
+class TransformerConfigError(ValueError):
+    """An invalid :class:`TransformerConfig` (message names the field and the allowed values)."""
+
+
+class ContextLengthError(PositionalEncodingError):
+    """Input longer than a learned absolute embedding (``ape_learned``) can represent."""
+
+
+@dataclass
+class TransformerConfig:
+    """Hyper-parameters of :class:`Transformer` (all serialisable with :meth:`to_dict`).
+
+    ``n_heads`` and ``d_mlp`` are an int (same in every layer) or a list with one entry per
+    layer; 0 removes that sublayer. ``n_ctx`` is the number of learned positions for
+    ``ape_learned`` (other encodings accept any length). ``attn_scale`` multiplies logits by
+    1/sqrt(d_head). ``causal`` masks keys after the query. ``tied_embeddings`` reuses ``W_E``
+    as the unembedding (needs ``d_vocab == d_vocab_out``). ``n_heads_mask`` (optional, list of
+    per-layer lists of 0/1) silences heads, e.g. for ablations.
+    """
+
+    n_layers: int = 2
+    d_model: int = 64
+    d_head: int = 16
+    n_heads: Any = 4
+    d_mlp: Any = 256
+    d_vocab: int = 16
+    d_vocab_out: int | None = None
+    n_ctx: int = 128
+    pe: str = "nope"
+    rope_fraction: float = 0.25
+    rope_base: float = 10000.0
+    act: str = "relu"
+    normalization: str = "pre_ln"
+    attn_scale: bool = True
+    causal: bool = True
+    tied_embeddings: bool = False
+    dropout: float = 0.0
+    attn_bias: bool = True
+    mlp_bias: bool = True
+    n_heads_mask: list | None = None
+    init_std: float = 0.02
+    t5_num_buckets: int = 32
+    t5_max_distance: int = 128
+
+    def __post_init__(self):
+        if self.d_vocab_out is None:
+            self.d_vocab_out = self.d_vocab
+        self.validate()
+
+    # -- per-layer views ------------------------------------------------------------------
+    def heads(self, layer: int) -> int:
+        """Number of heads in ``layer``."""
+        return int(self.n_heads[layer] if isinstance(self.n_heads, (list, tuple))
+                   else self.n_heads)
+
+    def mlp_width(self, layer: int) -> int:
+        """MLP hidden width in ``layer`` (0 = no MLP)."""
+        return int(self.d_mlp[layer] if isinstance(self.d_mlp, (list, tuple)) else self.d_mlp)
+
+    @property
+    def max_heads(self) -> int:
+        return max([self.heads(l) for l in range(self.n_layers)] + [0])
+
+    def validate(self) -> None:
+        """Raise :class:`TransformerConfigError` for an inconsistent config."""
+        def bad(msg):
+            raise TransformerConfigError(msg)
+        if self.pe not in PE_NAMES:
+            bad(f"pe must be one of {', '.join(PE_NAMES)}, got {self.pe!r}")
+        if self.act not in ("relu", "gelu"):
+            bad(f"act must be 'relu' or 'gelu', got {self.act!r}")
+        if self.normalization not in ("none", "pre_ln"):
+            bad(f"normalization must be 'none' or 'pre_ln', got {self.normalization!r}")
+        for name in ("n_layers", "d_model", "d_head", "d_vocab", "d_vocab_out", "n_ctx"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "n_layers"
+                                                                        else 1):
+                bad(f"{name} must be a positive int, got {v!r}")
+        for name in ("n_heads", "d_mlp"):
+            v = getattr(self, name)
+            vals = list(v) if isinstance(v, (list, tuple)) else [v]
+            if isinstance(v, (list, tuple)) and len(vals) != self.n_layers:
+                bad(f"{name} has {len(vals)} entries for {self.n_layers} layers")
+            if any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in vals):
+                bad(f"{name} entries must be ints >= 0, got {v!r}")
+        if self.tied_embeddings and self.d_vocab != self.d_vocab_out:
+            bad("tied_embeddings needs d_vocab == d_vocab_out")
+        if not 0.0 <= self.dropout < 1.0:
+            bad(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.pe == "rope":
+            if self.d_head < 2:
+                bad("rope needs d_head >= 2")
+            if not 0.0 < self.rope_fraction <= 1.0:
+                bad(f"rope_fraction must be in (0, 1], got {self.rope_fraction}")
+        if self.pe == "ape_sinusoidal" and self.d_model < 2:
+            bad("ape_sinusoidal needs d_model >= 2")
+        if self.n_heads_mask is not None:
+            if len(self.n_heads_mask) != self.n_layers or any(
+                    len(m) != self.heads(l) for l, m in enumerate(self.n_heads_mask)):
+                bad("n_heads_mask must hold one list of length n_heads_l per layer")
+
+    def to_dict(self) -> dict:
+        """Plain JSON-serialisable dict."""
+        d = dataclasses.asdict(self)
+        for k in ("n_heads", "d_mlp"):
+            if isinstance(d[k], tuple):
+                d[k] = list(d[k])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TransformerConfig":
+        """Inverse of :meth:`to_dict`; unknown keys raise TransformerConfigError."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise TransformerConfigError(f"unknown config keys: {sorted(unknown)}")
+        return cls(**d)
+
+    def replace(self, **changes) -> "TransformerConfig":
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+
+class HookPoint(nn.Module):
+    """Identity module marking an activation; forward hooks on it observe that activation."""
+
+    def forward(self, x):
+        return x
+
+
+class Embed(nn.Module):
+    """Token embedding ``W_E [d_vocab, d_model]``."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.W_E = nn.Parameter(torch.empty(cfg.d_vocab, cfg.d_model))
+
+    def forward(self, tokens):
+        return self.W_E[tokens]
+
+
+class PosEmbed(nn.Module):
+    """Learned absolute position embedding ``W_pos [n_ctx, d_model]``."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.W_pos = nn.Parameter(torch.empty(cfg.n_ctx, cfg.d_model))
+
+    def forward(self, positions):
+        n_ctx = self.W_pos.shape[0]
+        top = int(positions.max()) if positions.numel() else 0
+        if top >= n_ctx:
+            raise ContextLengthError(
+                f"position {top} is beyond the learned absolute position embedding "
+                f"(ape_learned has n_ctx={n_ctx} positions, 0..{n_ctx - 1}); it cannot "
+                f"represent unseen positions")
+        return self.W_pos[positions]
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm with TransformerLens names ``w`` and ``b`` ``[d_model]`` (eps 1e-5)."""
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(d_model))
+        self.b = nn.Parameter(torch.zeros(d_model))
+        self.hook_normalized = HookPoint()
+
+    def forward(self, x):
+        return self.hook_normalized(F.layer_norm(x, x.shape[-1:], self.w, self.b, 1e-5))
+
+
+class Attention(nn.Module):
+    """Multi-head attention with per-head weights ``W_Q/W_K/W_V [H, d_model, d_head]``."""
+
+    def __init__(self, cfg: TransformerConfig, layer: int):
+        super().__init__()
+        self.cfg, self.layer = cfg, layer
+        H, d, dh = cfg.heads(layer), cfg.d_model, cfg.d_head
+        self.n_heads = H
+        for n in ("W_Q", "W_K", "W_V"):
+            setattr(self, n, nn.Parameter(torch.empty(H, d, dh)))
+        self.W_O = nn.Parameter(torch.empty(H, dh, d))
+        if cfg.attn_bias:
+            for n in ("b_Q", "b_K", "b_V"):
+                setattr(self, n, nn.Parameter(torch.zeros(H, dh)))
+            self.b_O = nn.Parameter(torch.zeros(d))
+        if cfg.pe == "rope":
+            self.rot_dim = rotary_dim(dh, cfg.rope_fraction)
+        mask = cfg.n_heads_mask[layer] if cfg.n_heads_mask is not None else None
+        self.register_buffer("head_mask", None if mask is None
+                             else torch.tensor(mask, dtype=torch.float32), persistent=False)
+        self.hook_attn_scores = HookPoint()
+        self.hook_pattern = HookPoint()
+        self.hook_z = HookPoint()
+        self.attn_dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x, positions, rel_bias=None):
+        """``x [batch, seq, d_model]``, ``positions [batch, seq]`` absolute positions,
+        ``rel_bias [head, q, k]`` or None. Returns ``[batch, seq, d_model]``."""
+        cfg = self.cfg
+        q = torch.einsum("bsd,hde->bhse", x, self.W_Q)
+        k = torch.einsum("bsd,hde->bhse", x, self.W_K)
+        v = torch.einsum("bsd,hde->bhse", x, self.W_V)
+        if cfg.attn_bias:
+            q = q + self.b_Q[None, :, None, :]
+            k = k + self.b_K[None, :, None, :]
+            v = v + self.b_V[None, :, None, :]
+        if cfg.pe == "rope":
+            q = apply_rotary(q, positions, self.rot_dim, cfg.rope_base)
+            k = apply_rotary(k, positions, self.rot_dim, cfg.rope_base)
+        scores = q @ k.transpose(-1, -2)  # [batch, head, q, k]
+        if cfg.attn_scale:
+            scores = scores / math.sqrt(cfg.d_head)
+        seq = x.shape[1]
+        if cfg.pe == "t5":
+            scores = scores + rel_bias[: self.n_heads][None]
+        elif cfg.pe == "alibi":
+            scores = scores + alibi_bias(self.n_heads, seq, seq, device=x.device)[None]
+        if cfg.causal:
+            future = torch.ones(seq, seq, dtype=torch.bool, device=x.device).triu(1)
+            scores = scores.masked_fill(future, float("-inf"))
+        scores = self.hook_attn_scores(scores)
+        pattern = self.hook_pattern(torch.softmax(scores, dim=-1))
+        z = self.attn_dropout(pattern) @ v  # [batch, head, seq, d_head]
+        if self.head_mask is not None:
+            z = z * self.head_mask[None, :, None, None]
+        z = self.hook_z(z)
+        out = torch.einsum("bhse,hed->bsd", z, self.W_O)
+        if cfg.attn_bias:
+            out = out + self.b_O
+        return out
+
+
+class MLP(nn.Module):
+    """Two-layer MLP ``W_in [d_model, d_mlp]``, ``W_out [d_mlp, d_model]`` (ReLU or GELU)."""
+
+    def __init__(self, cfg: TransformerConfig, layer: int):
+        super().__init__()
+        self.cfg = cfg
+        w = cfg.mlp_width(layer)
+        self.W_in = nn.Parameter(torch.empty(cfg.d_model, w))
+        self.W_out = nn.Parameter(torch.empty(w, cfg.d_model))
+        if cfg.mlp_bias:
+            self.b_in = nn.Parameter(torch.zeros(w))
+            self.b_out = nn.Parameter(torch.zeros(cfg.d_model))
+        self.hook_post = HookPoint()
+
+    def forward(self, x):
+        h = x @ self.W_in
+        if self.cfg.mlp_bias:
+            h = h + self.b_in
+        h = self.hook_post(F.relu(h) if self.cfg.act == "relu" else F.gelu(h))
+        out = h @ self.W_out
+        if self.cfg.mlp_bias:
+            out = out + self.b_out
+        return out
+
+
+class Block(nn.Module):
+    """One layer: (pre-LN) attention then (pre-LN) MLP, each added to the residual stream."""
+
+    def __init__(self, cfg: TransformerConfig, layer: int):
+        super().__init__()
+        pre_ln = cfg.normalization == "pre_ln"
+        has_attn, has_mlp = cfg.heads(layer) > 0, cfg.mlp_width(layer) > 0
+        self.ln1 = LayerNorm(cfg.d_model) if pre_ln and has_attn else None
+        self.attn = Attention(cfg, layer) if has_attn else None
+        self.ln2 = LayerNorm(cfg.d_model) if pre_ln and has_mlp else None
+        self.mlp = MLP(cfg, layer) if has_mlp else None
+        self.drop = nn.Dropout(cfg.dropout)
+        self.hook_resid_pre = HookPoint()
+        self.hook_attn_out = HookPoint()
+        self.hook_resid_mid = HookPoint()
+        self.hook_mlp_out = HookPoint()
+        self.hook_resid_post = HookPoint()
+
+    def forward(self, x, positions, rel_bias=None):
+        x = self.hook_resid_pre(x)
+        if self.attn is not None:
+            h = self.ln1(x) if self.ln1 is not None else x
+            x = x + self.drop(self.hook_attn_out(self.attn(h, positions, rel_bias)))
+        x = self.hook_resid_mid(x)
+        if self.mlp is not None:
+            h = self.ln2(x) if self.ln2 is not None else x
+            x = x + self.drop(self.hook_mlp_out(self.mlp(h)))
+        return self.hook_resid_post(x)
+
+
+class Unembed(nn.Module):
+    """Unembedding ``W_U [d_model, d_vocab_out]`` (absent when tied) and ``b_U``."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        if not cfg.tied_embeddings:
+            self.W_U = nn.Parameter(torch.empty(cfg.d_model, cfg.d_vocab_out))
+        self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab_out))
+
+
+class Transformer(nn.Module):
+    """Decoder transformer with a configurable positional encoding (see module docstring).
+
+    ``forward(tokens [batch, seq] LongTensor, pos_offset=None) -> logits
+    [batch, seq, d_vocab_out]``. ``pos_offset`` (int or LongTensor ``[batch]``) shifts the
+    absolute positions seen by ``ape_learned`` / ``ape_sinusoidal`` / ``rope`` (Zhou et al.'s
+    random position offsets); relative encodings ignore it. Raises :class:`ContextLengthError`
+    when ``ape_learned`` is asked for a position >= n_ctx, ValueError for bad token ids.
+    """
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        if isinstance(config, dict):
+            config = TransformerConfig.from_dict(config)
+        config.validate()
+        self.cfg = config
+        cfg = config
+        self.embed = Embed(cfg)
+        self.hook_embed = HookPoint()
+        self.pos_embed = PosEmbed(cfg) if cfg.pe == "ape_learned" else None
+        self.hook_pos_embed = HookPoint()
+        self.t5_bias = (T5RelativeBias(max(cfg.max_heads, 1), cfg.t5_num_buckets,
+                                       cfg.t5_max_distance) if cfg.pe == "t5" else None)
+        self.blocks = nn.ModuleList(Block(cfg, l) for l in range(cfg.n_layers))
+        self.ln_final = LayerNorm(cfg.d_model) if cfg.normalization == "pre_ln" else None
+        self.unembed = Unembed(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.reset_parameters()
+
+    @property
+    def config(self) -> TransformerConfig:
+        return self.cfg
+
+    def reset_parameters(self, seed: int | None = None) -> None:
+        """GPT-2 style init: normal(0, init_std); output projections scaled by
+        1/sqrt(2 n_layers); biases zero; LayerNorm w=1, b=0."""
+        gen = None
+        if seed is not None:
+            gen = torch.Generator().manual_seed(seed)
+        std = self.cfg.init_std
+        proj_std = std / math.sqrt(2 * max(self.cfg.n_layers, 1))
+        for name, p in self.named_parameters():
+            last = name.rsplit(".", 1)[-1]
+            with torch.no_grad():
+                if last in ("w",):
+                    p.fill_(1.0)
+                elif last.startswith("b_") or last == "b":
+                    p.zero_()
+                elif last in ("W_O", "W_out"):
+                    p.copy_(torch.randn(p.shape, generator=gen) * proj_std)
+                else:
+                    p.copy_(torch.randn(p.shape, generator=gen) * std)
+
+    def positions(self, batch: int, seq: int, pos_offset=None, device=None) -> torch.Tensor:
+        """Absolute positions ``[batch, seq]`` = ``arange(seq) + pos_offset``."""
+        pos = torch.arange(seq, device=device)[None, :].expand(batch, seq)
+        if pos_offset is not None:
+            off = torch.as_tensor(pos_offset, device=device, dtype=torch.long)
+            pos = pos + (off[:, None] if off.dim() == 1 else off)
+        return pos
+
+    def forward(self, tokens: torch.Tensor, pos_offset=None) -> torch.Tensor:
+        cfg = self.cfg
+        tokens = torch.as_tensor(tokens)
+        if tokens.dim() == 1:
+            tokens = tokens[None]
+        if tokens.dim() != 2 or tokens.dtype not in (torch.int64, torch.int32):
+            raise ValueError(f"tokens must be an integer tensor [batch, seq], got "
+                             f"{tuple(tokens.shape)} {tokens.dtype}")
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= cfg.d_vocab):
+            raise ValueError(f"token ids must be in 0..{cfg.d_vocab - 1}, got "
+                             f"{int(tokens.min())}..{int(tokens.max())}")
+        device = self.embed.W_E.device
+        tokens = tokens.to(device).long()
+        batch, seq = tokens.shape
+        positions = self.positions(batch, seq, pos_offset, device)
+        x = self.hook_embed(self.embed(tokens))
+        if cfg.pe == "ape_learned":
+            x = x + self.hook_pos_embed(self.pos_embed(positions))
+        elif cfg.pe == "ape_sinusoidal":
+            top = int(positions.max()) + 1 if positions.numel() else 1
+            table = sinusoidal_table(top, cfg.d_model).to(device, x.dtype)
+            x = x + self.hook_pos_embed(table[positions])
+        x = self.drop(x)
+        rel_bias = self.t5_bias(seq, seq) if self.t5_bias is not None else None
+        for block in self.blocks:
+            x = block(x, positions, rel_bias)
+        if self.ln_final is not None:
+            x = self.ln_final(x)
+        W_U = self.embed.W_E.T if cfg.tied_embeddings else self.unembed.W_U
+        return x @ W_U + self.unembed.b_U
+
+    # -- observation ----------------------------------------------------------------------
+    def hook_names(self) -> list[str]:
+        """Names of all hook points (TransformerLens style)."""
+        return [n for n, m in self.named_modules() if isinstance(m, HookPoint)]
+
+    def run_with_cache(self, tokens, names=None, pos_offset=None):
+        """Run the model and record activations: ``(logits, cache)``.
+
+        ``cache`` maps hook names (e.g. ``"blocks.0.attn.hook_pattern"`` -> ``[batch, head,
+        query, key]`` probabilities) to detached tensors. ``names``: an iterable of hook names
+        or a predicate on names (default: all). The forward pass is unchanged.
+        """
+        cache: dict[str, torch.Tensor] = {}
+        if names is None:
+            want = lambda n: True  # noqa: E731
+        elif callable(names):
+            want = names
+        else:
+            wanted = set(names)
+            unknown = wanted - set(self.hook_names())
+            if unknown:
+                raise KeyError(f"unknown hook names: {sorted(unknown)}")
+            want = wanted.__contains__
+        handles = []
+        for name, mod in self.named_modules():
+            if isinstance(mod, HookPoint) and want(name):
+                handles.append(mod.register_forward_hook(
+                    lambda m, i, o, name=name: cache.__setitem__(name, o.detach())))
+        try:
+            logits = self(tokens, pos_offset=pos_offset)
+        finally:
+            for h in handles:
+                h.remove()
+        return logits, cache
+
+    @torch.no_grad()
+    def attention_patterns(self, tokens, pos_offset=None) -> list:
+        """Attention probabilities per layer: a list over layers of numpy arrays
+        ``[batch, head, query, key]`` (a layer without attention gives ``[batch, 0, seq, seq]``).
+        """
+        tokens = torch.as_tensor(tokens)
+        if tokens.dim() == 1:
+            tokens = tokens[None]
+        was_training = self.training
+        self.eval()
+        try:
+            _, cache = self.run_with_cache(tokens, names=lambda n: n.endswith("hook_pattern"),
+                                           pos_offset=pos_offset)
+        finally:
+            self.train(was_training)
+        b, s = tokens.shape
+        out = []
+        for l in range(self.cfg.n_layers):
+            key = f"blocks.{l}.attn.hook_pattern"
+            out.append(cache[key].cpu().numpy() if key in cache
+                       else torch.zeros(b, 0, s, s).numpy())
+        return out
+
+    def num_parameters(self) -> int:
+        """Number of trainable parameters."""
+        return sum(p.numel() for p in self.parameters())
+
+
+# ------------------------------------------------------------------------------------------
+# safetensors I/O
+# ------------------------------------------------------------------------------------------
+
+def save_safetensors(model: Transformer, path, metadata: dict | None = None) -> None:
+    """Write ``model``'s weights to ``path`` (safetensors), atomically (temp file + replace).
+
+    The config is stored as JSON under metadata key ``"config"``; other ``metadata`` values are
+    stored as JSON strings under their keys.
+    """
+    from safetensors.torch import save_file
+
+    meta = {"config": json.dumps(model.cfg.to_dict()), "format": "rasp-lab-transformer"}
+    for k, v in (metadata or {}).items():
+        if k in ("config", "format"):
+            raise ValueError(f"metadata key {k!r} is reserved")
+        meta[str(k)] = v if isinstance(v, str) else json.dumps(v)
+    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    path = os.fspath(path)
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".safetensors")
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata=meta)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def read_safetensors_metadata(path) -> dict:
+    """The metadata dict (str -> str) of a safetensors file; ValueError if unreadable."""
+    from safetensors import safe_open
+    try:
+        with safe_open(os.fspath(path), framework="pt") as f:
+            return dict(f.metadata() or {})
+    except Exception as e:  # safetensors raises its own error types
+        raise ValueError(f"{path}: not a readable safetensors file ({e})") from None
+
+
+def load_safetensors(path, device: str = "cpu") -> Transformer:
+    """Read a model written by :func:`save_safetensors`.
+
+    Returns a :class:`Transformer` (in eval mode) with ``.metadata`` (the decoded metadata).
+    Raises FileNotFoundError, or ValueError with a clear message for a file that is not a
+    rasp-lab model (no config, wrong tensor names or shapes).
+    """
+    from safetensors.torch import load_file
+
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    meta = read_safetensors_metadata(path)
+    if "config" not in meta:
+        raise ValueError(f"{path}: safetensors file has no rasp-lab config in its metadata")
+    try:
+        cfg = TransformerConfig.from_dict(json.loads(meta["config"]))
+    except (json.JSONDecodeError, TypeError, TransformerConfigError) as e:
+        raise ValueError(f"{path}: bad config in metadata ({e})") from None
+    model = Transformer(cfg)
+    state = load_file(path, device="cpu")
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        raise ValueError(f"{path}: weights do not match the stored config: {e}") from None
+    decoded = {}
+    for k, v in meta.items():
+        try:
+            decoded[k] = json.loads(v)
+        except json.JSONDecodeError:
+            decoded[k] = v
+    model.metadata = decoded
+    return model.to(device).eval()
