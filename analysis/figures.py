@@ -1,0 +1,188 @@
+"""Figures of the report (matplotlib, Agg backend, PNG files).
+
+Every function writes one PNG to ``path`` and returns the path. Colours of the six positional
+encodings are fixed so the same PE has the same colour in every figure.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+__all__ = ["PE_ORDER", "PE_COLORS", "PE_NAMES", "accuracy_figure", "heatmap_figure",
+           "distance_chart", "layer_diagram", "save"]
+
+PE_ORDER = ["nope", "t5", "alibi", "rope", "ape_sinusoidal", "ape_learned"]
+PE_NAMES = {"nope": "NoPE", "t5": "T5 bias", "alibi": "ALiBi", "rope": "RoPE (Rotary)",
+            "ape_sinusoidal": "APE (sinusoidal)", "ape_learned": "APE (learned)"}
+PE_COLORS = {"nope": "#d62728", "t5": "#1f77b4", "alibi": "#2ca02c", "rope": "#9467bd",
+             "ape_sinusoidal": "#ff7f0e", "ape_learned": "#8c564b"}
+
+#: Kazemnejad et al. 2023 (Fig. 4 / §6): layer-averaged distance of each model from NoPE.
+PAPER_DISTANCE_FROM_NOPE = {"t5": 0.263, "alibi": 0.49, "ape_sinusoidal": 0.72, "rope": 0.99,
+                            "nope": 0.265}
+
+
+def save(fig, path: str | os.PathLike) -> str:
+    """Save a figure as PNG (96 dpi), close it, and return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=96, bbox_inches="tight")
+    plt.close(fig)
+    return str(path)
+
+
+def accuracy_figure(curves: dict[str, list[dict]], train_range: tuple[int, int],
+                    path: str | os.PathLike, title: str = "") -> str:
+    """Exact match vs input length, one curve per PE (mean over seeds, CI band of one seed).
+
+    Args:
+        curves: PE -> rows ``{"length", "em" (0..1 or None), "ci_low", "ci_high"}`` (the rows of
+            ``accuracy.json``; several seeds may be concatenated: they are averaged per length).
+        train_range: (min, max) training length; shaded.
+        path: PNG path.
+    """
+    fig, ax = plt.subplots(figsize=(7.0, 3.6))
+    lo, hi = train_range
+    ax.axvspan(lo - 0.5, hi + 0.5, color="#cccccc", alpha=0.5, label="training lengths")
+    for pe in sorted(curves, key=lambda p: PE_ORDER.index(p) if p in PE_ORDER else 99):
+        by_len: dict[int, list] = {}
+        band: dict[int, tuple] = {}
+        for r in curves[pe]:
+            if r.get("em") is None:
+                continue
+            by_len.setdefault(int(r["length"]), []).append(float(r["em"]))
+            if r.get("ci_low") is not None and r.get("ci_high") is not None:
+                band.setdefault(int(r["length"]), (float(r["ci_low"]), float(r["ci_high"])))
+        if not by_len:
+            continue
+        xs = sorted(by_len)
+        ys = [float(np.mean(by_len[x])) for x in xs]
+        color = PE_COLORS.get(pe)
+        ax.plot(xs, ys, marker="o", ms=3, lw=1.6, color=color, label=PE_NAMES.get(pe, pe))
+        if band:
+            bx = [x for x in xs if x in band]
+            ax.fill_between(bx, [band[x][0] for x in bx], [band[x][1] for x in bx],
+                            color=color, alpha=0.12, lw=0)
+    ax.set_xlabel("input length")
+    ax.set_ylabel("exact match")
+    ax.set_ylim(-0.03, 1.03)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2, loc="lower left")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return save(fig, path)
+
+
+def heatmap_figure(panels: Sequence[tuple[str, Any]], path: str | os.PathLike,
+                   tokens: Sequence[str] | None = None, title: str = "") -> str:
+    """Attention heatmaps side by side (query rows, key columns, probabilities 0..1).
+
+    Args:
+        panels: (caption, ``[query, key]`` matrix or None for "not available").
+        tokens: token labels for the axes (optional; shown when short).
+    """
+    n = len(panels)
+    fig, axes = plt.subplots(1, n, figsize=(3.1 * n, 3.2), squeeze=False)
+    for ax, (caption, mat) in zip(axes[0], panels):
+        if mat is None:
+            ax.text(0.5, 0.5, "not available", ha="center", va="center")
+            ax.set_axis_off()
+        else:
+            mat = np.asarray(mat, dtype=float)
+            ax.imshow(mat, cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
+            if tokens is not None and len(tokens) == mat.shape[0] and len(tokens) <= 40:
+                ax.set_xticks(range(len(tokens)))
+                ax.set_xticklabels(tokens, rotation=90, fontsize=5)
+                ax.set_yticks(range(len(tokens)))
+                ax.set_yticklabels(tokens, fontsize=5)
+            else:
+                ax.tick_params(labelsize=6)
+            ax.set_xlabel("key", fontsize=7)
+            ax.set_ylabel("query", fontsize=7)
+        ax.set_title(caption, fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    return save(fig, path)
+
+
+def distance_chart(distances: dict[str, list[float]], path: str | os.PathLike,
+                   reference: str = "nope", baseline: list[float] | None = None,
+                   paper: dict[str, float] | None = PAPER_DISTANCE_FROM_NOPE,
+                   title: str = "") -> str:
+    """Kazemnejad-style bar chart: layer-averaged JSD of each PE's model from the reference.
+
+    Args:
+        distances: PE -> distances (one per seed pair); bars show the mean, dots each value.
+        baseline: the same-PE other-seed distances (drawn as a dashed line).
+        paper: the paper's values (drawn as black diamonds where the PE is present).
+    """
+    pes = [p for p in PE_ORDER if p in distances] + [p for p in distances if p not in PE_ORDER]
+    fig, ax = plt.subplots(figsize=(6.4, 3.3))
+    xs = np.arange(len(pes))
+    means = [float(np.nanmean(distances[p])) if distances[p] else np.nan for p in pes]
+    ax.bar(xs, means, color=[PE_COLORS.get(p, "#777777") for p in pes], alpha=0.85,
+           label="this run")
+    for x, p in zip(xs, pes):
+        ax.scatter([x] * len(distances[p]), distances[p], color="black", s=8, zorder=3)
+    if paper:
+        px = [x for x, p in zip(xs, pes) if p in paper and p != reference]
+        if px:
+            ax.scatter(px, [paper[pes[int(x)]] for x in px], marker="D", color="white",
+                       edgecolor="black", s=30, zorder=4, label="Kazemnejad et al. 2023")
+    if baseline:
+        b = float(np.nanmean(baseline))
+        ax.axhline(b, ls="--", color=PE_COLORS.get(reference, "black"),
+                   label=f"{PE_NAMES.get(reference, reference)} other seed: {b:.3f}")
+    ax.set_xticks(xs)
+    ax.set_xticklabels([PE_NAMES.get(p, p) for p in pes], fontsize=8, rotation=15)
+    ax.set_ylabel(f"JSD from {PE_NAMES.get(reference, reference)} (bits)")
+    ax.set_ylim(0, max([1.0] + [m for m in means if np.isfinite(m)]) * 1.05)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return save(fig, path)
+
+
+def layer_diagram(heads: Sequence[int], mlp: Sequence[int], path: str | os.PathLike,
+                  title: str = "", head_labels: dict[tuple[int, int], str] | None = None) -> str:
+    """Layer diagram of a (compiled) model: per layer its attention heads and MLP width.
+
+    Args:
+        heads: number of heads per layer.
+        mlp: MLP hidden width per layer (0 = no MLP).
+        head_labels: optional text per (layer, head), e.g. the s-op the head computes.
+    """
+    n = len(heads)
+    fig, ax = plt.subplots(figsize=(max(3.0, 1.9 * n + 0.8), 2.6))
+    for l in range(n):
+        x = l * 1.9
+        ax.add_patch(plt.Rectangle((x, 1.2), 0.8, 0.9, color="#1f77b4", alpha=0.25))
+        text = f"attn\n{heads[l]} head" + ("s" if heads[l] != 1 else "")
+        if head_labels:
+            names = [head_labels[(l, h)] for h in range(heads[l]) if (l, h) in head_labels]
+            if names:
+                text += "\n" + "\n".join(n_[:14] for n_ in names[:3])
+        ax.text(x + 0.4, 1.65, text, ha="center", va="center", fontsize=7)
+        ax.add_patch(plt.Rectangle((x + 0.9, 1.2), 0.8, 0.9,
+                                   color="#ff7f0e" if mlp[l] else "#dddddd", alpha=0.3))
+        ax.text(x + 1.3, 1.65, f"MLP\n{mlp[l]}" if mlp[l] else "no\nMLP", ha="center",
+                va="center", fontsize=7)
+        ax.text(x + 0.85, 0.95, f"layer {l}", ha="center", fontsize=8)
+    ax.annotate("", xy=(1.9 * n, 2.3), xytext=(-0.2, 2.3),
+                arrowprops=dict(arrowstyle="->", color="#555555"))
+    ax.text(-0.2, 2.4, "residual stream", fontsize=7, color="#555555")
+    ax.set_xlim(-0.3, 1.9 * n + 0.1)
+    ax.set_ylim(0.8, 2.6)
+    ax.set_axis_off()
+    if title:
+        ax.set_title(title, fontsize=10)
+    return save(fig, path)
