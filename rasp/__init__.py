@@ -7,12 +7,17 @@ Quick use::
     reverse = aggregate(flip, tokens).named("reverse")
     evaluate(reverse, ["hello", "world"])   # -> [batch, seq] array
 
-``rasp.run_source(text)`` (the parser, once available) returns the environment of a program.
+``rasp.run_source(text)`` runs a program in the dialect and returns its environment
+(``rasp.run_file(path)``, ``rasp.Session`` for the REPL, ``rasp.load_library(name)``).
 """
 
 from .ir import *  # noqa: F401,F403
 from .ir import __all__ as _ir_all
 from .interpreter import Evaluator, evaluate, format_selector_value, format_sop_value, to_batch
 
+from .parser import RASPSyntaxError
+from .runtime import Session, load_library, run_file, run_source
+
 __all__ = list(_ir_all) + ["evaluate", "Evaluator", "to_batch", "format_sop_value",
-                           "format_selector_value"]
+                           "format_selector_value", "run_source", "run_file", "load_library",
+                           "Session", "RASPSyntaxError"]

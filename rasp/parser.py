@@ -1,0 +1,187 @@
+"""The parser of the RASP dialect: source text -> lark parse tree.
+
+The grammar (``rasp/grammar.lark``) is LALR(1) and follows the original RASP grammar of
+Weiss et al. 2021 (tech-srl/RASP ``RASP_support/RASP.g4``), including its operator precedence;
+see ``docs/language.md``. The statement interpreter is :mod:`rasp.runtime`.
+
+Public API:
+
+* :func:`parse` ``(text, filename="<string>") -> lark.Tree`` (``start`` with one child per
+  top-level statement; nodes carry ``meta.line`` / ``meta.column`` positions).
+* :class:`RASPSyntaxError` — every syntax error, never a lark exception.
+* :func:`directives` — the file directives (``#!causal``) at the top of a program.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+
+import lark
+from lark.exceptions import (LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput,
+                             UnexpectedToken)
+
+from .ir import RASPError, Span
+
+__all__ = ["parse", "RASPSyntaxError", "directives", "GRAMMAR_PATH", "KEYWORDS"]
+
+GRAMMAR_PATH = os.path.join(os.path.dirname(__file__), "grammar.lark")
+
+#: Words of the grammar; they cannot be used as names.
+KEYWORDS = frozenset({"def", "return", "for", "in", "if", "else", "and", "or", "not", "load"})
+
+# readable names of lark's terminal names, for error messages
+_TERMINALS = {
+    "SEMICOLON": "';'", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'",
+    "LBRACE": "'{'", "RBRACE": "'}'", "COMMA": "','", "COLON": "':'", "EQUAL": "'='",
+    "PLUS": "'+'", "MINUS": "'-'", "STAR": "'*'", "SLASH": "'/'", "PERCENT": "'%'",
+    "CIRCUMFLEX": "'^'", "LESSTHAN": "'<'", "MORETHAN": "'>'", "NAME": "a name",
+    "INT": "an integer", "FLOAT": "a float", "STRING": "a string", "$END": "end of input",
+}
+
+
+class RASPSyntaxError(RASPError):
+    """A syntax error: ``str(err)`` is ``file:line:col: message`` followed by the offending
+    source line and a caret under the column.
+
+    Attributes: ``span`` (:class:`~rasp.ir.Span` with ``file``, ``line``, ``column`` and
+    ``text`` = the offending source line), ``message``, ``expected`` (set of readable token
+    names, possibly empty).
+    """
+
+    def __init__(self, message: str, span: Span | None = None, expected=None):
+        super().__init__(message, span)
+        self.expected = set(expected or ())
+
+    def __str__(self) -> str:
+        if self.span is None:
+            return self.message
+        out = f"{self.span}: {self.message}"
+        if self.span.text is not None:
+            caret = " " * max(0, self.span.column - 1) + "^"
+            out += f"\n    {self.span.text}\n    {caret}"
+        return out
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> lark.Lark:
+    with open(GRAMMAR_PATH, encoding="utf-8") as f:
+        grammar = f.read()
+    return lark.Lark(grammar, parser="lalr", propagate_positions=True,
+                     maybe_placeholders=True, start="start")
+
+
+def _readable(names) -> list[str]:
+    out = []
+    for n in names:
+        if n in _TERMINALS:
+            out.append(_TERMINALS[n])
+            continue
+        try:
+            pattern = _parser().get_terminal(n).pattern
+            if pattern.type == "str":
+                out.append(repr(pattern.value))
+                continue
+        except (KeyError, AttributeError):
+            pass
+        out.append(n)
+    return sorted(set(out))
+
+
+def _line_text(text: str, line: int) -> str:
+    lines = text.splitlines() or [""]
+    if 1 <= line <= len(lines):
+        return lines[line - 1].rstrip("\r\n")
+    return ""
+
+
+def _convert(err: UnexpectedInput, text: str, filename: str) -> RASPSyntaxError:
+    line = getattr(err, "line", None)
+    col = getattr(err, "column", None)
+    if not isinstance(line, int) or line < 1:
+        # at end of input: point just past the last character
+        lines = text.splitlines() or [""]
+        line, col = len(lines), len(lines[-1]) + 1
+    if not isinstance(col, int) or col < 1:
+        col = 1
+    expected: list[str] = []
+    if isinstance(err, UnexpectedToken):
+        tok = err.token
+        expected = _readable(err.expected or err.accepts or ())
+        if tok.type == "$END":
+            what = "unexpected end of input"
+            lines = text.splitlines() or [""]
+            line, col = len(lines), len(lines[-1]) + 1
+        else:
+            what = f"unexpected {tok.value!r}"
+            if tok.value in KEYWORDS:
+                what += " (a keyword)"
+        if expected:
+            shown = ", ".join(expected[:12]) + (" ..." if len(expected) > 12 else "")
+            msg = f"syntax error: {what}; expected {shown}"
+        else:
+            msg = f"syntax error: {what}"
+        if expected == ["';'"] or "';'" in expected and tok.type == "$END":
+            msg += " (statements end with ';')"
+    elif isinstance(err, UnexpectedCharacters):
+        ch = text[err.pos_in_stream] if 0 <= err.pos_in_stream < len(text) else "?"
+        if ch == '"':
+            msg = "syntax error: unterminated string (strings are double-quoted, on one line)"
+        else:
+            msg = f"syntax error: unexpected character {ch!r}"
+    elif isinstance(err, UnexpectedEOF):
+        expected = _readable(err.expected or ())
+        msg = "syntax error: unexpected end of input"
+        lines = text.splitlines() or [""]
+        line, col = len(lines), len(lines[-1]) + 1
+    else:  # pragma: no cover - lark has no other UnexpectedInput kinds
+        msg = f"syntax error: {err}"
+    span = Span(filename, line, col, text=_line_text(text, line))
+    return RASPSyntaxError(msg, span, expected)
+
+
+def parse(text: str, filename: str = "<string>") -> lark.Tree:
+    """Parse a program (a sequence of statements) into a lark ``Tree`` rooted at ``start``.
+
+    Args:
+        text: the program source.
+        filename: the name shown in error positions (``file:line:col``).
+
+    Returns:
+        a ``lark.Tree`` whose children are the statements (``expr_stmt``, ``assign``, ``load``,
+        ``funcdef``, ``forloop``); every subtree has ``meta.line`` / ``meta.column``.
+
+    Raises:
+        RASPSyntaxError: on any syntax error (lark's exceptions never escape), with the line,
+            column and offending source line.
+    """
+    if not isinstance(text, str):
+        raise RASPSyntaxError(f"source must be text, got {type(text).__name__}")
+    try:
+        return _parser().parse(text)
+    except UnexpectedInput as e:
+        raise _convert(e, text, filename) from None
+    except LarkError as e:  # pragma: no cover - defensive
+        raise RASPSyntaxError(f"syntax error: {e}", Span(filename, 1, 1)) from None
+    except RecursionError:  # pragma: no cover - LALR is iterative; defensive
+        raise RASPSyntaxError("program nested too deeply", Span(filename, 1, 1)) from None
+
+
+_DIRECTIVE = re.compile(r"^\s*#\s*(?:!|pragma\s+)\s*(\w+)\s*$")
+
+
+def directives(text: str) -> set[str]:
+    """The directives of a program: lines ``#!NAME`` (or ``#pragma NAME``) before the first
+    statement, e.g. ``#!causal`` for RASP-L causal mode. Returns lower-cased names."""
+    found: set[str] = set()
+    for raw in text.splitlines():
+        s = raw.strip()
+        if not s:
+            continue
+        if not s.startswith("#"):
+            break
+        m = _DIRECTIVE.match(s)
+        if m:
+            found.add(m.group(1).lower())
+    return found

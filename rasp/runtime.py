@@ -1,0 +1,1190 @@
+"""The statement interpreter of the RASP dialect: parse trees -> values and IR.
+
+A program is a sequence of statements (see ``docs/language.md``). Running it binds names in an
+:class:`Environment`; operations on atoms (ints, floats, strings, bools) are computed directly,
+operations involving s-ops or selectors build IR nodes through the Python API of
+:mod:`rasp.ir` (``Map(Elementwise(...))``, ``SequenceMap``, ``Select``, ``Aggregate``, ...).
+Every IR node created gets its source :class:`~rasp.ir.Span` and, when assigned, its name.
+
+Semantics follow the original RASP REPL (Weiss et al. 2021, tech-srl/RASP ``Evaluator.py``):
+
+* ``def f(a, b) { ...; return e1, e2; }`` makes a closure; names are resolved when the
+  function runs (late binding), in a fresh scope whose parent is the defining scope.
+* ``for x in list_or_dict { ... }`` binds in the current scope.
+* ``load "file";`` runs ``file.rasp`` in a fresh scope whose parent is the base environment and
+  imports every name not starting with ``_`` (except ``tokens`` and ``out``). The file is
+  searched next to the loading file, then in the working directory, then in ``rasp/stdlib``.
+* a bare expression statement stores its value as ``out``.
+* a failed statement leaves the environment unchanged (bindings are rolled back).
+* **causal (RASP-L) mode**: a file whose leading comment lines contain ``#!causal`` (or
+  ``#pragma causal``), a :class:`Session` with ``causal=True`` or ``run_source(...,
+  causal=True)``: every ``select`` created is causal (ANDed with key_index <= query_index).
+  A function defined in a causal file always creates causal selects when called.
+
+The base environment holds the built-ins (``tokens`` ... ``length``, ``select``,
+``aggregate``, ``selector_width``, ``kqv``, ``round``, ``indicator``, ``range``, ``zip``,
+``len``, ``numerical``, ``categorical``, ``full``, ``draw``, ``True``, ``False``) and the original
+RASP library ``rasplib`` (``count``, ``sort``, ...), like the original REPL. User definitions
+override library names. The RASP-L library is loaded with ``load "rasp_l";``.
+
+Public API: :func:`run_source`, :func:`run_file`, :func:`load_library`, :class:`Session`,
+:class:`Environment`, :class:`StatementResult`, :class:`RASPFunction`, :func:`kind_of`,
+:func:`base_environment`, :data:`RESERVED`, :data:`STDLIB_DIR`.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import lark
+import numpy as np
+
+from . import ir
+from .ir import (Aggregate, Elementwise, Full, Map, Node, RASPError, RASPNameError,
+                 RASPTypeError, RASPValueError, Select, Selector, SelectorAnd, SelectorNot,
+                 SelectorOr, SelectorWidth, SequenceMap, SOp, Span, causal_mode)
+from .parser import KEYWORDS, RASPSyntaxError, directives, parse
+
+__all__ = ["run_source", "run_file", "load_library", "Session", "Environment",
+           "StatementResult", "RASPFunction", "Builtin", "kind_of", "base_environment",
+           "RESERVED", "STDLIB_DIR", "describe_node", "draw_text"]
+
+STDLIB_DIR = os.path.join(os.path.dirname(__file__), "stdlib")
+
+_MAX_CALL_DEPTH = 60          # nested user-function calls
+_MAX_COLLECTION = 1_000_000   # longest list/string an atom operation may build
+_MAX_POW_BITS = 100_000       # largest integer power computed on atoms
+
+
+# --------------------------------------------------------------------------------------------
+# Values
+# --------------------------------------------------------------------------------------------
+
+class SelOp(str):
+    """A comparison written bare in a call, as in ``select(k, q, ==)``."""
+
+
+def _is_atom(v: Any) -> bool:
+    return isinstance(v, (bool, int, float, str)) and not isinstance(v, SelOp)
+
+
+def kind_of(value: Any) -> str:
+    """The kind of a value: ``"sop"``, ``"selector"``, ``"atom"``, ``"list"``, ``"dict"``,
+    ``"function"`` or ``"none"``."""
+    if isinstance(value, SOp):
+        return "sop"
+    if isinstance(value, Selector):
+        return "selector"
+    if isinstance(value, (RASPFunction, Builtin)):
+        return "function"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        return "dict"
+    if value is None:
+        return "none"
+    return "atom"
+
+
+def _tname(v: Any) -> str:
+    k = kind_of(v)
+    if k == "sop":
+        return "an s-op"
+    if k == "selector":
+        return "a selector"
+    if k == "function":
+        return "a function"
+    if k == "list":
+        return "a list"
+    if k == "dict":
+        return "a dict"
+    if k == "none":
+        return "nothing"
+    if isinstance(v, SelOp):
+        return f"the comparison {str(v)}"
+    return f"{type(v).__name__} {_short(v)}"
+
+
+def _short(v: Any, cap: int = 30) -> str:
+    if isinstance(v, Node):
+        return v.label
+    if isinstance(v, str) and not isinstance(v, SelOp):
+        s = '"' + v + '"'
+    elif isinstance(v, list):
+        s = "[" + ", ".join(_short(x, cap) for x in v) + "]"
+    elif isinstance(v, dict):
+        s = "{" + ", ".join(f"{_short(k, cap)}: {_short(x, cap)}" for k, x in v.items()) + "}"
+    else:
+        s = str(v)
+    return s if len(s) <= cap else s[: cap - 3] + "..."
+
+
+@dataclass
+class StatementResult:
+    """What one statement produced: ``name`` (the assigned name, ``"out"`` for a bare
+    expression, the function name for ``def``; ``None`` for ``load`` / ``for`` / ``draw``),
+    ``value``, ``kind`` (see :func:`kind_of`), ``span`` of the statement and, for ``draw``,
+    the ``text`` it printed."""
+
+    name: str | None
+    value: Any
+    kind: str
+    span: Span | None = None
+    text: str | None = None
+
+
+class Environment(Mapping):
+    """A scope: a mapping name -> value with a parent scope (looked up when a name is missing).
+
+    ``env[name]`` and ``name in env`` see the parents; iteration (``keys()``) lists every
+    visible name (own names first); :meth:`own_names` only this scope's names.
+    """
+
+    def __init__(self, parent: "Environment | None" = None, name: str = "env"):
+        self.vars: dict[str, Any] = {}
+        self.parent = parent
+        self.name = name
+
+    def lookup(self, name: str) -> Any:
+        env: Environment | None = self
+        while env is not None:
+            if name in env.vars:
+                return env.vars[name]
+            env = env.parent
+        raise KeyError(name)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.lookup(name)
+
+    def __contains__(self, name: object) -> bool:
+        env: Environment | None = self
+        while env is not None:
+            if name in env.vars:
+                return True
+            env = env.parent
+        return False
+
+    def __iter__(self) -> Iterator[str]:
+        seen: set[str] = set()
+        env: Environment | None = self
+        while env is not None:
+            for k in env.vars:
+                if k not in seen:
+                    seen.add(k)
+                    yield k
+            env = env.parent
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def own_names(self) -> list[str]:
+        """Names bound in this scope itself (not its parents), in binding order."""
+        return list(self.vars)
+
+    def child(self, name: str = "scope") -> "Environment":
+        return Environment(self, name)
+
+    def __repr__(self) -> str:
+        return f"<Environment {self.name}: {', '.join(self.own_names()[:8])}>"
+
+
+class Builtin:
+    """A built-in function of the dialect (``select``, ``aggregate``, ...)."""
+
+    def __init__(self, name: str, fn: Callable, doc: str):
+        self.name = name
+        self.fn = fn
+        self.doc = doc
+
+    def __repr__(self) -> str:
+        return f"built-in function: {self.name}"
+
+
+class RASPFunction:
+    """A user function (``def``): a closure over its defining environment.
+
+    Calling checks the arity, binds the arguments in a fresh scope whose parent is the defining
+    scope, runs the body statements and returns the return expressions' value (a list when
+    there are several). ``causal`` is ``True`` for functions defined in a causal file: they
+    create causal selects whatever the caller's mode.
+    """
+
+    def __init__(self, name, params, body, returns, closure, ctx, causal):
+        self.name = name
+        self.params = list(params)
+        self.body = body
+        self.returns = returns
+        self.closure = closure
+        self.ctx = ctx
+        self.causal = causal
+
+    def __repr__(self) -> str:
+        return f"function: {self.name}({', '.join(self.params)})"
+
+
+# --------------------------------------------------------------------------------------------
+# Built-ins
+# --------------------------------------------------------------------------------------------
+
+_SELECT_OPS = ("==", "!=", "<", "<=", ">", ">=", "TRUE", "FALSE")
+
+
+def _need_sop_or_atom(v, what):
+    if isinstance(v, SOp):
+        return v
+    if _is_atom(v):
+        return Full(v)
+    raise RASPTypeError(f"{what} must be an s-op or an atom, got {_tname(v)}")
+
+
+def _comparison(v, fname):
+    if isinstance(v, str) and v in _SELECT_OPS:
+        return str(v)
+    raise RASPTypeError(f"{fname} expects a comparison (one of == != < <= > >=, or "
+                        f'"TRUE" / "FALSE"), got {_tname(v)}')
+
+
+def _arity(fname, args, lo, hi):
+    if not lo <= len(args) <= hi:
+        want = str(lo) if lo == hi else f"{lo} to {hi}"
+        raise RASPTypeError(f"{fname} takes {want} arguments, got {len(args)}")
+
+
+def _bi_select(it, args):
+    _arity("select", args, 3, 3)
+    k = _need_sop_or_atom(args[0], "select keys")
+    q = _need_sop_or_atom(args[1], "select queries")
+    return Select(k, q, _comparison(args[2], "select"))
+
+
+def _default_atom(v, fname):
+    if v is None or _is_atom(v):
+        return v
+    raise RASPTypeError(f"{fname} default must be an atom, got {_tname(v)}")
+
+
+def _reduction(v, fname):
+    if isinstance(v, str) and v in ir.REDUCTIONS:
+        return str(v)
+    raise RASPValueError(f'{fname} reduction must be "mean", "max" or "min", got {_tname(v)}')
+
+
+def _bi_aggregate(it, args):
+    _arity("aggregate", args, 2, 4)
+    sel = args[0]
+    if not isinstance(sel, Selector):
+        raise RASPTypeError(f"aggregate expects a selector first, got {_tname(sel)}")
+    vals = _need_sop_or_atom(args[1], "aggregate values")
+    default = _default_atom(args[2], "aggregate") if len(args) > 2 else 0
+    red = _reduction(args[3], "aggregate") if len(args) > 3 else "mean"
+    return Aggregate(sel, vals, default, red)
+
+
+def _bi_selector_width(it, args):
+    _arity("selector_width", args, 1, 1)
+    if not isinstance(args[0], Selector):
+        raise RASPTypeError(f"selector_width expects a selector, got {_tname(args[0])}")
+    return SelectorWidth(args[0])
+
+
+def _bi_kqv(it, args):
+    _arity("kqv", args, 4, 6)
+    k = _need_sop_or_atom(args[0], "kqv keys")
+    q = _need_sop_or_atom(args[1], "kqv queries")
+    v = _need_sop_or_atom(args[2], "kqv values")
+    op = _comparison(args[3], "kqv")
+    default = _default_atom(args[4], "kqv") if len(args) > 4 else 0
+    red = _reduction(args[5], "kqv") if len(args) > 5 else "mean"
+    return Aggregate(Select(k, q, op), v, default, red, truncate=(red == "mean"))
+
+
+def _bi_round(it, args):
+    _arity("round", args, 1, 1)
+    x = args[0]
+    if isinstance(x, SOp):
+        return Map(Elementwise("round"), x)
+    if isinstance(x, (int, float)) and not isinstance(x, SelOp):
+        try:
+            return round(x)
+        except (OverflowError, ValueError) as e:
+            raise RASPValueError(f"round: {e}") from None
+    raise RASPTypeError(f"round expects an s-op or a number, got {_tname(x)}")
+
+
+def _bi_indicator(it, args):
+    _arity("indicator", args, 1, 1)
+    x = args[0]
+    if isinstance(x, SOp):
+        return Map(Elementwise("indicator"), x)
+    if _is_atom(x):
+        return 1 if x else 0
+    raise RASPTypeError(f"indicator expects an s-op, got {_tname(x)}")
+
+
+def _bi_range(it, args):
+    _arity("range", args, 1, 3)
+    for a in args:
+        if not isinstance(a, int) or isinstance(a, bool):
+            raise RASPTypeError(f"range expects integers, got {_tname(a)}")
+    r = range(*args) if args[-1] != 0 or len(args) < 3 else None
+    if r is None:
+        raise RASPValueError("range step must not be zero")
+    if len(r) > _MAX_COLLECTION:
+        raise RASPValueError(f"range of {len(r)} elements is too long")
+    return list(r)
+
+
+def _bi_zip(it, args):
+    if not args:
+        raise RASPTypeError("zip needs at least one list")
+    for i, a in enumerate(args):
+        if not isinstance(a, list):
+            raise RASPTypeError(f"zip expects lists, argument {i + 1} is {_tname(a)}")
+    n = len(args[0])
+    for i, a in enumerate(args):
+        if len(a) != n:
+            raise RASPValueError(f"zip of lists of different lengths ({n} and {len(a)})")
+    return [list(t) for t in zip(*args)]
+
+
+def _bi_len(it, args):
+    _arity("len", args, 1, 1)
+    x = args[0]
+    if isinstance(x, (list, dict)) or (isinstance(x, str) and not isinstance(x, SelOp)):
+        return len(x)
+    raise RASPTypeError(f"len expects a list, dict or string, got {_tname(x)}")
+
+
+def _bi_numerical(it, args):
+    _arity("numerical", args, 1, 1)
+    if not isinstance(args[0], SOp):
+        raise RASPTypeError(f"numerical expects an s-op, got {_tname(args[0])}")
+    return ir.numerical(args[0])
+
+
+def _bi_categorical(it, args):
+    _arity("categorical", args, 1, 1)
+    if not isinstance(args[0], SOp):
+        raise RASPTypeError(f"categorical expects an s-op, got {_tname(args[0])}")
+    return ir.categorical(args[0])
+
+
+def _bi_full(it, args):
+    _arity("full", args, 1, 2)
+    value = args[-1]
+    if len(args) == 2 and not isinstance(args[0], SOp):
+        raise RASPTypeError(f"full(x, value) expects an s-op x, got {_tname(args[0])}")
+    if not _is_atom(value):
+        raise RASPTypeError(f"full expects an atom value, got {_tname(value)}")
+    return Full(value)
+
+
+def _bi_draw(it, args):
+    _arity("draw", args, 1, 2)
+    node = args[0]
+    if not isinstance(node, Node):
+        raise RASPTypeError(f"draw expects an s-op or selector, got {_tname(node)}")
+    example = args[1] if len(args) > 1 else it.example
+    text = draw_text(node, example)
+    it.output(text)
+    it.last_draw = text
+    return None
+
+
+_BUILTINS: dict[str, tuple[Callable, str]] = {
+    "select": (_bi_select, "select(keys, queries, op): selector, [q, k] true when keys[k] op "
+               "queries[q]"),
+    "aggregate": (_bi_aggregate, 'aggregate(sel, values[, default[, "mean"|"max"|"min"]])'),
+    "selector_width": (_bi_selector_width, "selector_width(sel): selected keys per query"),
+    "kqv": (_bi_kqv, 'kqv(keys, queries, values, op[, default[, reduction]]): RASP-L head; '
+            'mean truncated toward zero'),
+    "round": (_bi_round, "round(x): nearest integer (elementwise on s-ops)"),
+    "indicator": (_bi_indicator, "indicator(x): 1 where x is true, else 0"),
+    "range": (_bi_range, "range(stop) / range(start, stop[, step]): a list of ints"),
+    "zip": (_bi_zip, "zip(list1, list2, ...): list of lists"),
+    "len": (_bi_len, "len(list_or_dict_or_string)"),
+    "numerical": (_bi_numerical, "numerical(sop): numerical encoding annotation (compiler)"),
+    "categorical": (_bi_categorical, "categorical(sop): categorical encoding (default)"),
+    "full": (_bi_full, "full(value) or full(x, value): a constant s-op"),
+    "draw": (_bi_draw, "draw(sop[, input]): print the computation flow on an input"),
+}
+
+_CONSTANTS = {
+    "tokens_str": ir.tokens_str, "tokens_int": ir.tokens_int, "tokens_float": ir.tokens_float,
+    "tokens_bool": ir.tokens_bool, "tokens_asis": ir.tokens_asis, "indices": ir.indices,
+    "length": ir.length, "True": True, "False": False,
+}
+
+#: Names that cannot be assigned (``tokens`` is the one reassignable built-in).
+RESERVED = frozenset(set(_BUILTINS) | set(_CONSTANTS) | set(KEYWORDS))
+_BUILTIN_NODE_IDS = frozenset(n.id for n in _CONSTANTS.values() if isinstance(n, Node))
+
+
+# --------------------------------------------------------------------------------------------
+# Elementwise operations
+# --------------------------------------------------------------------------------------------
+
+_PY_BIN = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+    "mod": operator.mod, "pow": operator.pow, "eq": operator.eq, "ne": operator.ne,
+    "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
+}
+_SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%", "pow": "^", "eq": "==",
+        "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "and", "or": "or"}
+
+
+def _atom_binop(op: str, a: Any, b: Any) -> Any:
+    if op == "and":
+        return a and b
+    if op == "or":
+        return a or b
+    if op == "mul":
+        for s, n in ((a, b), (b, a)):
+            if isinstance(s, (str, list)) and isinstance(n, int) and n * len(s) > _MAX_COLLECTION:
+                raise RASPValueError("result too long")
+    if op == "pow" and isinstance(a, (int, float)) and isinstance(b, int) and \
+            not isinstance(a, bool) and abs(a) > 1 and b > 0:
+        if b * math.log2(abs(a)) > _MAX_POW_BITS:
+            raise RASPValueError(f"{a} ^ {b} is too large")
+    if op in ("add", "sub", "mul", "div", "mod", "pow", "lt", "le", "gt", "ge"):
+        for x in (a, b):
+            if isinstance(x, (dict, Builtin, RASPFunction, SelOp)) or x is None:
+                raise RASPTypeError(f"cannot apply '{_SYM[op]}' to {_tname(x)}")
+    try:
+        res = _PY_BIN[op](a, b)
+    except ZeroDivisionError:
+        raise RASPValueError("division by zero" if op == "div" else "modulo by zero") from None
+    except OverflowError:
+        raise RASPValueError(f"'{_SYM[op]}' overflowed") from None
+    except TypeError:
+        raise RASPTypeError(f"cannot apply '{_SYM[op]}' to {_tname(a)} and {_tname(b)}") from None
+    if isinstance(res, complex):
+        raise RASPValueError(f"{_short(a)} ^ {_short(b)} is not a real number")
+    return res
+
+
+def _binop(op: str, a: Any, b: Any) -> Any:
+    """Apply a binary operator: atoms directly, s-ops as IR maps, selectors with and/or."""
+    if isinstance(a, Selector) or isinstance(b, Selector):
+        if op in ("and", "or"):
+            if isinstance(a, Selector) and isinstance(b, Selector):
+                return SelectorAnd(a, b) if op == "and" else SelectorOr(a, b)
+            raise RASPTypeError(f"cannot apply '{op}' between a selector and {_tname(b if isinstance(a, Selector) else a)}")
+        raise RASPTypeError(f"cannot apply '{_SYM[op]}' to a selector")
+    if isinstance(a, SOp) or isinstance(b, SOp):
+        for x in (a, b):
+            if not isinstance(x, SOp) and not _is_atom(x):
+                raise RASPTypeError(f"cannot apply '{_SYM[op]}' to an s-op and {_tname(x)}")
+        if isinstance(a, SOp) and isinstance(b, SOp):
+            return SequenceMap(Elementwise(op), (a, b))
+        if isinstance(a, SOp):
+            return Map(Elementwise(op, const=b, const_side="right"), a)
+        return Map(Elementwise(op, const=a, const_side="left"), b)
+    return _atom_binop(op, a, b)
+
+
+def _unop(op: str, x: Any) -> Any:
+    if op == "not":
+        if isinstance(x, SOp):
+            return Map(Elementwise("not"), x)
+        if isinstance(x, Selector):
+            return SelectorNot(x)
+        if isinstance(x, (RASPFunction, Builtin)) or isinstance(x, SelOp):
+            raise RASPTypeError(f"cannot apply 'not' to {_tname(x)}")
+        return not x
+    sym = "-" if op == "neg" else "+"
+    if isinstance(x, SOp):
+        return Map(Elementwise(op), x)
+    if isinstance(x, (int, float)) and not isinstance(x, SelOp):
+        return -x if op == "neg" else +x
+    raise RASPTypeError(f"cannot apply unary '{sym}' to {_tname(x)}")
+
+
+# --------------------------------------------------------------------------------------------
+# Drawing (text computation flow)
+# --------------------------------------------------------------------------------------------
+
+def describe_node(node: Node) -> str:
+    """A one-line description of an IR node's operation, e.g. ``aggregate(sel_3, tokens)``."""
+    if isinstance(node, Map):
+        return node.fn.describe(node.inner.label)
+    if isinstance(node, SequenceMap):
+        return node.fn.describe(*[x.label for x in node.inputs])
+    if isinstance(node, Full):
+        return f"full({node.value!r})"
+    if isinstance(node, Select):
+        return f"select({node.keys.label}, {node.queries.label}, {node.op})" + \
+            (" [causal]" if node.causal else "")
+    if isinstance(node, SelectorAnd):
+        return f"{node.a.label} and {node.b.label}"
+    if isinstance(node, SelectorOr):
+        return f"{node.a.label} or {node.b.label}"
+    if isinstance(node, SelectorNot):
+        return f"not {node.a.label}"
+    if isinstance(node, Aggregate):
+        extra = ""
+        if node.default != 0:
+            extra += f", {node.default!r}"
+        if node.reduction != "mean" or node.truncate:
+            extra += f", {node.reduction}" + (" (truncated)" if node.truncate else "")
+        return f"aggregate({node.selector.label}, {node.values.label}{extra})"
+    if isinstance(node, SelectorWidth):
+        return f"selector_width({node.selector.label})"
+    return node.kind
+
+
+def draw_text(node: Node, example: Any) -> str:
+    """A text computation-flow summary of ``node`` on one input ``example`` (a string or list):
+    every operation in dependency order with its value on the example, then the number of
+    attention and MLP operations. Raises RASPError when the program fails on the example."""
+    from .interpreter import Evaluator, format_sop_value
+    if isinstance(example, str):
+        seq = list(example)
+    elif isinstance(example, list):
+        seq = example
+    else:
+        raise RASPTypeError(f"draw input must be a string or a list, got {_tname(example)}")
+    ev = Evaluator([seq])
+    ev(node)
+    order = ir.topological_order(node)
+    lines = [f"computation flow of {node.label} on {_short(example, 60)}:"]
+    width = max(len(n.label) for n in order)
+    heads = mlps = 0
+    for n in order:
+        if isinstance(n, (Aggregate, SelectorWidth)):
+            heads += 1
+        elif isinstance(n, (Map, SequenceMap)):
+            mlps += 1
+        val = ev.values[n.id][0]
+        if isinstance(n, Selector):
+            shown = "selector: " + " ".join("".join("1" if x else "0" for x in row) for row in val)
+        else:
+            shown = format_sop_value(val)
+        lines.append(f"  {n.label.ljust(width)} = {describe_node(n)}")
+        lines.append(f"  {' ' * width}   -> {shown}")
+    lines.append(f"  ({heads} attention ops: aggregates + selector widths; {mlps} MLP ops: maps)")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# The interpreter
+# --------------------------------------------------------------------------------------------
+
+class _Ctx:
+    """Per-source context: file name, text (for spans), directory (for load), causal flag."""
+
+    def __init__(self, filename: str, text: str, causal: bool):
+        self.filename = filename
+        self.text = text
+        self.causal = causal
+        self.dir = os.path.dirname(os.path.abspath(filename)) if os.path.isfile(filename) \
+            else None
+
+
+def _span(ctx: _Ctx, tree) -> Span | None:
+    meta = getattr(tree, "meta", None)
+    if isinstance(tree, lark.Token):
+        line, col = tree.line, tree.column
+        return Span(ctx.filename, line, col, tree.end_line, tree.end_column, str(tree)[:80])
+    if meta is None or getattr(meta, "empty", True):
+        return None
+    text = ctx.text[meta.start_pos:meta.end_pos]
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return Span(ctx.filename, meta.line, meta.column, meta.end_line, meta.end_column,
+                " ".join(text.split()))
+
+
+def _mark() -> int:
+    """An id no existing node has: nodes created after this call have larger ids."""
+    return next(ir._ids)
+
+
+def _set_spans(value: Any, span: Span | None, mark: int) -> None:
+    """Give nodes created since ``mark`` (reachable without crossing older nodes) the span."""
+    if span is None or not isinstance(value, Node):
+        return
+    stack = [value]
+    while stack:
+        n = stack.pop()
+        if n.id <= mark or n.span is not None:
+            continue
+        n.span = span
+        stack.extend(n.children)
+
+
+class _Interp:
+    def __init__(self, session: "Session"):
+        self.session = session
+        self.depth = 0
+        self.loading: list[str] = []
+        self.last_draw: str | None = None
+
+    @property
+    def example(self):
+        return self.session.example
+
+    def output(self, text: str) -> None:
+        self.session.output(text)
+
+    # ---- statements -----------------------------------------------------------------------
+    def exec_stmt(self, t, env: Environment, ctx: _Ctx) -> list[StatementResult]:
+        mark = _mark()
+        span = _span(ctx, t)
+        try:
+            with causal_mode(True) if ctx.causal else _nullctx():
+                return self._exec(t, env, ctx, mark, span)
+        except RASPError as e:
+            if e.span is None:
+                e.span = span
+            raise
+
+    def _exec(self, t, env, ctx, mark, span) -> list[StatementResult]:
+        kind = t.data
+        if kind == "expr_stmt":
+            expr = t.children[0]
+            self.last_draw = None
+            value = self.ev(expr, env, ctx)
+            if self.last_draw is not None and value is None:
+                text, self.last_draw = self.last_draw, None
+                return [StatementResult(None, None, "none", span, text)]
+            if value is None:
+                return [StatementResult(None, None, "none", span)]
+            name = "out"
+            if expr.data == "var":
+                name = str(expr.children[0])
+            elif isinstance(value, Node) and value.id > mark and value.name is None:
+                value.named("out")
+            env.vars["out"] = value
+            return [StatementResult(name, value, kind_of(value), span)]
+        if kind == "assign":
+            names = [str(n) for n in t.children[0].children]
+            values = [self.ev(e, env, ctx) for e in t.children[1].children]
+            if len(values) == 1 and len(names) > 1:
+                v = values[0]
+                if not isinstance(v, list):
+                    raise RASPTypeError(f"expected {len(names)} values to unpack, got "
+                                        f"{_tname(v)}")
+                values = list(v)
+            if len(values) != len(names) and not (len(names) == 1):
+                raise RASPTypeError(f"expected {len(names)} values, got {len(values)}")
+            if len(names) == 1 and len(values) > 1:
+                values = [values]
+            for n in names:
+                self._check_assignable(n, t, ctx)
+            out = []
+            for n, v in zip(names, values):
+                self._bind(env, n, v, mark)
+                out.append(StatementResult(n, v, kind_of(v), span))
+            return out
+        if kind == "funcdef":
+            fname = str(t.children[0])
+            self._check_assignable(fname, t, ctx)
+            params = [str(p) for p in t.children[1].children] if t.children[1] is not None \
+                else []
+            for p in params:
+                if p in RESERVED and p != "tokens":
+                    raise RASPNameError(f"cannot use the reserved name '{p}' as a parameter")
+            if len(set(params)) != len(params):
+                raise RASPNameError(f"duplicate parameter names in {fname}")
+            fn = RASPFunction(fname, params, t.children[2].children, t.children[3], env, ctx,
+                              True if ctx.causal else None)
+            env.vars[fname] = fn
+            return [StatementResult(fname, fn, "function", span)]
+        if kind == "forloop":
+            names = [str(n) for n in t.children[0].children]
+            for n in names:
+                self._check_assignable(n, t, ctx)
+            iterable = self.ev(t.children[1], env, ctx)
+            for item in self._iterate(iterable, "for loop"):
+                self._bind_iter(env, names, item, mark)
+                for s in t.children[2].children:
+                    self.exec_stmt(s, env, ctx)
+            return [StatementResult(None, None, "none", span)]
+        if kind == "load":
+            name = str(t.children[0])[1:-1]
+            imported = self.load(name, env, ctx)
+            return [StatementResult(None, imported, "none", span)]
+        raise AssertionError(kind)  # pragma: no cover
+
+    def _check_assignable(self, name: str, t, ctx) -> None:
+        if name in RESERVED and name != "tokens":
+            raise RASPNameError(f"cannot assign to the reserved name '{name}'", _span(ctx, t))
+
+    def _bind(self, env: Environment, name: str, value: Any, mark: int) -> None:
+        if isinstance(value, Node) and value.id > mark and value.id not in _BUILTIN_NODE_IDS:
+            value.named(name)
+        env.vars[name] = value
+
+    def _iterate(self, iterable, what):
+        if isinstance(iterable, (list, dict)):
+            return list(iterable)
+        raise RASPTypeError(f"{what} needs a list or dict to iterate over, got "
+                            f"{_tname(iterable)}")
+
+    def _bind_iter(self, env, names, item, mark):
+        if len(names) == 1:
+            self._bind(env, names[0], item, mark)
+            return
+        if not isinstance(item, list) or len(item) != len(names):
+            raise RASPTypeError(f"cannot unpack {_tname(item)} into {len(names)} names")
+        for n, v in zip(names, item):
+            self._bind(env, n, v, mark)
+
+    # ---- load -----------------------------------------------------------------------------
+    def resolve(self, name: str, ctx: _Ctx) -> str:
+        cands = [name] if name.endswith(".rasp") else [name + ".rasp", name]
+        dirs = ([ctx.dir] if ctx.dir else []) + [os.getcwd(), STDLIB_DIR]
+        for d in dirs:
+            for c in cands:
+                p = os.path.join(d, c)
+                if os.path.isfile(p):
+                    return os.path.abspath(p)
+        raise RASPNameError(f"cannot load \"{name}\": no file {cands[0]} next to "
+                            f"{ctx.filename}, in the working directory or in the stdlib")
+
+    def load(self, name: str, env: Environment, ctx: _Ctx) -> list[str]:
+        path = self.resolve(name, ctx)
+        if path in self.loading:
+            raise RASPValueError(f"circular load of {path}")
+        text = _read(path)
+        causal = ctx.causal or "causal" in directives(text)
+        scope = Environment(self.session._base(causal), name=f"load {name}")
+        sub = _Ctx(path, text, causal)
+        self.loading.append(path)
+        try:
+            for st in _parse_cached(text, path).children:
+                self.exec_stmt(st, scope, sub)
+        finally:
+            self.loading.pop()
+        imported = []
+        for k, v in scope.vars.items():
+            if k.startswith("_") or k in ("tokens", "out"):
+                continue
+            env.vars[k] = v
+            imported.append(k)
+        return imported
+
+    # ---- expressions ----------------------------------------------------------------------
+    def ev(self, t, env: Environment, ctx: _Ctx) -> Any:
+        mark = _mark()
+        try:
+            method = getattr(self, "e_" + t.data)
+            value = method(t, env, ctx)
+        except RASPError as e:
+            if e.span is None:
+                e.span = _span(ctx, t)
+            raise
+        if isinstance(value, Node) and value.id > mark:
+            _set_spans(value, _span(ctx, t), mark)
+        return value
+
+    def e_int(self, t, env, ctx):
+        return int(t.children[0])
+
+    def e_float(self, t, env, ctx):
+        return float(t.children[0])
+
+    def e_string(self, t, env, ctx):
+        return str(t.children[0])[1:-1]
+
+    def e_var(self, t, env, ctx):
+        name = str(t.children[0])
+        try:
+            return env.lookup(name)
+        except KeyError:
+            raise RASPNameError(f"unknown name '{name}'", _span(ctx, t)) from None
+
+    def e_list(self, t, env, ctx):
+        if t.children[0] is None:
+            return []
+        return [self.ev(c, env, ctx) for c in t.children[0].children]
+
+    def e_dict(self, t, env, ctx):
+        out = {}
+        if t.children[0] is None:
+            return out
+        for pair in t.children[0].children:
+            k = self.ev(pair.children[0], env, ctx)
+            if not _is_atom(k):
+                raise RASPTypeError(f"dict keys must be atoms, got {_tname(k)}",
+                                    _span(ctx, pair.children[0]))
+            out[k] = self.ev(pair.children[1], env, ctx)
+        return out
+
+    def _comp(self, t, env, ctx, kind):
+        it_tree = t.children[-1]
+        names = [str(n) for n in t.children[-2].children]
+        for n in names:
+            self._check_assignable(n, t, ctx)
+        iterable = self.ev(it_tree, env, ctx)
+        items = self._iterate(iterable, f"{kind} comprehension")
+        res_l, res_d = [], {}
+        mark = _mark()
+        for item in items:
+            scope = env.child("comprehension")
+            self._bind_iter(scope, names, item, mark)
+            if kind == "list":
+                res_l.append(self.ev(t.children[0], scope, ctx))
+            else:
+                k = self.ev(t.children[0], scope, ctx)
+                if not _is_atom(k):
+                    raise RASPTypeError(f"dict keys must be atoms, got {_tname(k)}")
+                res_d[k] = self.ev(t.children[1], scope, ctx)
+        return res_l if kind == "list" else res_d
+
+    def e_listcomp(self, t, env, ctx):
+        return self._comp(t, env, ctx, "list")
+
+    def e_dictcomp(self, t, env, ctx):
+        return self._comp(t, env, ctx, "dict")
+
+    def _bin(self, op):
+        def f(t, env, ctx):
+            a = self.ev(t.children[0], env, ctx)
+            b = self.ev(t.children[1], env, ctx)
+            return _binop(op, a, b)
+        return f
+
+    def __getattr__(self, name):
+        if name.startswith("e_"):
+            op = name[2:].rstrip("_")
+            if op in _SYM:
+                return self._bin(op)
+        raise AttributeError(name)
+
+    def e_not_(self, t, env, ctx):
+        return _unop("not", self.ev(t.children[0], env, ctx))
+
+    def e_neg(self, t, env, ctx):
+        return _unop("neg", self.ev(t.children[0], env, ctx))
+
+    def e_pos(self, t, env, ctx):
+        return _unop("pos", self.ev(t.children[0], env, ctx))
+
+    def e_ternary(self, t, env, ctx):
+        cond = self.ev(t.children[1], env, ctx)
+        if isinstance(cond, SOp):
+            a = self.ev(t.children[0], env, ctx)
+            b = self.ev(t.children[2], env, ctx)
+            a = _need_sop_or_atom(a, "the value of a ternary on an s-op")
+            b = _need_sop_or_atom(b, "the value of a ternary on an s-op")
+            return SequenceMap(Elementwise("ternary"), (cond, a, b))
+        if isinstance(cond, Selector):
+            raise RASPTypeError("a ternary condition cannot be a selector")
+        if isinstance(cond, (RASPFunction, Builtin)):
+            raise RASPTypeError("a ternary condition cannot be a function")
+        return self.ev(t.children[0] if cond else t.children[2], env, ctx)
+
+    def e_contains(self, t, env, ctx):
+        x = self.ev(t.children[0], env, ctx)
+        c = self.ev(t.children[1], env, ctx)
+        if isinstance(x, SOp):
+            if isinstance(c, (list, dict)) or (isinstance(c, str) and not isinstance(c, SelOp)):
+                if isinstance(c, (list, dict)) and not all(_is_atom(v) for v in c):
+                    raise RASPTypeError("'s-op in X' needs X to hold atoms only")
+                return Map(Elementwise("in", container=c), x)
+            raise RASPTypeError(f"'s-op in X' needs a list, dict or string X, got {_tname(c)}")
+        if _is_atom(x):
+            if isinstance(c, (list, dict)):
+                return x in c
+            if isinstance(c, str) and not isinstance(c, SelOp):
+                if not isinstance(x, str):
+                    raise RASPTypeError(f"'{_short(x)} in string' needs a string")
+                return x in c
+            if isinstance(c, SOp):
+                seen = Aggregate(Select(ir.indices, ir.indices, "TRUE"),
+                                 Map(Elementwise("indicator"),
+                                     Map(Elementwise("eq", const=x, const_side="right"), c)))
+                return Map(Elementwise("gt", const=0, const_side="right"), seen)
+            raise RASPTypeError(f"'atom in X' needs a list, dict, string or s-op X, got "
+                                f"{_tname(c)}")
+        raise RASPTypeError(f"'A in X' needs A to be an s-op or an atom, got {_tname(x)}")
+
+    def e_index(self, t, env, ctx):
+        x = self.ev(t.children[0], env, ctx)
+        i = self.ev(t.children[1], env, ctx)
+        if isinstance(x, (list, str)) and not isinstance(x, SelOp):
+            what = "list" if isinstance(x, list) else "string"
+            if isinstance(i, SOp):
+                return Map(Elementwise("lookup", container=x), i)
+            if not isinstance(i, int) or isinstance(i, bool):
+                raise RASPTypeError(f"index into a {what} must be an int, got {_tname(i)}")
+            if i >= len(x) or -i > len(x):
+                raise RASPValueError(f"index {i} out of range for a {what} of length {len(x)}")
+            return x[i]
+        if isinstance(x, dict):
+            if isinstance(i, SOp):
+                return Map(Elementwise("lookup", container=x), i)
+            if not _is_atom(i):
+                raise RASPTypeError(f"index into a dict must be an atom, got {_tname(i)}")
+            if i not in x:
+                raise RASPValueError(f"key {_short(i)} not in the dict")
+            return x[i]
+        if isinstance(x, SOp):
+            if not isinstance(i, int) or isinstance(i, bool):
+                raise RASPTypeError(f"index into an s-op must be an int, got {_tname(i)}")
+            target = Full(i) if i >= 0 else Map(
+                Elementwise("add", const=i, const_side="right"), ir.length)
+            return Aggregate(Select(ir.indices, target, "=="), x)
+        raise RASPTypeError(f"can only index a list, dict, string or s-op, not {_tname(x)}")
+
+    def e_call(self, t, env, ctx):
+        fn = self.ev(t.children[0], env, ctx)
+        args = []
+        if t.children[1] is not None:
+            for a in t.children[1].children:
+                if isinstance(a, lark.Tree) and a.data == "selop":
+                    args.append(SelOp(str(a.children[0])))
+                else:
+                    args.append(self.ev(a, env, ctx))
+        if isinstance(fn, Builtin):
+            return fn.fn(self, args)
+        if isinstance(fn, RASPFunction):
+            return self.call(fn, args)
+        if isinstance(fn, Node):
+            if len(args) != 1:
+                raise RASPTypeError(f"applying {_tname(fn)} takes one input, got {len(args)}")
+            return apply_to_input(fn, args[0])
+        raise RASPTypeError(f"{_tname(fn)} is not callable")
+
+    def call(self, fn: RASPFunction, args: list) -> Any:
+        if len(args) != len(fn.params):
+            raise RASPTypeError(f"{fn.name} takes {len(fn.params)} argument"
+                                f"{'s' if len(fn.params) != 1 else ''}, got {len(args)}")
+        for a in args:
+            if isinstance(a, SelOp):
+                raise RASPTypeError(f"a bare comparison {str(a)} can only be passed to select "
+                                    f'or kqv; write it as a string ("{str(a)}")')
+        if self.depth >= _MAX_CALL_DEPTH:
+            raise RASPValueError(f"calls nested too deeply in {fn.name} (recursion is not "
+                                 "supported in RASP)")
+        mark = _mark()
+        scope = Environment(fn.closure, name=fn.name)
+        for p, a in zip(fn.params, args):
+            scope.vars[p] = a
+        ctx = fn.ctx
+        self.depth += 1
+        try:
+            with causal_mode(True) if fn.causal else _nullctx():
+                for st in fn.body:
+                    self.exec_stmt(st, scope, ctx)
+                rets = [self.ev(e, scope, ctx) for e in fn.returns.children]
+        finally:
+            self.depth -= 1
+        res = rets[0] if len(rets) == 1 else rets
+        if isinstance(res, Node) and res.id > mark and res.name is None:
+            res.named(f"{fn.name}({', '.join(_short(a, 20) for a in args)})")
+        return res
+
+
+class _nullctx:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def apply_to_input(node: Node, inp: Any) -> list:
+    """Evaluate an s-op (or selector) on one input (a string of characters or a list of atoms),
+    as the original REPL's ``sop("hello")``: a list of values (s-op) or a ``[query][key]`` list
+    of bools (selector)."""
+    from .interpreter import evaluate
+    if isinstance(inp, str) and not isinstance(inp, SelOp):
+        seq = list(inp)
+    elif isinstance(inp, list) and all(_is_atom(v) for v in inp):
+        seq = list(inp)
+    else:
+        raise RASPTypeError(f"an s-op applies to a string or a list of atoms, got {_tname(inp)}")
+    if not seq:
+        raise RASPValueError("cannot apply an s-op to an empty input")
+    arr = evaluate(node, [seq])
+    return np.asarray(arr)[0].tolist()
+
+
+# --------------------------------------------------------------------------------------------
+# Sources, caching, base environments
+# --------------------------------------------------------------------------------------------
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise RASPNameError(f"no such file: {path}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise RASPValueError(f"cannot read {path}: {e}") from None
+
+
+_PARSE_CACHE: dict[tuple[str, str], lark.Tree] = {}
+
+
+def _parse_cached(text: str, filename: str) -> lark.Tree:
+    key = (filename, text)
+    tree = _PARSE_CACHE.get(key)
+    if tree is None:
+        tree = parse(text, filename)
+        if len(_PARSE_CACHE) > 64:
+            _PARSE_CACHE.clear()
+        _PARSE_CACHE[key] = tree
+    return tree
+
+
+_BASES: dict[bool, Environment] = {}
+
+
+def _builtins_env() -> Environment:
+    env = Environment(None, name="builtins")
+    for k, (fn, doc) in _BUILTINS.items():
+        env.vars[k] = Builtin(k, fn, doc)
+    env.vars.update(_CONSTANTS)
+    env.vars["tokens"] = ir.tokens
+    return env
+
+
+def base_environment(causal: bool = False) -> Environment:
+    """The base environment: built-ins plus the original RASP library (``rasplib``), built once
+    per process and per mode (in causal mode the library's selectors are causal). Its parent
+    holds the built-ins. Do not modify it: run programs in a child scope."""
+    causal = bool(causal)
+    if causal not in _BASES:
+        builtins = _builtins_env()
+        lib = Environment(builtins, name="rasplib" + (" (causal)" if causal else ""))
+        sess = Session.__new__(Session)
+        sess._init_fields(causal, example="hello", output=print)
+        it = _Interp(sess)
+        path = os.path.join(STDLIB_DIR, "rasplib.rasp")
+        text = _read(path)
+        ctx = _Ctx(path, text, causal)
+        for st in _parse_cached(text, path).children:
+            it.exec_stmt(st, lib, ctx)
+        lib.vars.pop("out", None)
+        _BASES[causal] = lib
+    return _BASES[causal]
+
+
+class Session:
+    """A stateful interpreter session (the REPL's back end).
+
+    Args:
+        causal: RASP-L causal mode (every select created is causal); settable later.
+        example: the running example shown by the REPL (default ``"hello"``).
+        output: where ``draw`` prints (default ``print``).
+
+    Attributes: ``env`` (the session's :class:`Environment`; its parent is the base
+    environment), ``base_env``, ``example``, ``causal``.
+    """
+
+    def __init__(self, causal: bool = False, example: Any = "hello",
+                 output: Callable[[str], None] | None = None):
+        self._init_fields(causal, example, output or print)
+        self.env = Environment(self._base(self._causal), name="session")
+
+    def _init_fields(self, causal, example, output):
+        self._causal = bool(causal)
+        self.example = example
+        self.output = output
+        self._interp = _Interp(self)
+
+    def _base(self, causal: bool) -> Environment:
+        return base_environment(causal)
+
+    @property
+    def base_env(self) -> Environment:
+        return self._base(self._causal)
+
+    @property
+    def causal(self) -> bool:
+        return self._causal
+
+    @causal.setter
+    def causal(self, on: bool) -> None:
+        self._causal = bool(on)
+        if hasattr(self, "env"):
+            self.env.parent = self._base(self._causal)
+
+    def names(self) -> list[str]:
+        """Names defined in this session (not the base environment's)."""
+        return self.env.own_names()
+
+    def execute(self, text: str, filename: str = "<repl>") -> list[StatementResult]:
+        """Parse and run ``text`` (one or more statements) in this session.
+
+        Returns one :class:`StatementResult` per assigned name / expression / definition.
+        Raises :class:`~rasp.parser.RASPSyntaxError` (nothing runs) or another
+        :class:`~rasp.ir.RASPError` (message ``file:line:col: ...``); the failed statement's
+        bindings are rolled back, earlier statements of ``text`` stay (their results are in the
+        error's ``partial_results``).
+        """
+        tree = parse(text, filename)
+        ctx = _Ctx(filename, text, self._causal or "causal" in directives(text))
+        results: list[StatementResult] = []
+        for st in tree.children:
+            results.extend(self._run_statement(st, ctx))
+        return results
+
+    def _run_statement(self, st, ctx) -> list[StatementResult]:
+        snapshot = dict(self.env.vars)
+        try:
+            return self._interp.exec_stmt(st, self.env, ctx)
+        except RASPError:
+            self.env.vars.clear()
+            self.env.vars.update(snapshot)
+            raise
+        except RecursionError:
+            self.env.vars.clear()
+            self.env.vars.update(snapshot)
+            raise RASPValueError("program nested too deeply", _span(ctx, st)) from None
+
+    def run_file(self, path: str) -> list[StatementResult]:
+        """Run a file in this session (its ``#!causal`` directive applies to the file)."""
+        text = _read(path)
+        return self.execute(text, filename=path)
+
+
+def run_source(text: str, filename: str = "<string>", causal: bool = False) -> Environment:
+    """Run a program and return its environment (a Mapping name -> value: s-ops
+    (:class:`~rasp.ir.SOp`), selectors, atoms, lists, dicts, functions; the base environment's
+    names are visible through it).
+
+    ``causal=True`` (or a ``#!causal`` line among the leading comment lines) runs in RASP-L
+    causal mode: every ``select`` created is causal.
+
+    Raises:
+        RASPSyntaxError: the text does not parse (``file:line:col``).
+        RASPError: any other error (unknown name, type error, ...), with its position.
+    """
+    s = Session(causal=causal or "causal" in directives(text))
+    s.execute(text, filename=filename)
+    return s.env
+
+
+def run_file(path: str | os.PathLike, causal: bool = False) -> Environment:
+    """Run a ``.rasp`` file (see :func:`run_source`); ``load`` resolves relative to it.
+    Raises RASPError (a :class:`~rasp.ir.RASPNameError`) when the file does not exist."""
+    path = os.fspath(path)
+    text = _read(path)
+    return run_source(text, filename=path, causal=causal)
+
+
+def load_library(name: str, causal: bool | None = None) -> Environment:
+    """Run a standard-library file (``"rasplib"``, ``"rasp_l"``, ``"examples"``) in a fresh
+    scope whose parent is the base environment and return that environment.
+
+    ``causal=None`` uses the file's own directive (``rasp_l`` is causal). Raises RASPNameError
+    for an unknown library."""
+    path = os.path.join(STDLIB_DIR, name if name.endswith(".rasp") else name + ".rasp")
+    if not os.path.isfile(path):
+        known = sorted(f[:-5] for f in os.listdir(STDLIB_DIR) if f.endswith(".rasp"))
+        raise RASPNameError(f"unknown library {name!r}; known: {', '.join(known)}")
+    text = _read(path)
+    c = ("causal" in directives(text)) if causal is None else bool(causal)
+    s = Session(causal=c)
+    s.execute(text, filename=path)
+    return s.env
