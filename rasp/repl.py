@@ -130,7 +130,9 @@ def _fallback_needs_more(text: str) -> bool:
         if depth < 0:      # unbalanced closer: complete, the parser will report the error
             return False
         i += 1
-    if in_string or depth > 0:
+    if in_string:          # an unterminated string: complete, the parser reports it
+        return False
+    if depth > 0:
         return True
     return bool(_strip_comments(text[stmt_start:]).strip()) and last_sig != ";"
 
@@ -153,9 +155,10 @@ def _strip_comments(text: str) -> str:
 def needs_more_input(text: str) -> bool:
     """Whether ``text`` is an unfinished statement (the REPL then shows ``.. `` and reads on).
 
-    Asks the parser (``rasp.parser.needs_more_input`` / ``is_complete``) when it offers such a
-    check; otherwise counts brackets, strings and ``;`` (a ``def``/``for`` block is complete at
-    its closing ``}``). Blank or comment-only text is complete.
+    Asks the parser, as the original REPL does: the text needs more when parsing it fails with
+    "unexpected end of input" (an open bracket or block, a missing ``;``). Without a parser,
+    counts brackets, strings and ``;`` (a ``def``/``for`` block is complete at its closing
+    ``}``). Blank or comment-only text is complete.
     """
     if not _strip_comments(text).strip():
         return False
@@ -174,6 +177,18 @@ def needs_more_input(text: str) -> bool:
         if callable(fn):
             try:
                 return not bool(fn(text))
+            except Exception:
+                pass
+        parse = getattr(_parser, "parse", None)
+        if callable(parse):
+            # as the original REPL: a syntax error at the end of the input means "read on";
+            # any other syntax error is complete input (the session will report it)
+            try:
+                parse(text, "<repl>")
+                return False
+            except RASPError as e:
+                msg = getattr(e, "message", str(e))
+                return "end of input" in msg and "unterminated" not in msg
             except Exception:
                 pass
     return _fallback_needs_more(text)
@@ -364,6 +379,8 @@ class Repl:
         self.errors = 0
         self._interactive = True
         self.completer = _make_completer(self)
+        if hasattr(session, "output"):
+            session.output = self.write     # `draw(...)` prints through the REPL
 
     # ---- output ------------------------------------------------------------------------
     @property
@@ -451,6 +468,9 @@ class Repl:
             matrix = format_selector_value(m, keys=toks, queries=toks)
             return head + "\n         Example:\n" + _indent(matrix, 13)
         if kind == "function":
+            text = str(value)
+            if text.startswith(("function:", "built-in function:")):
+                return f"     {text}"
             return f"     function: {_describe_function(label, value)}"
         if kind == "list":
             return f"     list: {label} = [" + ", ".join(_short(v) for v in value) + "]"
@@ -481,6 +501,8 @@ class Repl:
         except _Exit:
             return False
         except RASPError as e:
+            # earlier statements of a multi-statement input ran: show them, then the error
+            self._show_results(getattr(e, "partial_results", None))
             self.error(str(e))
             return True
         except RecursionError:
@@ -489,6 +511,10 @@ class Repl:
         except Exception as e:  # a bug elsewhere must not kill the REPL
             self.error(f"internal error ({type(e).__name__}): {e}; input ignored")
             return True
+        self._show_results(results)
+        return True
+
+    def _show_results(self, results) -> None:
         for r in results or []:
             try:
                 shown = self.format_value(getattr(r, "name", None), getattr(r, "value", None),
@@ -497,15 +523,16 @@ class Repl:
                 shown = f"  !! cannot display the value: {e}"
             if shown:
                 self.write(shown)
-        return True
 
     def _match_command(self, text: str) -> tuple[str, str] | None:
         """``(command, argtext)`` when ``text`` is a REPL command, else ``None`` (a statement).
         A leading ``:`` forces a command; otherwise the first word must be a command and the
-        line must not be an assignment or a call (so ``help = 3;`` stays a statement)."""
+        line must not be an assignment or a call (so ``help = 3;`` stays a statement, and
+        ``help;`` evaluates a variable named ``help`` if the user defined one)."""
         forced = text.startswith(":")
         body = text[1:].lstrip() if forced else text
         body = body.rstrip()
+        had_semicolon = body.endswith(";")
         while body.endswith(";"):
             body = body[:-1].rstrip()
         word, _, rest = body.partition(" ")
@@ -521,8 +548,8 @@ class Repl:
             return word, rest
         if not known:
             return None
-        if word in self.session_names_defined():
-            return None   # the user's own variable of that name
+        if not rest and had_semicolon and word in self.session_names_defined():
+            return None   # `help;` evaluates the user's own variable of that name
         if rest.startswith(("=", "(", ",", "[", ".")) or (rest[:1] in "+-*/%^<>!"
                                                          and rest != ""):
             return None
@@ -579,24 +606,10 @@ class Repl:
 
     def user_names(self) -> list[str]:
         """Names defined in this session (the base environment's library names excluded)."""
-        env = self.session.env
-        base = None
-        for attr in ("base_env", "base"):
-            base = getattr(self.session, attr, None)
-            if isinstance(base, Mapping):
-                break
-            base = None
-        names = []
-        for k in env.keys():
-            if base is not None and k in base and base[k] is env[k]:
-                continue
-            names.append(str(k))
-        if base is None:
-            try:
-                names = [str(n) for n in self.session.names()]
-            except Exception:  # pragma: no cover
-                pass
-        return sorted(names)
+        try:
+            return sorted(str(n) for n in self.session.names())
+        except Exception:  # pragma: no cover - a session without names()
+            return sorted(str(k) for k in self.session.env.keys())
 
     def cmd_show(self, argtext: str) -> str:
         what = argtext.strip().rstrip(";").strip()
