@@ -235,12 +235,16 @@ def kazemnejad_distance(patterns_a: Any, patterns_b: Any, variant: str = "standa
                            "layer by layer")
     per_layer, argmin = [], []
     for a, b in zip(la, lb):
+        if a.shape[1] == 0 or b.shape[1] == 0:          # a layer without attention
+            continue
         _check_same_inputs(a[:, 0], b[:, 0])
         d = np.array([[head_distance(a[:, i], b[:, j], variant, first_query)
                        for j in range(b.shape[1])] for i in range(a.shape[1])])
         i, j = np.unravel_index(np.nanargmin(d), d.shape)
         per_layer.append(float(d[i, j]))
         argmin.append((int(i), int(j)))
+    if not per_layer:
+        raise ProbingError("the models have no attention heads to compare")
     return KazemnejadDistance(per_layer, float(np.mean(per_layer)), argmin, variant)
 
 

@@ -1,0 +1,122 @@
+"""The HTML report on synthetic data: self-contained, opens in headless Chromium without errors,
+every figure loads, and the numbers shown are the probe's."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analysis import probing, report
+
+from _cdp_browser import find_chromium, open_page
+
+
+def _causal(rng, n, heads, ex, temp=3.0):
+    logits = rng.normal(size=(ex, heads, n, n)) * temp
+    logits = np.where(np.tril(np.ones((n, n), bool)), logits, -np.inf)
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    return p / p.sum(-1, keepdims=True)
+
+
+def _acc_rows(em_id, em_ood, lo=1, hi=8):
+    rows = []
+    for n in range(lo, 2 * hi + 1):
+        em = em_id if n <= hi else em_ood
+        rows.append({"length": n, "split": "id" if n <= hi else "ood", "em": em, "n": 32,
+                     "ci_low": max(0.0, em - 0.1), "ci_high": min(1.0, em + 0.1)})
+    return rows
+
+
+def _synthetic_section(rng):
+    n, ex = 10, 3
+    seqs = [list(range(n))] * ex
+    compiled = [_causal(rng, n, 1, ex), _causal(rng, n, 1, ex)]
+    trained = {
+        "nope/seed0": [_causal(rng, n, 2, ex), _causal(rng, n, 2, ex)],
+        "nope/seed1": [_causal(rng, n, 2, ex), _causal(rng, n, 2, ex)],
+        "t5/seed0": [_causal(rng, n, 2, ex), _causal(rng, n, 2, ex)],
+        # a model that carries the compiled heads exactly (head 1 of each layer)
+        "alibi/seed0": [np.concatenate([_causal(rng, n, 1, ex), compiled[0]], axis=1),
+                        np.concatenate([_causal(rng, n, 1, ex), compiled[1]], axis=1)],
+    }
+    res = probing.probe("synthetic", seqs, trained, compiled)
+    return {
+        "name": "synthetic", "description": "synthetic patterns <b>escaped</b>",
+        "problems": ["run rope/seed0 is missing (runs/x); nothing trained in this test"],
+        "program": {"file": "tasks/programs/x.rasp", "name": "copy",
+                    "listing": "out = aggregate(select(indices, indices, ==), tokens);",
+                    "causal": True},
+        "measures": {"length": 3, "layers": 1, "max_heads": 1, "attention_ops": 1,
+                     "mlp_ops": 0, "selects": 1, "aggregates": 1, "selector_widths": 0,
+                     "maps": 0, "sequence_maps": 0},
+        "raspl": {"valid": False, "violations": [{"rule": "2 index rule", "operation": "x",
+                                                  "span": "1:5", "message": "index arithmetic"}]},
+        "prediction": {"prediction": "generalizes"},
+        "accuracy": {"nope": _acc_rows(1.0, 0.8), "t5": _acc_rows(1.0, 0.6),
+                     "alibi": _acc_rows(0.95, 0.1)},
+        "train_range": (1, 8),
+        "measured": report.measured_outcome({"nope": _acc_rows(1.0, 0.8)}),
+        "runs": [{"pe": "nope", "seed": 0, "dir": "runs/x", "status": "reused",
+                  "id_em": 1.0, "ood_em": 0.8}],
+        "compiled": {"stats": {"layers": 2, "heads": 2, "d_model": 20}, "heads": [1, 1],
+                     "mlp": [4, 0]},
+        "probe": res,
+        "token_names": [[f"t{i}" for i in range(n)]] * ex,
+    }
+
+
+def test_measured_outcome_thresholds():
+    assert report.measured_outcome({"nope": _acc_rows(1.0, 0.8)})["outcome"] == "generalizes"
+    assert report.measured_outcome({"nope": _acc_rows(1.0, 0.1)})["outcome"] == "fails"
+    assert report.measured_outcome({"nope": _acc_rows(0.3, 0.0)})["outcome"] == "inconclusive"
+    assert report.measured_outcome({})["outcome"] == "no runs"
+
+
+def test_report_is_self_contained_and_shows_the_probe(tmp_path):
+    rng = np.random.default_rng(0)
+    sec = _synthetic_section(rng)
+    path = report.render_report([sec], tmp_path / "out")
+    html = path.read_text()
+    # self-contained: no network references, figures inline
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "<script src" not in html and "<link" not in html
+    imgs = re.findall(r'<img src="([^"]+)"', html)
+    assert imgs and all(u.startswith("data:image/png;base64,") for u in imgs)
+    assert len(list((tmp_path / "out").glob("*.png"))) == len(imgs)
+    # user text is escaped
+    assert "<b>escaped</b>" not in html and "&lt;b&gt;escaped" in html
+    # the alibi model carries the compiled heads: it matches with JSD 0 -> "perfect match"
+    m = sec["probe"].matchings["alibi/seed0"]
+    assert m.mean == pytest.approx(0.0, abs=1e-9)
+    assert "perfect match" in html
+    # the pairwise distances printed are the probe's
+    d = sec["probe"].pairwise[("nope/seed0", "t5/seed0")].mean
+    assert f"{d:.3f}" in html
+    assert (tmp_path / "out" / "report.json").exists()
+
+
+def test_report_renders_in_headless_chromium(tmp_path):
+    exe = find_chromium()
+    assert exe, "chromium is required (apt-get install -y chromium; .ci/run installs it)"
+    rng = np.random.default_rng(1)
+    path = report.render_report([_synthetic_section(rng)], tmp_path)
+    page = open_page(exe, path.resolve().as_uri())
+    assert page["errors"] == []
+    assert len(page["images"]) >= 5
+    assert all(complete and width > 0 for complete, width, _ in page["images"])
+    assert "synthetic" in page["text"] and "perfect match" in page["text"]
+
+
+def test_unwritable_output_directory_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("not a directory")
+    with pytest.raises(report.ReportError, match="cannot write the report"):
+        report.render_report([], blocker / "sub")
+
+
+def test_missing_sections_render_as_not_available(tmp_path):
+    path = report.render_report([{"name": "bare", "problems": ["no trained run available"]}],
+                                tmp_path)
+    html = path.read_text()
+    assert "no trained run available" in html and "not available" in html
