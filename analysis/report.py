@@ -266,6 +266,20 @@ def _compiled_size(compiled) -> dict:
     return {"stats": stats, "heads": heads, "mlp": mlp}
 
 
+def _is_compiled(obj) -> bool:
+    return hasattr(obj, "attention") and hasattr(obj, "run") and not hasattr(obj, "attention_patterns")
+
+
+def _capture_compiled_aligned(task, compiled, seqs) -> list[np.ndarray]:
+    """Compiled patterns on the program tokens of ``seqs``, aligned to the token positions."""
+    per_example = []
+    for s in seqs:
+        prog = list(task.program_tokens(list(s)))
+        pats = probing.capture_compiled(compiled, [prog])
+        per_example.append([a[0] for a in _align_compiled(pats, len(s))])
+    return probing.pad_patterns(per_example)
+
+
 def probe_task_runs(task, runs: dict[str, Any], compiled=None, lengths: Sequence[int] = (),
                     per_length: int = 3, seed: int = 1234, variant: str = "standard",
                     ) -> probing.ProbeResult:
@@ -281,15 +295,17 @@ def probe_task_runs(task, runs: dict[str, Any], compiled=None, lengths: Sequence
         :class:`analysis.probing.ProbeResult` (``notes`` record what could not be compared).
     """
     seqs = probing.probe_sequences(task, lengths, per_length=per_length, seed=seed)
-    trained = {label: probing.capture_trained(model, seqs) for label, model in runs.items()}
-    comp = None
     notes = []
+    trained = {}
+    for label, model in runs.items():
+        if _is_compiled(model):                      # a compiled model probed like a trained one
+            trained[label] = _capture_compiled_aligned(task, model, seqs)
+        else:
+            trained[label] = probing.capture_trained(model, seqs)
+    comp = None
     if compiled is not None:
         try:
-            prog_inputs = [list(task.program_tokens(s)) for s in seqs]
-            comp = probing.capture_compiled(compiled, prog_inputs)
-            seq = max(len(s) for s in seqs)
-            comp = _align_compiled(comp, seq)
+            comp = _capture_compiled_aligned(task, compiled, seqs)
         except Exception as e:  # noqa: BLE001 - reported in the page
             notes.append(f"compiled model could not be probed: {e}")
             comp = None
@@ -696,3 +712,101 @@ def generate_report(task_names: Sequence[str] | None = None,
         "preset": opts.preset, "pes": opts.pes, "seconds": round(time.time() - t0, 1),
         "runs_root": opts.resolved()["runs_root"]})
     return path
+
+
+# --------------------------------------------------------------------------------------------
+# Probing run directories (``rasp probe``)
+# --------------------------------------------------------------------------------------------
+
+def _load_target(path: Path):
+    """(label, model, task name or None) for a training run dir or a compiled export dir."""
+    if (path / "config.json").exists():
+        cfg = check_run_dir(path)
+        from analysis import training
+        try:
+            model, cfg2, _ = training.load_run(str(path))
+        except Exception as e:  # noqa: BLE001 - RunDirError and friends
+            raise ReportError(f"{path}: {e}")
+        cfg = cfg2 or cfg
+        label = f"{cfg.get('pe', path.parent.name)}/seed{cfg.get('seed', '?')}"
+        return label, model, cfg.get("task"), cfg
+    if (path / "model.json").exists():
+        import compiler
+        try:
+            compiled = compiler.load_compiled(str(path))
+        except Exception as e:  # noqa: BLE001
+            raise ReportError(f"{path}: cannot load the compiled model ({e})")
+        return f"compiled:{path.name}", compiled, None, {}
+    if not path.exists():
+        raise ReportError(f"{path}: no such directory")
+    raise ReportError(f"{path}: neither a training run (config.json) nor a compiled model "
+                      "(model.json)")
+
+
+def probe_run_dirs(paths: Sequence[str | os.PathLike], task_name: str | None = None,
+                   lengths: Sequence[int] | None = None, per_length: int = 3,
+                   variant: str = "standard", compile_reference: bool = True,
+                   ) -> tuple[probing.ProbeResult, dict]:
+    """Probe finished training runs (and/or compiled model exports) of one task.
+
+    Args:
+        paths: run directories (``config.json`` + ``DONE``) or compiled export directories
+            (``model.json``, loaded with ``compiler.load_compiled``).
+        task_name: the task (default: the runs' own; required for compiled dirs alone).
+        lengths: input lengths to probe (default: middle and end of the training range and
+            1.5x its end).
+        compile_reference: also compile the task's reference program and match heads to it.
+
+    Returns:
+        (ProbeResult, info dict with ``task``, ``lengths``, ``compiled`` size or error).
+
+    Raises:
+        ReportError: missing/partial/corrupt run directories, runs of different tasks, an
+            unknown task.
+    """
+    if not paths:
+        raise ReportError("give at least one run directory")
+    loaded = [_load_target(Path(p)) for p in paths]
+    run_tasks = {t for _, _, t, _ in loaded if t}
+    if len(run_tasks) > 1:
+        raise ReportError("the run directories belong to different tasks: "
+                          + ", ".join(f"{p} ({t})" for p, (_, _, t, _) in zip(paths, loaded) if t))
+    if task_name and run_tasks and run_tasks != {task_name}:
+        raise ReportError(f"the runs are of task {run_tasks.pop()!r}, not {task_name!r}")
+    name = task_name or (run_tasks.pop() if run_tasks else None)
+    if not name:
+        raise ReportError("compiled model directories need --task")
+    import tasks as _tasks
+    try:
+        task = _tasks.get_task(name)
+    except KeyError as e:
+        raise ReportError(str(e.args[0]) if e.args else f"unknown task {name!r}")
+    models: dict[str, Any] = {}
+    train_range = None
+    for path, (label, model, _, cfg) in zip(paths, loaded):
+        while label in models:
+            label += "'"
+        models[label] = model
+        if cfg and train_range is None:
+            rows = []
+            rd = Path(path)
+            if (rd / "accuracy.json").exists() and _safe_json(rd / "accuracy.json"):
+                rows = _read_json(rd / "accuracy.json")
+            train_range = _train_range(cfg, rows)
+    if lengths is None:
+        lo, hi = train_range or (getattr(task, "min_length", 1) or 1,
+                                 getattr(task, "default_train_max_len", 10) or 10)
+        lengths = sorted({max(lo, hi // 2), hi, hi + max(1, hi // 2)})
+    info: dict[str, Any] = {"task": name, "lengths": list(lengths)}
+    compiled = None
+    if compile_reference:
+        try:
+            sop, _ = _load_program(task)
+            seqs = probing.probe_sequences(task, lengths, per_length=1, seed=0)
+            compiled = _compile_reference(task, sop, max(len(s) for s in seqs) + 4)
+            info["compiled"] = _compiled_size(compiled)["stats"]
+        except Exception as e:  # noqa: BLE001
+            info["compiled_error"] = str(e)
+    res = probe_task_runs(task, models, compiled, lengths, per_length=per_length,
+                          variant=variant)
+    return res, info

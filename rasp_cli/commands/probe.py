@@ -1,0 +1,94 @@
+"""`rasp probe RUN_DIR... [--task T] [--json]`: compare the attention of trained runs.
+
+Prints (1) Kazemnejad et al.'s layer-wise distance of every run from the NoPE run (per layer the
+minimum JSD over head pairs, then the mean), (2) the one-to-one matching of each run's heads to
+the compiled reference program's heads, (3) for every head the JSD of its best relative-position
+(T5 bucket) fit. RUN_DIR may also be a compiled model export (``rasp compile -o DIR``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def register(sub) -> None:
+    """Add the ``probe`` subcommand."""
+    p = sub.add_parser(
+        "probe", help="compare attention of trained runs with each other, the compiled "
+                      "program and relative-position references",
+        description=__doc__.split("\n", 1)[1].strip())
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                   help="finished run directories (runs/<task>/<pe>/seed<k>) or compiled "
+                        "model directories")
+    p.add_argument("--task", help="the task (default: the runs' own task)")
+    p.add_argument("--lengths", help="comma-separated input lengths to probe (default: from "
+                                     "the training range)")
+    p.add_argument("--per-length", type=int, default=3, help="sequences per length (3)")
+    p.add_argument("--variant", choices=["standard", "kazemnejad"], default="standard",
+                   help="JSD: standard (base 2, in [0, 1]; default) or the paper code's "
+                        "½[KL(M‖P)+KL(M‖Q)]")
+    p.add_argument("--no-compile", action="store_true",
+                   help="do not compile the task's reference program")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.set_defaults(func=run)
+
+
+def _lengths(text):
+    from rasp_cli.main import UsageError
+    if not text:
+        return None
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--lengths must be comma-separated integers, got {text!r}")
+    if not vals or min(vals) < 1:
+        raise UsageError("--lengths must be positive integers")
+    return vals
+
+
+def run(args) -> int:
+    from rasp_cli.main import UsageError
+    from analysis import probing, report
+
+    if args.per_length < 1:
+        raise UsageError("--per-length must be >= 1")
+    try:
+        res, info = report.probe_run_dirs(args.runs, task_name=args.task,
+                                          lengths=_lengths(args.lengths),
+                                          per_length=args.per_length, variant=args.variant,
+                                          compile_reference=not args.no_compile)
+    except (report.ReportError, probing.ProbingError) as e:
+        raise UsageError(str(e))
+    if args.json:
+        out = res.to_dict()
+        out["info"] = info
+        print(json.dumps(out, indent=1))
+        return 0
+    print(f"task {info['task']}: {len(res.sequences)} probe sequences at lengths "
+          f"{info['lengths']} (JSD {res.variant}, base 2)")
+    if "compiled" in info:
+        print("compiled reference: " + ", ".join(f"{k} {v}" for k, v in info["compiled"].items()))
+    elif "compiled_error" in info:
+        print(f"compiled reference: not available ({info['compiled_error']})")
+    if res.pairwise:
+        print("\nKazemnejad distance (per layer: min over head pairs; then mean over layers)")
+        print(f"  {'model A':<18} {'model B':<18} {'mean':>6}  per layer")
+        for (a, b), d in res.pairwise.items():
+            print(f"  {a:<18} {b:<18} {d.mean:6.3f}  "
+                  + " ".join(f"{x:.3f}" for x in d.per_layer))
+    for label, m in res.matchings.items():
+        fits = dict(res.relpos.get(label, []))
+        print(f"\n{label} vs compiled: one-to-one head matching, mean JSD {m.mean:.3f}")
+        print(f"  {'trained':<8} {'compiled':<9} {'JSD':>6}  {'relpos fit':>10}")
+        for t, c, d in m.pairs:
+            f = fits.get(t)
+            print(f"  L{t[0]}H{t[1]:<6} L{c[0]}H{c[1]:<7} {d:6.3f}  "
+                  f"{(f'{f.jsd:.3f}' if f else '-'):>10}")
+    if not res.matchings:
+        print("\nrelative-position (T5 bucket) fit, JSD per head")
+        for label, fits in res.relpos.items():
+            print(f"  {label:<18} " + " ".join(f"L{h[0]}H{h[1]}={f.jsd:.3f}" for h, f in fits))
+    for n in res.notes:
+        print(f"note: {n}", file=sys.stderr)
+    return 0

@@ -1,0 +1,73 @@
+"""`rasp report [TASK...] [-o DIR] [--quick|--full]`: the attention report.
+
+For each task: the reference program, its measures and RASP-L verdict, the prediction, one
+trained model per positional encoding (trained now when missing, reused when finished), their
+accuracy by length, the compiled model, and the attention comparison. Writes DIR/report.html
+(self-contained) and the PNG figures.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def register(sub) -> None:
+    """Add the ``report`` subcommand."""
+    p = sub.add_parser("report", help="train what is missing, probe, and write the HTML report",
+                       description=__doc__.split("\n", 1)[1].strip())
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def add_arguments(p) -> None:
+    """Options shared by ``rasp report`` and ``rasp demo``."""
+    from analysis.report import DEFAULT_TASKS
+    p.add_argument("tasks", nargs="*", metavar="TASK",
+                   help=f"tasks to report on (default: {' '.join(DEFAULT_TASKS)})")
+    p.add_argument("-o", "--out", default="report", metavar="DIR",
+                   help="output directory (default: report/)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--quick", dest="preset", action="store_const", const="quick",
+                   help="the quick preset: small models, 1 seed per PE + 2 NoPE seeds "
+                        "(default; runs under runs/quick/)")
+    g.add_argument("--full", dest="preset", action="store_const", const="full",
+                   help="the training defaults, 3 seeds per PE (runs under runs/)")
+    p.set_defaults(preset="quick")
+    p.add_argument("--pe", default="all",
+                   help="comma-separated positional encodings (default: all six)")
+    p.add_argument("--runs", metavar="DIR", help="root of the run directories")
+    p.add_argument("--device", default="cpu", help="torch device for training (cpu, cuda)")
+    p.add_argument("--no-train", action="store_true",
+                   help="do not train missing runs; report what exists and say what is missing")
+    p.add_argument("--variant", choices=["standard", "kazemnejad"], default="standard",
+                   help="JSD variant (default standard)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+
+
+def options_from_args(args):
+    from rasp_cli.main import UsageError
+    from analysis import figures
+    from analysis.report import ReportOptions
+
+    pes = list(figures.PE_ORDER) if args.pe == "all" else [x.strip() for x in args.pe.split(",")
+                                                           if x.strip()]
+    bad = [x for x in pes if x not in figures.PE_ORDER]
+    if bad or not pes:
+        raise UsageError(f"unknown positional encoding(s) {', '.join(bad) or '(none)'}; choose "
+                         f"from {', '.join(figures.PE_ORDER)} or 'all'")
+    return ReportOptions(preset=args.preset, pes=pes, runs_root=args.runs, device=args.device,
+                         train_missing=not args.no_train, variant=args.variant,
+                         progress=not args.quiet)
+
+
+def run(args) -> int:
+    from rasp_cli.main import UsageError
+    from analysis.report import ReportError, generate_report
+
+    opts = options_from_args(args)
+    try:
+        path = generate_report(args.tasks or None, args.out, opts)
+    except ReportError as e:
+        raise UsageError(str(e))
+    print(f"report written to {path.resolve()}")
+    return 0
