@@ -214,9 +214,10 @@ class RASPFunction:
     create causal selects whatever the caller's mode.
     """
 
-    def __init__(self, name, params, body, returns, closure, ctx, causal):
+    def __init__(self, name, params, body, returns, closure, ctx, causal, defaults=None):
         self.name = name
         self.params = list(params)
+        self.defaults = dict(defaults or {})
         self.body = body
         self.returns = returns
         self.closure = closure
@@ -224,7 +225,9 @@ class RASPFunction:
         self.causal = causal
 
     def __repr__(self) -> str:
-        return f"function: {self.name}({', '.join(self.params)})"
+        ps = [p + (f"={_short(self.defaults[p])}" if p in self.defaults else "")
+              for p in self.params]
+        return f"function: {self.name}({', '.join(ps)})"
 
 
 # --------------------------------------------------------------------------------------------
@@ -685,15 +688,23 @@ class _Interp:
         if kind == "funcdef":
             fname = str(t.children[0])
             self._check_assignable(fname, t, ctx)
-            params = [str(p) for p in t.children[1].children] if t.children[1] is not None \
-                else []
-            for p in params:
+            params, defaults = [], {}
+            for ptree in (t.children[1].children if t.children[1] is not None else []):
+                p = str(ptree.children[0])
                 if p in RESERVED and p != "tokens":
-                    raise RASPNameError(f"cannot use the reserved name '{p}' as a parameter")
-            if len(set(params)) != len(params):
-                raise RASPNameError(f"duplicate parameter names in {fname}")
+                    raise RASPNameError(f"cannot use the reserved name '{p}' as a parameter",
+                                        _span(ctx, ptree))
+                if p in params:
+                    raise RASPNameError(f"duplicate parameter name '{p}' in {fname}",
+                                        _span(ctx, ptree))
+                if ptree.children[1] is not None:
+                    defaults[p] = self.ev(ptree.children[1], env, ctx)
+                elif defaults:
+                    raise RASPNameError(f"parameter '{p}' without a default follows one with "
+                                        "a default", _span(ctx, ptree))
+                params.append(p)
             fn = RASPFunction(fname, params, t.children[2].children, t.children[3], env, ctx,
-                              True if ctx.causal else None)
+                              True if ctx.causal else None, defaults)
             env.vars[fname] = fn
             return [StatementResult(fname, fn, "function", span)]
         if kind == "forloop":
@@ -954,9 +965,13 @@ class _Interp:
         raise RASPTypeError(f"{_tname(fn)} is not callable")
 
     def call(self, fn: RASPFunction, args: list) -> Any:
-        if len(args) != len(fn.params):
-            raise RASPTypeError(f"{fn.name} takes {len(fn.params)} argument"
-                                f"{'s' if len(fn.params) != 1 else ''}, got {len(args)}")
+        n_max = len(fn.params)
+        n_min = n_max - len(fn.defaults)
+        if not n_min <= len(args) <= n_max:
+            want = str(n_max) if n_min == n_max else f"{n_min} to {n_max}"
+            raise RASPTypeError(f"{fn.name} takes {want} argument"
+                                f"{'s' if n_max != 1 else ''}, got {len(args)}")
+        args = list(args) + [fn.defaults[p] for p in fn.params[len(args):]]
         for a in args:
             if isinstance(a, SelOp):
                 raise RASPTypeError(f"a bare comparison {str(a)} can only be passed to select "
