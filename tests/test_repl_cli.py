@@ -1,0 +1,63 @@
+"""`rasp` with statements piped on stdin (no terminal, no tmux): values printed, exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+REVERSE = "reverse = aggregate(select(indices, length - indices - 1, ==), tokens);\n"
+
+
+def rasp(args, stdin, tmp_path):
+    env = dict(os.environ, RASP_HISTORY=str(tmp_path / "history"))
+    return subprocess.run([sys.executable, "-m", "rasp_cli.main", *args], input=stdin,
+                          capture_output=True, text=True, env=env, timeout=120,
+                          cwd=str(tmp_path))
+
+
+def test_rasp_with_piped_stdin_prints_values_and_exits_0(tmp_path):
+    p = rasp([], REVERSE + "n = 1 +\n  2;\n", tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert 'reverse("hello") = [o, l, l, e, h] (strings)' in p.stdout
+    assert "value: n = 3" in p.stdout
+    assert "Traceback" not in p.stderr
+    assert not (tmp_path / "history").exists()   # piped input is not typed history
+
+
+def test_rasp_repl_failed_statement_exits_1_with_one_message(tmp_path):
+    p = rasp(["repl", "--no-history"], "x = nope;\ny = 2;\n", tmp_path)
+    assert p.returncode == 1
+    assert "unknown name 'nope'" in p.stderr and "Traceback" not in p.stderr
+    assert "value: y = 2" in p.stdout            # the REPL went on after the error
+
+
+def test_rasp_repl_loads_files_first(tmp_path):
+    lib = tmp_path / "squares.rasp"
+    lib.write_text("def sq(x) {\n  return x * x;\n}\n")
+    p = rasp(["repl", str(lib)], "set example [1, 2, 3]\ns = sq(tokens_int);\n", tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "s([1, 2, 3]) = [1, 4, 9] (ints)" in p.stdout
+
+
+def test_rasp_repl_missing_file_is_a_usage_error(tmp_path):
+    p = rasp(["repl", str(tmp_path / "nope.rasp")], "", tmp_path)
+    assert p.returncode == 2
+    assert "cannot read" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_rasp_repl_causal_flag(tmp_path):
+    p = rasp(["repl", "--causal"], "m = selector_width(select(indices, indices, >=));\n",
+             tmp_path)
+    assert p.returncode == 0, p.stderr
+    # keys >= query within the causal prefix: only the query itself -> width 1 everywhere
+    assert 'm("hello") = [1]*5 (ints)' in p.stdout
+
+
+def test_load_statement_in_the_repl(tmp_path):
+    (tmp_path / "mylib.rasp").write_text("def inc(x) { return x + 1; }\n_hidden = 3;\n")
+    p = rasp([], 'load "mylib";\nk = inc(41);\n', tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "value: k = 42" in p.stdout
