@@ -117,13 +117,15 @@ def _convert(err: UnexpectedInput, text: str, filename: str) -> RASPSyntaxError:
             what = f"unexpected {tok.value!r}"
             if tok.value in KEYWORDS:
                 what += " (a keyword)"
+        if "';'" in expected:
+            expected = ["';'"] + [e for e in expected if e != "';'"]
         if expected:
-            shown = ", ".join(expected[:12]) + (" ..." if len(expected) > 12 else "")
+            shown = ", ".join(expected[:10]) + (" ..." if len(expected) > 10 else "")
             msg = f"syntax error: {what}; expected {shown}"
         else:
             msg = f"syntax error: {what}"
-        if expected == ["';'"] or "';'" in expected and tok.type == "$END":
-            msg += " (statements end with ';')"
+        if "';'" in expected:
+            msg += " (a missing ';'? statements end with ';')"
     elif isinstance(err, UnexpectedCharacters):
         ch = text[err.pos_in_stream] if 0 <= err.pos_in_stream < len(text) else "?"
         if ch == '"':
