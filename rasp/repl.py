@@ -50,17 +50,17 @@ CONTINUATION = ".. "
 #: (printed as one message). Its docstring's first line is shown by ``help``.
 ExtraCommand = Callable[["Repl", str], "str | None"]
 
-#: Built-in commands: name -> (usage, one-line description).
-COMMANDS: dict[str, tuple[str, str]] = {
-    "help": ("help", "list the commands"),
-    "info": ("info NAME [vocab] [max_len]",
-             "layers, heads per layer, length, attention/MLP ops and RASP-L verdict of NAME"),
-    "set": ("set example EXAMPLE | set causal on|off",
-            'change the running example ("hello", [1, 2, 3]) or RASP-L causal mode'),
-    "show": ("show example | show causal", "print the running example or the causal mode"),
-    "names": ("names", "list the names defined in this session (not the library's)"),
-    "exit": ("exit", "leave the REPL (also quit, exit(), Ctrl-D)"),
-    "quit": ("quit", "leave the REPL"),
+#: Built-in commands: name -> list of (usage, one-line description) shown by ``help``.
+COMMANDS: dict[str, list[tuple[str, str]]] = {
+    "help": [("help", "list the commands")],
+    "info": [("info NAME [vocab] [max_len]",
+              "layers, heads per layer, length, attention/MLP ops, RASP-L verdict")],
+    "set": [('set example "text" | [1, 2]', "change the running example"),
+            ("set causal on|off", "RASP-L causal mode: every new select is causal")],
+    "show": [("show example | causal", "print the running example / the causal mode")],
+    "names": [("names", "list the names defined in this session")],
+    "exit": [("exit | quit | Ctrl-D", "leave the REPL")],
+    "quit": [],
 }
 
 _KEYWORDS = ["def", "for", "in", "return", "if", "else", "not", "and", "or", "True", "False",
@@ -573,16 +573,17 @@ class Repl:
         return getattr(self, f"cmd_{name}")(argtext)
 
     def cmd_help(self, argtext: str = "") -> str:
-        lines = ["Statements end in ';' (def/for blocks end at their '}'); a statement may "
-                 "span several lines ('.. ' prompt).",
-                 'load "file"; runs file.rasp and imports its names.',
+        lines = ["Statements end in ';' (def/for blocks end at their '}') and may span "
+                 "several lines ('.. ' prompt).",
                  "Commands (a leading ':' is optional: ':info x' = 'info x'):"]
-        rows = [COMMANDS[k] for k in ("help", "info", "set", "show", "names")]
+        rows = [r for k in ("help", "info", "set", "show", "names") for r in COMMANDS[k]]
         for name, fn in sorted(self.extra_commands.items()):
             doc = (fn.__doc__ or "").strip().splitlines()
             usage = getattr(fn, "usage", name)
             rows.append((usage, doc[0] if doc else ""))
-        rows.append(COMMANDS["exit"])
+        rows += COMMANDS["exit"]
+        rows.append(('load "file";', "(a statement) run file.rasp, import its names"))
+        rows.append(("draw(sop);", "(a statement) the computation flow on the example"))
         w = max(len(u) for u, _ in rows)
         lines += [f"  {u.ljust(w)}  {d}" for u, d in rows]
         lines.append(f"History: {self._history_desc()}. Tab completes names and commands.")

@@ -35,7 +35,7 @@ def register(sub) -> None:
 
 
 def compile_command(repl, argtext: str) -> str:
-    """compile NAME to transformer weights; show the compiled model's size (and check it on the example)"""
+    """compile to transformer weights, show the size, check on the example"""
     a = repl.parse_name_args(argtext, "compile")
     from rasp.repl import ReplError
     from rasp.ir import SOp
