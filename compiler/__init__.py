@@ -1,1 +1,23 @@
-"""rasp-lab: compiler."""
+"""rasp-lab: the compiler of RASP / RASP-L programs into transformer weights (contract E).
+
+Pipeline (Tracr's shape; see ``docs/compiler.md``): :mod:`compiler.graph` (IR -> networkx
+graph, rewrites, fusion), :mod:`rasp.value_sets` (value sets), :mod:`compiler.encoding`,
+:mod:`compiler.residual` (residual space), :mod:`compiler.blocks` (MLPs and heads),
+:mod:`compiler.layers` (layer allocation), :mod:`compiler.assemble` (the one
+:class:`compiler.transformer.Transformer`), :mod:`compiler.compile` (``compile_program``).
+
+The Transformer itself (:mod:`compiler.transformer`, :mod:`compiler.positional`) is shared with
+training. Importing this package does not import torch until the compiler is used.
+"""
+
+from .errors import CompiledRuntimeError, CompilerError, ModelTooLargeError, UnsupportedError
+
+__all__ = ["compile_program", "CompiledModel", "load_compiled", "CompilerError",
+           "UnsupportedError", "ModelTooLargeError", "CompiledRuntimeError"]
+
+
+def __getattr__(name):
+    if name in ("compile_program", "CompiledModel", "load_compiled"):
+        from . import compile as _c
+        return getattr(_c, name)
+    raise AttributeError(f"module 'compiler' has no attribute {name!r}")

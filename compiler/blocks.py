@@ -1,0 +1,425 @@
+"""Stage 4: blocks. Each compiler node becomes an MLP or an attention head (NumPy weights over
+the residual space of :mod:`compiler.residual`).
+
+MLPs (ReLU; every unit also reads ``-BIG`` from the ``bos`` and ``pad`` directions, so the
+MLP writes exactly 0 at BOS and PAD; biases come from the ``one`` direction):
+
+* **lookup table** (categorical inputs): one unit per combination of input values,
+  ``ReLU(x_a + y_b + ... - (k-1))`` is 1 exactly for that combination; it writes the output
+  value (categorical: its direction; numerical: the number, negatives included).
+* **affine** (numerical output, ``+ - * /`` by constants): two units ``ReLU(x)``, ``ReLU(-x)``
+  per numerical input (no clamping of negatives: Tracr's failure mode 3), one per value of a
+  categorical input, one for the constant.
+* **discretising** (one numerical input ``x`` with known sorted values ``u1 < ... < um``): a
+  step between ``u_j`` and ``u_j+1`` is ``ReLU(a(x-t)+1/2) - ReLU(a(x-t)-1/2)`` with
+  ``t = (u_j + u_j+1)/2`` and slope ``a = 2/(u_j+1 - u_j)`` from *that* gap (Tracr used a
+  fixed slope of 100: failure mode 1); exact (flat) within a quarter gap of every value.
+  Categorical inputs gate the steps (a large negative term unless the combination matches).
+
+Attention heads (the ``bos`` key gets a logit of its own through one extra head dimension):
+
+* **aggregate (mean)**: logit ``S`` where every factor of the selector holds, ``<= 0``
+  elsewhere; BOS gets ``S/2``, so a query attends to BOS only when no key is selected, and
+  BOS's value is the default (Tracr's failure mode 5: defaults decoded as a zero vector).
+* **max / min**: the same logits plus ``delta * rank(value)`` on the key side, with ``S`` larger
+  than every rank term: a near-zero-temperature mean over the best-ranked selected keys.
+* **selector width**: BOS gets ``S`` (the weight of a selected key); the value is 1 at BOS only,
+  so the head writes ``1/(w+1)``; the following MLP turns it into ``w``.
+* PAD keys get a logit of ``-1e4 * S``; the BOS *query* attends only to BOS (``+F``).
+
+The key and value rows of the ``bos`` direction are completed at assembly
+(:mod:`compiler.assemble`), when the BOS position's residual is known, so that the BOS key is
+exactly the extra dimension and the BOS value exactly the default.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rasp.value_sets import apply_elementwise_table, sort_values
+
+from .encoding import CATEGORICAL, NUMERICAL
+from .errors import CompilerError
+from .graph import CNode, affine_form, eval_expr
+from .residual import ResidualSpace
+
+__all__ = ["MLPBlock", "HeadBlock", "build_mlp", "build_head", "SCORE", "RANK_STEP", "BIG",
+           "PAD_SCALE"]
+
+#: attention logit of a selected key (mean, selector width): unselected keys get e^-80 weight
+SCORE = 80.0
+#: logit step between adjacent value ranks of a max / min aggregate
+RANK_STEP = 40.0
+#: the switch-off term of every MLP unit at BOS and PAD
+BIG = 1e9
+#: PAD keys get ``-PAD_SCALE`` times the BOS logit
+PAD_SCALE = 1e4
+
+
+@dataclass
+class MLPBlock:
+    """One compiled MLP: ``W_in [d_model, hidden]``, ``W_out [hidden, d_model]``."""
+
+    node: CNode
+    W_in: np.ndarray
+    W_out: np.ndarray
+    kind: str = "lookup"
+
+    @property
+    def hidden(self) -> int:
+        return self.W_in.shape[1]
+
+
+@dataclass
+class HeadBlock:
+    """One compiled attention head before assembly.
+
+    ``W_Q, W_K [d_model, r_qk]`` (the last column is the BOS dimension), ``k_bos [r_qk]`` the
+    BOS key vector to enforce, ``W_V [d_model, r_ov]``, ``W_O [r_ov, d_model]``, ``v_bos
+    [r_ov]`` the BOS value vector to enforce (the default)."""
+
+    node: CNode
+    W_Q: np.ndarray
+    W_K: np.ndarray
+    k_bos: np.ndarray
+    W_V: np.ndarray
+    W_O: np.ndarray
+    v_bos: np.ndarray
+    kind: str = "mean"
+
+    @property
+    def r_qk(self) -> int:
+        return self.W_Q.shape[1]
+
+    @property
+    def r_ov(self) -> int:
+        return self.W_V.shape[1]
+
+
+# --------------------------------------------------------------------------------------------
+# MLPs
+# --------------------------------------------------------------------------------------------
+
+class _Units:
+    def __init__(self, d: int):
+        self.d = d
+        self.ins: list[dict] = []
+        self.outs: list[dict] = []
+
+    def add(self, w_in: dict, w_out: dict):
+        self.ins.append(w_in)
+        self.outs.append(w_out)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        H = len(self.ins)
+        W_in = np.zeros((self.d, H))
+        W_out = np.zeros((H, self.d))
+        for j, (a, b) in enumerate(zip(self.ins, self.outs)):
+            for k, v in a.items():
+                W_in[k, j] += v
+            for k, v in b.items():
+                W_out[j, k] += v
+            W_in[ResidualSpace.BOS, j] -= BIG
+            W_in[ResidualSpace.PAD, j] -= BIG
+        return W_in, W_out
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(
+        v, (bool, np.bool_))
+
+
+def _out_vec(node: CNode, space: ResidualSpace, y, sign: float = 1.0) -> dict:
+    if space.is_categorical(node):
+        dirs = space.dirs(node)
+        if y not in dirs:
+            raise CompilerError(f"internal: value {y!r} of '{node.name}' missing from its value "
+                                "set", node.span)
+        return {dirs[y]: sign}
+    if not _is_number(y) and not isinstance(y, (bool, np.bool_)):
+        raise CompilerError(f"numerical s-op '{node.name}' takes the non-numeric value {y!r}",
+                            node.span)
+    return {space.dir(node): sign * float(y)} if float(y) != 0 else {}
+
+
+def _sub(a: dict, b: dict) -> dict:
+    d = dict(a)
+    for k, v in b.items():
+        d[k] = d.get(k, 0.0) - v
+    return {k: v for k, v in d.items() if v != 0}
+
+
+def build_mlp(node: CNode, space: ResidualSpace) -> MLPBlock:
+    """The MLP computing ``node`` (kind ``mlp``) from its leaves (see module docstring)."""
+    leaves = node.expr.leaves()
+    units = _Units(space.d_model)
+    if node.encoding == NUMERICAL and _try_affine(node, leaves, space, units):
+        W_in, W_out = units.arrays()
+        return MLPBlock(node, W_in, W_out, "affine")
+    num = [l for l in leaves if not space.is_categorical(l)]
+    cat = [l for l in leaves if space.is_categorical(l)]
+    if len(num) > 1:
+        raise CompilerError(f"internal: MLP '{node.name}' reads {len(num)} numerical s-ops",
+                            node.span)
+    cat_vals = [list(space.dirs(l).keys()) for l in cat]
+    ids = [id(l) for l in cat]
+    combos = list(itertools.product(*cat_vals))
+
+    def f(*arrays):
+        return eval_expr(node.expr, dict(zip(ids + [id(l) for l in num], arrays)))
+
+    if not num:
+        cols = [[c[i] for c in combos] for i in range(len(cat))]
+        rows = apply_elementwise_table(f, cols) if cat else [_const_row(f)]
+        k = len(cat)
+        for combo, (ok, y) in zip(combos, rows):
+            if not ok:
+                continue
+            out = _out_vec(node, space, y)
+            if not out:
+                continue
+            w_in = _merge_in(cat, combo, space)
+            w_in[ResidualSpace.ONE] = w_in.get(ResidualSpace.ONE, 0.0) - (k - 1)
+            units.add(w_in, out)
+        W_in, W_out = units.arrays()
+        return MLPBlock(node, W_in, W_out, "lookup")
+    x = num[0]
+    xdir = space.dir(x)
+    us = sort_values(v for v in x.values if _is_number(v) or isinstance(v, (bool, np.bool_)))
+    us = [float(u) for u in us]
+    us = sorted(set(us))
+    k = len(cat)
+    span = (us[-1] - us[0]) if len(us) > 1 else 1.0
+    combos_x = [(c, u) for c in combos for u in us]
+    cols = [[cx[0][i] for cx in combos_x] for i in range(k)] + [[cx[1] for cx in combos_x]]
+    rows = apply_elementwise_table(f, cols)
+    table = {}
+    for (c, u), r in zip(combos_x, rows):
+        table[(c, u)] = r
+    for c in combos:
+        seq = [(u, table[(c, u)][1]) for u in us if table[(c, u)][0]]
+        if not seq:
+            continue
+        gate = _merge_in(cat, c, space)          # sum of matching directions
+        base_in = dict(gate)
+        base_in[ResidualSpace.ONE] = base_in.get(ResidualSpace.ONE, 0.0) - (k - 1)
+        y0 = seq[0][1]
+        out0 = _out_vec(node, space, y0)
+        if out0:
+            units.add(base_in, out0)
+        for (u1, y1), (u2, y2) in zip(seq, seq[1:]):
+            if _same(y1, y2):
+                continue
+            gap = u2 - u1
+            a = 2.0 / gap
+            t = (u1 + u2) / 2.0
+            M = a * span + 4.0
+            delta = _sub(_out_vec(node, space, y2), _out_vec(node, space, y1))
+            for off, sign in ((0.5, 1.0), (-0.5, -1.0)):
+                w_in = {d: M * w for d, w in gate.items()}
+                w_in[xdir] = w_in.get(xdir, 0.0) + a
+                w_in[ResidualSpace.ONE] = w_in.get(ResidualSpace.ONE, 0.0) - a * t + off - M * k
+                units.add(w_in, {d: sign * v for d, v in delta.items()})
+    W_in, W_out = units.arrays()
+    return MLPBlock(node, W_in, W_out, "discretising")
+
+
+def _const_row(f):
+    try:
+        return True, np.asarray(f()).reshape(-1)[0].item()
+    except Exception:  # noqa: BLE001 - a constant expression failing: no unit
+        return False, None
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b) and type(a) is type(b) or (
+            _is_number(a) and _is_number(b) and float(a) == float(b))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _merge_in(cat: list, combo, space: ResidualSpace) -> dict:
+    w: dict[int, float] = {}
+    for l, v in zip(cat, combo):
+        d = space.dirs(l)[v]
+        w[d] = w.get(d, 0.0) + 1.0
+    return w
+
+
+def _try_affine(node: CNode, leaves: list, space: ResidualSpace, units: _Units) -> bool:
+    form = affine_form(node.expr)
+    if form is None:
+        return False
+    for l in leaves:
+        if any(not _is_number(v) for v in l.values):
+            return False
+    coefs, const = form
+    # verify the affine form on sample combinations (guards against dtype surprises)
+    rng = random.Random(0)
+    ids = [id(l) for l in leaves]
+    samples = [[rng.choice(l.values) for l in leaves] for _ in range(24)]
+    for s in samples:
+        try:
+            y = eval_expr(node.expr, {i: np.asarray([v]) for i, v in zip(ids, s)})
+            y = float(np.asarray(y).reshape(-1)[0])
+        except Exception:  # noqa: BLE001
+            continue
+        pred = const + sum(coefs.get(i, 0.0) * float(v) for i, v in zip(ids, s))
+        if not math.isclose(y, pred, rel_tol=1e-9, abs_tol=1e-9):
+            return False
+    out = space.dir(node)
+    for l in leaves:
+        c = coefs.get(id(l), 0.0)
+        if c == 0:
+            continue
+        if l.kind == "full":
+            const += c * float(l.value)
+        elif space.is_categorical(l):
+            for v, d in space.dirs(l).items():
+                if float(v) * c != 0:
+                    units.add({d: 1.0}, {out: c * float(v)})
+        else:
+            d = space.dir(l)
+            units.add({d: 1.0}, {out: c})
+            units.add({d: -1.0}, {out: -c})
+    if const != 0:
+        units.add({ResidualSpace.ONE: 1.0}, {out: const})
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# Attention heads
+# --------------------------------------------------------------------------------------------
+
+def _factor_dirs(node_or_none, space: ResidualSpace) -> list[int]:
+    if node_or_none is None:
+        return [ResidualSpace.ONE]
+    return [space.dirs(node_or_none)[v] for v in space.dirs(node_or_none).keys()]
+
+
+def build_head(node: CNode, space: ResidualSpace) -> HeadBlock:
+    """The attention head of an ``aggregate`` or ``sw_attn`` node (see module docstring)."""
+    d = space.d_model
+    ONE, BOS, PAD = ResidualSpace.ONE, ResidualSpace.BOS, ResidualSpace.PAD
+    spec = node.selector
+    reduction = node.reduction if node.kind == "aggregate" else "mean"
+    rank_terms: dict[int, float] = {}
+    if reduction in ("max", "min"):
+        vdirs = space.dirs(node.values_node)
+        vals = sort_values(vdirs.keys())
+        R = len(vals)
+        for i, v in enumerate(vals):
+            r = i if reduction == "max" else R - 1 - i
+            if r:
+                rank_terms[vdirs[v]] = RANK_STEP * r
+        S = 2.0 * RANK_STEP * max(R - 1, 0) + SCORE
+    else:
+        S = SCORE
+    M: dict[tuple[int, int], float] = {}
+
+    def addm(q, k, w):
+        if w:
+            M[(q, k)] = M.get((q, k), 0.0) + w
+    nf = len(spec.factors)
+    for fac in spec.factors:
+        tab = fac.table()
+        kd = _factor_dirs(fac.key, space)
+        qd = _factor_dirs(fac.query, space)
+        # columns constant across queries go on the query's ONE; rows constant likewise
+        for qi, q in enumerate(qd):
+            for ki, k in enumerate(kd):
+                if tab[qi, ki]:
+                    addm(q, k, S)
+    addm(ONE, ONE, -S * (nf - 1))
+    for k, w in rank_terms.items():
+        addm(ONE, k, w)
+    M = {key: w for key, w in M.items() if w != 0}
+    qdirs = sorted({q for q, _ in M})
+    kdirs = sorted({k for _, k in M})
+    big_sel = S * (nf + 1) + sum(abs(w) for w in rank_terms.values()) + abs(S * (nf - 1))
+    F = 2.0 * big_sel + 100.0
+    if len(kdirs) <= len(qdirs):
+        r = len(kdirs) + 1
+        W_Q = np.zeros((d, r))
+        W_K = np.zeros((d, r))
+        for j, k in enumerate(kdirs):
+            W_K[k, j] = 1.0
+        for (q, k), w in M.items():
+            W_Q[q, kdirs.index(k)] += w
+    else:
+        r = len(qdirs) + 1
+        W_Q = np.zeros((d, r))
+        W_K = np.zeros((d, r))
+        for i, q in enumerate(qdirs):
+            W_Q[q, i] = 1.0
+        for (q, k), w in M.items():
+            W_K[k, qdirs.index(q)] += w
+    b = r - 1
+    bos_logit = S if node.kind == "sw_attn" else S / 2.0
+    W_Q[ONE, b] += bos_logit
+    W_Q[BOS, b] += F
+    W_K[PAD, b] = -PAD_SCALE
+    k_bos = np.zeros(r)
+    k_bos[b] = 1.0
+    # -- values / output ---------------------------------------------------------------------
+    cols_v: list[dict] = []
+    cols_o: list[dict] = []
+    bos_v: list[float] = []
+    if node.kind == "sw_attn":
+        cols_v.append({})
+        cols_o.append({space.dir(node): 1.0})
+        bos_v.append(1.0)
+        kind = "selector_width"
+    else:
+        vn = node.values_node
+        kind = reduction
+        if not space.is_categorical(node):
+            out = space.dir(node)
+            if space.is_categorical(vn):
+                cols_v.append({dd: float(v) for v, dd in space.dirs(vn).items() if float(v)})
+            else:
+                cols_v.append({space.dir(vn): 1.0})
+            cols_o.append({out: 1.0})
+            bos_v.append(float(node.default) if _is_number(node.default) or isinstance(
+                node.default, (bool, np.bool_)) else 0.0)
+        else:
+            outdirs = space.dirs(node)
+            vdirs = space.dirs(vn)
+            default_col = None
+            by_out: dict[int, int] = {}
+            for v, dd in vdirs.items():
+                if v not in outdirs:
+                    raise CompilerError(f"internal: value {v!r} missing from '{node.name}'",
+                                        node.span)
+                od = outdirs[v]
+                if od not in by_out:
+                    by_out[od] = len(cols_v)
+                    cols_v.append({})
+                    cols_o.append({od: 1.0})
+                    bos_v.append(0.0)
+                cols_v[by_out[od]][dd] = cols_v[by_out[od]].get(dd, 0.0) + 1.0
+            if node.default in outdirs and node.values:
+                od = outdirs[node.default]
+                if od in by_out:
+                    default_col = by_out[od]
+                else:
+                    default_col = len(cols_v)
+                    cols_v.append({})
+                    cols_o.append({od: 1.0})
+                    bos_v.append(0.0)
+                bos_v[default_col] = 1.0
+    rv = len(cols_v)
+    W_V = np.zeros((d, rv))
+    W_O = np.zeros((rv, d))
+    for j, (cv, co) in enumerate(zip(cols_v, cols_o)):
+        for k, w in cv.items():
+            W_V[k, j] += w
+        for k, w in co.items():
+            W_O[j, k] += w
+    return HeadBlock(node, W_Q, W_K, k_bos, W_V, W_O, np.asarray(bos_v, dtype=float), kind)

@@ -1,0 +1,413 @@
+"""Stage 7: ``compile_program`` (contract E) and the compiled model.
+
+>>> from rasp import tokens, indices, length, select, aggregate
+>>> from compiler import compile_program
+>>> rev = aggregate(select(indices, length - indices - 1, "=="), tokens)
+>>> cm = compile_program(rev, vocab={"a", "b", "c"}, max_seq_len=5)
+>>> cm.run(["abc", "cab"]).tolist()
+[['c', 'b', 'a'], ['b', 'a', 'c']]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Any, Iterable
+
+import numpy as np
+import torch
+
+from rasp.interpreter import _homogeneous, to_batch
+from rasp.ir import Length, RASPError, Select, SOp, topological_order
+
+from .assemble import Assembly, assemble
+from .blocks import build_head, build_mlp
+from .encoding import CATEGORICAL
+from .errors import CompiledRuntimeError, CompilerError, ModelTooLargeError, UnsupportedError
+from .graph import CompilerGraph, build_graph, mlp_cost
+from .layers import LayerPlan, allocate_layers
+from .residual import ResidualSpace
+
+__all__ = ["compile_program", "CompiledModel", "load_compiled", "DEFAULT_MAX_PARAMS"]
+
+#: models estimated above this many parameters are refused before any weight is allocated
+DEFAULT_MAX_PARAMS = 50_000_000
+
+
+def _py(v):
+    return v.item() if isinstance(v, np.generic) else v
+
+
+class CompiledModel:
+    """A program compiled to a :class:`~compiler.transformer.Transformer`.
+
+    Attributes:
+        model: the float64 ``Transformer`` (no LayerNorm, ReLU, ``ape_learned`` positions, BOS
+            token id 0 at position 0, PAD id ``len(vocab) + 1``).
+        vocab: the input token values; token id ``i + 1`` is ``vocab[i]``.
+        stats: ``layers, heads, max_heads, heads_per_layer, d_model, d_head, mlp_hidden,
+            mlp_per_layer, params, nonzero_params, compile_seconds``.
+        residual_labels: one label per residual direction (``one``, ``bos``, ``pad``,
+            ``name:value`` / ``name``).
+        output_values, output_encoding: how the unembedding columns decode.
+        causal, max_seq_len.
+    """
+
+    def __init__(self, model, vocab, residual_labels, output_values, output_encoding, causal,
+                 max_seq_len, stats, checks=None, head_nodes=None, node_dirs=None,
+                 output_name=None):
+        self.model = model
+        self.vocab = list(vocab)
+        self.residual_labels = list(residual_labels)
+        self.output_values = list(output_values)
+        self.output_encoding = output_encoding
+        self.causal = bool(causal)
+        self.max_seq_len = int(max_seq_len)
+        self.stats = dict(stats)
+        self.checks = list(checks or [])          # [(aggregate name, [dirs])]
+        self.head_nodes = head_nodes or []
+        self.node_dirs = node_dirs or {}          # name -> {"values": [...], "dirs": [...]}
+        self.output_name = output_name
+        self._ids = {self._key(v): i + 1 for i, v in enumerate(self.vocab)}
+
+    # -- inputs --------------------------------------------------------------------------------
+    @staticmethod
+    def _key(v):
+        v = _py(v)
+        return (type(v).__name__ if not isinstance(v, bool) else "bool", v)
+
+    @property
+    def bos_id(self) -> int:
+        return 0
+
+    @property
+    def pad_id(self) -> int:
+        return len(self.vocab) + 1
+
+    def encode(self, inputs: Any) -> tuple[torch.Tensor, list[int]]:
+        """Token ids ``[batch, 1 + max_len]`` (BOS first, PAD after shorter sequences) and the
+        sequence lengths. Accepts what ``rasp.evaluate`` accepts, and also a list of sequences
+        of different lengths. Raises :class:`CompiledRuntimeError` for an unknown token or a
+        sequence longer than ``max_seq_len``."""
+        seqs = self._sequences(inputs)
+        lens = [len(s) for s in seqs]
+        if min(lens) < 1:
+            raise CompiledRuntimeError("empty input: RASP evaluates non-empty sequences")
+        if max(lens) > self.max_seq_len:
+            raise CompiledRuntimeError(
+                f"input of length {max(lens)} is longer than the compiled max_seq_len "
+                f"{self.max_seq_len}")
+        ids = np.full((len(seqs), 1 + max(lens)), self.pad_id, dtype=np.int64)
+        ids[:, 0] = 0
+        for b, s in enumerate(seqs):
+            for i, v in enumerate(s):
+                k = self._key(v)
+                if k not in self._ids:
+                    raise CompiledRuntimeError(
+                        f"token {v!r} is not in the compiled vocabulary "
+                        f"{{{', '.join(map(repr, self.vocab))}}}")
+                ids[b, i + 1] = self._ids[k]
+        return torch.tensor(ids), lens
+
+    @staticmethod
+    def _sequences(inputs) -> list[list]:
+        if isinstance(inputs, (list, tuple)) and inputs and all(
+                isinstance(x, (list, tuple, str, np.ndarray)) for x in inputs) and len(
+                {len(x) for x in inputs}) > 1:
+            return [to_batch([list(x)])[0].tolist() for x in inputs]
+        arr = to_batch(inputs)
+        return [row.tolist() for row in arr]
+
+    # -- running -------------------------------------------------------------------------------
+    @torch.no_grad()
+    def _forward(self, inputs):
+        ids, lens = self.encode(inputs)
+        L = self.model.cfg.n_layers
+        hook = f"blocks.{L - 1}.hook_resid_post" if L else "hook_embed"
+        logits, cache = self.model.run_with_cache(ids, names=[hook])
+        resid = cache[hook]
+        if L == 0 and self.model.pos_embed is not None:
+            resid = resid + self.model.pos_embed.W_pos[: ids.shape[1]][None]
+        return logits.numpy(), resid.numpy(), lens
+
+    def run(self, inputs: Any) -> np.ndarray | list:
+        """The program's output: ``[batch, seq]`` array like ``rasp.evaluate`` (a list of 1-D
+        arrays when the sequences have different lengths; the shorter ones are PAD-masked).
+
+        Raises :class:`CompiledRuntimeError` for inputs the compiled model cannot represent
+        exactly: unknown tokens, too long inputs, or a categorical aggregate that averaged
+        different values (the interpreter raises for these as well)."""
+        logits, resid, lens = self._forward(inputs)
+        self._check(resid, lens)
+        outs = [self._decode(logits[b, 1: 1 + n], n) for b, n in enumerate(lens)]
+        if len(set(lens)) == 1:
+            return np.stack(outs) if outs[0].dtype.kind != "U" else np.array(
+                [o.tolist() for o in outs])
+        return outs
+
+    def run_nodes(self, inputs: Any) -> dict[str, np.ndarray]:
+        """Decode every s-op of the compiled program from the final residual stream (equal
+        length inputs): ``{name: [batch, seq] array}``. Useful to compare intermediate values
+        with the interpreter."""
+        _, resid, lens = self._forward(inputs)
+        out = {}
+        for name, info in self.node_dirs.items():
+            r = resid[:, 1:, :][:, :, info["dirs"]]
+            if info["encoding"] == CATEGORICAL:
+                idx = r.argmax(-1)
+                out[name] = _homogeneous([info["values"][i] for i in idx.reshape(-1)]).reshape(
+                    idx.shape)
+            else:
+                out[name] = r[..., 0]
+        return out
+
+    def _check(self, resid, lens):
+        for name, dirs in self.checks:
+            for b, n in enumerate(lens):
+                block = resid[b, 1: 1 + n][:, dirs]
+                bad = np.flatnonzero(np.abs(block.max(-1) - 1.0) > 1e-3)
+                if bad.size:
+                    raise CompiledRuntimeError(
+                        f"aggregate '{name}' averaged several different categorical values at "
+                        f"position {int(bad[0])} of input {b}; a mean needs numbers (the "
+                        f"interpreter raises here too)")
+
+    def _decode(self, logits: np.ndarray, n: int) -> np.ndarray:
+        if self.output_encoding == CATEGORICAL:
+            idx = logits.argmax(-1)
+            top = logits.max(-1)
+            bad = np.flatnonzero(np.abs(top - 1.0) > 1e-3)
+            if bad.size:
+                raise CompiledRuntimeError(
+                    f"output '{self.output_name}' at position {int(bad[0])} is not a clean "
+                    f"categorical value (largest logit {top[bad[0]]:.4f})")
+            return _homogeneous([self.output_values[i] for i in idx.tolist()])
+        x = logits[:, 0]
+        vals = np.array([float(v) for v in self.output_values])
+        order = np.argsort(vals)
+        vs = vals[order]
+        pos = np.clip(np.searchsorted(vs, x), 1, len(vs) - 1) if len(vs) > 1 else np.zeros(
+            len(x), dtype=int)
+        if len(vs) > 1:
+            left, right = vs[pos - 1], vs[pos]
+            pick = np.where(np.abs(x - left) <= np.abs(right - x), pos - 1, pos)
+        else:
+            pick = pos
+        snapped = [self.output_values[order[i]] for i in pick]
+        err = np.abs(np.array([float(s) for s in snapped]) - x)
+        if np.any(err > 1e-4 * max(1.0, float(np.max(np.abs(vs))) if len(vs) else 1.0)):
+            j = int(np.argmax(err))
+            raise CompiledRuntimeError(
+                f"numerical output '{self.output_name}' at position {j} is {x[j]!r}, not one of "
+                "its possible values")
+        return _homogeneous(snapped)
+
+    @torch.no_grad()
+    def attention(self, inputs: Any) -> np.ndarray:
+        """Attention probabilities ``[batch, layer, head, query, key]`` (numpy; BOS at position
+        0 included; layers with fewer heads than the widest are padded with zeros)."""
+        ids, _ = self.encode(inputs)
+        pats = self.model.attention_patterns(ids)
+        B, T = ids.shape
+        H = max([p.shape[1] for p in pats] + [0])
+        out = np.zeros((B, len(pats), H, T, T))
+        for l, p in enumerate(pats):
+            out[:, l, : p.shape[1]] = p
+        return out
+
+    # -- export --------------------------------------------------------------------------------
+    def metadata(self) -> dict:
+        return {
+            "format": "rasp-lab-compiled",
+            "config": self.model.cfg.to_dict(),
+            "vocab": self.vocab,
+            "token_ids": {"bos": 0, "pad": self.pad_id,
+                          "vocab": {str(i + 1): v for i, v in enumerate(self.vocab)}},
+            "residual_labels": self.residual_labels,
+            "output": {"name": self.output_name, "encoding": self.output_encoding,
+                       "values": self.output_values},
+            "causal": self.causal,
+            "max_seq_len": self.max_seq_len,
+            "stats": self.stats,
+            "checks": [[n, list(map(int, d))] for n, d in self.checks],
+            "head_nodes": self.head_nodes,
+            "node_dirs": self.node_dirs,
+        }
+
+    def save(self, directory: str | os.PathLike) -> None:
+        """Write ``DIR/model.safetensors`` (TransformerLens names and shapes, float64, incl.
+        ``W_U``) and ``DIR/model.json`` (config, vocabulary, residual labels, output
+        encoding)."""
+        from .transformer import save_safetensors
+        os.makedirs(directory, exist_ok=True)
+        meta = self.metadata()
+        save_safetensors(self.model, os.path.join(directory, "model.safetensors"),
+                         metadata={"compiled": json.dumps(
+                             {k: v for k, v in meta.items() if k != "config"})})
+        tmp = os.path.join(directory, ".model.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(meta, f, indent=1)
+        os.replace(tmp, os.path.join(directory, "model.json"))
+
+    def size_table(self) -> str:
+        """A one-row text table of the model's size."""
+        s = self.stats
+        cols = ["layers", "heads", "d_model", "d_head", "mlp_hidden", "params",
+                "nonzero_params", "compile_seconds"]
+        head = " | ".join(cols)
+        row = " | ".join(f"{s[c]:.3f}" if isinstance(s[c], float) else str(s[c]) for c in cols)
+        return f"| {head} |\n|{'---|' * len(cols)}\n| {row} |"
+
+
+def load_compiled(directory: str | os.PathLike) -> CompiledModel:
+    """Load a model written by :meth:`CompiledModel.save`. Raises :class:`CompilerError` with
+    a clear message for a missing or inconsistent directory."""
+    from safetensors.torch import load_file
+    from .transformer import Transformer, TransformerConfig
+    jpath = os.path.join(directory, "model.json")
+    wpath = os.path.join(directory, "model.safetensors")
+    for p in (jpath, wpath):
+        if not os.path.exists(p):
+            raise CompilerError(f"{directory}: missing {os.path.basename(p)}")
+    try:
+        with open(jpath) as f:
+            meta = json.load(f)
+        cfg = TransformerConfig.from_dict(meta["config"])
+        model = Transformer(cfg).double()
+        model.load_state_dict(load_file(wpath), strict=True)
+    except (KeyError, ValueError, RuntimeError, json.JSONDecodeError) as e:
+        raise CompilerError(f"{directory}: not a compiled rasp-lab model ({e})") from None
+    model.eval()
+    return CompiledModel(model, meta["vocab"], meta["residual_labels"],
+                         meta["output"]["values"], meta["output"]["encoding"], meta["causal"],
+                         meta["max_seq_len"], meta["stats"],
+                         [(n, d) for n, d in meta.get("checks", [])], meta.get("head_nodes"),
+                         meta.get("node_dirs"), meta["output"].get("name"))
+
+
+def _estimate(cg: CompilerGraph, space: ResidualSpace, vocab_size: int, n: int) -> int:
+    d = space.d_model
+    total = d * (vocab_size + 2) + d * (n + 1)
+    for c in cg.nodes:
+        if c.kind == "mlp":
+            total += 2 * d * mlp_cost(c.expr.leaves())
+        elif c.is_attention:
+            r = len(c.values) if c.encoding == CATEGORICAL else 1
+            qk = 1 + min(sum(len(f.key.values) if f.key else 1 for f in c.selector.factors) + 1,
+                         sum(len(f.query.values) if f.query else 1
+                             for f in c.selector.factors) + 1)
+            total += 2 * d * (r + qk)
+    return total
+
+
+def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bool = False,
+                    allow_noncausal: bool = False, max_params: int = DEFAULT_MAX_PARAMS
+                    ) -> CompiledModel:
+    """Compile an s-op into transformer weights (contract E).
+
+    Args:
+        sop: the program's output s-op (IR node, e.g. from the Python API or
+            ``rasp.run_source``).
+        vocab: the input token values (e.g. ``{"a", "b", "c"}`` or ``[1, 2, 3]``); sets are
+            sorted.
+        max_seq_len: the longest input (positions ``1..max_seq_len`` after BOS).
+        causal: compile a decoder-only (causal-mask) model: RASP-L semantics, equal to
+            ``rasp.evaluate(sop, causal=True)``. A program with non-causal selects is refused
+            (it would silently compute prefix results: Tracr's failure mode 8) unless
+            ``allow_noncausal=True``; ``length`` is always refused in a causal model.
+        max_params: refuse (before allocating) models estimated larger than this.
+
+    Returns:
+        :class:`CompiledModel` whose ``.run(inputs)`` equals ``rasp.evaluate(sop, inputs)``
+        (``causal=True``: ``rasp.evaluate(sop, inputs, causal=True)``).
+
+    Raises:
+        UnsupportedError: a construct that cannot be compiled (names the op, line:column, why).
+        ModelTooLargeError: the estimated size exceeds ``max_params``.
+        CompilerError: bad arguments.
+    """
+    t0 = time.perf_counter()
+    if not isinstance(max_seq_len, int) or isinstance(max_seq_len, bool) or max_seq_len < 1:
+        raise CompilerError(f"max_seq_len must be a positive int, got {max_seq_len!r}")
+    if isinstance(vocab, str):
+        vocab = list(vocab)
+    vocab = list(vocab)
+    if isinstance(vocab, list) and not vocab:
+        raise CompilerError("the vocabulary is empty")
+    if any(isinstance(v, (list, dict, tuple, set)) for v in vocab):
+        raise CompilerError("vocabulary items must be atoms (strings, numbers, bools)")
+    seen = []
+    for v in vocab:
+        if v not in seen:
+            seen.append(_py(v))
+    vocab = seen
+    try:
+        vocab = sorted(vocab)
+    except TypeError:
+        raise CompilerError("the vocabulary mixes strings and numbers") from None
+    if not isinstance(sop, SOp):
+        raise CompilerError(f"compile_program expects an s-op, got {type(sop).__name__}")
+    if causal and not allow_noncausal:
+        for node in topological_order(sop):
+            if isinstance(node, Select) and not node.causal:
+                where = f" at {node.span.line}:{node.span.column}" if node.span else ""
+                raise UnsupportedError(
+                    f"select '{node.label}'{where} is not causal: in a decoder-only model every "
+                    "query sees only earlier keys, so this program would silently compute "
+                    "prefix results instead of its bidirectional values; write it in RASP-L "
+                    "causal mode, compile it with causal=False, or pass allow_noncausal=True "
+                    "to compile its prefix semantics (rasp.evaluate(..., causal=True))",
+                    None, node.span)
+    cg = build_graph(sop, vocab, max_seq_len, causal)
+    space = ResidualSpace(cg.nodes)
+    est = _estimate(cg, space, len(vocab), max_seq_len)
+    if est > max_params:
+        raise ModelTooLargeError(
+            f"the compiled model would have about {est:,} parameters (d_model {space.d_model}), "
+            f"more than the limit {max_params:,}; reduce the vocabulary or max_seq_len, or raise "
+            "max_params")
+    plan = allocate_layers(cg)
+    heads = {n.name: build_head(n, space) for n in cg.nodes if n.is_attention}
+    mlps = {n.name: build_mlp(n, space) for n in cg.nodes if n.kind == "mlp"}
+    tokens_nodes = [n for n in cg.nodes if n.kind == "tokens"]
+    idx = [n for n in cg.nodes if n.kind == "indices"]
+    asm: Assembly = assemble(plan, space, heads, mlps, vocab, tokens_nodes,
+                             idx[0] if idx else None, cg.output, max_seq_len, causal)
+    checks = [(n.name, space.node_slice(n)) for n in cg.nodes
+              if n.kind == "aggregate" and n.may_average and space.is_categorical(n)]
+    node_dirs = {}
+    for n in cg.nodes:
+        if n.kind == "full":
+            continue
+        if space.is_categorical(n):
+            items = list(space.dirs(n).items())
+            node_dirs[n.name] = {"encoding": CATEGORICAL, "values": [v for v, _ in items],
+                                 "dirs": [dd for _, dd in items],
+                                 "ir_id": n.ir.id if n.ir is not None and not n.internal
+                                 else None}
+        else:
+            node_dirs[n.name] = {"encoding": "numerical", "values": [], "dirs": [space.dir(n)],
+                                 "ir_id": n.ir.id if n.ir is not None and not n.internal
+                                 else None}
+    model = asm.model
+    params = sum(p.numel() for p in model.parameters())
+    nonzero = int(sum(int((p.abs() > 0).sum()) for p in model.parameters()))
+    stats = {
+        "layers": asm.config.n_layers,
+        "heads": int(sum(asm.heads_per_layer)),
+        "max_heads": int(max(asm.heads_per_layer + [0])),
+        "heads_per_layer": asm.heads_per_layer,
+        "d_model": space.d_model,
+        "d_head": asm.config.d_head,
+        "mlp_hidden": int(sum(asm.mlp_per_layer)),
+        "max_mlp_hidden": int(max(asm.mlp_per_layer + [0])),
+        "mlp_per_layer": asm.mlp_per_layer,
+        "params": int(params),
+        "nonzero_params": nonzero,
+        "compile_seconds": time.perf_counter() - t0,
+    }
+    return CompiledModel(model, vocab, space.labels, asm.output_values, asm.output_encoding,
+                         causal, max_seq_len, stats, checks, asm.head_nodes, node_dirs,
+                         cg.output.name)

@@ -1,0 +1,34 @@
+"""Errors of the compiler (contract E)."""
+
+from __future__ import annotations
+
+from rasp.ir import Node, RASPError, Span
+
+__all__ = ["CompilerError", "UnsupportedError", "ModelTooLargeError", "CompiledRuntimeError"]
+
+
+class CompilerError(RASPError):
+    """The program cannot be compiled (bad arguments, value sets too large, a construct whose
+    compiled form would differ from the interpreter)."""
+
+
+class UnsupportedError(CompilerError):
+    """A construct the compiler does not support. The message names the operation, its
+    ``line:column`` and why."""
+
+    def __init__(self, message: str, node: Node | None = None, span: Span | None = None):
+        if node is not None:
+            where = f" at {node.span.line}:{node.span.column}" if node.span else ""
+            message = f"cannot compile {node.kind} '{node.label}'{where}: {message}"
+            span = span or node.span
+        super().__init__(message, span)
+        self.node = node
+
+
+class ModelTooLargeError(CompilerError):
+    """The compiled model would exceed the parameter limit; raised before allocating."""
+
+
+class CompiledRuntimeError(CompilerError):
+    """The compiled model met an input its weights cannot represent exactly (e.g. a
+    categorical aggregate that averaged different values, an unknown token)."""

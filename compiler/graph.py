@@ -1,0 +1,667 @@
+"""Stage 1: the IR as a compiler graph (a ``networkx.DiGraph``).
+
+The IR DAG (:mod:`rasp.ir`) is lowered to *compiler nodes* (:class:`CNode`), one per residual
+s-op, each computed by one block of the transformer:
+
+==============  =====================================================================
+kind            computed by
+==============  =====================================================================
+``tokens``      the token embedding ``W_E`` (one per token conversion)
+``indices``     the position embedding ``W_pos`` (BOS at position 0, so index ``p - 1``)
+``full``        the constant ``one`` direction (a constant s-op costs nothing)
+``mlp``         an MLP: a fused expression (:class:`Expr`) of its leaf nodes
+``aggregate``   an attention head (mean / max / min), default from the BOS token
+``sw_attn``     the attention half of a selector width: ``1/(w+1)`` in one direction
+==============  =====================================================================
+
+Rewrites done here (Tracr's shape, plus fixes of its failure modes, ``docs/compiler.md``):
+``length`` becomes a selector width of an all-true select; a selector width is an ``sw_attn``
+head followed by an MLP ``1/(w+1) -> w``; ``kqv``'s truncated mean is a numerical mean followed
+by a truncating MLP; chains of elementwise ops whose intermediate results have one consumer are
+fused into one MLP (also after a selector width or a truncation); numerical s-ops used where a
+categorical one is needed get a conversion MLP; selectors become a conjunction of *factors*
+(one key s-op, one query s-op, a boolean table), ``and`` adds factors, ``not`` of a select
+negates its table, ``or``/``not`` over the same key and query s-ops become one table.
+
+:func:`build_graph` returns a :class:`CompilerGraph` with ``.graph`` (``networkx.DiGraph``,
+edges child -> parent, node attribute ``cnode``), ``.nodes`` (topological order), ``.output``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import networkx as nx
+import numpy as np
+
+from rasp.interpreter import _apply, _compare, _homogeneous
+from rasp.ir import (Aggregate, Elementwise, Full, Indices, Length, Map, Node, RASPError, Select,
+                     Selector, SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap,
+                     SOp, Tokens, topological_order)
+from rasp.value_sets import (ValueSetError, apply_elementwise_table, mean_values,
+                             selects_at_least_one, selects_at_most_one, sort_values,
+                             token_values)
+
+from .encoding import CATEGORICAL, NUMERICAL, aggregate_encoding, explicit_encoding
+from .errors import CompilerError, UnsupportedError
+
+__all__ = ["CNode", "Expr", "Factor", "SelectorSpec", "CompilerGraph", "build_graph",
+           "eval_expr", "affine_form", "FUSE_LIMIT"]
+
+#: fusion is skipped when the fused MLP's input table would exceed this many rows
+FUSE_LIMIT = 4096
+#: the largest input table (product of the categorical inputs' value sets) of one MLP
+MLP_TABLE_LIMIT = 200_000
+
+
+# --------------------------------------------------------------------------------------------
+# Expressions (what an MLP computes) and compiler nodes
+# --------------------------------------------------------------------------------------------
+
+class Expr:
+    """An elementwise expression: a :class:`CNode` leaf or ``fn(*args)``.
+
+    ``fn`` maps NumPy arrays to an array (the interpreter's elementwise semantics); ``ew`` is
+    the IR :class:`~rasp.ir.Elementwise` when known (used to find affine maps)."""
+
+    __slots__ = ("leaf", "fn", "args", "ew", "desc")
+
+    def __init__(self, leaf: "CNode | None" = None, fn: Callable | None = None,
+                 args: tuple = (), ew: Elementwise | None = None, desc: str = ""):
+        self.leaf, self.fn, self.args, self.ew, self.desc = leaf, fn, tuple(args), ew, desc
+
+    def leaves(self) -> list["CNode"]:
+        """Distinct leaf nodes, in first-occurrence order."""
+        out, seen, stack = [], set(), [self]
+        while stack:
+            e = stack.pop()
+            if e.leaf is not None:
+                if id(e.leaf) not in seen:
+                    seen.add(id(e.leaf))
+                    out.append(e.leaf)
+            else:
+                stack.extend(reversed(e.args))
+        return out
+
+    def substitute(self, node: "CNode", expr: "Expr") -> "Expr":
+        if self.leaf is node:
+            return expr
+        if self.leaf is not None:
+            return self
+        return Expr(fn=self.fn, args=tuple(a.substitute(node, expr) for a in self.args),
+                    ew=self.ew, desc=self.desc)
+
+    def describe(self) -> str:
+        if self.leaf is not None:
+            return self.leaf.name
+        return self.desc or "f(" + ", ".join(a.describe() for a in self.args) + ")"
+
+
+def eval_expr(expr: Expr, env: dict[int, np.ndarray]) -> np.ndarray:
+    """Evaluate ``expr`` given ``env[id(leaf)] -> array``."""
+    if expr.leaf is not None:
+        return env[id(expr.leaf)]
+    return expr.fn(*[eval_expr(a, env) for a in expr.args])
+
+
+def affine_form(expr: Expr) -> tuple[dict[int, float], float] | None:
+    """``({id(leaf): coefficient}, constant)`` when ``expr`` is an affine function of its
+    leaves built from ``+ - neg pos identity`` and multiplication/division by constants; None
+    otherwise."""
+    if expr.leaf is not None:
+        return {id(expr.leaf): 1.0}, 0.0
+    ew = expr.ew
+    if ew is None:
+        return None
+    sub = [affine_form(a) for a in expr.args]
+    if any(s is None for s in sub):
+        return None
+
+    def scale(f, c):
+        return {k: v * c for k, v in f[0].items()}, f[1] * c
+
+    def add(f, g, sign=1.0):
+        d = dict(f[0])
+        for k, v in g[0].items():
+            d[k] = d.get(k, 0.0) + sign * v
+        return d, f[1] + sign * g[1]
+
+    c = ew.const
+    numeric_const = isinstance(c, (int, float)) and not isinstance(c, bool)
+    op = ew.op
+    if op in ("pos", "identity") and len(sub) == 1:
+        return sub[0]
+    if op == "neg" and len(sub) == 1:
+        return scale(sub[0], -1.0)
+    if op in ("add", "sub"):
+        sign = 1.0 if op == "add" else -1.0
+        if ew.const_side is None and len(sub) == 2:
+            return add(sub[0], sub[1], sign)
+        if numeric_const and len(sub) == 1:
+            if ew.const_side == "right":
+                return sub[0][0], sub[0][1] + sign * c
+            return scale(sub[0], sign)[0], c + sign * sub[0][1]
+        return None
+    if op == "mul" and numeric_const and len(sub) == 1:
+        return scale(sub[0], float(c))
+    if op == "div" and numeric_const and ew.const_side == "right" and c != 0 and len(sub) == 1:
+        return scale(sub[0], 1.0 / c)
+    return None
+
+
+@dataclass(eq=False)
+class Factor:
+    """One conjunct of a selector: ``table[q_value_index, k_value_index]`` over the values of
+    ``query`` and ``key`` (None: a constant side, read from the ``one`` direction)."""
+
+    key: "CNode | None"
+    query: "CNode | None"
+    pred: Callable[[np.ndarray, np.ndarray], np.ndarray]   # (keys [K], queries [Q]) -> [Q, K]
+    desc: str = ""
+
+    def table(self) -> np.ndarray:
+        kv = self.key.values if self.key is not None else [0]
+        qv = self.query.values if self.query is not None else [0]
+        K = _homogeneous(list(kv))
+        Q = _homogeneous(list(qv))
+        return np.asarray(self.pred(K, Q), dtype=bool).reshape(len(qv), len(kv))
+
+
+@dataclass(eq=False)
+class SelectorSpec:
+    """A selector as a conjunction of :class:`Factor` (empty: always true)."""
+
+    factors: list
+    ir: Node | None = None
+
+
+@dataclass(eq=False)
+class CNode:
+    """A compiler node: one s-op living in the residual stream (see module docstring)."""
+
+    kind: str
+    name: str
+    ir: Node | None = None
+    encoding: str = CATEGORICAL
+    values: list = field(default_factory=list)
+    conversion: str | None = None          # tokens
+    value: Any = None                      # full
+    expr: Expr | None = None               # mlp
+    selector: SelectorSpec | None = None   # aggregate / sw_attn
+    values_node: "CNode | None" = None     # aggregate
+    default: Any = 0                       # aggregate
+    reduction: str = "mean"                # aggregate
+    may_average: bool = False              # aggregate: several different values may be averaged
+    internal: bool = False                 # created by the compiler (conversion, sw/trunc MLP)
+
+    def deps(self) -> list["CNode"]:
+        """The nodes this node reads."""
+        out: list[CNode] = []
+        if self.kind == "mlp":
+            out.extend(self.expr.leaves())
+        if self.selector is not None:
+            for f in self.selector.factors:
+                for x in (f.key, f.query):
+                    if x is not None:
+                        out.append(x)
+        if self.values_node is not None:
+            out.append(self.values_node)
+        uniq, seen = [], set()
+        for x in out:
+            if id(x) not in seen:
+                seen.add(id(x))
+                uniq.append(x)
+        return uniq
+
+    @property
+    def is_attention(self) -> bool:
+        return self.kind in ("aggregate", "sw_attn")
+
+    @property
+    def is_embedded(self) -> bool:
+        return self.kind in ("tokens", "indices", "full")
+
+    @property
+    def span(self):
+        return self.ir.span if self.ir is not None else None
+
+    def __repr__(self) -> str:
+        return f"<CNode {self.kind} {self.name} {self.encoding} |{len(self.values)}|>"
+
+
+@dataclass
+class CompilerGraph:
+    """The lowered program: ``graph`` (``networkx.DiGraph`` child -> parent, attribute
+    ``cnode``), ``nodes`` in topological order, the ``output`` node, ``causal``."""
+
+    graph: nx.DiGraph
+    nodes: list
+    output: CNode
+    causal: bool
+    max_seq_len: int
+    warnings: list
+
+
+def _is_numeric_values(values) -> bool:
+    return all(isinstance(v, (int, float, bool, np.integer, np.floating, np.bool_))
+               for v in values)
+
+
+def _ew_fn(fn: Elementwise) -> Callable:
+    return lambda *arrays: _apply(fn, list(arrays))
+
+
+def _sw_fn(t):
+    t = np.asarray(t, dtype=np.float64)
+    return np.rint(1.0 / t - 1.0).astype(np.int64)
+
+
+def _trunc_fn(x):
+    return np.trunc(np.asarray(x, dtype=np.float64)).astype(np.int64)
+
+
+def _cmp_pred(op: str) -> Callable:
+    if op == "TRUE":
+        return lambda K, Q: np.ones((len(Q), len(K)), dtype=bool)
+    if op == "FALSE":
+        return lambda K, Q: np.zeros((len(Q), len(K)), dtype=bool)
+    return lambda K, Q: _compare(K[None, :], Q[:, None], op)
+
+
+# --------------------------------------------------------------------------------------------
+# Lowering
+# --------------------------------------------------------------------------------------------
+
+class _Lowerer:
+    def __init__(self, vocab, max_seq_len: int, causal: bool):
+        self.vocab = list(vocab)
+        self.n = max_seq_len
+        self.causal = causal
+        self.memo: dict[int, CNode] = {}
+        self.names: set[str] = set()
+        self.conv_memo: dict[int, CNode] = {}
+        self.ir_sets: dict[int, frozenset] = {}
+        self.warnings: list[str] = []
+        self._indices: CNode | None = None
+
+    # -- names -------------------------------------------------------------------------------
+    def fresh(self, base: str) -> str:
+        base = base.replace(":", "_").replace(" ", "_") or "sop"
+        name, k = base, 1
+        while name in self.names or name in ("one", "bos", "pad"):
+            k += 1
+            name = f"{base}_{k}"
+        self.names.add(name)
+        return name
+
+    def indices_node(self) -> CNode:
+        for c in self.memo.values():
+            if c.kind == "indices":
+                return c
+        if self._indices is None:
+            self._indices = CNode("indices", self.fresh("indices"), values=list(range(self.n)))
+        return self._indices
+
+    # -- s-ops -------------------------------------------------------------------------------
+    def lower(self, root: SOp) -> CNode:
+        for node in topological_order(root):
+            if isinstance(node, SOp) and node.id not in self.memo:
+                c = self._lower_sop(node)
+                self.memo[node.id] = c
+                self.ir_sets[node.id] = frozenset(c.values)
+        return self.memo[root.id]
+
+    def _lower_sop(self, node: SOp) -> CNode:
+        enc = explicit_encoding(node)
+        if isinstance(node, Tokens):
+            try:
+                vals = token_values(self.vocab, node.conversion)
+            except ValueSetError as e:
+                raise CompilerError(e.message, node.span) from None
+            if node.conversion == "str" and "tokens" not in self.names:
+                name = self.fresh("tokens")
+            else:
+                name = self.fresh(node.label)
+            return CNode("tokens", name, node, enc or CATEGORICAL, vals,
+                         conversion=node.conversion)
+        if isinstance(node, Indices):
+            if self._indices is not None:
+                self._indices.ir = node
+                if enc:
+                    self._indices.encoding = enc
+                return self._indices
+            c = CNode("indices", self.fresh("indices"), node, enc or CATEGORICAL,
+                      list(range(self.n)))
+            self._indices = c
+            return c
+        if isinstance(node, Full):
+            v = node.value.item() if isinstance(node.value, np.generic) else node.value
+            return CNode("full", self.fresh(node.name or f"full_{v}"), node, CATEGORICAL, [v],
+                         value=v)
+        if isinstance(node, Length):
+            if self.causal:
+                raise UnsupportedError(
+                    "'length' is the total input length, which a causal (decoder-only) model "
+                    "cannot know at earlier positions; use the prefix length "
+                    "selector_width(select(indices, indices, <=)) in RASP-L", node)
+            spec = SelectorSpec([], None)
+            return self._selector_width(node, spec, list(range(1, self.n + 1)), enc)
+        if isinstance(node, (Map, SequenceMap)):
+            inputs = [node.inner] if isinstance(node, Map) else list(node.inputs)
+            leaves = [self.memo[x.id] for x in inputs]
+            expr = Expr(fn=_ew_fn(node.fn), args=tuple(Expr(leaf=l) for l in leaves),
+                        ew=node.fn, desc=node.fn.describe(*[l.name for l in leaves]))
+            vals = self._mlp_values(node, expr)
+            return CNode("mlp", self.fresh(node.label), node, enc or CATEGORICAL, vals,
+                         expr=expr)
+        if isinstance(node, SelectorWidth):
+            spec = self.lower_selector(node.selector)
+            lo = 1 if selects_at_least_one(node.selector) else 0
+            hi = 1 if selects_at_most_one(node.selector, self.ir_sets) else self.n
+            return self._selector_width(node, spec, list(range(lo, hi + 1)), enc)
+        if isinstance(node, Aggregate):
+            return self._aggregate(node, enc)
+        raise UnsupportedError("no compilation rule for this node kind", node)
+
+    def _mlp_values(self, node: Node | None, expr: Expr) -> list:
+        leaves = expr.leaves()
+        total = math.prod(len(l.values) for l in leaves)
+        if total > MLP_TABLE_LIMIT:
+            raise CompilerError(
+                f"'{node.label if node else expr.describe()}' reads {len(leaves)} s-ops whose "
+                f"value sets give {total} combinations (limit {MLP_TABLE_LIMIT})",
+                node.span if node else None)
+        combos = list(itertools.product(*[l.values for l in leaves]))
+        cols = [[c[i] for c in combos] for i in range(len(leaves))]
+        ids = [id(l) for l in leaves]
+
+        def f(*arrays):
+            return eval_expr(expr, dict(zip(ids, arrays)))
+        rows = apply_elementwise_table(f, cols)
+        outs = [v for ok, v in rows if ok]
+        if not outs:
+            raise CompilerError(f"'{node.label if node else expr.describe()}' fails on every "
+                                "possible input value", node.span if node else None)
+        return sort_values(outs)
+
+    def _selector_width(self, node: SOp, spec: SelectorSpec, widths: list, enc) -> CNode:
+        tvals = sort_values(1.0 / (w + 1) for w in widths)
+        attn = CNode("sw_attn", self.fresh(f"{node.label}_sw"), node, NUMERICAL, tvals,
+                     selector=spec, internal=True)
+        expr = Expr(fn=_sw_fn, args=(Expr(leaf=attn),), desc=f"1/({attn.name}) - 1")
+        return CNode("mlp", self.fresh(node.label), node, enc or CATEGORICAL,
+                     sort_values(widths), expr=expr)
+
+    def _aggregate(self, node: Aggregate, enc) -> CNode:
+        vals_c = self.memo[node.values.id]
+        spec = self.lower_selector(node.selector)
+        V = vals_c.values
+        numeric = _is_numeric_values(V)
+        at_most_one = selects_at_most_one(node.selector, self.ir_sets)
+        empty_possible = not selects_at_least_one(node.selector)
+        default = node.default.item() if isinstance(node.default, np.generic) else node.default
+        may_average = (node.reduction == "mean" and len(V) > 1 and not at_most_one)
+        out_vals: list = [default] if empty_possible else []
+        if node.reduction != "mean" or not numeric or not may_average:
+            out_vals.extend(V)
+        else:
+            try:
+                out_vals.extend(mean_values(V, self.n))
+            except ValueSetError as e:
+                raise CompilerError(f"aggregate '{node.label}': {e.message}", node.span) from None
+        out_vals = sort_values(out_vals)
+        needs_trunc = node.truncate and any(
+            isinstance(v, float) and not float(v).is_integer() for v in out_vals)
+        if needs_trunc:
+            agg_enc = NUMERICAL
+        else:
+            agg_enc = aggregate_encoding(node, numeric, may_average)
+        if node.reduction in ("max", "min") and not numeric and False:
+            pass
+        if agg_enc == CATEGORICAL and may_average and numeric:
+            raise UnsupportedError(
+                "a categorical aggregate that averages: the selector may select several keys "
+                "with different values, whose mean is a new number a categorical encoding "
+                "cannot hold (Tracr silently returned one of the values); remove the "
+                "categorical annotation (the mean is then numerical) or make the selector "
+                "select one key", node)
+        if agg_enc == NUMERICAL and not numeric:
+            raise UnsupportedError("a numerical aggregate needs numeric values, got "
+                                   f"{', '.join(map(repr, V[:3]))}", node)
+        if agg_enc == NUMERICAL and isinstance(default, str):
+            raise UnsupportedError(f"string default {default!r} for a numerical aggregate",
+                                   node)
+        if node.reduction in ("max", "min") or agg_enc == CATEGORICAL:
+            vals_c = self.categorical(vals_c)
+        name = self.fresh(node.label + ("_mean" if needs_trunc else ""))
+        agg = CNode("aggregate", name, node, agg_enc, out_vals, selector=spec,
+                    values_node=vals_c, default=default, reduction=node.reduction,
+                    may_average=may_average and not numeric, internal=needs_trunc)
+        if not needs_trunc:
+            return agg
+        expr = Expr(fn=_trunc_fn, args=(Expr(leaf=agg),), desc=f"trunc({agg.name})")
+        tvals = sort_values(int(math.trunc(v)) for v in out_vals)
+        return CNode("mlp", self.fresh(node.label), node, enc or CATEGORICAL, tvals, expr=expr)
+
+    def categorical(self, c: CNode) -> CNode:
+        """``c`` itself when categorical, else its conversion MLP (numerical -> categorical)."""
+        if c.encoding == CATEGORICAL:
+            return c
+        if id(c) in self.conv_memo:
+            return self.conv_memo[id(c)]
+        expr = Expr(fn=lambda x: x, args=(Expr(leaf=c),), desc=f"categorical({c.name})")
+        conv = CNode("mlp", self.fresh(f"{c.name}_cat"), c.ir, CATEGORICAL, list(c.values),
+                     expr=expr, internal=True)
+        self.conv_memo[id(c)] = conv
+        return conv
+
+    # -- selectors ---------------------------------------------------------------------------
+    def lower_selector(self, sel: Selector) -> SelectorSpec:
+        causal_flags = {s.causal for s in topological_order(sel) if isinstance(s, Select)}
+        factors = self._conj(sel)
+        if not self.causal and True in causal_flags:
+            if False in causal_flags and not isinstance(sel, (Select, SelectorAnd)):
+                raise UnsupportedError(
+                    "this selector mixes causal and non-causal selects under 'or'/'not'; a "
+                    "bidirectional model cannot reproduce the interpreter's per-select masks",
+                    sel)
+            idx = self.indices_node()
+            factors.append(Factor(idx, idx, lambda K, Q: K[None, :] <= Q[:, None],
+                                  "causal: key index <= query index"))
+        return SelectorSpec(factors, sel)
+
+    def _conj(self, sel: Selector) -> list:
+        if isinstance(sel, Select):
+            return self._leaf_factors(sel, negate=False)
+        if isinstance(sel, SelectorAnd):
+            return self._conj(sel.a) + self._conj(sel.b)
+        if isinstance(sel, SelectorNot) and isinstance(sel.a, Select):
+            return self._leaf_factors(sel.a, negate=True)
+        return [self._formula_factor(sel)]
+
+    def _side(self, sop: SOp) -> CNode | None:
+        c = self.categorical(self.memo[sop.id])
+        return None if c.kind == "full" else c
+
+    def _leaf_factors(self, s: Select, negate: bool) -> list:
+        if s.op == "TRUE" and not negate or s.op == "FALSE" and negate:
+            return []
+        if s.op in ("TRUE", "FALSE"):
+            return [Factor(None, None, lambda K, Q: np.zeros((len(Q), len(K)), dtype=bool),
+                           "false")]
+        key, query = self._side(s.keys), self._side(s.queries)
+        kconst = None if key is not None else self.memo[s.keys.id].value
+        qconst = None if query is not None else self.memo[s.queries.id].value
+        base = _cmp_pred(s.op)
+
+        def pred(K, Q, base=base, kconst=kconst, qconst=qconst, negate=negate):
+            Kx = K if kconst is None else _homogeneous([kconst] * len(K))
+            Qx = Q if qconst is None else _homogeneous([qconst] * len(Q))
+            m = np.asarray(base(Kx, Qx), dtype=bool).reshape(len(Qx), len(Kx))
+            return ~m if negate else m
+        return [Factor(key, query, pred, f"{'not ' if negate else ''}{s.label}")]
+
+    def _formula_factor(self, sel: Selector) -> Factor:
+        leaves = [s for s in topological_order(sel) if isinstance(s, Select)]
+        keys = {id(c): c for c in (self._side(s.keys) for s in leaves if s.op not in
+                                   ("TRUE", "FALSE")) if c is not None}
+        queries = {id(c): c for c in (self._side(s.queries) for s in leaves if s.op not in
+                                      ("TRUE", "FALSE")) if c is not None}
+        if len(keys) > 1 or len(queries) > 1:
+            raise UnsupportedError(
+                "'or' / 'not' of selects over different key or query s-ops needs a combined "
+                "key/query space, which this compiler does not build; rewrite it as an 'and' "
+                "of selects, or over one key s-op and one query s-op "
+                f"(keys: {', '.join(c.name for c in keys.values())}; queries: "
+                f"{', '.join(c.name for c in queries.values())})", sel)
+        key = next(iter(keys.values()), None)
+        query = next(iter(queries.values()), None)
+        consts = {}
+        for s in leaves:
+            for side in (s.keys, s.queries):
+                c = self.memo[side.id] if side.id in self.memo else None
+                if c is not None and c.kind == "full":
+                    consts[side.id] = c.value
+
+        def pred(K, Q, sel=sel):
+            def ev(s):
+                if isinstance(s, Select):
+                    Kx = K if s.keys.id not in consts else _homogeneous([consts[s.keys.id]] * len(K))
+                    Qx = Q if s.queries.id not in consts else _homogeneous(
+                        [consts[s.queries.id]] * len(Q))
+                    return np.asarray(_cmp_pred(s.op)(Kx, Qx), dtype=bool).reshape(len(Q), len(K))
+                if isinstance(s, SelectorAnd):
+                    return ev(s.a) & ev(s.b)
+                if isinstance(s, SelectorOr):
+                    return ev(s.a) | ev(s.b)
+                if isinstance(s, SelectorNot):
+                    return ~ev(s.a)
+                raise AssertionError(s)
+            return ev(sel)
+        return Factor(key, query, pred, sel.label)
+
+
+# --------------------------------------------------------------------------------------------
+# Fusion and the graph
+# --------------------------------------------------------------------------------------------
+
+def _consumers(nodes: list, output: CNode) -> dict[int, list]:
+    cons: dict[int, list] = {id(n): [] for n in nodes}
+    for n in nodes:
+        for d in n.deps():
+            cons.setdefault(id(d), []).append(n)
+    cons.setdefault(id(output), []).append(None)
+    return cons
+
+
+def _reachable(output: CNode) -> list:
+    order, seen = [], set()
+    stack = [(output, False)]
+    while stack:
+        n, done = stack.pop()
+        if done:
+            order.append(n)
+            continue
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        stack.append((n, True))
+        for d in n.deps():
+            if id(d) not in seen:
+                stack.append((d, False))
+    return order
+
+
+def mlp_cost(leaves: list) -> int:
+    """Estimated hidden units of an MLP reading ``leaves`` (categorical: one unit per input
+    combination; one numerical input: two units per step, per categorical combination)."""
+    cat = [l for l in leaves if l.encoding == CATEGORICAL]
+    num = [l for l in leaves if l.encoding != CATEGORICAL]
+    combos = math.prod(len(l.values) for l in cat) if cat else 1
+    if num:
+        return combos * (1 + 2 * max(len(num[0].values) - 1, 0))
+    return combos
+
+
+def _fuse(nodes: list, output: CNode) -> int:
+    """Fuse single-consumer MLP nodes into their MLP consumer. Returns the number of fusions."""
+    fused = 0
+    changed = True
+    while changed:
+        changed = False
+        cons = _consumers(nodes, output)
+        for p in nodes:
+            if p.kind != "mlp":
+                continue
+            for leaf in p.expr.leaves():
+                if leaf.kind != "mlp" or leaf is output:
+                    continue
+                users = cons.get(id(leaf), [])
+                if len(users) != 1 or users[0] is not p:
+                    continue
+                new_expr = p.expr.substitute(leaf, leaf.expr)
+                new_leaves = new_expr.leaves()
+                nums = [l for l in new_leaves if l.encoding != CATEGORICAL]
+                if len(nums) > 1 and not (p.encoding == NUMERICAL and affine_form(new_expr)):
+                    continue
+                cat_rows = math.prod(len(l.values) for l in new_leaves
+                                     if l.encoding == CATEGORICAL)
+                if cat_rows > FUSE_LIMIT:
+                    continue
+                new_cost = mlp_cost(new_leaves)
+                old_cost = mlp_cost(p.expr.leaves()) + mlp_cost(leaf.expr.leaves())
+                if new_cost > 2 * old_cost + 64:
+                    continue
+                p.expr = new_expr
+                fused += 1
+                changed = True
+                break
+            if changed:
+                nodes[:] = _reachable(output)
+                break
+    return fused
+
+
+def _convert_extra_numericals(low: _Lowerer, nodes: list) -> None:
+    for p in list(nodes):
+        if p.kind != "mlp":
+            continue
+        leaves = p.expr.leaves()
+        nums = [l for l in leaves if l.encoding != CATEGORICAL]
+        if len(nums) <= 1:
+            continue
+        if p.encoding == NUMERICAL and affine_form(p.expr) is not None:
+            continue
+        keep = max(nums, key=lambda l: len(l.values))
+        for l in nums:
+            if l is not keep:
+                p.expr = p.expr.substitute(l, Expr(leaf=low.categorical(l)))
+
+
+def build_graph(sop: SOp, vocab, max_seq_len: int, causal: bool = False) -> CompilerGraph:
+    """Lower the IR rooted at ``sop`` to a :class:`CompilerGraph`.
+
+    Raises :class:`~compiler.errors.UnsupportedError` naming the operation, its
+    ``line:column`` and why, or :class:`~compiler.errors.CompilerError`."""
+    if not isinstance(sop, SOp):
+        raise CompilerError(f"compile_program expects an s-op, got {type(sop).__name__}")
+    low = _Lowerer(vocab, max_seq_len, causal)
+    try:
+        out = low.lower(sop)
+    except ValueSetError as e:
+        raise CompilerError(e.message, e.span) from None
+    nodes = _reachable(out)
+    _fuse(nodes, out)
+    _convert_extra_numericals(low, nodes)
+    nodes = _reachable(out)
+    g = nx.DiGraph()
+    for n in nodes:
+        g.add_node(n.name, cnode=n)
+    for n in nodes:
+        for d in n.deps():
+            g.add_edge(d.name, n.name)
+    order = [g.nodes[x]["cnode"] for x in nx.topological_sort(g)]
+    return CompilerGraph(g, order, out, causal, max_seq_len, low.warnings)
