@@ -142,8 +142,15 @@ def _check_types(fn: Elementwise, arrays: Sequence[np.ndarray]):
             raise RASPTypeError(f"round needs numbers, got {value_type(operands[0])} values")
 
 
+_ARITH_OPS = frozenset(("add", "sub", "mul", "div", "mod", "pow", "neg", "pos"))
+
+
 def _apply(fn: Elementwise, arrays: Sequence[np.ndarray]) -> np.ndarray:
     _check_types(fn, arrays)
+    if fn.op in _ARITH_OPS:
+        # arithmetic on booleans follows Python (True + True == 2, -True == -1), as the
+        # original RASP; NumPy's bool add is a logical or and bool subtract an error.
+        arrays = [a.astype(np.int64) if a.dtype.kind == "b" else a for a in arrays]
     if fn.op in ("add",) and any(np.asarray(a).dtype.kind == "U" for a in arrays) or (
             fn.op == "add" and isinstance(fn.const, str)):
         parts = list(arrays)
