@@ -454,6 +454,7 @@ def make_generalization_tasks() -> dict[str, Task]:
         vocab=numeric_vocab(10, specials=("BOS", "SEP", "EOS", "PAD", "+")),
         length_definition="digits of the longer operand",
         reference_file="addition.rasp", reference_name="addition", valid_raspl=False,
+        causal=False,
         paper=_paper("no RASP-L program (needs index arithmetic); fails", "NoPE best, all weak"),
         default_train_max_len=8))
     add(AdditionHintsTask(
