@@ -33,7 +33,7 @@ class SequenceTask(Task):
 
     def __init__(self, *args, alphabet: str | list = "abcde", fn: Callable = None,
                  generator: Callable | None = None, int_tokens: bool = False,
-                 params: dict | None = None, **kw):
+                 params: dict | None = None, reference_call: str | None = None, **kw):
         kw.setdefault("kind", "sequence")
         kw.setdefault("causal", False)
         super().__init__(*args, **kw)
@@ -42,6 +42,17 @@ class SequenceTask(Task):
         self.generator = generator
         self.int_tokens = int_tokens
         self.params = dict(params or {})
+        self.reference_call = reference_call
+
+    def load_reference(self):
+        """The reference s-op; for a parametrised program (``shift_by(3)``) the file's function
+        is called with the task's parameter (validated int / alphabet token)."""
+        if self.reference_call is None:
+            return super().load_reference()
+        import rasp
+        text = self.reference_source() + f"\nreference_instance = {self.reference_call};\n"
+        env = rasp.run_source(text, filename=str(self.reference_path), causal=self.causal)
+        return env["reference_instance"]
 
     def _generate(self, n, rng):
         if self.generator is not None:
@@ -242,7 +253,8 @@ def make_shift_by(k: int = 1) -> SequenceTask:
         description=f"x -> x shifted right by {k} ('{SHIFT_FILLER}' in the first {k})",
         source=TRACR, vocab=_seq_vocab(alpha), alphabet=alpha,
         fn=lambda xs: gt_shift_by(xs, k), causal=True,
-        reference_file="shift_by.rasp", reference_name="shift_by_k", params={"k": k})
+        reference_file="shift_by.rasp", reference_name="shift_by_k", params={"k": k},
+        reference_call=None if k == 1 else f"shift_by({k}, tokens)")
 
 
 def make_count_less_freq(n: int = 2) -> SequenceTask:
@@ -257,7 +269,7 @@ def make_count_less_freq(n: int = 2) -> SequenceTask:
         source=TRACR, vocab=_seq_vocab(alpha), alphabet=alpha,
         fn=lambda xs: gt_count_less_freq(xs, n),
         reference_file="count_less_freq.rasp", reference_name="count_less_freq_n",
-        params={"n": n})
+        params={"n": n}, reference_call=None if n == 2 else f"count_less_freq({n})")
 
 
 def make_count_token(t: str = "a") -> SequenceTask:
@@ -270,7 +282,8 @@ def make_count_token(t: str = "a") -> SequenceTask:
         description=f"x -> the number of '{t}' tokens, at every position",
         source=TRACR, vocab=_seq_vocab(alpha), alphabet=alpha,
         fn=lambda xs: gt_count_token(xs, t),
-        reference_file="count_token.rasp", reference_name="count_token_t", params={"t": t})
+        reference_file="count_token.rasp", reference_name="count_token_t", params={"t": t},
+        reference_call=None if t == "a" else f'count_token("{t}")')
 
 
 def make_sequence_tasks() -> dict[str, Task]:
@@ -286,7 +299,8 @@ def make_sequence_tasks() -> dict[str, Task]:
                                reference_file=kw.pop("reference_file", f"{name}.rasp"),
                                reference_name=kw.pop("reference_name", name), **kw)
 
-    add("length", "x -> len(x) at every position", WEISS + "; " + TRACR, gt_length)
+    add("length", "x -> len(x) at every position", WEISS + "; " + TRACR, gt_length,
+        reference_name="length_program")
     add("reverse_seq", "x -> x reversed (length - indices - 1)", WEISS + "; " + TRACR,
         gt_reverse, reference_name="reverse")
     add("hist", "x -> the number of occurrences of each token", WEISS + "; " + TRACR, gt_hist)
