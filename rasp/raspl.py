@@ -477,7 +477,9 @@ def _check_values(sop, nodes, vocab, max_seq_len, causal, add, undecided):
             continue
         bad = [v for v in values if not _ok_value(v)]
         if bad:
-            shown = ", ".join(repr(v) for v in sorted(bad, key=repr)[:4])
+            bad.sort(key=lambda v: (isinstance(v, str), abs(v) if not isinstance(v, str)
+                                    else 0, repr(v)))
+            shown = ", ".join(repr(v) for v in bad[:4])
             add(2, n, f"values outside the int8 integers [{INT8_MIN}, {INT8_MAX}]: {shown}"
                       f"{' ...' if len(bad) > 4 else ''}")
     if missing:
