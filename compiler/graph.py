@@ -482,9 +482,32 @@ class _Lowerer:
             return self._leaf_factors(sel.a, negate=True)
         return [self._formula_factor(sel)]
 
-    def _side(self, sop: SOp) -> CNode | None:
-        c = self.categorical(self.memo[sop.id])
-        return None if c.kind == "full" else c
+    def _side(self, sop: SOp) -> "_Side":
+        """The key or query side of a select: a categorical node and an optional transform of
+        its values. Maps of one categorical s-op (``indices - 1``, ``tokens == "a"``) are
+        absorbed into the select's table, which saves an MLP layer."""
+        c = self.memo[sop.id]
+        if c.kind == "full":
+            return _Side(None, None, c.value)
+        expr = Expr(leaf=c)
+        absorbed = False
+        while c.kind == "mlp":
+            leaves = c.expr.leaves()
+            if len(leaves) != 1 or leaves[0].encoding != CATEGORICAL or len(
+                    leaves[0].values) > FUSE_LIMIT:
+                break
+            expr = expr.substitute(c, c.expr)
+            c = leaves[0]
+            absorbed = True
+        if not absorbed:
+            return _Side(self.categorical(c), None, None)
+        if c.kind == "full":
+            rows = apply_elementwise_table(lambda a: eval_expr(expr, {id(c): a}), [[c.value]])
+            if not rows[0][0]:
+                raise UnsupportedError("a select compares a constant that fails to evaluate",
+                                       sop)
+            return _Side(None, None, rows[0][1])
+        return _Side(c, expr, None)
 
     def _leaf_factors(self, s: Select, negate: bool) -> list:
         if s.op == "TRUE" and not negate or s.op == "FALSE" and negate:
@@ -492,24 +515,25 @@ class _Lowerer:
         if s.op in ("TRUE", "FALSE"):
             return [Factor(None, None, lambda K, Q: np.zeros((len(Q), len(K)), dtype=bool),
                            "false")]
-        key, query = self._side(s.keys), self._side(s.queries)
-        kconst = None if key is not None else self.memo[s.keys.id].value
-        qconst = None if query is not None else self.memo[s.queries.id].value
+        ks, qs = self._side(s.keys), self._side(s.queries)
         base = _cmp_pred(s.op)
 
-        def pred(K, Q, base=base, kconst=kconst, qconst=qconst, negate=negate):
-            Kx = K if kconst is None else _homogeneous([kconst] * len(K))
-            Qx = Q if qconst is None else _homogeneous([qconst] * len(Q))
+        def pred(K, Q, base=base, ks=ks, qs=qs, negate=negate):
+            Kx, km = ks.apply(K)
+            Qx, qm = qs.apply(Q)
             m = np.asarray(base(Kx, Qx), dtype=bool).reshape(len(Qx), len(Kx))
-            return ~m if negate else m
-        return [Factor(key, query, pred, f"{'not ' if negate else ''}{s.label}")]
+            m = ~m if negate else m
+            return m & qm[:, None] & km[None, :]
+        return [Factor(ks.node, qs.node, pred, f"{'not ' if negate else ''}{s.label}")]
 
     def _formula_factor(self, sel: Selector) -> Factor:
         leaves = [s for s in topological_order(sel) if isinstance(s, Select)]
-        keys = {id(c): c for c in (self._side(s.keys) for s in leaves if s.op not in
-                                   ("TRUE", "FALSE")) if c is not None}
-        queries = {id(c): c for c in (self._side(s.queries) for s in leaves if s.op not in
-                                      ("TRUE", "FALSE")) if c is not None}
+        sides = {}
+        for s in leaves:
+            if s.op not in ("TRUE", "FALSE"):
+                sides[s.id] = (self._side(s.keys), self._side(s.queries))
+        keys = {id(k.node): k.node for k, _ in sides.values() if k.node is not None}
+        queries = {id(q.node): q.node for _, q in sides.values() if q.node is not None}
         if len(keys) > 1 or len(queries) > 1:
             raise UnsupportedError(
                 "'or' / 'not' of selects over different key or query s-ops needs a combined "
@@ -519,20 +543,17 @@ class _Lowerer:
                 f"{', '.join(c.name for c in queries.values())})", sel)
         key = next(iter(keys.values()), None)
         query = next(iter(queries.values()), None)
-        consts = {}
-        for s in leaves:
-            for side in (s.keys, s.queries):
-                c = self.memo[side.id] if side.id in self.memo else None
-                if c is not None and c.kind == "full":
-                    consts[side.id] = c.value
 
         def pred(K, Q, sel=sel):
             def ev(s):
                 if isinstance(s, Select):
-                    Kx = K if s.keys.id not in consts else _homogeneous([consts[s.keys.id]] * len(K))
-                    Qx = Q if s.queries.id not in consts else _homogeneous(
-                        [consts[s.queries.id]] * len(Q))
-                    return np.asarray(_cmp_pred(s.op)(Kx, Qx), dtype=bool).reshape(len(Q), len(K))
+                    if s.op in ("TRUE", "FALSE"):
+                        return np.full((len(Q), len(K)), s.op == "TRUE")
+                    ks, qs = sides[s.id]
+                    Kx, km = ks.apply(K)
+                    Qx, qm = qs.apply(Q)
+                    m = np.asarray(_cmp_pred(s.op)(Kx, Qx), dtype=bool).reshape(len(Q), len(K))
+                    return m & qm[:, None] & km[None, :]
                 if isinstance(s, SelectorAnd):
                     return ev(s.a) & ev(s.b)
                 if isinstance(s, SelectorOr):
@@ -542,6 +563,32 @@ class _Lowerer:
                 raise AssertionError(s)
             return ev(sel)
         return Factor(key, query, pred, sel.label)
+
+
+class _Side:
+    """One side of a select: ``node`` (None: the constant ``const``) and an optional
+    transform ``expr`` of the node's values (an absorbed map)."""
+
+    def __init__(self, node, expr, const):
+        self.node, self.expr, self.const = node, expr, const
+
+    def apply(self, arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The compared values for ``arr`` (the node's values, or a dummy for a constant) and
+        a mask of the values the transform is defined on."""
+        n = len(arr)
+        if self.node is None:
+            return _homogeneous([self.const] * n), np.ones(n, dtype=bool)
+        if self.expr is None:
+            return arr, np.ones(n, dtype=bool)
+        node = self.node
+        rows = apply_elementwise_table(lambda a: eval_expr(self.expr, {id(node): a}),
+                                       [list(arr.tolist())])
+        ok = np.array([r[0] for r in rows], dtype=bool)
+        good = [r[1] for r in rows if r[0]]
+        if not good:
+            return arr, np.zeros(n, dtype=bool)
+        vals = [r[1] if r[0] else good[0] for r in rows]
+        return _homogeneous(vals), ok
 
 
 # --------------------------------------------------------------------------------------------

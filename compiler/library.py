@@ -1,0 +1,151 @@
+"""The compiler's program corpus, written with the Python API (``rasp.ir``).
+
+The programs of the peer size table in ``docs/compiler.md`` (Tracr's library, reimplemented
+from their published definitions: same operations, our dialect), with the vocabulary and
+``max_seq_len`` at which the peer was measured. Used by the tests and
+``bench/bench_compiler.py``.
+
+``PEER_TABLE`` rows: ``name -> (builder, vocab, max_seq_len, peer)`` where ``peer`` holds the
+published Tracr sizes (layers = attention+MLP pairs, heads, d_model, MLP hidden, params).
+"""
+
+from __future__ import annotations
+
+from rasp.ir import (SOp, aggregate, indices, length, numerical, select, selector_width,
+                     tokens, tokens_int)
+
+__all__ = ["make_length", "make_reverse", "make_hist", "make_frac_prevs", "make_sort_unique",
+           "make_sort", "make_sort_freq", "make_pair_balance", "make_shuffle_dyck",
+           "make_shift_by", "make_detect_pattern", "make_count_less_freq", "make_count",
+           "PEER_TABLE", "peer_programs"]
+
+
+def make_length() -> SOp:
+    """``length`` as a selector width of an all-true select (1 attention layer)."""
+    return selector_width(select(tokens, tokens, "TRUE")).named("length")
+
+
+def make_reverse(sop: SOp = tokens) -> SOp:
+    """``reverse``: ``aggregate(select(indices, length - indices - 1, ==), sop)``."""
+    opp = (make_length() - indices).named("opp_idx")
+    opp = (opp - 1).named("opp_idx_1")
+    flip = select(indices, opp, "==").named("flip")
+    return aggregate(flip, sop).named("reverse")
+
+
+def make_hist(sop: SOp = tokens) -> SOp:
+    """``hist``: how many tokens equal each token."""
+    return selector_width(select(sop, sop, "==")).named("hist")
+
+
+def make_frac_prevs(bools: SOp) -> SOp:
+    """``frac_prevs``: fraction of positions ``<= i`` where ``bools`` holds (numerical)."""
+    bools = numerical(bools)
+    prevs = select(indices, indices, "<=").named("prevs")
+    return numerical(aggregate(prevs, bools, default=0)).named("frac_prevs")
+
+
+def make_sort_unique(vals: SOp, keys: SOp) -> SOp:
+    """``sort_unique``: ``vals`` ordered by (unique) ``keys``."""
+    smaller = select(keys, keys, "<").named("smaller")
+    target_pos = selector_width(smaller).named("target_pos")
+    sel_new = select(target_pos, indices, "==").named("sel_new")
+    return aggregate(sel_new, vals).named("sort")
+
+
+def make_sort(vals: SOp, keys: SOp, max_seq_len: int, min_key: float) -> SOp:
+    """``sort`` with repeated keys: keys made unique by ``key + min_key * index /
+    max_seq_len`` (stable)."""
+    keys = (keys + indices * (min_key / max_seq_len)).named("keys_unique")
+    return make_sort_unique(vals, keys)
+
+
+def make_sort_freq(max_seq_len: int, sop: SOp = tokens) -> SOp:
+    """``sort_freq``: tokens by descending frequency."""
+    hist = (-1 * make_hist(sop)).named("neg_hist")
+    return make_sort(sop, hist, max_seq_len, min_key=1).named("sort_freq")
+
+
+def make_pair_balance(sop: SOp, open_token: str, close_token: str) -> SOp:
+    """``pair_balance``: fraction of opens minus fraction of closes up to each position."""
+    opens = numerical(make_frac_prevs(sop == open_token)).named(f"opens_{open_token}")
+    closes = numerical(make_frac_prevs(sop == close_token)).named(f"closes_{close_token}")
+    return numerical(opens - closes).named("pair_balance")
+
+
+def make_shuffle_dyck(pairs: list[str], sop: SOp = tokens) -> SOp:
+    """``shuffle_dyck``: 1 where the whole input is balanced for every bracket pair."""
+    balances = [make_pair_balance(sop, p[0], p[1]) for p in pairs]
+    any_negative = balances[0] < 0
+    for b in balances[1:]:
+        any_negative = any_negative | (b < 0)
+    any_negative = numerical(any_negative * 1).named("any_negative")
+    select_all = select(indices, indices, "TRUE")
+    has_neg = numerical(aggregate(select_all, any_negative, default=0)).named("has_neg")
+    all_zero = balances[0] == 0
+    for b in balances[1:]:
+        all_zero = all_zero & (b == 0)
+    select_last = select(indices, length - 1, "==").named("select_last")
+    last_zero = aggregate(select_last, all_zero).named("last_zero")
+    not_has_neg = (has_neg == 0).named("not_has_neg")
+    return (last_zero & not_has_neg).named("shuffle_dyck")
+
+
+def make_shift_by(offset: int, sop: SOp = tokens, default=0) -> SOp:
+    """``shift_by(k)``: the value ``k`` positions earlier (default where there is none)."""
+    sel = select(indices, indices - offset, "==").named(f"shift_{offset}")
+    return aggregate(sel, sop, default=default).named(f"shift_by_{offset}")
+
+
+def make_detect_pattern(pattern: str, sop: SOp = tokens) -> SOp:
+    """``detect_pattern``: True where the last ``len(pattern)`` tokens spell ``pattern``."""
+    n = len(pattern)
+    result = None
+    for i, ch in enumerate(pattern):
+        shifted = make_shift_by(n - i - 1, sop, default="_") if n - i - 1 else sop
+        m = shifted == ch
+        result = m if result is None else (result & m)
+    return result.named("detect_pattern")
+
+
+def make_count_less_freq(n: int, sop: SOp = tokens) -> SOp:
+    """``count_less_freq(n)``: how many tokens occur at most ``n`` times."""
+    hist = make_hist(sop)
+    return selector_width(select(hist, n, "<=")).named("count_less_freq")
+
+
+def make_count(token: str, sop: SOp = tokens) -> SOp:
+    """``count(tokens, t)``: how many tokens equal ``t`` (at every position)."""
+    return selector_width(select(sop, token, "==")).named(f"count_{token}")
+
+
+def peer_programs() -> dict:
+    """``{name: (sop, vocab, max_seq_len, peer_sizes)}`` for the peer table (fresh IR)."""
+    P = lambda layers, heads, d_model, mlp, params: dict(  # noqa: E731
+        layers=layers, heads=heads, d_model=d_model, mlp_hidden=mlp, params=params)
+    return {
+        "reverse": (make_reverse(tokens_int), [1, 2, 3], 5, P(4, 1, 41, 30, 18755)),
+        "length": (make_length(), list("abc"), 5, P(1, 1, 18, 12, 1053)),
+        "hist": (make_hist(), list("abcd"), 5, P(1, 1, 19, 12, 1208)),
+        "frac_prevs": (make_frac_prevs(tokens == "x"), list("abcx"), 5, P(2, 1, 14, 1, 1108)),
+        "sort_unique": (make_sort_unique(tokens_int, tokens_int), [1, 2, 3, 4, 5], 5,
+                        P(2, 1, 25, 12, 3091)),
+        "sort": (make_sort(tokens_int, tokens_int, 5, 1), [1, 2, 3, 4], 5,
+                 P(3, 1, 43, 20, 17544)),
+        "sort_freq": (make_sort_freq(5), list("abcd"), 5, P(5, 1, 66, 30, 64122)),
+        "pair_balance": (make_pair_balance(tokens, "(", ")"), list("()x"), 6,
+                         P(2, 2, 17, 4, 2824)),
+        "shuffle_dyck2": (make_shuffle_dyck(["()", "{}"]), list("(){}"), 6,
+                          P(8, 4, 58, 292, 342674)),
+        "shift_by(1)": (make_shift_by(1, default="_"), list("abc"), 5, P(1, 1, 14, 1, 624)),
+        "detect_pattern(abc)": (make_detect_pattern("abc"), list("abc"), 6,
+                                P(3, 2, 26, 6, 6558)),
+        "count_less_freq(2)": (make_count_less_freq(2), list("abcd"), 6,
+                               P(2, 1, 29, 14, 4287)),
+        "count(tokens,a)": (make_count("a"), list("abc"), 6, P(1, 1, 20, 14, 1269)),
+    }
+
+
+PEER_TABLE = ("reverse", "length", "hist", "frac_prevs", "sort_unique", "sort", "sort_freq",
+              "pair_balance", "shuffle_dyck2", "shift_by(1)", "detect_pattern(abc)",
+              "count_less_freq(2)", "count(tokens,a)")
