@@ -13,8 +13,9 @@ A program is valid RASP-L when (``docs/language.md``, "RASP-L rules and measures
    decide, or ``vocab`` / ``max_seq_len`` are not given, the rule is reported *undecided*, not
    violated;
 3. **index arithmetic** — values derived from ``indices`` (``indices`` itself, constant shifts
-   ``indices + c`` / ``indices - c``, and values moved by an aggregate from index-valued
-   s-ops) are used only by comparison (in a ``select`` or an elementwise comparison) or shifted
+   ``indices + c`` / ``indices - c``, values moved by an aggregate from index-valued s-ops, and
+   selector widths: a count of positions is a position, as the causal prefix length
+   ``selector_width(select(all))`` is ``indices + 1``) are used only by comparison (in a ``select`` or an elementwise comparison) or shifted
    by an integer constant. Any other arithmetic on them (``length - indices``, ``c - indices``,
    ``indices * 2``, ``indices % 2``, ``indices + tokens``, a lookup table or Python function of
    them) is a violation;
@@ -345,7 +346,12 @@ def check(sop: Node, vocab: Iterable | None = None, max_seq_len: int | None = No
         if isinstance(n, Indices):
             idx[n.id] = True
             continue
-        if isinstance(n, (Tokens, Full, Length, SelectorWidth)):
+        if isinstance(n, SelectorWidth):
+            # a count of positions is a position: in causal mode the prefix length
+            # selector_width(select(all)) is indices + 1
+            idx[n.id] = True
+            continue
+        if isinstance(n, (Tokens, Full, Length)):
             idx[n.id] = False
             continue
         if isinstance(n, Aggregate):
@@ -428,8 +434,8 @@ def _arith_message(n: Node, op: str) -> str:
     what = {"python": "a Python function", "lookup": "a lookup table", "neg": "negation",
             "sub": "subtraction", "add": "addition", "mul": "multiplication",
             "div": "division", "mod": "modulo", "pow": "a power"}.get(op, f"'{op}'")
-    return (f"{what} of values derived from indices: positions may only be compared or "
-            "shifted by a constant (indices + c)")
+    return (f"{what} of values derived from indices (positions or counts of positions): they "
+            "may only be compared or shifted by a constant (indices + c)")
 
 
 def _ok_value(v) -> bool:

@@ -208,3 +208,65 @@ def test_bad_input_is_a_clear_error():
     from rasp.ir import RASPError
     with pytest.raises(RASPError):
         check("tokens")
+
+
+def test_arithmetic_on_counts_is_rule_3():
+    # parity's natural program: a count of positions modulo 2 (Zhou et al.: no RASP-L program)
+    with causal_mode():
+        ones = selector_width(select(tokens_int, 1, "=="))
+    assert rules_of(check(ones % 2)) == [3]
+    assert check(ones + 1).valid            # a shifted count is fine
+    assert check(ones == 3).valid           # so is a comparison
+
+
+# ---- rule 2 (value-set inference) -----------------------------------------------------------
+
+def test_int8_values_rule_2():
+    big = tokens_int * 100
+    report = check(big, vocab={"1", "2", "3"}, max_seq_len=8)
+    assert rules_of(report) == [2]
+    assert "200" in report.violations[0].message
+    assert check(tokens_int + 1, vocab={"0", "1", "9"}, max_seq_len=8).valid
+
+
+def test_counts_beyond_int8_are_rule_2():
+    with causal_mode():
+        n = selector_width(select(tokens, tokens, "TRUE"))
+    assert check(n, vocab={"a"}, max_seq_len=127).valid
+    assert rules_of(check(n, vocab={"a"}, max_seq_len=128)) == [2]
+
+
+# ---- the task catalogue's reference programs agree with Zhou et al. 2023 ---------------------
+
+# Zhou et al. 2023 (and docs/tasks): tasks with a short RASP-L program vs tasks without one.
+ZHOU_HAS_RASPL = {"count", "mode", "copy_unique", "sort_unique", "addition_reverse_hints",
+                  "addition_forward_hints", "parity_scratchpad", "mode_scratchpad",
+                  "boolean_and"}
+ZHOU_NO_RASPL = {"copy_repeat", "addition", "parity", "reverse"}
+
+
+def _task_program(name):
+    tasks = pytest.importorskip("tasks")
+    import rasp
+    from pathlib import Path
+    try:
+        task = tasks.get_task(name)
+    except KeyError:
+        pytest.skip(f"task {name} not in the catalogue")
+    path = Path(task.reference_file)
+    if not path.is_absolute():
+        path = Path(tasks.__file__).parent / "programs" / path
+    env = rasp.run_file(path, causal=task.causal)
+    return env[task.reference_name]
+
+
+@pytest.mark.parametrize("name", sorted(ZHOU_HAS_RASPL))
+def test_reference_raspl_programs_are_valid(name):
+    report = check(_task_program(name))
+    assert report.valid, report.format()
+
+
+@pytest.mark.parametrize("name", sorted(ZHOU_NO_RASPL))
+def test_natural_programs_without_raspl_are_invalid(name):
+    report = check(_task_program(name))
+    assert not report.valid
