@@ -10,6 +10,7 @@ Public API:
   top-level statement; nodes carry ``meta.line`` / ``meta.column`` positions).
 * :class:`RASPSyntaxError` — every syntax error, never a lark exception.
 * :func:`directives` — the file directives (``#!causal``) at the top of a program.
+* :func:`needs_more_input` — whether REPL input is an unfinished statement.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from lark.exceptions import (LarkError, UnexpectedCharacters, UnexpectedEOF, Une
 
 from .ir import RASPError, Span
 
-__all__ = ["parse", "RASPSyntaxError", "directives", "GRAMMAR_PATH", "KEYWORDS"]
+__all__ = ["parse", "RASPSyntaxError", "directives", "needs_more_input", "GRAMMAR_PATH",
+           "KEYWORDS"]
 
 GRAMMAR_PATH = os.path.join(os.path.dirname(__file__), "grammar.lark")
 
@@ -50,9 +52,11 @@ class RASPSyntaxError(RASPError):
     names, possibly empty).
     """
 
-    def __init__(self, message: str, span: Span | None = None, expected=None):
+    def __init__(self, message: str, span: Span | None = None, expected=None,
+                 at_end: bool = False):
         super().__init__(message, span)
         self.expected = set(expected or ())
+        self.at_end = at_end
 
     def __str__(self) -> str:
         if self.span is None:
@@ -106,10 +110,12 @@ def _convert(err: UnexpectedInput, text: str, filename: str) -> RASPSyntaxError:
     if not isinstance(col, int) or col < 1:
         col = 1
     expected: list[str] = []
+    at_end = False
     if isinstance(err, UnexpectedToken):
         tok = err.token
         expected = _readable(err.expected or err.accepts or ())
         if tok.type == "$END":
+            at_end = True
             what = "unexpected end of input"
             lines = text.splitlines() or [""]
             line, col = len(lines), len(lines[-1]) + 1
@@ -135,12 +141,13 @@ def _convert(err: UnexpectedInput, text: str, filename: str) -> RASPSyntaxError:
     elif isinstance(err, UnexpectedEOF):
         expected = _readable(err.expected or ())
         msg = "syntax error: unexpected end of input"
+        at_end = True
         lines = text.splitlines() or [""]
         line, col = len(lines), len(lines[-1]) + 1
     else:  # pragma: no cover - lark has no other UnexpectedInput kinds
         msg = f"syntax error: {err}"
     span = Span(filename, line, col, text=_line_text(text, line))
-    return RASPSyntaxError(msg, span, expected)
+    return RASPSyntaxError(msg, span, expected, at_end)
 
 
 def parse(text: str, filename: str = "<string>") -> lark.Tree:
@@ -168,6 +175,19 @@ def parse(text: str, filename: str = "<string>") -> lark.Tree:
         raise RASPSyntaxError(f"syntax error: {e}", Span(filename, 1, 1)) from None
     except RecursionError:  # pragma: no cover - LALR is iterative; defensive
         raise RASPSyntaxError("program nested too deeply", Span(filename, 1, 1)) from None
+
+
+def needs_more_input(text: str) -> bool:
+    """Whether ``text`` is an unfinished program: it fails to parse only because the input
+    ended (an open bracket, string-free block or a missing ``;``). Blank text is complete;
+    any other syntax error is complete too (running it reports the error)."""
+    if not text.strip():
+        return False
+    try:
+        parse(text, "<repl>")
+    except RASPSyntaxError as e:
+        return e.at_end
+    return False
 
 
 _DIRECTIVE = re.compile(r"^\s*#\s*(?:!|pragma\s+)\s*(\w+)\s*$")

@@ -1141,7 +1141,11 @@ class Session:
         ctx = _Ctx(filename, text, self._causal or "causal" in directives(text))
         results: list[StatementResult] = []
         for st in tree.children:
-            results.extend(self._run_statement(st, ctx))
+            try:
+                results.extend(self._run_statement(st, ctx))
+            except RASPError as e:
+                e.partial_results = list(results)
+                raise
         return results
 
     def _run_statement(self, st, ctx) -> list[StatementResult]:

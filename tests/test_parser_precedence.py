@@ -89,3 +89,13 @@ def test_def_needs_return_last():
         parse("def f(x) { return x; y = 1; }")
     with pytest.raises(RASPSyntaxError):
         parse("def f(x) { y = 1; }")
+
+
+@pytest.mark.parametrize("text, more", [
+    ("x = 1", True), ("x = (1 +", True), ("def f(a) {", True), ("def f(a) { return a; }", False),
+    ("for i in [1] { y = i;", True), ("x = 1;", False), ("x = );", False), ("", False),
+    ("# just a comment", False), ("x = [1,\n 2", True),
+])
+def test_needs_more_input(text, more):
+    from rasp.parser import needs_more_input
+    assert needs_more_input(text) is more

@@ -288,3 +288,10 @@ def test_numerical_and_categorical_annotations():
     env = run_source("a = numerical(aggregate(select(indices, indices, <=), tokens_int)); "
                      "b = categorical(tokens + \"x\");")
     assert env["a"].encoding == "numerical" and env["b"].encoding == "categorical"
+
+
+def test_partial_results_on_error():
+    s = Session()
+    with pytest.raises(RASPError) as ei:
+        s.execute("a = 1; b = 2; c = nope;")
+    assert [r.name for r in ei.value.partial_results] == ["a", "b"]

@@ -201,3 +201,23 @@ def test_raspl_library_is_causal(raspl):
     for name in ["cs", "mx", "amx", "md", "ind", "bm", "pl"]:
         sels = [n for n in topological_order(raspl[name]) if isinstance(n, Select)]
         assert sels and all(s.causal for s in sels), name
+
+
+def test_original_bos_selector_width_matches_primitive():
+    """The original library computed selector width from two aggregates and a BOS token at
+    position 0; with a BOS prepended it must equal the primitive on the real tokens."""
+    env = run_source("""
+        def bos_width(sel) {
+            with_bos = sel or select(indices, 0, ==);   # every query also sees BOS
+            # 1 / (n + 1) is the share of BOS among n + 1 selected keys
+            return round((1 / aggregate(with_bos, indicator(indices == 0))) - 1);
+        }
+        same = select(tokens, tokens, ==) and select(indices, 0, !=);
+        w_bos = bos_width(same);
+        w = selector_width(select(tokens, tokens, ==));
+        first = -1 if indices == 0 else w_bos;     # an s-op condition with atom branches
+    """)
+    for word in rand_words("abc", 20, 8):
+        with_bos = ev(env["w_bos"], "§" + word)
+        assert with_bos[1:] == ev(env["w"], word)
+        assert ev(env["first"], "§" + word)[0] == -1
