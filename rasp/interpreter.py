@@ -137,6 +137,11 @@ def _check_types(fn: Elementwise, arrays: Sequence[np.ndarray]):
         kinds = {("U" if np.asarray(a).dtype.kind == "U" else "n") for a in operands}
         if len(kinds) > 1:
             raise RASPTypeError(f"cannot order-compare strings with numbers ('{op}')")
+    elif op == "ternary" and len(operands) == 3:
+        kinds = {("U" if np.asarray(a).dtype.kind == "U" else "n") for a in operands[1:]}
+        if len(kinds) > 1:
+            raise RASPTypeError("'x if c else y' mixes string and number values; sequences "
+                                "must be homogeneous")
     elif op in ("round", "indicator"):
         if not _is_num(operands[0]) and op == "round":
             raise RASPTypeError(f"round needs numbers, got {value_type(operands[0])} values")
@@ -191,12 +196,16 @@ class Evaluator:
     boolean arrays for selectors.
     """
 
-    def __init__(self, inputs: Any, causal: bool | None = None):
+    def __init__(self, inputs: Any, causal: bool | None = None, lazy_selectors: bool = False):
         self.raw = to_batch(inputs)
         self.batch, self.n = self.raw.shape
         self.causal = causal
         self.values: dict[int, np.ndarray] = {}
         self._tril = None
+        # lazy_selectors: a selector's [batch, query, key] matrix is built only when a consumer
+        # needs it; an aggregate / selector width of a plain `==` select is then computed by
+        # grouping (O(batch * seq)) without the matrix. `values` then lacks those selectors.
+        self.lazy_selectors = lazy_selectors
 
     @property
     def tril(self) -> np.ndarray:
@@ -207,15 +216,33 @@ class Evaluator:
     def __call__(self, node: Node) -> np.ndarray:
         if node.id in self.values:
             return self.values[node.id]
+        lazy = self.lazy_selectors
         for n in topological_order(node):
             if n.id not in self.values:
+                if lazy and isinstance(n, Selector):
+                    continue
                 try:
                     self.values[n.id] = self._eval(n)
                 except RASPError as e:
                     if e.span is None and n.span is not None:
                         e.span = n.span
                     raise
+        if node.id not in self.values:          # a lazily skipped selector
+            return self._sel(node)
         return self.values[node.id]
+
+    def _sel(self, n: Selector) -> np.ndarray:
+        """The ``[batch, query, key]`` matrix of a selector, built (and stored) on demand."""
+        m = self.values.get(n.id)
+        if m is None:
+            try:
+                m = self._selector(n)
+            except RASPError as e:
+                if e.span is None and n.span is not None:
+                    e.span = n.span
+                raise
+            self.values[n.id] = m
+        return m
 
     # -- per-node evaluation --------------------------------------------------------------
     def _eval(self, n: Node) -> np.ndarray:
@@ -239,7 +266,11 @@ class Evaluator:
         if isinstance(n, Selector):
             return self._selector(n)
         if isinstance(n, SelectorWidth):
-            return v[n.selector.id].sum(axis=-1, dtype=np.int64)
+            if n.selector.id not in v:
+                fast = self._width_fast(n.selector)
+                if fast is not None:
+                    return fast
+            return self._sel(n.selector).sum(axis=-1, dtype=np.int64)
         if isinstance(n, Aggregate):
             return self._aggregate(n)
         raise RASPTypeError(f"cannot evaluate node of kind {n.kind}")
@@ -252,15 +283,14 @@ class Evaluator:
             elif n.op == "FALSE":
                 m = np.zeros((self.batch, self.n, self.n), dtype=bool)
             else:
-                keys = v[n.keys.id]
-                queries = v[n.queries.id]
+                keys, queries = _compact(v[n.keys.id], v[n.queries.id])
                 m = _compare(keys[:, None, :], queries[:, :, None], n.op)
         elif isinstance(n, SelectorAnd):
-            m = v[n.a.id] & v[n.b.id]
+            m = self._sel(n.a) & self._sel(n.b)
         elif isinstance(n, SelectorOr):
-            m = v[n.a.id] | v[n.b.id]
+            m = self._sel(n.a) | self._sel(n.b)
         elif isinstance(n, SelectorNot):
-            m = ~v[n.a.id]
+            m = ~self._sel(n.a)
         else:
             raise AssertionError(n)
         if self.causal or n.causal:
@@ -268,11 +298,20 @@ class Evaluator:
         return m
 
     def _aggregate(self, n: Aggregate) -> np.ndarray:
-        sel = self.values[n.selector.id]                       # [B, Q, K]
         vals = self.values[n.values.id]                        # [B, K]
+        if n.selector.id not in self.values:
+            codes = self._eq_codes(n.selector)
+            if codes is not None:
+                return self._aggregate_grouped(n, vals, *codes)
+        sel = self._sel(n.selector)                            # [B, Q, K]
         count = sel.sum(axis=-1)                               # [B, Q]
         default = n.default
         kind = vals.dtype.kind
+        if n.reduction == "mean" and kind != "U" and count.size and count.max() <= 1:
+            # every query selects at most one key: a gather, no [B, Q, K] float product
+            moved = np.take_along_axis(vals, np.argmax(sel, axis=-1), axis=-1)
+            return self._finish_mean(n, vals, count, moved, lambda: self._move_single(
+                sel, vals, count, default))
         if n.reduction == "mean":
             if kind == "U":
                 if np.any(count > 1):
@@ -319,6 +358,135 @@ class Evaluator:
             r = np.where(count == 0, default, r)
         return r
 
+    # -- grouped evaluation of `==` selects (no [batch, query, key] matrix) -----------------
+    def _eq_codes(self, sel: Selector):
+        """For a non-causal ``select(keys, queries, ==)``: group codes ``(key_codes,
+        query_codes, n_codes)`` (``[B, N]`` int arrays; equal values of one sequence share a
+        code, different sequences never do), or None when the fast path does not apply."""
+        if not isinstance(sel, Select) or sel.op != "==" or self.causal or sel.causal:
+            return None
+        keys = self.values[sel.keys.id]
+        queries = self.values[sel.queries.id]
+        kk, qk = keys.dtype.kind, queries.dtype.kind
+        if (kk == "U") != (qk == "U") or kk not in "biufU" or qk not in "biufU":
+            return None
+        B, N = keys.shape
+        if kk in "biu" and qk in "biu":
+            ki = keys.astype(np.int64, copy=False)
+            qi = queries.astype(np.int64, copy=False)
+            lo = min(int(ki.min()), int(qi.min()))
+            hi = max(int(ki.max()), int(qi.max()))
+            u = hi - lo + 1
+            if u <= 4 * N + 64:
+                kc, qc = ki - lo, qi - lo
+            else:
+                kc = qc = None
+        else:
+            kc = qc = None
+        if kc is None:
+            both = np.concatenate([keys.reshape(-1), queries.reshape(-1)])
+            _, inv = np.unique(both, return_inverse=True)
+            inv = inv.reshape(-1)
+            u = int(inv.max()) + 1
+            kc, qc = inv[:B * N].reshape(B, N), inv[B * N:].reshape(B, N)
+        rows = (np.arange(B, dtype=np.int64) * u)[:, None]
+        return kc + rows, qc + rows, B * u
+
+    def _width_fast(self, sel: Selector):
+        if isinstance(sel, Select) and sel.op in ("TRUE", "FALSE"):
+            if sel.op == "FALSE":
+                return np.zeros((self.batch, self.n), dtype=np.int64)
+            if self.causal or sel.causal:
+                return np.broadcast_to(np.arange(1, self.n + 1, dtype=np.int64),
+                                       (self.batch, self.n)).copy()
+            return np.full((self.batch, self.n), self.n, dtype=np.int64)
+        codes = self._eq_codes(sel)
+        if codes is None:
+            return None
+        kc, qc, m = codes
+        return np.bincount(kc.reshape(-1), minlength=m)[qc].astype(np.int64)
+
+    def _aggregate_grouped(self, n: Aggregate, vals, kc, qc, m) -> np.ndarray:
+        """An aggregate over a non-causal ``==`` select, by grouping keys on their codes."""
+        default = n.default
+        kind = vals.dtype.kind
+        flat_k = kc.reshape(-1)
+        count = np.bincount(flat_k, minlength=m)[qc]
+        # index of (one) key of each code: exact whenever a query selects one key
+        where_key = np.zeros(m, dtype=np.int64)
+        where_key[flat_k] = np.arange(flat_k.size, dtype=np.int64)
+        flat_vals = vals.reshape(-1)
+
+        def moved_values():
+            moved = flat_vals[where_key[qc]]
+            if np.any(count == 0):
+                d = np.asarray(default)
+                if (d.dtype.kind == "U") != (kind == "U") and kind == "U":
+                    raise RASPTypeError(
+                        f"aggregate default {default!r} does not match string values")
+                moved = np.where(count == 0, default, moved)
+            return moved
+
+        if n.reduction == "mean":
+            if kind == "U":
+                if np.any(count > 1):
+                    b, q = np.argwhere(count > 1)[0]
+                    keys = np.flatnonzero(kc[b] == qc[b, q]).tolist()
+                    raise RASPTypeError(
+                        f"aggregate '{n.label}' asked to average several string values at "
+                        f"query position {q} (selected keys {keys}); a mean needs numbers")
+                return moved_values()
+            if count.size and count.max() <= 1:
+                mean = flat_vals[where_key[qc]]
+            else:
+                sums = np.bincount(flat_k, weights=flat_vals.astype(np.float64), minlength=m)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    mean = sums[qc] / np.maximum(count, 1)
+            return self._finish_mean(n, vals, count, mean, moved_values)
+        # max / min
+        if kind == "U":
+            uniq, inv = np.unique(vals, return_inverse=True)
+            ranks = inv.reshape(-1).astype(np.int64)
+            r = _grouped_reduce(flat_k, m, ranks, qc, count, n.reduction)
+            out = uniq[np.where(count == 0, 0, r)]
+            if np.any(count == 0):
+                if not isinstance(default, str):
+                    raise RASPTypeError(
+                        f"aggregate '{n.label}': default {default!r} for string values")
+                out = np.where(count == 0, default, out)
+            return out
+        back = bool if kind == "b" else None
+        work = flat_vals.astype(np.int64) if kind == "b" else flat_vals
+        r = _grouped_reduce(flat_k, m, work, qc, count, n.reduction).astype(work.dtype)
+        if back is not None:
+            r = r.astype(back)
+        if np.any(count == 0):
+            if isinstance(default, str):
+                raise RASPTypeError(f"aggregate '{n.label}': string default for numeric values")
+            r = np.where(count == 0, default, r)
+        return r
+
+    def _finish_mean(self, n: Aggregate, vals, count, mean, moved_values):
+        """The mean reduction's result from the per-query ``count`` and ``mean`` (shared by the
+        matrix, gather and grouped paths): defaults, truncation, int typing."""
+        default = n.default
+        kind = vals.dtype.kind
+        if kind in "iub" and np.all(count <= 1) and kind == "b" and _is_bool(default):
+            return moved_values()
+        if isinstance(default, str):
+            if np.any(count == 0):
+                raise RASPTypeError(
+                    f"aggregate '{n.label}': string default {default!r} for numeric values")
+        mean = np.asarray(mean, dtype=np.float64)
+        out = np.where(count == 0, float(default) if not isinstance(default, str) else 0.0,
+                       mean)
+        if n.truncate:
+            return np.trunc(out).astype(np.int64)
+        if kind in "iub" and isinstance(default, (int, bool, np.integer)) and \
+                np.all(out == np.round(out)):
+            return out.astype(np.int64)
+        return out
+
     def _move_single(self, sel, vals, count, default):
         idx = np.argmax(sel, axis=-1)                          # [B, Q] first selected key
         moved = np.take_along_axis(vals, idx, axis=-1)
@@ -359,6 +527,37 @@ def _compare(keys: np.ndarray, queries: np.ndarray, op: str) -> np.ndarray:
     raise AssertionError(op)
 
 
+def _compact(keys: np.ndarray, queries: np.ndarray):
+    """Integer keys / queries in the smallest common dtype (int8 / int16 / int32) when their
+    values fit: a [batch, query, key] comparison then moves less memory. Same results."""
+    if keys.dtype.kind in "iu" and queries.dtype.kind in "iu" and keys.size:
+        lo = min(int(keys.min()), int(queries.min()))
+        hi = max(int(keys.max()), int(queries.max()))
+        for dt in (np.int8, np.int16, np.int32):
+            info = np.iinfo(dt)
+            if info.min <= lo and hi <= info.max:
+                if keys.dtype != dt:
+                    keys = keys.astype(dt)
+                if queries.dtype != dt:
+                    queries = queries.astype(dt)
+                break
+    return keys, queries
+
+
+def _grouped_reduce(flat_codes, n_codes, flat_vals, qc, count, reduction):
+    """max / min of the values of each code, read at the queries' codes; 0 where empty."""
+    if flat_vals.dtype.kind == "f":
+        fill = -np.inf if reduction == "max" else np.inf
+    else:
+        info = np.iinfo(np.int64)
+        fill = info.min if reduction == "max" else info.max
+    table = np.full(n_codes, fill, dtype=np.float64 if flat_vals.dtype.kind == "f"
+                    else np.int64)
+    ufunc = np.maximum if reduction == "max" else np.minimum
+    ufunc.at(table, flat_codes, flat_vals)
+    return np.where(count == 0, 0, table[qc])
+
+
 def _masked_reduce(sel: np.ndarray, vals: np.ndarray, reduction: str) -> np.ndarray:
     """max / min of ``vals[b, k]`` over selected keys ``sel[b, q, k]``; arbitrary where none."""
     if vals.dtype.kind == "b":
@@ -395,7 +594,7 @@ def evaluate(sop: Node, inputs: Any, causal: bool | None = None) -> np.ndarray:
         RASPTypeError / RASPValueError (subclasses of :class:`~rasp.ir.RASPError`) with the
         offending operation's source position when known.
     """
-    return Evaluator(inputs, causal=causal)(sop)
+    return Evaluator(inputs, causal=causal, lazy_selectors=True)(sop)
 
 
 # --------------------------------------------------------------------------------------------

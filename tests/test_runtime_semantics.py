@@ -295,3 +295,10 @@ def test_partial_results_on_error():
     with pytest.raises(RASPError) as ei:
         s.execute("a = 1; b = 2; c = nope;")
     assert [r.name for r in ei.value.partial_results] == ["a", "b"]
+
+
+def test_ternary_mixing_strings_and_numbers_is_an_error():
+    env = run_source('t = "a" if indices > 1 else 1;')
+    with pytest.raises(RASPTypeError) as ei:
+        evaluate(env["t"], "abc")
+    assert "homogeneous" in str(ei.value) and "1:5" in str(ei.value)
