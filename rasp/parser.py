@@ -73,7 +73,7 @@ def _parser() -> lark.Lark:
     with open(GRAMMAR_PATH, encoding="utf-8") as f:
         grammar = f.read()
     return lark.Lark(grammar, parser="lalr", propagate_positions=True,
-                     maybe_placeholders=True, start="start")
+                     maybe_placeholders=True, start="start", cache=True)
 
 
 def _readable(names) -> list[str]:
