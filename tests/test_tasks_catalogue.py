@@ -317,3 +317,13 @@ def test_part_b_samples(name):
         assert t.ground_truth(p) == a
         assert len(t.program_tokens(p)) == n                # BOS is stripped
         assert set(t.program_tokens(p)) <= t.program_vocab(n)
+
+
+def test_catalogue_page_lists_every_task():
+    from pathlib import Path
+    page = (Path(__file__).resolve().parents[1] / "docs" / "tasks.md").read_text()
+    for name in PART_A + PART_B:
+        assert f"### `{name}`" in page
+    from tasks.docs import task_section
+    sec = task_section("sort_unique", verify_to=5, samples=1)
+    assert "valid RASP-L" in sec and "verified: all" in sec and "sort: NoPE/T5 best" in sec
