@@ -423,8 +423,9 @@ _CONSTANTS = {
     "length": ir.length, "True": True, "False": False,
 }
 
-#: Names that cannot be assigned (``tokens`` is the one reassignable built-in).
-RESERVED = frozenset(set(_BUILTINS) | set(_CONSTANTS) | set(KEYWORDS))
+#: Names that cannot be assigned (``tokens`` is the one reassignable built-in; ``out`` is set
+#: only by bare expression statements, as in the original REPL).
+RESERVED = frozenset(set(_BUILTINS) | set(_CONSTANTS) | set(KEYWORDS) | {"out"})
 _BUILTIN_NODE_IDS = frozenset(n.id for n in _CONSTANTS.values() if isinstance(n, Node))
 
 

@@ -168,7 +168,8 @@ def test_assigning_existing_node_keeps_its_name():
 def test_tokens_reassignable_and_reserved_names():
     env = run_source("tokens = tokens_int; s = tokens + 1;")
     assert ev(env["s"], [1, 2]) == [2, 3]
-    for name in ["indices", "length", "select", "aggregate", "tokens_str", "True", "round"]:
+    for name in ["indices", "length", "select", "aggregate", "tokens_str", "True", "round",
+                 "out", "tokens_asis", "False", "range", "zip", "len"]:
         with pytest.raises(RASPNameError) as ei:
             run_source(f"{name} = 3;")
         assert "reserved" in str(ei.value)
