@@ -437,9 +437,9 @@ class Repl:
         return list(ex)
 
     def eval_on_example(self, value: SOp | Selector) -> np.ndarray:
-        """Evaluate an s-op (``[seq]``) or selector (``[query, key]``) on the running example,
-        in causal mode when the session is."""
-        return evaluate(value, [self._example_tokens()], causal=True if self.causal else None)[0]
+        """Evaluate an s-op (``[seq]``) or selector (``[query, key]``) on the running example.
+        Each select keeps its own causal flag (selects created in causal mode are causal)."""
+        return evaluate(value, [self._example_tokens()], causal=None)[0]
 
     def format_value(self, name: str | None, value: Any, kind: str | None = None) -> str:
         """Text shown for a statement's value, as the original REPL prints it:
@@ -720,8 +720,7 @@ class Repl:
             lines.append("  RASP-L: unavailable (rasp.raspl is not installed)")
         else:
             try:
-                rep = _raspl.check(v, vocab=set(a.vocab), max_seq_len=a.max_len,
-                                   causal=True if self.causal else None)
+                rep = _raspl.check(v, vocab=set(a.vocab), max_seq_len=a.max_len, causal=None)
                 viol = list(getattr(rep, "violations", []) or [])
                 verdict = "valid RASP-L" if rep.valid else "not valid RASP-L"
                 lines.append(f"  RASP-L: {verdict} (vocab {_short(a.vocab)}, max_len "
@@ -732,6 +731,8 @@ class Repl:
                     lines.append(f"    rule {getattr(x, 'rule', '?')}: "
                                  f"{getattr(x, 'operation', '')}{where}: "
                                  f"{getattr(x, 'message', '')}")
+                for note in list(getattr(rep, "undecided", []) or []):
+                    lines.append(f"    undecided: {note}")
             except RASPError as e:
                 lines.append(f"  RASP-L: cannot check: {e}")
             except Exception as e:

@@ -90,6 +90,16 @@ def test_multiline_def_and_set_example():
     assert repl.session.example == [1, 2, 3, 4]
 
 
+def test_frac_prevs_matches_the_rasp_paper():
+    # Weiss et al. 2021, section 2: frac_prevs("hello", "l") = [0, 0, 1/3, 1/2, 2/5]
+    lines = ["def frac_prevs(sop, val) {\n", "  prevs = select(indices, indices, <=);\n",
+             "  return numerical(aggregate(prevs, indicator(sop == val)));\n", "}\n",
+             'f = frac_prevs(tokens, "l");\n']
+    repl, out, err, rc = run(lines)
+    assert rc == 0, err
+    assert 'f("hello") = [0.0, 0.0, 0.333, 0.5, 0.4] (floats)' in out
+
+
 def test_set_example_string_and_errors():
     repl, out, err, rc = run(['set example "abc";\n', "r = tokens;\n", "set example 3\n",
                               "set example [1, \"a\"]\n", "set example []\n"])
