@@ -156,7 +156,7 @@ def numeric_vocab(n_content: int, names: Sequence[str] | None = None, hints: int
     return Vocab(names, values)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Task:
     """A task of the catalogue (contract C). Subclasses implement :meth:`_generate` and
     :meth:`_solve`.
@@ -298,6 +298,13 @@ class Task:
     # reference program
     # ---------------------------------------------------------------------------------------
     @property
+    def reference_program(self) -> tuple[Path, str] | None:
+        """``(path of the .rasp file, name of the s-op to evaluate)``."""
+        if self.reference_file is None:
+            return None
+        return self.reference_path, self.reference_name
+
+    @property
     def reference_path(self) -> Path | None:
         """Absolute path of the reference program (``tasks/programs/<file>``)."""
         return PROGRAMS_DIR / self.reference_file if self.reference_file else None
@@ -322,6 +329,9 @@ class Task:
                              ) from None
 
     # ---------------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"<Task {self.name}: {self.description}>"
+
     def to_dict(self) -> dict:
         """A JSON-able summary (for the CLI, docs and run directories)."""
         return {"name": self.name, "description": self.description, "source": self.source,
