@@ -820,8 +820,12 @@ class Repl:
                 break
             buf += line + "\n"
             if self._match_line_command(buf) or not needs_more_input(buf):
-                keep = self.handle(buf)
-                buf = ""
+                text, buf = buf, ""
+                try:
+                    keep = self.handle(text)
+                except KeyboardInterrupt:   # Ctrl-C during a long evaluation
+                    self.write("  interrupted")
+                    keep = True
                 if not keep:
                     break
         return 0

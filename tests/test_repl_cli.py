@@ -37,9 +37,18 @@ def test_rasp_repl_failed_statement_exits_1_with_one_message(tmp_path):
 def test_rasp_repl_loads_files_first(tmp_path):
     lib = tmp_path / "squares.rasp"
     lib.write_text("def sq(x) {\n  return x * x;\n}\n")
-    p = rasp(["repl", str(lib)], "set example [1, 2, 3]\ns = sq(tokens_int);\n", tmp_path)
+    causal = tmp_path / "prefix.rasp"
+    causal.write_text("#!causal\ndef seen(x) { return selector_width(select(x, x, ==)); }\n")
+    p = rasp(["repl", str(lib), str(causal)],
+             "show causal\nc = seen(tokens);\nset example [1, 2, 3]\ns = sq(tokens_int);\n",
+             tmp_path)
     assert p.returncode == 0, p.stderr
     assert "s([1, 2, 3]) = [1, 4, 9] (ints)" in p.stdout
+    # a #!causal file switches the session to RASP-L mode; its select sees only the prefix
+    assert "causal (RASP-L) mode: on" in p.stdout
+    word = "hello"
+    prefix_counts = [word[:i + 1].count(ch) for i, ch in enumerate(word)]
+    assert f'c("hello") = [{", ".join(map(str, prefix_counts))}] (ints)' in p.stdout
 
 
 def test_rasp_repl_missing_file_is_a_usage_error(tmp_path):

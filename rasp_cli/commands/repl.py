@@ -1,7 +1,8 @@
 """`rasp repl [--causal] [--no-history] [FILE...]`: the interactive RASP REPL (also what `rasp`
 runs with no subcommand).
 
-FILEs are run into the session first (like ``python -i``), then the REPL starts. When standard
+FILEs are run into the session first (like ``python -i``), then the REPL starts; a FILE with a
+``#!causal`` directive switches the session to RASP-L causal mode. When standard
 input is not a terminal, statements are read from it without prompts (``rasp < prog.rasp``);
 the exit status is then 1 if a statement failed.
 
@@ -90,6 +91,14 @@ def _fmt(v) -> str:
     return "[" + ", ".join(f'"{x}"' if isinstance(x, str) else str(x) for x in v) + "]"
 
 
+def _is_causal_file(text: str) -> bool:
+    try:
+        from rasp.parser import directives
+    except ImportError:  # pragma: no cover - parser absent
+        return False
+    return "causal" in directives(text)
+
+
 def run_repl(args) -> int:
     """Start the REPL (``args`` may lack this subcommand's options: defaults are used).
 
@@ -122,6 +131,8 @@ def run_repl(args) -> int:
         except RASPError as e:
             print(f"rasp repl: {e}", file=sys.stderr)
             return 2
+        if not session.causal and _is_causal_file(text):
+            session.causal = True     # a RASP-L file (#!causal) puts the session in causal mode
     repl = Repl(session=session, extra_commands={"compile": compile_command},
                 history_file=False if no_history else None)
     if files and sys.stdin is not None and sys.stdin.isatty():
