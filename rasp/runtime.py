@@ -786,7 +786,9 @@ class _Interp:
     def ev(self, t, env: Environment, ctx: _Ctx) -> Any:
         mark = _mark()
         try:
-            method = getattr(self, "e_" + t.data)
+            method = getattr(self, "e_" + str(t.data), None)
+            if method is None:
+                raise RASPError(f"cannot evaluate a {t.data} here")
             value = method(t, env, ctx)
         except RASPError as e:
             if e.span is None:
