@@ -560,8 +560,8 @@ def draw_text(node: Node, example: Any) -> str:
     width = max(len(n.label) for n in order)
     heads = mlps = 0
     for n in order:
-        if isinstance(n, (Aggregate, SelectorWidth)):
-            heads += 1
+        if isinstance(n, (Aggregate, SelectorWidth, ir.Length)):
+            heads += 1          # length costs one attention op, as in the original library
         elif isinstance(n, (Map, SequenceMap)):
             mlps += 1
         val = ev.values[n.id][0]
@@ -571,7 +571,8 @@ def draw_text(node: Node, example: Any) -> str:
             shown = format_sop_value(val)
         lines.append(f"  {n.label.ljust(width)} = {describe_node(n)}")
         lines.append(f"  {' ' * width}   -> {shown}")
-    lines.append(f"  ({heads} attention ops: aggregates + selector widths; {mlps} MLP ops: maps)")
+    lines.append(f"  ({heads} attention ops: aggregates, selector widths, length; "
+                 f"{mlps} MLP ops: maps and sequence maps)")
     return "\n".join(lines)
 
 
