@@ -1,0 +1,184 @@
+"""Length-generalization evaluation: batched greedy decoding and exact match per length.
+
+Protocol (Kazemnejad et al. 2023; Zhou et al. 2023): for each input length, sample prompts from
+the task generator with a fixed evaluation seed (the same test set for every positional encoding
+and training seed), decode greedily from the prompt, and count an example as correct when the
+whole generated answer (up to and including EOS) equals the reference answer. Lengths up to the
+training maximum are in distribution ("id"), longer ones out of distribution ("ood"). Each length
+reports the number of samples and a Wilson 95% confidence interval of the exact match.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from compiler.transformer import ContextLengthError, Transformer
+
+EVAL_SEED = 20231016
+"""Base seed of the evaluation sets (shared by all runs so that PEs see the same inputs)."""
+
+
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for ``k`` successes out of ``n`` (E. B. Wilson 1927).
+
+    Uses ``scipy.stats.binomtest(...).proportion_ci(method="wilson")``. Raises ValueError for
+    ``n < 1`` or ``k`` outside ``0..n``.
+    """
+    from scipy.stats import binomtest
+    if n < 1 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def _model_device(model):
+    return next(model.parameters()).device
+
+
+@torch.no_grad()
+def greedy_decode(model: Transformer, prompts: list[list[int]], max_new_tokens: int, eos: int,
+                  pad: int | None = None, batch_size: int = 256,
+                  pos_offset: int = 0) -> list[list[int]]:
+    """Greedy next-token decoding from each prompt, batched.
+
+    Prompts of equal length share a batch (the model is causal, so no padding is needed); a
+    sequence stops at its first ``eos`` (included in the output) or after ``max_new_tokens``.
+    Returns the generated tokens per prompt (without the prompt). Raises
+    :class:`ContextLengthError` when an ``ape_learned`` model would need positions beyond n_ctx.
+    """
+    was_training = model.training
+    model.eval()
+    device = _model_device(model)
+    out: list[list[int] | None] = [None] * len(prompts)
+    by_len: dict[int, list[int]] = {}
+    for i, p in enumerate(prompts):
+        by_len.setdefault(len(p), []).append(i)
+    try:
+        for plen, idx in sorted(by_len.items()):
+            for s in range(0, len(idx), batch_size):
+                chunk = idx[s:s + batch_size]
+                seq = torch.tensor([prompts[i] for i in chunk], dtype=torch.long, device=device)
+                done = torch.zeros(len(chunk), dtype=torch.bool, device=device)
+                gen = []
+                # ape_learned cannot read positions >= n_ctx: stop there (answer incomplete)
+                limit = model.cfg.n_ctx if model.cfg.pe == "ape_learned" else None
+                for _ in range(max_new_tokens):
+                    if limit is not None and seq.shape[1] + pos_offset > limit:
+                        break
+                    nxt = model(seq, pos_offset=pos_offset or None)[:, -1].argmax(-1)
+                    if pad is not None:
+                        nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
+                    gen.append(nxt)
+                    done = done | (nxt == eos)
+                    seq = torch.cat([seq, nxt[:, None]], dim=1)
+                    if bool(done.all()):
+                        break
+                g = torch.stack(gen, 1).cpu().tolist() if gen else [[] for _ in chunk]
+                for j, i in enumerate(chunk):
+                    row = g[j]
+                    out[i] = row[: row.index(eos) + 1] if eos in row else row
+    finally:
+        model.train(was_training)
+    return out  # type: ignore[return-value]
+
+
+@dataclass
+class LengthResult:
+    """Exact match at one input length. ``em`` is None when the model cannot be evaluated there
+    (``note`` says why, e.g. ape_learned beyond n_ctx)."""
+
+    length: int
+    split: str
+    em: float | None
+    n: int
+    ci_low: float | None
+    ci_high: float | None
+    note: str | None = None
+
+    def to_dict(self) -> dict:
+        d = {"length": self.length, "split": self.split, "em": self.em, "n": self.n,
+             "ci_low": self.ci_low, "ci_high": self.ci_high}
+        if self.note:
+            d["note"] = self.note
+        return d
+
+
+def eval_lengths(task, train_max_len: int, train_min_len: int = 1, max_factor: float = 2.0,
+                 stride: int = 1) -> list[tuple[int, str]]:
+    """The evaluated ``(length, split)`` pairs: ID lengths ``train_min_len..train_max_len``,
+    OOD lengths up to ``max_factor * train_max_len`` (bounded by ``task.max_length``), every
+    ``stride``-th length (the training maximum and the largest OOD length always included);
+    only lengths the task accepts (``task.length_ok``)."""
+    top = int(math.floor(max_factor * train_max_len))
+    if getattr(task, "max_length", None) is not None:
+        top = min(top, task.max_length)
+    lo = max(train_min_len, getattr(task, "min_length", 1) or 1)
+    pairs = []
+    for n in range(lo, top + 1):
+        keep = (n - lo) % stride == 0 or n in (train_max_len, top)
+        if keep and task.length_ok(n):
+            pairs.append((n, "id" if n <= train_max_len else "ood"))
+    return pairs
+
+
+def eval_set(task, length: int, samples: int, seed: int = EVAL_SEED):
+    """``samples`` (prompt, answer) pairs of ``length`` from the task generator, seeded by
+    ``(seed, length)`` so every run sees the same evaluation inputs."""
+    rng = np.random.default_rng([seed, length])
+    return [task.sample(length, rng) for _ in range(samples)]
+
+
+def evaluate(model: Transformer, task, lengths: list[tuple[int, str]], samples: int = 100,
+             batch_size: int = 256, seed: int = EVAL_SEED, progress: bool = False,
+             max_answer_slack: int = 2) -> list[LengthResult]:
+    """Exact match of greedy decoding per length (see module docstring).
+
+    ``lengths``: ``(length, split)`` pairs, e.g. from :func:`eval_lengths`. Returns one
+    :class:`LengthResult` per length. An ``ape_learned`` model asked for positions past its
+    ``n_ctx`` gets ``em=None`` with a note instead of an exception.
+    """
+    from tqdm.auto import tqdm
+
+    eos = task.vocab.eos
+    pad = task.vocab.pad
+    results = []
+    it = tqdm(lengths, desc="eval", leave=False, disable=not progress)
+    for length, split in it:
+        data = eval_set(task, length, samples, seed)
+        prompts = [p for p, _ in data]
+        longest = max(len(p) + len(a) for p, a in data)
+        n_ctx = model.cfg.n_ctx
+        if model.cfg.pe == "ape_learned" and longest - 1 > n_ctx:
+            results.append(LengthResult(
+                length, split, None, len(data), None, None,
+                note=f"ape_learned has {n_ctx} learned positions; sequences of length "
+                     f"{length} need {longest - 1}: not evaluated"))
+            continue
+        max_new = max(len(a) for _, a in data) + max_answer_slack
+        try:
+            gen = greedy_decode(model, prompts, max_new, eos, pad, batch_size)
+        except ContextLengthError as e:
+            results.append(LengthResult(length, split, None, len(data), None, None,
+                                        note=str(e)))
+            continue
+        k = sum(g == list(a) for g, (_, a) in zip(gen, data))
+        lo, hi = wilson_interval(k, len(data))
+        results.append(LengthResult(length, split, k / len(data), len(data), lo, hi))
+        it.set_postfix(length=length, em=f"{k / len(data):.2f}")
+    return results
+
+
+def summarize(results) -> dict:
+    """Mean exact match over ID and OOD lengths (lengths with em=None are skipped):
+    ``{"id_em": float|None, "ood_em": float|None}``."""
+    out = {}
+    for split in ("id", "ood"):
+        vals = [r["em"] if isinstance(r, dict) else r.em for r in results
+                if (r["split"] if isinstance(r, dict) else r.split) == split]
+        vals = [v for v in vals if v is not None]
+        out[f"{split}_em"] = float(np.mean(vals)) if vals else None
+    return out
