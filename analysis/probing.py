@@ -512,11 +512,23 @@ def capture_compiled(compiled: Any, program_inputs: Sequence[Sequence[Any]]) -> 
         list over layers of ``[example, head, seq_max, seq_max]`` (zero-padded; position 0 BOS).
     """
     per_example: list = [None] * len(program_inputs)
+    heads = _compiled_heads_per_layer(compiled)
     for n, idx in _group_by_length(program_inputs).items():
         att = _to_numpy(compiled.attention([list(program_inputs[i]) for i in idx]))
         for j, i in enumerate(idx):
-            per_example[i] = [att[j, l] for l in range(att.shape[1])]
+            # layers with fewer heads than the widest are zero-padded: keep the real heads
+            per_example[i] = [att[j, l, :heads[l]] if heads is not None else att[j, l]
+                              for l in range(att.shape[1])]
     return pad_patterns(per_example)
+
+
+def _compiled_heads_per_layer(compiled: Any) -> list[int] | None:
+    cfg = getattr(getattr(compiled, "model", None), "cfg", None)
+    if cfg is not None and hasattr(cfg, "heads"):
+        return [int(cfg.heads(l)) for l in range(cfg.n_layers)]
+    stats = getattr(compiled, "stats", None) or {}
+    hpl = stats.get("heads_per_layer")
+    return [int(h) for h in hpl] if hpl else None
 
 
 def probe_sequences(task: Any, lengths: Iterable[int], per_length: int = 4,

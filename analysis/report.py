@@ -11,8 +11,9 @@ The pipeline is split in two so that tests and other callers can render syntheti
 * :func:`render_report` turns sections into figures and the HTML page (jinja2 template
   ``analysis/templates/report.html.j2``).
 
-Run directories: ``RUNS_ROOT/<task>/<pe>/seed<k>/`` (contract F); the quick preset keeps its runs
-under ``runs/quick/`` so they never mix with full-size runs in ``runs/``.
+Run directories are those of ``rasp train`` (contract F): ``runs/<task>/<pe>/seed<k>/`` for the
+training defaults (``--full``) and ``runs/<task>/<pe>/seed<k>-quick/`` for the quick preset
+(the default of ``rasp report`` and ``rasp demo``), so runs made by either command are reused.
 """
 
 from __future__ import annotations
@@ -43,9 +44,9 @@ DEFAULT_TASKS = ["copy_unique", "copy_repeat"]
 #: Report presets: seeds per PE, extra NoPE seeds (for the other-seed baseline), probe size.
 PRESETS = {
     "quick": {"seeds": [0], "nope_seeds": 2, "probe_per_length": 3, "train_preset": "quick",
-              "runs_root": os.path.join("runs", "quick")},
-    "full": {"seeds": [0, 1, 2], "nope_seeds": 3, "probe_per_length": 8, "train_preset": None,
-             "runs_root": "runs"},
+              "runs_root": "runs"},
+    "full": {"seeds": [0, 1, 2], "nope_seeds": 3, "probe_per_length": 8,
+             "train_preset": "default", "runs_root": "runs"},
 }
 
 #: A task "generalizes" in our runs when some PE reaches this mean OOD exact match while fitting
@@ -73,6 +74,11 @@ class ReportOptions:
     train_missing: bool = True
     variant: str = "standard"
     progress: bool = True
+    #: extra training settings (``config_overrides`` of ``analysis.training.train``), e.g.
+    #: ``{"steps": 20}`` for tests; runs with overrides belong in their own ``runs_root``.
+    train_overrides: dict | None = None
+    #: input lengths to probe (default: middle and end of the training range, and 1.5x its end)
+    probe_lengths: list[int] | None = None
 
     def resolved(self) -> dict:
         if self.preset not in PRESETS:
@@ -90,9 +96,12 @@ def _log(opts: ReportOptions | None, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def run_dir_for(runs_root: str | os.PathLike, task: str, pe: str, seed: int) -> Path:
-    """The run directory of (task, PE, seed): ``runs_root/<task>/<pe>/seed<k>``."""
-    return Path(runs_root) / task / pe / f"seed{seed}"
+def run_dir_for(runs_root: str | os.PathLike, task: str, pe: str, seed: int,
+                preset: str = "default") -> Path:
+    """The run directory of (task, PE, seed, training preset), as ``rasp train`` names it:
+    ``runs_root/<task>/<pe>/seed<k>`` (``seed<k>-<preset>`` for a non-default preset)."""
+    leaf = f"seed{seed}" if preset in (None, "default") else f"seed{seed}-{preset}"
+    return Path(runs_root) / task / pe / leaf
 
 
 # --------------------------------------------------------------------------------------------
@@ -127,17 +136,13 @@ def _read_json(path: Path) -> Any:
 
 
 def _load_program(task) -> tuple[Any, str]:
-    """The task's reference s-op and its source listing."""
+    """The task's reference s-op and its source listing (contract C)."""
+    if getattr(task, "reference_path", None) is not None and hasattr(task, "load_reference"):
+        return task.load_reference(), task.reference_source()
     import rasp
-
     path = Path(task.reference_file)
-    if not path.is_absolute() and not path.exists():
-        import tasks as _tasks
-        alt = Path(_tasks.__file__).parent / "programs" / path.name
-        path = alt if alt.exists() else path
-    text = path.read_text()
     env = rasp.run_file(str(path), causal=bool(getattr(task, "causal", False)))
-    return env[task.reference_name], text
+    return env[task.reference_name], path.read_text()
 
 
 def measured_outcome(accuracy: dict[str, list[dict]]) -> dict:
@@ -176,10 +181,14 @@ def _call_train(task_name: str, pe: str, seed: int, run_dir: Path, opts: ReportO
                 train_preset: str | None):
     from analysis import training
 
-    kwargs = dict(seed=seed, out_dir=str(run_dir), device=opts.device, progress=opts.progress)
-    params = inspect.signature(training.train).parameters
-    if train_preset and "preset" in params:
+    kwargs = dict(seed=seed, out_dir=str(run_dir), device=opts.device, progress=opts.progress,
+                  verbose=opts.progress)
+    if train_preset:
         kwargs["preset"] = train_preset
+    if opts.train_overrides:
+        kwargs["config_overrides"] = dict(opts.train_overrides)
+    params = inspect.signature(training.train).parameters
+    kwargs = {k: v for k, v in kwargs.items() if k in params}
     return training.train(task_name, pe, **kwargs)
 
 
@@ -263,7 +272,13 @@ def _compiled_size(compiled) -> dict:
                  for l in range(n)]
         mlp = [cfg.mlp_width(l) if hasattr(cfg, "mlp_width") else
                (cfg.d_mlp[l] if isinstance(cfg.d_mlp, list) else cfg.d_mlp) for l in range(n)]
-    return {"stats": stats, "heads": heads, "mlp": mlp}
+    names = getattr(compiled, "head_nodes", None)
+    head_names = {}
+    if isinstance(names, (list, tuple)):
+        for l, layer in enumerate(names):
+            for h, nm in enumerate(layer or []):
+                head_names[f"{l},{h}"] = str(nm)
+    return {"stats": stats, "heads": heads, "mlp": mlp, "head_names": head_names}
 
 
 def _is_compiled(obj) -> bool:
@@ -337,7 +352,7 @@ def collect_task(task_name: str, opts: ReportOptions | None = None) -> dict:
     try:
         task = _tasks.get_task(task_name)
     except KeyError as e:
-        raise ReportError(str(e.args[0]) if e.args else f"unknown task {task_name!r}")
+        raise ReportError(str(e))
     t0 = time.time()
     sec: dict[str, Any] = {"name": task.name, "description": getattr(task, "description", ""),
                            "source": getattr(task, "source", ""), "problems": [],
@@ -383,7 +398,7 @@ def collect_task(task_name: str, opts: ReportOptions | None = None) -> dict:
         wanted += [(pe, s) for s in seeds]
     models: dict[str, Any] = {}
     for i, (pe, seed) in enumerate(wanted):
-        rd = run_dir_for(runs_root, task.name, pe, seed)
+        rd = run_dir_for(runs_root, task.name, pe, seed, preset.get("train_preset"))
         label = f"{pe}/seed{seed}"
         entry = {"pe": pe, "seed": seed, "dir": str(rd), "status": "missing"}
         if (rd / "config.json").exists():
@@ -425,7 +440,7 @@ def collect_task(task_name: str, opts: ReportOptions | None = None) -> dict:
     # --- compile and probe ----------------------------------------------------------------
     lo, hi = sec["train_range"] or (getattr(task, "min_length", 1) or 1,
                                     getattr(task, "default_train_max_len", 10) or 10)
-    lengths = sorted({max(lo, hi // 2), hi, hi + max(1, hi // 2)})
+    lengths = opts.probe_lengths or sorted({max(lo, hi // 2), hi, hi + max(1, hi // 2)})
     compiled = None
     if sop is not None:
         _log(opts, f"[report] {task.name}: compiling the reference program")
@@ -484,7 +499,10 @@ def _png_data_uri(path: str) -> str:
 
 
 def _fmt(x, nd=3) -> str:
-    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+    """A number with ``nd`` decimals; "–" for None, NaN, or anything not a number."""
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+        return "–"
+    if not np.isfinite(x):
         return "–"
     return f"{x:.{nd}f}"
 
@@ -510,8 +528,10 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
                            "band: 95% Wilson interval of the first seed); grey: training lengths.")
     comp = sec.get("compiled") or {}
     if comp.get("heads"):
+        labels = {tuple(int(x) for x in k.split(",")): v
+                  for k, v in (comp.get("head_names") or {}).items()}
         p = figures.layer_diagram(comp["heads"], comp["mlp"], out_dir / f"{slug}_compiled.png",
-                                  title="compiled model")
+                                  title="compiled model", head_labels=labels)
         add("layers", p, "Layers of the compiled model: attention heads, then the MLP.")
     res: probing.ProbeResult | None = sec.get("probe")
     if res is not None:
@@ -551,7 +571,9 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
                 panels = [(f"{label} L{t[0]}H{t[1]}", pats[t[0]][longest, t[1], :n, :n])]
                 if c is not None:
                     cp = probing.as_layer_list(res.models[res.compiled_label])
-                    panels.append((f"compiled L{c[0]}H{c[1]}  JSD {_fmt(d)}",
+                    nm = (comp.get("head_names") or {}).get(f"{c[0]},{c[1]}")
+                    panels.append((f"compiled L{c[0]}H{c[1]}{f' ({nm})' if nm else ''}  "
+                                   f"JSD {_fmt(d)}",
                                    cp[c[0]][longest, c[1], :n, :n]))
                 else:
                     panels.append(("compiled: not available", None))
@@ -726,7 +748,8 @@ def _load_target(path: Path):
         try:
             model, cfg2, _ = training.load_run(str(path))
         except Exception as e:  # noqa: BLE001 - RunDirError and friends
-            raise ReportError(f"{path}: {e}")
+            msg = str(e)
+            raise ReportError(msg if msg.startswith(str(path)) else f"{path}: {msg}")
         cfg = cfg2 or cfg
         label = f"{cfg.get('pe', path.parent.name)}/seed{cfg.get('seed', '?')}"
         return label, model, cfg.get("task"), cfg
@@ -766,13 +789,18 @@ def probe_run_dirs(paths: Sequence[str | os.PathLike], task_name: str | None = N
     """
     if not paths:
         raise ReportError("give at least one run directory")
-    loaded = [_load_target(Path(p)) for p in paths]
-    run_tasks = {t for _, _, t, _ in loaded if t}
+    # the tasks first (cheap), so runs of different tasks are refused before loading weights
+    owners = {}
+    for p in paths:
+        if (Path(p) / "config.json").exists():
+            owners[str(p)] = check_run_dir(Path(p)).get("task")
+    run_tasks = {t for t in owners.values() if t}
     if len(run_tasks) > 1:
         raise ReportError("the run directories belong to different tasks: "
-                          + ", ".join(f"{p} ({t})" for p, (_, _, t, _) in zip(paths, loaded) if t))
+                          + ", ".join(f"{p} ({t})" for p, t in owners.items()))
     if task_name and run_tasks and run_tasks != {task_name}:
         raise ReportError(f"the runs are of task {run_tasks.pop()!r}, not {task_name!r}")
+    loaded = [_load_target(Path(p)) for p in paths]
     name = task_name or (run_tasks.pop() if run_tasks else None)
     if not name:
         raise ReportError("compiled model directories need --task")
@@ -780,7 +808,7 @@ def probe_run_dirs(paths: Sequence[str | os.PathLike], task_name: str | None = N
     try:
         task = _tasks.get_task(name)
     except KeyError as e:
-        raise ReportError(str(e.args[0]) if e.args else f"unknown task {name!r}")
+        raise ReportError(str(e))
     models: dict[str, Any] = {}
     train_range = None
     for path, (label, model, _, cfg) in zip(paths, loaded):

@@ -1,0 +1,178 @@
+"""The report pipeline end to end on tiny runs: training what is missing, reusing finished runs,
+resuming partial ones, refusing another task's runs, the compiled model probed against itself,
+`rasp probe` / `rasp report` on the command line, and the page in headless Chromium."""
+
+import json
+
+import numpy as np
+import pytest
+
+from analysis import probing, report
+from rasp_cli.main import main as rasp_main
+
+from _cdp_browser import find_chromium, open_page
+
+TASK = "copy_unique"
+# A few optimizer steps of a very small model: the pipeline is under test, not the learning.
+TINY = {"steps": 4, "n_layers": 2, "d_model": 16, "d_head": 8, "n_heads": 2, "d_mlp": 16,
+        "batch_size": 4, "eval_samples": 2, "eval_stride": 3, "train_max_len": 4,
+        "probe_every": 0, "warmup_steps": 1, "log_every": 2, "checkpoint_every": 4}
+
+
+def _opts(root, **kw):
+    return report.ReportOptions(pes=kw.pop("pes", ["nope", "t5"]), runs_root=str(root),
+                                train_overrides=TINY, progress=False, probe_lengths=[2, 4],
+                                **kw)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """Two NoPE seeds and one T5 run of the tiny model, and the report on them."""
+    root = tmp_path_factory.mktemp("runs")
+    out = tmp_path_factory.mktemp("report")
+    path = report.generate_report([TASK], out, _opts(root))
+    return root, out, path
+
+
+def test_report_trains_missing_runs_and_compiles(tiny):
+    root, out, path = tiny
+    data = json.loads((out / "report.json").read_text())[0]
+    assert data["task"] == TASK
+    assert [(r["pe"], r["seed"], r["status"]) for r in data["runs"]] == [
+        ("nope", 0, "trained"), ("nope", 1, "trained"), ("t5", 0, "trained")]
+    for r in data["runs"]:
+        assert (root / TASK / r["pe"] / f"seed{r['seed']}-quick" / "DONE").exists()
+    assert data["compiled"]["layers"] >= 1
+    probe = data["probe"]
+    # NoPE vs its other seed (the baseline) and NoPE vs T5 are both measured
+    pairs = {(p["a"], p["b"]) for p in probe["pairwise"]}
+    assert pairs == {("nope/seed0", "nope/seed1"), ("nope/seed0", "t5/seed0")}
+    for p in probe["pairwise"]:
+        assert 0.0 <= p["mean"] <= 1.0
+    assert set(probe["matchings"]) == {"nope/seed0", "nope/seed1", "t5/seed0"}
+
+
+def test_report_reuses_finished_runs(tiny, tmp_path):
+    root, _, _ = tiny
+    report.generate_report([TASK], tmp_path, _opts(root))
+    data = json.loads((tmp_path / "report.json").read_text())[0]
+    assert {r["status"] for r in data["runs"]} == {"reused"}
+
+
+def test_report_page_opens_in_chromium(tiny):
+    _, _, path = tiny
+    exe = find_chromium()
+    assert exe, "chromium is required (apt-get install -y chromium; .ci/run installs it)"
+    page = open_page(exe, path.resolve().as_uri())
+    assert page["errors"] == []
+    assert len(page["images"]) >= 4
+    assert all(complete and width > 0 for complete, width, _ in page["images"])
+    html = path.read_text()
+    assert "http://" not in html and "https://" not in html
+
+
+def test_compiled_model_probed_against_itself_is_a_perfect_match(tmp_path):
+    import tasks
+    from analysis.report import _compile_reference
+    task = tasks.get_task(TASK)
+    compiled = _compile_reference(task, task.load_reference(), 16)
+    res = report.probe_task_runs(task, {"compiled-self": compiled}, compiled, lengths=[2, 3],
+                                 per_length=2)
+    m = res.matchings["compiled-self"]
+    assert len(m.pairs) == sum(a.shape[1] for a in res.models["compiled"])
+    assert all(t == c and d == pytest.approx(0.0, abs=1e-9) for t, c, d in m.pairs)
+    sec = {"name": TASK, "probe": res, "problems": []}
+    html = report.render_report([sec], tmp_path).read_text()
+    assert "perfect match" in html and "mean JSD <strong>0.000</strong>" in html
+
+
+def test_compiled_patterns_align_with_token_positions():
+    """The compiled induction head, at the SEP position, attends to the first prompt token."""
+    import tasks
+    from analysis.report import _capture_compiled_aligned, _compile_reference
+    task = tasks.get_task(TASK)
+    compiled = _compile_reference(task, task.load_reference(), 16)
+    rng = np.random.default_rng(0)
+    prompt, answer = task.sample(4, rng)           # BOS x1 x2 x3 x4 SEP
+    seq = (prompt + answer)[:-1]
+    pats = _capture_compiled_aligned(task, compiled, [seq])
+    sep = prompt.index(task.vocab.sep)
+    assert all(a.shape[-1] == len(seq) for a in pats)
+    rows = [a[0, h, sep] for a in pats for h in range(a.shape[1])]
+    assert any(r[1] > 0.99 for r in rows)          # key 1 holds x1, the token after BOS
+    for a in pats:                                 # every valid row is a distribution
+        np.testing.assert_allclose(a[0].sum(-1)[:, : len(seq)], 1.0, atol=1e-6)
+
+
+def test_runs_of_another_task_are_refused(tmp_path):
+    rd = report.run_dir_for(tmp_path, TASK, "nope", 0, "quick")
+    rd.mkdir(parents=True)
+    (rd / "config.json").write_text(json.dumps({"task": "copy_repeat", "pe": "nope"}))
+    with pytest.raises(report.ReportError, match="copy_repeat"):
+        report.collect_task(TASK, _opts(tmp_path, pes=["nope"], nope_seeds=1))
+
+
+def test_missing_runs_are_named_when_not_training(tmp_path):
+    opts = _opts(tmp_path / "runs", pes=["alibi"], train_missing=False)
+    path = report.generate_report([TASK], tmp_path / "out", opts)
+    html = path.read_text()
+    assert "run alibi/seed0 is missing" in html
+    assert "no trained run available" in html
+
+
+def test_partial_run_is_resumed(tmp_path):
+    from analysis import training
+    rd = report.run_dir_for(tmp_path, TASK, "alibi", 0, "quick")
+    longer = {**TINY, "steps": 8}
+    res = training.train(TASK, "alibi", seed=0, out_dir=str(rd), preset="quick",
+                         config_overrides=longer, progress=False, verbose=False, stop_after=4)
+    assert not res.finished and not (rd / "DONE").exists()
+    opts = _opts(tmp_path, pes=["alibi"])
+    opts.train_overrides = longer
+    sec = report.collect_task(TASK, opts)
+    assert [r["status"] for r in sec["runs"]] == ["resumed"], sec["problems"]
+    assert (rd / "DONE").exists()
+
+
+def test_cli_probe_prints_tables_and_json(tiny, capsys):
+    root, _, _ = tiny
+    dirs = [str(root / TASK / pe / f"seed{s}-quick") for pe, s in
+            [("nope", 0), ("nope", 1), ("t5", 0)]]
+    assert rasp_main(["probe", *dirs, "--lengths", "2,4", "--per-length", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "Kazemnejad distance" in out and "nope/seed1" in out and "t5/seed0" in out
+    assert "vs compiled" in out
+    assert rasp_main(["probe", dirs[0], "--json", "--lengths", "3", "--no-compile"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["task"] == TASK and data["relpos"]["nope/seed0"]
+
+
+def test_cli_probe_bad_input(tiny, tmp_path, capsys):
+    root, _, _ = tiny
+    good = str(root / TASK / "nope" / "seed0-quick")
+    assert rasp_main(["probe", str(tmp_path / "nowhere")]) == 2
+    assert "no such directory" in capsys.readouterr().err
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"task": "copy_repeat", "model": {}}))
+    (other / "DONE").write_text("{}")
+    assert rasp_main(["probe", good, str(other)]) == 2
+    assert "different tasks" in capsys.readouterr().err
+    (other / "config.json").write_text(json.dumps({"task": TASK, "model": {}}))
+    assert rasp_main(["probe", good, str(other)]) == 2          # corrupt: no weights, no accuracy
+    assert "missing" in capsys.readouterr().err
+    (other / "DONE").unlink()
+    assert rasp_main(["probe", str(other)]) == 2                # partial: not finished
+    assert "not finished" in capsys.readouterr().err
+    assert rasp_main(["probe", good, "--task", "copy_repeat"]) == 2
+    assert rasp_main(["probe", good, "--lengths", "x"]) == 2
+
+
+def test_cli_report_bad_input(tmp_path, capsys):
+    assert rasp_main(["report", "no_such_task", "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "no_such_task" in err and "copy_unique" in err
+    blocker = tmp_path / "f"
+    blocker.write_text("")
+    assert rasp_main(["report", TASK, "-o", str(blocker / "x"), "--no-train"]) == 2
+    assert "cannot write the report" in capsys.readouterr().err
