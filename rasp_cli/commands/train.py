@@ -1,0 +1,166 @@
+"""`rasp train`: train small transformers on the task catalogue (``analysis.training``).
+
+    rasp train TASK --pe PE [--seed S] [--steps N] [--train-max-len L] [--device D] [-o DIR]
+               [--preset default|quick] [--force] [--set KEY=VALUE ...]
+    rasp train --grid TASK,TASK --pe all --seeds 0,1 [--preset quick] [--json FILE]
+
+One run writes ``runs/<task>/<pe>/seed<k>/`` (``seed<k>-quick`` with ``--preset quick``): config,
+metrics, accuracy by length, weights, and a DONE marker; a finished run is reused, an
+interrupted one resumes. ``--grid`` trains every task x PE x seed and prints a table of mean ID
+and OOD exact match (mean over seeds). Exit codes: 0 done, 2 bad input (unknown task / PE /
+setting, a run directory holding another configuration without ``--force``).
+"""
+
+from __future__ import annotations
+
+import json
+
+PE_HELP = "nope, ape_learned, ape_sinusoidal, t5, alibi, rope, or 'all' (comma-separated list ok)"
+
+
+def register(sub) -> None:
+    """Add the ``train`` subcommand to the CLI's subparsers."""
+    p = sub.add_parser(
+        "train", help="train transformers with a positional encoding on a task",
+        description="Train a small decoder transformer on a generalization task with one of six "
+                    "positional encodings, evaluate exact match per length (ID and OOD up to 2x "
+                    "the training length), and write a run directory. --grid trains several "
+                    "tasks x PEs x seeds and prints a table.")
+    p.add_argument("task", nargs="?", metavar="TASK", help="task name (see `rasp tasks`)")
+    p.add_argument("--grid", metavar="TASKS", default=None,
+                   help="comma-separated tasks to train as a grid (instead of TASK)")
+    p.add_argument("--pe", default=None, help=PE_HELP)
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seeds", default=None, metavar="S,S",
+                   help="comma-separated seeds for --grid (default: --seed)")
+    p.add_argument("--steps", type=int, default=None, help="optimizer steps (default: config)")
+    p.add_argument("--train-max-len", type=int, default=None, metavar="L",
+                   help="train on lengths 1..L (default: the task's)")
+    p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda")
+    p.add_argument("--preset", default="default", help="default or quick (~30 s per run)")
+    p.add_argument("-o", "--out", default=None, metavar="DIR",
+                   help="run directory (single run) or runs root (--grid); default runs/")
+    p.add_argument("--force", action="store_true",
+                   help="redo a finished run / replace a run with another configuration")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a model or training setting (JSON value), e.g. --set lr=3e-4")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default 1)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON")
+    p.set_defaults(func=train_command)
+
+
+def _pes(text):
+    from analysis.training import PE_NAMES
+    from rasp_cli.main import UsageError
+    if not text:
+        raise UsageError(f"--pe is required: {PE_HELP}")
+    if text == "all":
+        return list(PE_NAMES)
+    pes = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [s for s in pes if s not in PE_NAMES]
+    if bad:
+        raise UsageError(f"unknown positional encoding {bad[0]!r}; known: "
+                         f"{', '.join(PE_NAMES)} (or 'all')")
+    return pes
+
+
+def _ints(text, what):
+    from rasp_cli.main import UsageError
+    try:
+        vals = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise UsageError(f"{what} must be comma-separated integers, got {text!r}") from None
+    if not vals:
+        raise UsageError(f"{what} needs at least one integer")
+    return vals
+
+
+def _overrides(items):
+    from rasp_cli.main import UsageError
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k.strip()] = v  # a bare string such as act=gelu
+    return out
+
+
+def format_grid(results) -> str:
+    """Table task x PE of mean ID / OOD exact match over seeds (``RunResult`` list)."""
+    from analysis.training import PE_NAMES
+    cells = {}
+    for r in results:
+        cells.setdefault((r.task, r.pe), []).append(r)
+    tasks = list(dict.fromkeys(r.task for r in results))
+    pes = [pe for pe in PE_NAMES if any(r.pe == pe for r in results)]
+
+    def mean(vals):
+        vals = [v for v in vals if v is not None]
+        return None if not vals else sum(vals) / len(vals)
+
+    def fmt(v):
+        return "  -  " if v is None else f"{v:.2f}"
+    w = max([len(t) for t in tasks] + [4])
+    head = f"{'task':<{w}}  " + "  ".join(f"{pe:>14}" for pe in pes)
+    sub = f"{'':<{w}}  " + "  ".join(f"{'ID':>6} / {'OOD':<5}" for _ in pes)
+    lines = [head, sub]
+    for t in tasks:
+        row = []
+        for pe in pes:
+            rs = cells.get((t, pe), [])
+            row.append(f"{fmt(mean([r.id_em for r in rs])):>6} / "
+                       f"{fmt(mean([r.ood_em for r in rs])):<5}")
+        lines.append(f"{t:<{w}}  " + "  ".join(row))
+    return "\n".join(lines)
+
+
+def train_command(args) -> int:
+    """Run ``rasp train``; returns the exit code."""
+    from analysis.training import RunDirError, TrainingError, train
+    from rasp_cli.main import UsageError
+
+    if args.grid and args.task:
+        raise UsageError("give either TASK or --grid TASKS, not both")
+    if not args.grid and not args.task:
+        raise UsageError("give a TASK (or --grid TASKS); see `rasp tasks` for names")
+    pes = _pes(args.pe)
+    overrides = _overrides(args.set)
+    seeds = _ints(args.seeds, "--seeds") if args.seeds else [args.seed]
+    tasks = [s.strip() for s in (args.grid or args.task).split(",") if s.strip()]
+    if not args.grid and (len(pes) > 1 or len(seeds) > 1 or len(tasks) > 1):
+        raise UsageError("several tasks, PEs or seeds need --grid")
+    kw = dict(steps=args.steps, train_max_len=args.train_max_len, device=args.device,
+              config_overrides=overrides, progress=not args.no_progress, preset=args.preset,
+              force=args.force, threads=args.threads)
+    results = []
+    try:
+        for task in tasks:
+            for pe in pes:
+                for seed in seeds:
+                    if args.grid:
+                        root = args.out or "runs"
+                        results.append(train(task, pe, seed=seed, runs_root=root, **kw))
+                    else:
+                        results.append(train(task, pe, seed=seed, out_dir=args.out, **kw))
+    except (TrainingError, RunDirError) as e:
+        raise UsageError(str(e)) from None
+    if args.grid:
+        print()
+        print(format_grid(results))
+    else:
+        r = results[0]
+        print("length split    EM      n   95% CI")
+        for a in r.accuracy:
+            em = "  n/a " if a["em"] is None else f"{a['em']:.3f}"
+            ci = (f"[{a['ci_low']:.2f}, {a['ci_high']:.2f}]" if a["ci_low"] is not None
+                  else a.get("note", ""))
+            print(f"{a['length']:>6} {a['split']:<5} {em:>6} {a['n']:>6}   {ci}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([r.to_dict() for r in results], f, indent=1)
+    return 0
