@@ -371,9 +371,9 @@ class _Lowerer:
         total = math.prod(len(l.values) for l in leaves)
         if total > MLP_TABLE_LIMIT:
             raise CompilerError(
-                f"'{node.label if node else expr.describe()}' reads {len(leaves)} s-ops whose "
+                f"'{node.label if node is not None else expr.describe()}' reads {len(leaves)} s-ops whose "
                 f"value sets give {total} combinations (limit {MLP_TABLE_LIMIT})",
-                node.span if node else None)
+                node.span if node is not None else None)
         combos = list(itertools.product(*[l.values for l in leaves]))
         cols = [[c[i] for c in combos] for i in range(len(leaves))]
         ids = [id(l) for l in leaves]
@@ -383,8 +383,8 @@ class _Lowerer:
         rows = apply_elementwise_table(f, cols)
         outs = [v for ok, v in rows if ok]
         if not outs:
-            raise CompilerError(f"'{node.label if node else expr.describe()}' fails on every "
-                                "possible input value", node.span if node else None)
+            raise CompilerError(f"'{node.label if node is not None else expr.describe()}' fails on every "
+                                "possible input value", node.span if node is not None else None)
         return sort_values(outs)
 
     def _selector_width(self, node: SOp, spec: SelectorSpec, widths: list, enc) -> CNode:
@@ -660,7 +660,7 @@ def _fuse(nodes: list, output: CNode) -> int:
                     continue
                 new_cost = mlp_cost(new_leaves)
                 old_cost = mlp_cost(p.expr.leaves()) + mlp_cost(leaf.expr.leaves())
-                if new_cost > 2 * old_cost + 64:
+                if new_cost > max(1.5 * old_cost, old_cost + 64):
                     continue
                 p.expr = new_expr
                 fused += 1
