@@ -36,7 +36,8 @@ import numpy as np
 from analysis import figures, probing
 
 __all__ = ["ReportError", "ReportOptions", "collect_task", "render_report", "generate_report",
-           "DEFAULT_TASKS", "run_dir_for", "measured_outcome", "PRESETS"]
+           "DEFAULT_TASKS", "run_dir_for", "measured_outcome", "PRESETS", "wanted_runs",
+           "train_missing", "probe_task_runs", "probe_run_dirs"]
 
 #: The demo's default: one task predicted to generalize, one predicted to fail (Zhou et al.).
 DEFAULT_TASKS = ["copy_unique", "copy_repeat"]
@@ -79,6 +80,9 @@ class ReportOptions:
     train_overrides: dict | None = None
     #: input lengths to probe (default: middle and end of the training range, and 1.5x its end)
     probe_lengths: list[int] | None = None
+    #: training processes run side by side (default: min(2, CPU cores)); each gets
+    #: cores // jobs torch threads. Small models train faster this way than one at a time.
+    jobs: int | None = None
 
     def resolved(self) -> dict:
         if self.preset not in PRESETS:
@@ -178,17 +182,18 @@ def measured_outcome(accuracy: dict[str, list[dict]]) -> dict:
 
 
 def _call_train(task_name: str, pe: str, seed: int, run_dir: Path, opts: ReportOptions,
-                train_preset: str | None):
+                train_preset: str | None, threads: int | None = None, quiet: bool = False):
     from analysis import training
 
-    kwargs = dict(seed=seed, out_dir=str(run_dir), device=opts.device, progress=opts.progress,
-                  verbose=opts.progress)
+    kwargs = dict(seed=seed, out_dir=str(run_dir), device=opts.device,
+                  progress=opts.progress and not quiet, verbose=opts.progress and not quiet,
+                  threads=threads)
     if train_preset:
         kwargs["preset"] = train_preset
     if opts.train_overrides:
         kwargs["config_overrides"] = dict(opts.train_overrides)
     params = inspect.signature(training.train).parameters
-    kwargs = {k: v for k, v in kwargs.items() if k in params}
+    kwargs = {k: v for k, v in kwargs.items() if k in params and v is not None}
     return training.train(task_name, pe, **kwargs)
 
 
@@ -329,7 +334,95 @@ def probe_task_runs(task, runs: dict[str, Any], compiled=None, lengths: Sequence
     return res
 
 
-def collect_task(task_name: str, opts: ReportOptions | None = None) -> dict:
+def wanted_runs(task_name: str, opts: ReportOptions) -> list[tuple[str, int, Path]]:
+    """The (PE, seed, run directory) triples a report on ``task_name`` needs."""
+    preset = opts.resolved()
+    out = []
+    for pe in opts.pes:
+        seeds = list(preset["seeds"])
+        if pe == "nope":
+            seeds = sorted(set(seeds) | set(range(int(preset["nope_seeds"]))))
+        out += [(pe, s, run_dir_for(preset["runs_root"], task_name, pe, s,
+                                    preset.get("train_preset"))) for s in seeds]
+    return out
+
+
+def _train_worker(job: tuple) -> dict:
+    """Run one training job in a worker process (module level so it can be pickled)."""
+    task_name, pe, seed, rd, opts, train_preset, threads = job
+    t0 = time.time()
+    state = "resumed" if Path(rd).exists() else "trained"
+    try:
+        res = _call_train(task_name, pe, seed, Path(rd), opts, train_preset, threads=threads,
+                          quiet=True)
+        line = res.summary_line() if hasattr(res, "summary_line") else ""
+        return {"dir": str(rd), "status": state, "seconds": time.time() - t0, "line": line}
+    except Exception as e:  # noqa: BLE001 - reported in the page
+        return {"dir": str(rd), "status": "failed", "error": str(e),
+                "seconds": time.time() - t0}
+
+
+def train_missing(task_names: Sequence[str], opts: ReportOptions) -> dict[str, dict]:
+    """Train every missing or partial run of the report, ``opts.jobs`` at a time.
+
+    Returns:
+        run directory -> ``{"status": "trained"|"resumed"|"failed", "error"?, "seconds"}``.
+
+    Raises:
+        ReportError: a run directory holds another task's run.
+    """
+    preset = opts.resolved()
+    jobs = []
+    for name in task_names:
+        for pe, seed, rd in wanted_runs(name, opts):
+            _check_owner(rd, name)
+            if not (rd / "DONE").exists():
+                jobs.append((name, pe, seed, str(rd), opts, preset.get("train_preset")))
+    if not jobs or not opts.train_missing:
+        return {}
+    cores = os.cpu_count() or 1
+    n_jobs = max(1, min(opts.jobs or min(2, cores), len(jobs)))
+    threads = max(1, cores // n_jobs)
+    done: dict[str, dict] = {}
+    _log(opts, f"[report] training {len(jobs)} missing run(s), {n_jobs} at a time "
+               f"({threads} torch thread(s) each)")
+    t0 = time.time()
+    if n_jobs == 1:
+        for i, job in enumerate(jobs):
+            name, pe, seed, rd = job[:4]
+            _log(opts, f"[report] [{i + 1}/{len(jobs)}] {name} {pe}/seed{seed} -> {rd}")
+            done[rd] = r = _train_worker(job + (threads,))
+            _log(opts, f"[report] [{i + 1}/{len(jobs)}] {r['status']} in {r['seconds']:.0f} s "
+                       f"{r.get('line') or r.get('error', '')}")
+        return done
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    with cf.ProcessPoolExecutor(n_jobs, mp_context=mp.get_context("spawn")) as pool:
+        futs = {pool.submit(_train_worker, job + (threads,)): job for job in jobs}
+        for i, fut in enumerate(cf.as_completed(futs)):
+            name, pe, seed, rd = futs[fut][:4]
+            try:
+                r = fut.result()
+            except Exception as e:  # noqa: BLE001 - a crashed worker
+                r = {"dir": rd, "status": "failed", "error": f"worker crashed: {e}",
+                     "seconds": 0.0}
+            done[rd] = r
+            _log(opts, f"[report] [{i + 1}/{len(jobs)}, {time.time() - t0:.0f} s] {name} "
+                       f"{pe}/seed{seed}: {r['status']} in {r['seconds']:.0f} s  "
+                       f"{r.get('line') or r.get('error', '')}")
+    return done
+
+
+def _check_owner(rd: Path, task_name: str) -> None:
+    if (rd / "config.json").exists():
+        cfg = _read_json(rd / "config.json") if _safe_json(rd / "config.json") else {}
+        if cfg.get("task") not in (None, task_name):
+            raise ReportError(f"{rd} holds a run of task {cfg.get('task')!r}, not "
+                              f"{task_name!r}; move it away or choose another --runs dir")
+
+
+def collect_task(task_name: str, opts: ReportOptions | None = None,
+                 trained: dict[str, dict] | None = None) -> dict:
     """Gather everything the report shows for one task; run what is missing.
 
     Steps: load the task and its reference program; measures and RASP-L check; the prediction;
@@ -389,36 +482,25 @@ def collect_task(task_name: str, opts: ReportOptions | None = None) -> dict:
         sec["problems"].append(f"prediction unavailable: {e}")
 
     # --- training runs -------------------------------------------------------------------
-    runs_root = Path(preset["runs_root"])
-    wanted: list[tuple[str, int]] = []
-    for pe in opts.pes:
-        seeds = list(preset["seeds"])
-        if pe == "nope":
-            seeds = sorted(set(seeds) | set(range(int(preset["nope_seeds"]))))
-        wanted += [(pe, s) for s in seeds]
+    wanted = wanted_runs(task.name, opts)
+    for _, _, rd in wanted:
+        _check_owner(rd, task.name)
+    if trained is None:                       # not trained up front by generate_report
+        trained = train_missing([task.name], opts)
     models: dict[str, Any] = {}
-    for i, (pe, seed) in enumerate(wanted):
-        rd = run_dir_for(runs_root, task.name, pe, seed, preset.get("train_preset"))
+    for i, (pe, seed, rd) in enumerate(wanted):
         label = f"{pe}/seed{seed}"
         entry = {"pe": pe, "seed": seed, "dir": str(rd), "status": "missing"}
-        if (rd / "config.json").exists():
-            cfg = _read_json(rd / "config.json") if _safe_json(rd / "config.json") else {}
-            if cfg.get("task") not in (None, task.name):
-                raise ReportError(f"{rd} holds a run of task {cfg.get('task')!r}, not "
-                                  f"{task.name!r}; move it away or choose another --runs dir")
-        if (rd / "DONE").exists():
+        if str(rd) in trained:
+            r = trained[str(rd)]
+            entry["status"] = r["status"]
+            entry["train_seconds"] = round(r.get("seconds", 0.0), 1)
+            if r["status"] == "failed":
+                entry["error"] = r.get("error", "")
+                sec["problems"].append(f"training {label} failed: {r.get('error', '')}")
+        elif (rd / "DONE").exists():
             entry["status"] = "reused"
-            _log(opts, f"[report] {task.name} [{i + 1}/{len(wanted)}] {label}: reusing {rd}")
-        elif opts.train_missing:
-            state = "resuming partial run" if rd.exists() else "training"
-            _log(opts, f"[report] {task.name} [{i + 1}/{len(wanted)}] {label}: {state} -> {rd}")
-            try:
-                _call_train(task.name, pe, seed, rd, opts, preset.get("train_preset"))
-                entry["status"] = "trained" if state == "training" else "resumed"
-            except Exception as e:  # noqa: BLE001
-                entry["status"] = "failed"
-                entry["error"] = str(e)
-                sec["problems"].append(f"training {label} failed: {e}")
+            _log(opts, f"[report] {task.name} {label}: reusing {rd}")
         else:
             sec["problems"].append(f"run {label} is missing ({rd}); run `rasp report` without "
                                    "--no-train or `rasp train` to produce it")
@@ -558,7 +640,11 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
         n = len(res.sequences[longest])
         if sec.get("token_names"):
             tokens = sec["token_names"][longest]
-        for label in [l for l in res.models if l != res.compiled_label]:
+        labels = [l for l in res.models if l != res.compiled_label]
+        firsts = {}
+        for l in labels:                       # heatmaps for the first seed of each PE only
+            firsts.setdefault(l.split("/")[0], l)
+        for label in firsts.values():
             pats = probing.as_layer_list(res.models[label])
             fits = dict(res.relpos.get(label, []))
             m = res.matchings.get(label)
@@ -728,7 +814,8 @@ def generate_report(task_names: Sequence[str] | None = None,
     except ImportError as e:
         raise ReportError(f"the task catalogue is not available ({e})")
     t0 = time.time()
-    sections = [collect_task(n, opts) for n in names]
+    trained = train_missing(names, opts)
+    sections = [collect_task(n, opts, trained) for n in names]
     _log(opts, "[report] drawing figures and writing the page")
     path = render_report(sections, out, meta={
         "preset": opts.preset, "pes": opts.pes, "seconds": round(time.time() - t0, 1),

@@ -37,6 +37,8 @@ def add_arguments(p) -> None:
                    help="comma-separated positional encodings (default: all six)")
     p.add_argument("--runs", metavar="DIR", help="root of the run directories")
     p.add_argument("--device", default="cpu", help="torch device for training (cpu, cuda)")
+    p.add_argument("-j", "--jobs", type=int, default=None,
+                   help="training runs side by side (default: min(2, CPU cores))")
     p.add_argument("--no-train", action="store_true",
                    help="do not train missing runs; report what exists and say what is missing")
     p.add_argument("--variant", choices=["standard", "kazemnejad"], default="standard",
@@ -55,9 +57,11 @@ def options_from_args(args):
     if bad or not pes:
         raise UsageError(f"unknown positional encoding(s) {', '.join(bad) or '(none)'}; choose "
                          f"from {', '.join(figures.PE_ORDER)} or 'all'")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be >= 1")
     return ReportOptions(preset=args.preset, pes=pes, runs_root=args.runs, device=args.device,
                          train_missing=not args.no_train, variant=args.variant,
-                         progress=not args.quiet)
+                         progress=not args.quiet, jobs=args.jobs)
 
 
 def run(args) -> int:
