@@ -63,6 +63,8 @@ COMMANDS: dict[str, list[tuple[str, str]]] = {
     "quit": [],
 }
 
+_NO_ARG_COMMANDS = ("help", "names", "exit", "quit")
+
 _KEYWORDS = ["def", "for", "in", "return", "if", "else", "not", "and", "or", "True", "False",
              "load", "select", "aggregate", "selector_width", "tokens", "indices", "length",
              "draw", "range", "zip", "len", "round", "indicator"]
@@ -412,9 +414,6 @@ class Repl:
     def causal(self) -> bool:
         return bool(getattr(self.session, "causal", False))
 
-    def env(self) -> Mapping[str, Any]:
-        return self.session.env
-
     def command_names(self) -> list[str]:
         return sorted(set(COMMANDS) | set(self.extra_commands))
 
@@ -535,9 +534,11 @@ class Repl:
         had_semicolon = body.endswith(";")
         while body.endswith(";"):
             body = body[:-1].rstrip()
-        word, _, rest = body.partition(" ")
-        word = word.strip()
-        rest = rest.strip()
+        parts = body.split(None, 1)
+        if not parts:
+            return None
+        word = parts[0]
+        rest = parts[1].strip() if len(parts) > 1 else ""
         if word in ("exit()", "quit()"):
             word, rest = word[:-2], ""
         known = word in COMMANDS or word in self.extra_commands
@@ -550,8 +551,9 @@ class Repl:
             return None
         if not rest and had_semicolon and word in self.session_names_defined():
             return None   # `help;` evaluates the user's own variable of that name
-        if rest.startswith(("=", "(", ",", "[", ".")) or (rest[:1] in "+-*/%^<>!"
-                                                         and rest != ""):
+        if rest and word in _NO_ARG_COMMANDS:
+            return None   # `names = [1, 2];`, `help if c else d;`: statements
+        if rest and (rest.startswith(("=", "(", ",", "[", ".")) or rest[0] in "+-*/%^<>!"):
             return None
         if word == "set" and not rest.startswith(("example", "causal")):
             return None

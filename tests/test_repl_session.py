@@ -135,11 +135,11 @@ def test_exit_stops_reading():
 
 
 def test_commands_do_not_shadow_assignments():
-    repl, out, _, rc = run(["help = 2;\n", "help;\n", "names\n"])
+    repl, out, _, rc = run(["help = 2;\n", "help;\n", "names = [1, 2];\n", "names\n"])
     assert rc == 0
-    assert repl.session.env["help"] == 2
-    assert "value: help = 2" in out
-    assert "help" in out.splitlines()[-1]
+    assert repl.session.env["help"] == 2 and repl.session.env["names"] == [1, 2]
+    assert "value: help = 2" in out and "list: names = [1, 2]" in out
+    assert out.splitlines()[-1].strip() == "help, names"     # the `names` command
 
 
 def test_info_reports_layers_and_raspl_verdict():
