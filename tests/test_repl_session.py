@@ -139,7 +139,8 @@ def test_commands_do_not_shadow_assignments():
     assert rc == 0
     assert repl.session.env["help"] == 2 and repl.session.env["names"] == [1, 2]
     assert "value: help = 2" in out and "list: names = [1, 2]" in out
-    assert out.splitlines()[-1].strip() == "help, names"     # the `names` command
+    # the `names` command (the bare expression `help;` also stored `out`)
+    assert out.splitlines()[-1].strip() == "help, names, out"
 
 
 def test_info_reports_layers_and_raspl_verdict():
