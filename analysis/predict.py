@@ -1,0 +1,362 @@
+"""The length-generalization predictor: the RASP-Generalization Conjecture as a library.
+
+Zhou et al. 2023 ("What Algorithms can Transformers Learn? A Study in Length Generalization",
+arXiv 2310.16028, §3) conjecture that a decoder-only transformer trained on short inputs
+length-generalizes on a task when the task's next-token function has a **short RASP-L program
+that works at every input length**, and fails when there is none. They add that format changes
+which lengthen the shortest program (a scratchpad for mode, most-significant-digit-first
+addition) make generalization worse.
+
+:func:`predict` turns this into a procedure that looks only at programs, never at task names:
+
+1. the task's shipped program (``tasks/programs/<task>.rasp``) is measured
+   (:func:`rasp.measures.measure`) and checked (:func:`rasp.raspl.check`, rules 1-5, with the
+   task's vocabulary at its training lengths ``1..default_train_max_len``: that is where rule 2's
+   int8 range is meaningful, since positions past 127 exist at any long test length);
+2. a program that is valid RASP-L is **verified** by greedy decoding against the ground truth at
+   every length ``1..verify_max_length`` (:mod:`analysis.verify`);
+3. optionally the bounded shortest-program search (:mod:`analysis.search`) runs; a program it
+   finds is checked and verified the same way and replaces the shipped one when shorter;
+4. the **verdict** is ``"valid"`` (a valid, verified RASP-L program is known), ``"invalid"``
+   (the natural program breaks RASP-L rules: the violations are the reasons) or
+   ``"unverified"`` (valid RASP-L but wrong at some length);
+5. the **score** (expected length generalization, 0..1) is ``2 ** (-length / SHORT_LENGTH)``
+   for a valid program and 0 otherwise: longer programs predict worse generalization, as the
+   conjecture's format experiments say; the **prediction** is ``"generalizes"`` when the score
+   is at least 0.5, i.e. a valid verified program of length ``<= SHORT_LENGTH``, else
+   ``"fails"``.
+
+Threshold. ``SHORT_LENGTH = 64`` operations. Zhou et al. give no number for "short"; the longest
+RASP-L listing they report to generalize is reverse-order addition with index hints (their
+Appendix), about 50 operations in our length measure (``docs/predictions.md``). 64 is the next
+power of two above it, fixed before comparing with outcomes; ``docs/predictions.md`` reports
+the range of thresholds over which the predictions stay the same.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Prediction", "PredictError", "predict", "predict_program", "predict_all",
+           "paper_outcome", "generalization_score", "SHORT_LENGTH", "FORMAT_COMPARISONS",
+           "format_effects"]
+
+#: Program length (operations, ``docs/language.md`` §4) at which the score is 0.5 and the
+#: prediction turns from "generalizes" to "fails" (see the module docstring for its origin).
+SHORT_LENGTH = 64
+
+#: Format comparisons reported by Zhou et al. 2023 (§4-5): (better format, worse format). Used
+#: only to *evaluate* the predictor (their lengths must order the same way), never to predict.
+FORMAT_COMPARISONS = [
+    ("mode", "mode_scratchpad", "Zhou et al. 2023 §5: a scratchpad lengthens the mode "
+                                "program and generalization drops"),
+    ("addition_reverse_hints", "addition_forward_hints",
+     "Zhou et al. 2023 §4: reversed output makes the carry local; forward order needs "
+     "carry chains and generalizes less"),
+    ("addition_reverse_hints", "addition",
+     "Zhou et al. 2023 §4: index hints make addition RASP-L; without them it fails"),
+    ("parity_scratchpad", "parity",
+     "Zhou et al. 2023 §5: parity has no RASP-L program; the scratchpad gives one"),
+]
+
+
+class PredictError(ValueError):
+    """The predictor cannot handle the request (a part-B sequence task, no program, ...)."""
+
+
+def generalization_score(length: int | None, valid: bool) -> float:
+    """Expected length generalization of a task whose shortest valid program has ``length``
+    operations: ``2 ** (-length / SHORT_LENGTH)`` (1 for length 0), 0 when no valid program.
+
+    A graded reading of the conjecture (Zhou et al. 2023 §3): shorter programs, more likely to
+    be learned; 0.5 exactly at :data:`SHORT_LENGTH`.
+    """
+    if not valid or length is None:
+        return 0.0
+    return float(2.0 ** (-max(length, 0) / SHORT_LENGTH))
+
+
+_FAIL_WORDS = re.compile(r"\b(fails?|does not|doesn't|no rasp-l program|no program)\b", re.I)
+_LESS_WORDS = re.compile(r"\b(less|drops?|worse|weak)\b", re.I)
+_GEN_WORDS = re.compile(r"\b(generali[sz]es|generali[sz]ation|near-perfect|improves|learns)\b",
+                        re.I)
+
+
+def paper_outcome(text: str | None) -> str | None:
+    """Read a paper-outcome sentence of the catalogue (``task.paper["zhou"]``) as a label.
+
+    Returns ``"fails"`` (the sentence says fails / no program / does not), ``"generalizes
+    less"`` (generalizes, but drops / less / worse), ``"generalizes"``, or ``None`` (not
+    studied, "to be measured", empty). Only the paper's wording is read, never the task name.
+    """
+    if not text or text.strip() in ("—", "-") or "to be measured" in text:
+        return None
+    if _FAIL_WORDS.search(text):
+        return "fails"
+    if _GEN_WORDS.search(text) or re.search(r"\bshort\b", text, re.I):
+        return "generalizes less" if _LESS_WORDS.search(text) else "generalizes"
+    return None
+
+
+@dataclass
+class Prediction:
+    """The predictor's record for one task (or one program on a task's format).
+
+    Attributes:
+        task: task name.
+        program: where the shortest known valid program comes from (``file:name``,
+            ``"search"``) or, when none is valid, the natural program's.
+        source: the program's text when it comes from the search, else ``None``.
+        measures: :class:`rasp.measures.Measures` as a dict, of that program.
+        length, attention_ops, layers, heads: shortcuts into ``measures`` (``heads`` = the
+            largest number of heads in one layer).
+        rasp_l: whether a valid, verified RASP-L program is known.
+        verdict: ``"valid"``, ``"invalid"`` or ``"unverified"`` (module docstring).
+        violations: the RASP-L violations of the natural (shipped) program (dicts with
+            ``rule``, ``rule_name``, ``operation``, ``span``, ``message``); empty when valid.
+        reasons: readable sentences explaining the verdict.
+        verification: :class:`analysis.verify.VerifyResult` as a dict (or ``None`` when the
+            program was not verified because it is not RASP-L).
+        search: :class:`analysis.search.SearchResult` as a dict when the search ran.
+        score: expected length generalization in [0, 1] (:func:`generalization_score`).
+        prediction: ``"generalizes"`` or ``"fails"``.
+        paper: what the papers report (``task.paper``) plus ``zhou_outcome``
+            (:func:`paper_outcome`).
+        agrees: whether ``prediction`` agrees with ``zhou_outcome`` (``None`` if not studied).
+    """
+
+    task: str
+    program: str
+    measures: dict
+    rasp_l: bool
+    verdict: str
+    violations: list = field(default_factory=list)
+    reasons: list = field(default_factory=list)
+    verification: dict | None = None
+    search: dict | None = None
+    score: float = 0.0
+    prediction: str = "fails"
+    paper: dict = field(default_factory=dict)
+    source: str | None = None
+    natural_length: int | None = None
+
+    @property
+    def length(self) -> int:
+        return int(self.measures.get("length", 0))
+
+    @property
+    def attention_ops(self) -> int:
+        return int(self.measures.get("attention_ops", 0))
+
+    @property
+    def layers(self) -> int:
+        return int(self.measures.get("layers", 0))
+
+    @property
+    def heads(self) -> int:
+        return int(self.measures.get("max_heads", 0))
+
+    @property
+    def zhou_outcome(self) -> str | None:
+        return self.paper.get("zhou_outcome")
+
+    @property
+    def agrees(self) -> bool | None:
+        o = self.zhou_outcome
+        if o is None:
+            return None
+        return (self.prediction == "fails") == (o == "fails")
+
+    def to_dict(self) -> dict:
+        """The ``rasp score --json`` object: ``task``, ``rasp_l``, ``length``,
+        ``attention_ops``, ``layers``, ``heads``, ``violations``, ``prediction``, ``paper``, plus
+        ``score``, ``verdict``, ``program``, ``reasons``, ``measures``, ``verification``,
+        ``search``, ``agrees``."""
+        return {"task": self.task, "rasp_l": self.rasp_l, "length": self.length,
+                "attention_ops": self.attention_ops, "layers": self.layers,
+                "heads": self.heads, "violations": self.violations,
+                "prediction": self.prediction, "paper": self.paper,
+                "score": round(self.score, 4), "verdict": self.verdict,
+                "program": self.program, "source": self.source,
+                "natural_length": self.natural_length, "reasons": self.reasons,
+                "measures": self.measures, "verification": self.verification,
+                "search": self.search, "agrees": self.agrees}
+
+
+def _task(task):
+    import tasks
+    t = tasks.get_task(task) if isinstance(task, str) else task
+    if getattr(t, "kind", "next_token") != "next_token":
+        raise PredictError(
+            f"task {t.name!r} is a part-B sequence program (a per-position function, not a "
+            f"next-token task); predictions are for the generalization tasks: "
+            f"{', '.join(tasks.GENERALIZATION_TASKS)}")
+    return t
+
+
+def _check(task, sop):
+    from rasp.raspl import check
+    n_train = task.default_train_max_len
+    lens = task.lengths(n_train) or task.lengths(max(n_train, task.min_length))
+    max_seq = max(task.sequence_length(n) for n in lens) if lens else None
+    vocab = task.program_vocab(max(lens)) if lens else None
+    return check(sop, vocab=vocab, max_seq_len=max_seq, causal=None)
+
+
+def _evaluate_program(task, sop, label, verify_max_length, samples, seed):
+    """measures + check + (if valid) verification of one program."""
+    from rasp.measures import measure
+    from analysis.verify import verify_program_on_task
+    m = measure(sop)
+    report = _check(task, sop)
+    ver = None
+    if report.valid:
+        ver = verify_program_on_task(task, sop, max_length=verify_max_length, samples=samples,
+                                     seed=seed, program_label=label)
+    return m, report, ver
+
+
+def predict_program(sop, task_format, verify_max_length: int = 100, samples: int = 5,
+                    seed: int = 0, label: str = "program") -> Prediction:
+    """Predict length generalization for an arbitrary next-token program on a task's format.
+
+    Args:
+        sop: the program's output s-op (its value at the last position is the next token).
+        task_format: a :class:`tasks.Task` or task name: gives the vocabulary, lengths, the
+            ground truth used to verify ``sop`` and the paper outcome.
+        verify_max_length: verify at every allowed length ``1..verify_max_length``.
+        samples: examples per length.
+
+    Returns:
+        a :class:`Prediction` for this program alone (``program = label``).
+
+    Raises:
+        PredictError: a part-B task; tasks.UnknownTaskError: unknown task name.
+    """
+    from rasp.ir import SOp
+    task = _task(task_format)
+    if not isinstance(sop, SOp):
+        raise PredictError(f"predict_program expects an s-op, got {type(sop).__name__}")
+    m, report, ver = _evaluate_program(task, sop, label, verify_max_length, samples, seed)
+    return _record(task, label, None, m, report, ver, m, None)
+
+
+def _record(task, label, source, m, report, ver, natural_m, search_dict,
+            natural_report=None) -> Prediction:
+    natural_report = natural_report if natural_report is not None else report
+    violations = [v.to_dict() for v in natural_report.violations]
+    reasons = []
+    if report.valid and ver is not None and ver.ok:
+        verdict = "valid"
+        reasons.append(f"valid RASP-L program of length {m.length} ({label}), verified at "
+                       f"lengths {ver.lengths[0]}..{ver.lengths[-1]} "
+                       f"({ver.n_checked} examples)")
+    elif report.valid:
+        verdict = "unverified"
+        reasons.append(f"valid RASP-L but wrong at some length: "
+                       f"{ver.summary() if ver is not None else 'not verified'}")
+    else:
+        verdict = "invalid"
+        for v in natural_report.violations:
+            reasons.append(f"rule {v.rule} ({v.rule_name}) at {v.location}: {v.operation}")
+    valid = verdict == "valid"
+    score = generalization_score(m.length, valid)
+    if valid and m.length > SHORT_LENGTH:
+        reasons.append(f"the program is longer than {SHORT_LENGTH} operations (not short)")
+    paper = dict(task.paper or {})
+    paper["zhou_outcome"] = paper_outcome(paper.get("zhou"))
+    return Prediction(
+        task=task.name, program=label, measures=m.to_dict(), rasp_l=valid, verdict=verdict,
+        violations=violations, reasons=reasons,
+        verification=ver.to_dict() if ver is not None else None, search=search_dict,
+        score=score, prediction="generalizes" if score >= 0.5 else "fails", paper=paper,
+        source=source, natural_length=natural_m.length)
+
+
+def predict(task, verify_max_length: int = 100, samples: int = 5, seed: int = 0,
+            search_seconds: float = 0.0, search_max_length: int = 6,
+            progress: bool = False) -> Prediction:
+    """Predict whether a transformer trained on short inputs length-generalizes on ``task``.
+
+    Args:
+        task: a :class:`tasks.Task` or a name of the generalization tasks (part A).
+        verify_max_length: valid programs are verified at every allowed length up to this.
+        samples: examples per length for verification.
+        search_seconds: when > 0, also run the shortest-program search with this time limit
+            (and programs up to ``search_max_length`` operations); a shorter program it finds
+            (checked and verified) becomes the shortest known one.
+        progress: progress bars for the search.
+
+    Returns:
+        a :class:`Prediction` (see the module docstring for the rule).
+
+    Raises:
+        tasks.UnknownTaskError: unknown name (lists the known tasks).
+        PredictError: a part-B sequence task.
+        rasp.ir.RASPError: the shipped program does not parse or run.
+    """
+    task = _task(task)
+    label = f"{task.reference_file}:{task.reference_name}"
+    natural = task.load_reference()
+    m, report, ver = _evaluate_program(task, natural, label, verify_max_length, samples, seed)
+    best = (label, None, m, report, ver)
+    search_dict = None
+    if search_seconds and search_seconds > 0:
+        from analysis.search import SearchError, search_task
+        limit = search_max_length
+        if report.valid and ver is not None and ver.ok:
+            limit = min(limit, m.length - 1)      # only a shorter program can improve
+        if limit >= 1:
+            try:
+                res = search_task(task, max_length=limit, time_limit=search_seconds,
+                                  progress=progress)
+                search_dict = res.to_dict()
+            except SearchError as e:
+                search_dict = {"error": str(e)}
+                res = None
+            if res is not None and res.found:
+                sm, sreport, sver = _evaluate_program(task, res.program, "search",
+                                                      verify_max_length, samples, seed)
+                better = sreport.valid and sver is not None and sver.ok and (
+                    best[4] is None or not best[4].ok or not best[3].valid
+                    or sm.length < best[2].length)
+                if better:
+                    best = ("search", res.source, sm, sreport, sver)
+    label, source, bm, breport, bver = best
+    return _record(task, label, source, bm, breport, bver, m, search_dict,
+                   natural_report=report)
+
+
+def predict_all(names=None, **kwargs) -> list[Prediction]:
+    """:func:`predict` for each name (default: every generalization task, catalogue order)."""
+    import tasks
+    names = list(names) if names else list(tasks.GENERALIZATION_TASKS)
+    return [predict(n, **kwargs) for n in names]
+
+
+def format_effects(preds: list[Prediction]) -> list[dict]:
+    """Check the :data:`FORMAT_COMPARISONS` against predictions: for each (better, worse)
+    pair present, whether the better format's score is higher (``holds``)."""
+    by = {p.task: p for p in preds}
+    out = []
+    for better, worse, why in FORMAT_COMPARISONS:
+        if better in by and worse in by:
+            a, b = by[better], by[worse]
+            out.append({"better": better, "worse": worse, "source": why,
+                        "better_score": round(a.score, 4), "worse_score": round(b.score, 4),
+                        "better_length": a.length, "worse_length": b.length,
+                        "holds": a.score > b.score})
+    return out
+
+
+def threshold_range(preds: list[Prediction]) -> tuple[int, float] | None:
+    """The thresholds T (program length) for which every prediction of ``preds`` with a paper
+    outcome stays the same as with :data:`SHORT_LENGTH`: returns ``(lo, hi)`` such that any
+    ``lo <= T < hi`` gives the same predictions (``hi`` may be ``math.inf``)."""
+    valid = sorted(p.length for p in preds if p.rasp_l)
+    lo = max([n for n in valid if n <= SHORT_LENGTH], default=0)
+    hi = min([n for n in valid if n > SHORT_LENGTH], default=math.inf)
+    return lo, hi
