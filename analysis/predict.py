@@ -42,7 +42,7 @@ from typing import Any
 
 __all__ = ["Prediction", "PredictError", "predict", "predict_program", "predict_all",
            "paper_outcome", "generalization_score", "SHORT_LENGTH", "FORMAT_COMPARISONS",
-           "format_effects"]
+           "format_effects", "threshold_range"]
 
 #: Program length (operations, ``docs/language.md`` §4) at which the score is 0.5 and the
 #: prediction turns from "generalizes" to "fails" (see the module docstring for its origin).

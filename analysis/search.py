@@ -20,10 +20,13 @@ whole example (padded on the right) gives the next-token prediction for every pr
 Grammar (all RASP-L: causal selects, integer values in the int8 range, indices only compared or
 shifted by a constant, no ``length``):
 
-* leaves: ``tokens``, ``indices`` (length 0); constants ``full(c)`` (length 1);
+* leaves: ``tokens``, ``indices`` (length 0); constants ``full(c)`` (length 1): 0, 1, 2 and
+  the program values of BOS, SEP, EOS;
 * maps: ``x + c`` (``c`` = +-1), ``x == c``, ``x < c``, ``x > c`` for the constants, ``not x``;
 * sequence maps: ``x + y``, ``x - y``, ``x == y``, ``x < y``, ``x and y``, ``x or y``
-  (``and``/``or`` on 0/1 values only; no arithmetic on index-derived values: rule 3);
+  (``and``/``or`` on 0/1 values only). Rule 3 as :mod:`rasp.raspl` states it: values derived
+  from indices (``indices``, its constant shifts, selector widths, aggregates of them) are only
+  compared or shifted by a constant;
 * ``select(keys, queries, op)`` with ``== != < <= > >=`` and the always-true selector, causal;
 * ``aggregate(sel, values, default, reduction)`` with ``mean`` (truncated, the RASP-L ``kqv``),
   ``max``, ``min``; defaults 0 and the integer values of the special tokens;
@@ -440,7 +443,8 @@ class _Search:
         # selector widths of a selector of length k-1
         for s in list(self._sels(k - 1)):
             node = SelectorWidth(s.node)
-            self._add(node, k, s.ops | {node.id}, False, False, f"selector_width({s.text})")
+            # a count of positions is a position (rasp.raspl rule 3): compare or shift only
+            self._add(node, k, s.ops | {node.id}, True, False, f"selector_width({s.text})")
             if self._stop():
                 return False
         # sequence maps over pairs whose union has length k-1
@@ -514,6 +518,10 @@ class _Search:
 
     def _seqmaps(self, x: _Item, y: _Item):
         if x is y:
+            if not x.idx and x.node.kind != "full" and \
+                    self.ev.values[x.node.id].dtype.kind != "U":
+                yield SequenceMap(Elementwise("add"), (x.node, x.node)), False, \
+                    f"({x.text} + {x.text})"
             return
         xk = self.ev.values[x.node.id].dtype.kind
         yk = self.ev.values[y.node.id].dtype.kind
@@ -532,6 +540,14 @@ class _Search:
                     f"({x.text} == {y.text})"
             yield SequenceMap(Elementwise("lt"), (x.node, y.node)), False, \
                 f"({x.text} < {y.text})"
+        if (x.idx or y.idx) and with_const:
+            # a position shifted by an integer constant stays a position (rule 3 allows it)
+            if y.node.kind == "full" and x.idx:
+                yield SequenceMap(Elementwise("add"), (x.node, y.node)), True, \
+                    f"({x.text} + {y.text})"
+                yield SequenceMap(Elementwise("sub"), (x.node, y.node)), True, \
+                    f"({x.text} - {y.text})"
+            return
         if not (x.idx or y.idx):                       # rule 3: no arithmetic on indices
             if ordered:
                 yield SequenceMap(Elementwise("add"), (x.node, y.node)), False, \
@@ -668,7 +684,7 @@ _SYM = {"add": "+", "sub": "-", "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "
         "ge": ">=", "and": "and", "or": "or"}
 
 
-def program_to_source(sop: Node, name: str = "out") -> str:
+def program_to_source(sop: Node, name: str = "program") -> str:
     """Render a program as one RASP-L statement per operation (``v1 = ...;``).
 
     ``aggregate`` with a ``max``/``min`` reduction or a truncated mean is written as the
@@ -702,7 +718,7 @@ def program_to_source(sop: Node, name: str = "out") -> str:
             continue  # printed inside its kqv
         if isinstance(n, Select):
             expr = (f"select({ref(n.keys)}, {ref(n.queries)}, {n.op})" if n.op != "TRUE"
-                    else "select(indices, indices, TRUE)")
+                    else 'select(indices, indices, "TRUE")')
         elif isinstance(n, Map):
             f = n.fn
             if f.op == "not":
@@ -716,8 +732,10 @@ def program_to_source(sop: Node, name: str = "out") -> str:
             expr = f"selector_width({ref(n.selector)})"
         elif isinstance(n, Aggregate):
             s = n.selector
-            if isinstance(s, Select) and s.id not in names and s.op != "TRUE":
-                expr = (f"kqv({ref(s.keys)}, {ref(s.queries)}, {ref(n.values)}, {s.op}, "
+            if isinstance(s, Select) and s.id not in names and n.truncate == (
+                    n.reduction == "mean"):
+                op = s.op if s.op != "TRUE" else '"TRUE"'
+                expr = (f"kqv({ref(s.keys)}, {ref(s.queries)}, {ref(n.values)}, {op}, "
                         f"{n.default!r}, \"{n.reduction}\")")
             else:
                 expr = f"aggregate({ref(s)}, {ref(n.values)}, {n.default!r}, \"{n.reduction}\")"
@@ -733,4 +751,5 @@ def program_to_source(sop: Node, name: str = "out") -> str:
 
 def _single_agg(order, sel) -> bool:
     parents = [p for p in order if sel in p.children]
-    return len(parents) == 1 and isinstance(parents[0], Aggregate)
+    return len(parents) == 1 and isinstance(parents[0], Aggregate) and \
+        parents[0].truncate == (parents[0].reduction == "mean")

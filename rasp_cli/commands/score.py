@@ -1,0 +1,106 @@
+"""`rasp score [TASK...] [--json] [--search SECONDS] [--max-length N] [--samples K]`: the
+length-generalization predictor (``analysis.predict``) for each task.
+
+Per task: the program length, attention ops, layers and heads of the shortest known valid
+RASP-L program (else of the natural program), whether it is RASP-L (or the violations of the
+natural program, with rule and line:column), the expected-generalization score, the prediction
+("generalizes" | "fails") and what Zhou et al. 2023 report. Valid programs are verified by
+greedy decoding at every length 1..N. Default tasks: every generalization task (part A).
+
+``--json`` prints a list of objects with keys ``task``, ``rasp_l``, ``length``,
+``attention_ops``, ``layers``, ``heads``, ``violations``, ``prediction``, ``paper`` (plus
+``score``, ``verdict``, ``program``, ``reasons``, ...; see ``Prediction.to_dict``).
+
+Exit codes: 0 printed; 2 bad input (unknown task: the message lists the known ones; a part-B
+sequence program).
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def register(sub) -> None:
+    """Add the ``score`` subcommand to the CLI's subparsers."""
+    p = sub.add_parser(
+        "score", help="shortest RASP-L program per task and the length-generalization "
+                      "prediction",
+        description="For each task: program length, attention ops, layers, heads, RASP-L "
+                    "validity (or the natural program's violations), the prediction "
+                    "(generalizes | fails) from the RASP-Generalization Conjecture "
+                    "(Zhou et al. 2023) and the paper's outcome.")
+    p.add_argument("tasks", metavar="TASK", nargs="*",
+                   help="task names (default: every generalization task)")
+    p.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    p.add_argument("--search", type=float, default=0.0, metavar="SECONDS",
+                   help="also run the shortest-program search for up to SECONDS per task")
+    p.add_argument("--max-length", "-N", type=int, default=100, metavar="N",
+                   help="verify valid programs at lengths 1..N (default 100)")
+    p.add_argument("--samples", "-K", type=int, default=5, metavar="K",
+                   help="verification examples per length (default 5)")
+    p.set_defaults(func=score_command)
+
+
+def _row(p) -> str:
+    if p.rasp_l:
+        status = "RASP-L"
+    elif p.verdict == "unverified":
+        status = "RASP-L, fails verification"
+    else:
+        rules = sorted({v["rule"] for v in p.violations})
+        status = "not RASP-L (rules " + ",".join(str(r) for r in rules) + ")"
+    paper = p.zhou_outcome or "-"
+    agree = {True: "yes", False: "NO", None: "-"}[p.agrees]
+    return (f"{p.task:24s} {p.length:6d} {p.attention_ops:5d} {p.layers:6d} {p.heads:5d}  "
+            f"{status:28s} {p.score:5.2f}  {p.prediction:12s} {paper:17s} {agree}")
+
+
+def score_command(args) -> int:
+    """Predict and print each task; returns 0."""
+    from rasp_cli.main import UsageError
+    import tasks
+    from analysis.predict import PredictError, predict
+    names = args.tasks or list(tasks.GENERALIZATION_TASKS)
+    if args.max_length < 1:
+        raise UsageError("--max-length must be a positive integer")
+    if args.samples < 1:
+        raise UsageError("--samples must be a positive integer")
+    if args.search < 0:
+        raise UsageError("--search takes a non-negative number of seconds")
+    resolved = []
+    for n in names:          # check every name before the (slower) predictions start
+        try:
+            resolved.append(tasks.get_task(n))
+        except tasks.UnknownTaskError as e:
+            raise UsageError(str(e)) from None
+    preds = []
+    for t in resolved:
+        try:
+            preds.append(predict(t, verify_max_length=args.max_length, samples=args.samples,
+                                 search_seconds=args.search, progress=not args.json))
+        except PredictError as e:
+            raise UsageError(str(e)) from None
+    if args.json:
+        print(json.dumps([p.to_dict() for p in preds]))
+        return 0
+    print(f"{'task':24s} {'length':>6s} {'attn':>5s} {'layers':>6s} {'heads':>5s}  "
+          f"{'RASP-L':28s} {'score':>5s}  {'prediction':12s} {'Zhou et al.':17s} agree")
+    for p in preds:
+        print(_row(p))
+        if not p.rasp_l:
+            for v in p.violations[:3]:
+                where = v.get("span") or "?"
+                print(f"{'':26s}rule {v['rule']} ({v['rule_name']}) at {where}: "
+                      f"{v['operation']}")
+            if len(p.violations) > 3:
+                print(f"{'':26s}... {len(p.violations) - 3} more")
+        if p.search:
+            s = p.search
+            if "error" in s:
+                print(f"{'':26s}search: {s['error']}")
+            else:
+                print(f"{'':26s}search: no program of length <= "
+                      f"{s['certified_no_program_up_to']}"
+                      + (f"; found length {s['length']}" if s["found"] else "")
+                      + f" ({s['explored']} programs, {s['seconds']} s)")
+    return 0

@@ -1,0 +1,105 @@
+"""Shortest-program search (analysis.search): known minima on synthetic next-token functions,
+certificates, RASP-L validity of what it finds, and the task adapter."""
+
+import numpy as np
+import pytest
+
+import rasp
+from analysis.search import (SearchError, matches_problem, problem_from_examples,
+                             program_to_source, search)
+from rasp.raspl import check
+
+
+def _examples(fn, lengths=range(1, 9), per=3, seed=0):
+    """Sequences s_0..s_n with s_0 random and s_{t+1} = fn(s_0..s_t): every prefix is a
+    target."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for n in lengths:
+        for _ in range(per):
+            seq = [int(rng.integers(0, 20))]
+            for _t in range(n):
+                seq.append(fn(seq))
+            out.append((seq, 1))
+    return out
+
+
+def test_map_found_at_length_one():
+    # next token = current token + 1: one map; nothing of length 0 (tokens, indices) does it
+    ex = _examples(lambda s: s[-1] + 1)
+    res = search(problem_from_examples(ex), max_length=3, time_limit=60)
+    assert res.found and res.length == 1 and res.certified_below == 0
+    xs = np.arange(10)[None, :]
+    assert (rasp.evaluate(res.program, xs, causal=True) == xs + 1).all()
+
+
+def test_running_max_needs_an_attention_head():
+    # next token = max of the prefix: a select and a max-aggregate (length 2); no map or
+    # sequence map of tokens / indices computes a running maximum, so length 1 is ruled out
+    rng = np.random.default_rng(1)
+    ex = []
+    for n in range(1, 9):
+        for _ in range(3):
+            xs = [int(v) for v in rng.integers(0, 50, size=n)]
+            ex.append((xs + [max(xs)], 1))
+    # only the last position is a target in these examples: use every prefix instead
+    ex = [(xs[:t] + [max(xs[:t])], t) for xs, _ in ex for t in range(1, len(xs))]
+    res = search(problem_from_examples(ex), max_length=3, time_limit=120)
+    assert res.found and res.length == 2 and res.certified_below == 1
+    fresh = rng.integers(0, 100, size=(20, 15))
+    got = rasp.evaluate(res.program, fresh, causal=True)
+    assert (got == np.maximum.accumulate(fresh, axis=1)).all()
+    rep = check(res.program, vocab=set(range(100)), max_seq_len=15, causal=True)
+    assert rep.valid, rep.format()
+
+
+def test_found_program_source_runs_in_the_dialect():
+    ex = [(xs[:t] + [max(xs[:t])], t)
+          for xs in ([3, 1, 4, 1, 5, 9, 2, 6], [2, 7, 1, 8, 2, 8, 1, 8])
+          for t in range(1, 8)]
+    res = search(problem_from_examples(ex), max_length=3, time_limit=60)
+    assert res.found
+    text = "tokens = tokens_int;\n" + program_to_source(res.program, "prog")
+    env = rasp.run_source(text, causal=True)
+    inp = [[5, 3, 8, 1, 9, 2]]
+    assert (rasp.evaluate(env["prog"], inp, causal=True) ==
+            np.maximum.accumulate(np.array(inp), axis=1)).all()
+
+
+def test_impossible_target_is_certified_not_found():
+    # no deterministic program maps one prefix to two different next tokens
+    seq_a = [1, 2, 3, 4]
+    ex = [(seq_a + [5], 4), (seq_a + [6], 4)]     # same prefix, different next tokens
+    res = search(problem_from_examples(ex), max_length=2, time_limit=60)
+    assert not res.found and res.certified_below == 2 and res.stopped == "max_length"
+    assert res.explored > 0 and res.programs_per_s > 0
+
+
+def test_no_index_arithmetic_in_found_programs():
+    # all-zero inputs whose last position must predict 2 * position: `indices + indices`
+    # (length 1) does it but breaks RASP-L rule 3, so no length-1 program may be returned
+    ex = [([0] * n + [2 * (n - 1)], n) for n in range(1, 10)]
+    prob = problem_from_examples(ex)
+    res = search(prob, max_length=3, time_limit=120)
+    assert res.certified_below >= 1
+    if res.found:
+        assert res.length > 1
+        rep = check(res.program, vocab={0}, max_seq_len=12, causal=True)
+        assert rep.valid, rep.format()
+        assert matches_problem(res.program, prob)
+
+
+def test_time_limit_stops_the_search():
+    ex = _examples(lambda s: (s[0] * 7 + len(s) * 3) % 11)
+    res = search(problem_from_examples(ex), max_length=9, time_limit=0.5)
+    assert not res.found and res.stopped in ("time_limit", "memory_limit")
+    assert res.certified_below < 9
+
+
+def test_bad_input():
+    with pytest.raises(SearchError):
+        problem_from_examples([])
+    with pytest.raises(SearchError):
+        problem_from_examples([([1, "a", 2], 1)])
+    with pytest.raises(SearchError):
+        search(problem_from_examples([([1, 2, 3], 1)]), max_length=-1)
