@@ -52,11 +52,14 @@ def test_report_trains_missing_runs_and_compiles(tiny):
     assert set(probe["matchings"]) == {"nope/seed0", "nope/seed1", "t5/seed0"}
 
 
-def test_report_reuses_finished_runs(tiny, tmp_path):
+def test_report_reuses_finished_runs(tiny):
     root, _, _ = tiny
-    report.generate_report([TASK], tmp_path, _opts(root))
-    data = json.loads((tmp_path / "report.json").read_text())[0]
-    assert {r["status"] for r in data["runs"]} == {"reused"}
+    opts = _opts(root)
+    assert all((rd / "DONE").exists() for _, _, rd in report.wanted_runs(TASK, opts))
+    mtimes = {rd: (rd / "model.safetensors").stat().st_mtime
+              for _, _, rd in report.wanted_runs(TASK, opts)}
+    assert report.train_missing([TASK], opts) == {}          # nothing to train again
+    assert all((rd / "model.safetensors").stat().st_mtime == t for rd, t in mtimes.items())
 
 
 def test_report_page_opens_in_chromium(tiny):
@@ -127,11 +130,12 @@ def test_partial_run_is_resumed(tmp_path):
     res = training.train(TASK, "alibi", seed=0, out_dir=str(rd), preset="quick",
                          config_overrides=longer, progress=False, verbose=False, stop_after=4)
     assert not res.finished and not (rd / "DONE").exists()
-    opts = _opts(tmp_path, pes=["alibi"])
+    opts = _opts(tmp_path, pes=["alibi"], jobs=1)
     opts.train_overrides = longer
-    sec = report.collect_task(TASK, opts)
-    assert [r["status"] for r in sec["runs"]] == ["resumed"], sec["problems"]
+    done = report.train_missing([TASK], opts)
+    assert done[str(rd)]["status"] == "resumed", done
     assert (rd / "DONE").exists()
+    assert json.loads((rd / "DONE").read_text())["steps"] == 8
 
 
 def test_cli_probe_prints_tables_and_json(tiny, capsys):
