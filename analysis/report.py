@@ -1,9 +1,9 @@
 """The attention report: one self-contained HTML file per call, plus its PNG figures.
 
-``generate_report(["copy_unique", "copy_repeat"], "report")`` runs what is missing for each task
+``generate_report(["copy_unique", "copy_repeat"], "reports")`` runs what is missing for each task
 (prediction, compile, training per positional encoding via ``analysis.training.train``, probing),
-reuses finished runs, and writes ``report/report.html`` (figures embedded as base64 PNG, styles
-inline, no network reference) and ``report/*.png``.
+reuses finished runs, and writes ``reports/report.html`` (figures embedded as base64 PNG, styles
+inline, no network reference) and ``reports/*.png``.
 
 The pipeline is split in two so that tests and other callers can render synthetic data:
 
@@ -786,7 +786,7 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
 
 
 def generate_report(task_names: Sequence[str] | None = None,
-                    out_dir: str | os.PathLike = "report",
+                    out_dir: str | os.PathLike = "reports",
                     opts: ReportOptions | None = None) -> Path:
     """Produce the report for ``task_names`` (default :data:`DEFAULT_TASKS`).
 

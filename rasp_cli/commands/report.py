@@ -24,8 +24,8 @@ def add_arguments(p) -> None:
     from analysis.report import DEFAULT_TASKS
     p.add_argument("tasks", nargs="*", metavar="TASK",
                    help=f"tasks to report on (default: {' '.join(DEFAULT_TASKS)})")
-    p.add_argument("-o", "--out", default="report", metavar="DIR",
-                   help="output directory (default: report/)")
+    p.add_argument("-o", "--out", default="reports", metavar="DIR",
+                   help="output directory (default: reports/, ignored by git)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--quick", dest="preset", action="store_const", const="quick",
                    help="the quick preset: small models, 1 seed per PE + 2 NoPE seeds "
