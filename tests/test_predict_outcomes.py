@@ -1,0 +1,130 @@
+"""The length-generalization predictor (analysis.predict) against what Zhou et al. 2023 report,
+its graded score, its independence from task names, and `rasp score`."""
+
+import copy
+import json
+
+import pytest
+
+import rasp
+import tasks
+from analysis.predict import (SHORT_LENGTH, PredictError, format_effects,
+                              generalization_score, paper_outcome, predict, predict_program)
+from rasp_cli.main import main
+
+N, K = 24, 2   # verification lengths / samples for the tests (the docs use N = 100)
+
+
+@pytest.fixture(scope="module")
+def preds():
+    return {n: predict(n, verify_max_length=N, samples=K) for n in tasks.GENERALIZATION_TASKS}
+
+
+# Zhou et al. 2023 (arXiv 2310.16028), §4-5 and Figure 1: which tasks length-generalize.
+ZHOU_GENERALIZES = ["count", "mode", "copy_unique", "sort_unique", "addition_reverse_hints",
+                    "parity_scratchpad", "boolean_and", "mode_scratchpad",
+                    "addition_forward_hints"]
+ZHOU_FAILS = ["copy_repeat", "addition", "parity"]
+
+
+@pytest.mark.parametrize("name", ZHOU_GENERALIZES)
+def test_generalizing_tasks_predicted_to_generalize(preds, name):
+    p = preds[name]
+    assert p.prediction == "generalizes", p.reasons
+    assert p.rasp_l and p.verdict == "valid" and not p.violations
+    assert p.verification["ok"]
+
+
+@pytest.mark.parametrize("name", ZHOU_FAILS)
+def test_failing_tasks_predicted_to_fail_with_reasons(preds, name):
+    p = preds[name]
+    assert p.prediction == "fails"
+    assert p.verdict == "invalid" and p.score == 0
+    assert p.violations and all(v["rule"] in (1, 2, 3, 4, 5) for v in p.violations)
+    assert p.reasons
+
+
+def test_agrees_with_catalogue_paper_outcomes(preds):
+    studied = [p for p in preds.values() if p.zhou_outcome is not None]
+    assert len(studied) >= 12
+    assert all(p.agrees for p in studied), [(p.task, p.prediction, p.zhou_outcome)
+                                            for p in studied if not p.agrees]
+
+
+def test_format_effects_come_out_as_lengths(preds):
+    # Zhou et al.: mode with a scratchpad and forward-order addition generalize worse
+    assert preds["mode_scratchpad"].length > preds["mode"].length
+    assert preds["addition_forward_hints"].length > preds["addition_reverse_hints"].length
+    effects = format_effects(list(preds.values()))
+    assert len(effects) == 4 and all(e["holds"] for e in effects)
+
+
+def test_score_is_graded_by_length():
+    assert generalization_score(0, True) == 1.0
+    assert generalization_score(SHORT_LENGTH, True) == 0.5
+    assert generalization_score(5, True) > generalization_score(50, True) > 0
+    assert generalization_score(3, False) == 0.0
+    assert generalization_score(None, True) == 0.0
+
+
+def test_paper_outcome_reads_the_wording():
+    assert paper_outcome("no RASP-L program; fails") == "fails"
+    assert paper_outcome("no program; does not even fit the training set") == "fails"
+    assert paper_outcome("short program; generalizes") == "generalizes"
+    assert paper_outcome("longer program; generalization drops") == "generalizes less"
+    assert paper_outcome("(to be measured)") is None
+    assert paper_outcome("—") is None
+
+
+def test_prediction_does_not_depend_on_the_task_name(preds):
+    for name in ("sort_unique", "parity"):
+        renamed = copy.copy(tasks.get_task(name))
+        renamed.name = "task_under_another_name"
+        p = predict(renamed, verify_max_length=N, samples=K)
+        q = preds[name]
+        assert (p.prediction, p.score, p.length, p.verdict) == \
+            (q.prediction, q.score, q.length, q.verdict)
+
+
+def test_predict_program_wrong_and_non_raspl_programs():
+    # a valid RASP-L program that is not the next-token function: unverified -> fails
+    p = predict_program(rasp.tokens_int + 1, "copy_unique", verify_max_length=6, samples=1)
+    assert p.verdict == "unverified" and p.prediction == "fails"
+    # the total length is not RASP-L (rule 4)
+    with rasp.causal_mode():
+        uses_length = rasp.aggregate(rasp.select(rasp.indices, rasp.length - 1, "=="),
+                                     rasp.tokens_int)
+    q = predict_program(uses_length, "copy_unique", verify_max_length=6, samples=1)
+    assert q.verdict == "invalid" and 4 in {v["rule"] for v in q.violations}
+
+
+def test_bad_input():
+    with pytest.raises(tasks.UnknownTaskError, match="known tasks"):
+        predict("no_such_task")
+    with pytest.raises(PredictError, match="part-B"):
+        predict("hist")
+    with pytest.raises(PredictError):
+        predict_program("not a program", "count")
+
+
+def test_cli_score_json_keys(capsys):
+    assert main(["score", "sort_unique", "parity", "--json", "-N", "8", "-K", "1"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["task"] for r in rows] == ["sort_unique", "parity"]
+    for r in rows:
+        for key in ("task", "rasp_l", "length", "attention_ops", "layers", "heads",
+                    "violations", "prediction", "paper"):
+            assert key in r
+    assert rows[0]["prediction"] == "generalizes" and rows[1]["prediction"] == "fails"
+    assert rows[1]["violations"][0]["rule"] == 3
+
+
+def test_cli_score_text_and_errors(capsys):
+    assert main(["score", "mode", "-N", "6", "-K", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "mode" in out and "generalizes" in out
+    assert main(["score", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "known tasks" in err and "Traceback" not in err
+    assert main(["score", "hist"]) == 2
+    assert "part-B" in capsys.readouterr().err
