@@ -802,9 +802,11 @@ class Repl:
             try:
                 d = os.path.dirname(os.path.abspath(path))
                 os.makedirs(d, exist_ok=True)
+                with open(path, "ab"):     # writable? (FileHistory appends on every line)
+                    pass
                 history = FileHistory(path)
             except OSError as e:
-                self.write(f"  (history not saved: {e})")
+                self.write(f"  (history not saved: {e.strerror or e}: {path})")
                 history = InMemoryHistory()
         ps = PromptSession(history=history, completer=self.completer, input=self.input,
                            output=self.output, complete_while_typing=False)
