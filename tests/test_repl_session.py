@@ -259,3 +259,17 @@ def test_compile_command_when_the_compiler_exists():
     assert re.search(r"layers\s+\d+", out)
     assert re.search(r"params\s+\d+", out)
     assert "matches the interpreter" in out
+
+
+def test_prompts_are_the_original_ones():
+    from prompt_toolkit.output.plain_text import PlainTextOutput
+    screen = io.StringIO()
+    with create_pipe_input() as inp:
+        inp.send_text("def f(x) {\n  return x;\n}\nexit\n")
+        repl = Repl(session=Session(), input=inp, output=PlainTextOutput(screen),
+                    stdout=io.StringIO(), history_file=False)
+        repl.run()
+    shown = screen.getvalue()
+    assert ">> def f(x) {" in shown          # the prompt
+    assert "..   return x;" in shown and ".. }" in shown     # the continuation prompt
+    assert "f" in repl.session.env
