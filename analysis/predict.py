@@ -42,7 +42,7 @@ from typing import Any
 
 __all__ = ["Prediction", "PredictError", "predict", "predict_program", "predict_all",
            "paper_outcome", "generalization_score", "SHORT_LENGTH", "FORMAT_COMPARISONS",
-           "format_effects", "threshold_range"]
+           "format_effects", "threshold_range", "markdown_report"]
 
 #: Program length (operations, ``docs/language.md`` §4) at which the score is 0.5 and the
 #: prediction turns from "generalizes" to "fails" (see the module docstring for its origin).
@@ -360,3 +360,71 @@ def threshold_range(preds: list[Prediction]) -> tuple[int, float] | None:
     lo = max([n for n in valid if n <= SHORT_LENGTH], default=0)
     hi = min([n for n in valid if n > SHORT_LENGTH], default=math.inf)
     return lo, hi
+
+
+def markdown_report(preds: list[Prediction]) -> str:
+    """The predictions vs the papers as Markdown tables (used for ``docs/predictions.md``)."""
+    lines = ["| task | shortest known valid program | length | attention ops | layers | "
+             "heads | RASP-L (natural program) | score | prediction | Zhou et al. 2023 | "
+             "agrees |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for p in preds:
+        if p.rasp_l:
+            status = "valid, verified"
+        elif p.verdict == "unverified":
+            status = "valid, fails verification"
+        else:
+            rules = ", ".join(f"{v['rule']} ({v['rule_name']})"
+                              for v in _unique_rules(p.violations))
+            status = f"invalid: rules {rules}"
+        prog = p.program if p.rasp_l else "none (natural: " + p.program + ")"
+        zhou = (p.paper.get("zhou") or "—").replace("|", "/")
+        agree = {True: "yes", False: "**no**", None: "—"}[p.agrees]
+        lines.append(f"| {p.task} | {prog} | {p.length} | {p.attention_ops} | {p.layers} | "
+                     f"{p.heads} | {status} | {p.score:.2f} | {p.prediction} | {zhou} | "
+                     f"{agree} |")
+    effects = format_effects(preds)
+    if effects:
+        lines += ["", "| better format | worse format | lengths | scores | ordered as reported |",
+                  "| --- | --- | --- | --- | --- |"]
+        for e in effects:
+            lines.append(f"| {e['better']} | {e['worse']} | {e['better_length']} vs "
+                         f"{e['worse_length']} | {e['better_score']:.2f} vs "
+                         f"{e['worse_score']:.2f} | {'yes' if e['holds'] else '**no**'} |")
+    lo, hi = threshold_range(preds)
+    studied = [p for p in preds if p.agrees is not None]
+    lines += ["", f"Agreement with Zhou et al. 2023: {sum(bool(p.agrees) for p in studied)} of "
+                  f"{len(studied)} studied tasks. The binary predictions are the same for every "
+                  f"threshold T with {lo} <= T < {hi} (used: T = {SHORT_LENGTH})."]
+    return "\n".join(lines)
+
+
+def _unique_rules(violations: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for v in violations:
+        if v["rule"] not in seen:
+            seen.add(v["rule"])
+            out.append(v)
+    return out
+
+
+def main(argv=None) -> int:
+    """``python -m analysis.predict [--markdown] [-N 100] [-K 5] [TASK...]``."""
+    import argparse
+    import json
+    ap = argparse.ArgumentParser(description="Length-generalization predictions (Zhou et al. "
+                                             "2023's conjecture) for the generalization tasks.")
+    ap.add_argument("tasks", nargs="*")
+    ap.add_argument("--markdown", action="store_true", help="Markdown tables (else JSON)")
+    ap.add_argument("-N", "--max-length", type=int, default=100)
+    ap.add_argument("-K", "--samples", type=int, default=5)
+    args = ap.parse_args(argv)
+    preds = predict_all(args.tasks or None, verify_max_length=args.max_length,
+                        samples=args.samples)
+    print(markdown_report(preds) if args.markdown else
+          json.dumps([p.to_dict() for p in preds], indent=1))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+    sys.exit(main())
