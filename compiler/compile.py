@@ -126,7 +126,8 @@ class CompiledModel:
         ids, lens = self.encode(inputs)
         L = self.model.cfg.n_layers
         hook = f"blocks.{L - 1}.hook_resid_post" if L else "hook_embed"
-        logits, cache = self.model.run_with_cache(ids, names=[hook])
+        with _threads(self):
+            logits, cache = self.model.run_with_cache(ids, names=[hook])
         resid = cache[hook]
         if L == 0 and self.model.pos_embed is not None:
             resid = resid + self.model.pos_embed.W_pos[: ids.shape[1]][None]
@@ -209,7 +210,8 @@ class CompiledModel:
         """Attention probabilities ``[batch, layer, head, query, key]`` (numpy; BOS at position
         0 included; layers with fewer heads than the widest are padded with zeros)."""
         ids, _ = self.encode(inputs)
-        pats = self.model.attention_patterns(ids)
+        with _threads(self):
+            pats = self.model.attention_patterns(ids)
         B, T = ids.shape
         H = max([p.shape[1] for p in pats] + [0])
         out = np.zeros((B, len(pats), H, T, T))
@@ -259,6 +261,24 @@ class CompiledModel:
         head = " | ".join(cols)
         row = " | ".join(f"{s[c]:.3f}" if isinstance(s[c], float) else str(s[c]) for c in cols)
         return f"| {head} |\n|{'---|' * len(cols)}\n| {row} |"
+
+
+class _threads:
+    """Run small compiled models on one thread: their matrices are tiny, and torch's thread
+    pool only adds contention (hundreds of times slower on a loaded 2-core machine)."""
+
+    def __init__(self, cm):
+        self.one = cm.stats.get("params", 0) < 5_000_000
+
+    def __enter__(self):
+        self.prev = torch.get_num_threads()
+        if self.one and self.prev != 1:
+            torch.set_num_threads(1)
+
+    def __exit__(self, *exc):
+        if self.one and self.prev != 1:
+            torch.set_num_threads(self.prev)
+        return False
 
 
 def load_compiled(directory: str | os.PathLike) -> CompiledModel:

@@ -165,9 +165,29 @@ class Factor:
     def table(self) -> np.ndarray:
         kv = self.key.values if self.key is not None else [0]
         qv = self.query.values if self.query is not None else [0]
-        K = _homogeneous(list(kv))
-        Q = _homogeneous(list(qv))
+        K = _values_array(list(kv))
+        Q = _values_array(list(qv))
         return np.asarray(self.pred(K, Q), dtype=bool).reshape(len(qv), len(kv))
+
+
+def _values_array(vals: list) -> np.ndarray:
+    """A 1-D array of values: homogeneous scalars as the interpreter builds them, tuples (of
+    a joint key/query space) as an object array."""
+    if vals and isinstance(vals[0], tuple):
+        arr = np.empty(len(vals), dtype=object)
+        for i, v in enumerate(vals):
+            arr[i] = v
+        return arr
+    return _homogeneous(vals)
+
+
+def _tuple_fn(*arrays):
+    n = np.asarray(arrays[0]).reshape(-1).shape[0]
+    cols = [np.asarray(a).reshape(-1).tolist() for a in arrays]
+    out = np.empty(n, dtype=object)
+    for i in range(n):
+        out[i] = tuple(c[i] for c in cols)
+    return out.reshape(np.asarray(arrays[0]).shape)
 
 
 @dataclass(eq=False)
@@ -526,6 +546,28 @@ class _Lowerer:
             return m & qm[:, None] & km[None, :]
         return [Factor(ks.node, qs.node, pred, f"{'not ' if negate else ''}{s.label}")]
 
+    def _joint(self, nodes: list, sel: Selector):
+        """One categorical node for several key (or query) s-ops of an 'or'/'not' selector:
+        an MLP writing the tuple of their values (a combined key/query space). Returns the
+        node (None for none) and ``{id(part): tuple position}`` (None for a single node)."""
+        if not nodes:
+            return None, None
+        if len(nodes) == 1:
+            return nodes[0], None
+        nodes = sorted(nodes, key=lambda c: c.name)
+        total = math.prod(len(c.values) for c in nodes)
+        if total > FUSE_LIMIT * 4:
+            raise UnsupportedError(
+                f"'or' / 'not' of selects over {', '.join(c.name for c in nodes)} needs a "
+                f"combined key/query space of {total} values (limit {FUSE_LIMIT * 4}); rewrite "
+                "it as an 'and' of selects", sel)
+        expr = Expr(fn=_tuple_fn, args=tuple(Expr(leaf=c) for c in nodes),
+                    desc="(" + ", ".join(c.name for c in nodes) + ")")
+        vals = sort_values(itertools.product(*[c.values for c in nodes]))
+        name = self.fresh("_".join(c.name for c in nodes) + "_joint")
+        j = CNode("mlp", name, sel, CATEGORICAL, vals, expr=expr, internal=True)
+        return j, {id(c): i for i, c in enumerate(nodes)}
+
     def _formula_factor(self, sel: Selector) -> Factor:
         leaves = [s for s in topological_order(sel) if isinstance(s, Select)]
         sides = {}
@@ -534,15 +576,14 @@ class _Lowerer:
                 sides[s.id] = (self._side(s.keys), self._side(s.queries))
         keys = {id(k.node): k.node for k, _ in sides.values() if k.node is not None}
         queries = {id(q.node): q.node for _, q in sides.values() if q.node is not None}
-        if len(keys) > 1 or len(queries) > 1:
-            raise UnsupportedError(
-                "'or' / 'not' of selects over different key or query s-ops needs a combined "
-                "key/query space, which this compiler does not build; rewrite it as an 'and' "
-                "of selects, or over one key s-op and one query s-op "
-                f"(keys: {', '.join(c.name for c in keys.values())}; queries: "
-                f"{', '.join(c.name for c in queries.values())})", sel)
-        key = next(iter(keys.values()), None)
-        query = next(iter(queries.values()), None)
+        key, kpos = self._joint(list(keys.values()), sel)
+        query, qpos = self._joint(list(queries.values()), sel)
+
+        def component(arr, pos, node):
+            if pos is None:
+                return arr
+            i = pos[id(node)]
+            return _values_array([t[i] for t in arr.tolist()])
 
         def pred(K, Q, sel=sel):
             def ev(s):
@@ -550,8 +591,8 @@ class _Lowerer:
                     if s.op in ("TRUE", "FALSE"):
                         return np.full((len(Q), len(K)), s.op == "TRUE")
                     ks, qs = sides[s.id]
-                    Kx, km = ks.apply(K)
-                    Qx, qm = qs.apply(Q)
+                    Kx, km = ks.apply(component(K, kpos, ks.node) if ks.node is not None else K)
+                    Qx, qm = qs.apply(component(Q, qpos, qs.node) if qs.node is not None else Q)
                     m = np.asarray(_cmp_pred(s.op)(Kx, Qx), dtype=bool).reshape(len(Q), len(K))
                     return m & qm[:, None] & km[None, :]
                 if isinstance(s, SelectorAnd):
@@ -565,7 +606,7 @@ class _Lowerer:
         return Factor(key, query, pred, sel.label)
 
 
-class _Side:
+class _Side:  # noqa: E302
     """One side of a select: ``node`` (None: the constant ``const``) and an optional
     transform ``expr`` of the node's values (an absorbed map)."""
 
