@@ -1,0 +1,313 @@
+"""Interpreter throughput benchmark (docs/benchmarks.md, "Interpreter throughput").
+
+For each reference program (hist, sort, reverse, dyck2; count next-token when the task catalogue
+provides it) and each length (16, 64, 256), on a batch of 1,000 random sequences, measures
+token-positions per second (sequences x length / seconds) of:
+
+* ``batched``     — ``rasp.evaluate`` on the whole batch at once;
+* ``one_at_a_time`` — the same interpreter called once per sequence;
+* ``numpy``       — the same program hand-written directly in NumPy (batched): the limit;
+* ``python``      — a plain per-sequence Python evaluator of the same semantics (loops over
+  positions; measured on a subset and reported per token-position).
+
+All numbers of one row are measured side by side in one run; ratios are what we compare
+(machines are shared and noisy). Writes ``bench/results/interpreter.json`` and prints a table.
+
+Run:  ``.venv/bin/python -m bench.bench_interpreter`` (options: ``--batch``, ``--lengths``,
+``--repeats``, ``--quick``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import rasp  # noqa: E402
+from rasp import (aggregate, evaluate, indices, length, select, selector_width,  # noqa: E402
+                  tokens_int)
+from rasp.ir import Elementwise, Full, Map, SequenceMap  # noqa: E402
+
+VOCAB = 8
+
+
+# --------------------------------------------------------------------------------------------
+# The programs (Python API, as in the original paper_examples.rasp / rasplib.rasp)
+# --------------------------------------------------------------------------------------------
+
+def prog_hist():
+    return selector_width(select(tokens_int, tokens_int, "=="))
+
+
+def prog_sort():
+    key = tokens_int
+    earlier = select(key, key, "<") | (select(key, key, "==") & select(indices, indices, "<"))
+    target = selector_width(earlier)
+    return aggregate(select(target, indices, "=="), tokens_int)
+
+
+def prog_reverse():
+    return aggregate(select(indices, length - indices - 1, "=="), tokens_int)
+
+
+def _indicator(x):
+    return Map(Elementwise("indicator"), x)
+
+
+def prog_dyck2():
+    """The original paper's dyck2 (``dyckk_ptf(["()", "{}"])``) on token ids 0 ( 1 ) 2 { 3 }:
+    1 = balanced so far ("T"), 2 = open ("P"), 0 = failed ("F")."""
+    opens = _indicator(Map(Elementwise("in", container=[0, 2]), tokens_int))
+    closes = _indicator(Map(Elementwise("in", container=[1, 3]), tokens_int))
+    up_to_self = select(indices, indices, "<=")
+    n_opens = (indices + 1) * aggregate(up_to_self, opens)
+    n_closes = (indices + 1) * aggregate(up_to_self, closes)
+    depth = Map(Elementwise("round"), n_opens - n_closes)
+    delay_closer = depth + closes
+    depth_index = selector_width(select(delay_closer, delay_closer, "==") & up_to_self)
+    open_for_close = (select(opens, 1, "==") & select(delay_closer, delay_closer, "==")
+                      & select(depth_index, depth_index - 1, "=="))
+    matched_opener = aggregate(open_for_close, tokens_int, -1)
+    opener_matches = (matched_opener + 1) == tokens_int
+    mismatch = closes & ~opener_matches
+    had_problem = aggregate(up_to_self, _indicator(mismatch | (depth < 0))) > 0
+    tern = Elementwise("ternary")
+    return SequenceMap(tern, (had_problem, Full(0),
+                              SequenceMap(tern, (depth == 0, Full(1), Full(2)))))
+
+
+# --------------------------------------------------------------------------------------------
+# The same programs hand-written in NumPy (batched, same algorithm: selector matrices)
+# --------------------------------------------------------------------------------------------
+
+def np_hist(x):
+    return (x[:, None, :] == x[:, :, None]).sum(-1)
+
+
+def _np_mean_aggregate(sel, vals, default=0):
+    count = sel.sum(-1)
+    sums = np.matmul(sel.astype(np.float64), vals.astype(np.float64)[:, :, None])[..., 0]
+    return np.where(count == 0, default, sums / np.maximum(count, 1))
+
+
+def np_sort(x):
+    n = x.shape[1]
+    idx = np.arange(n)
+    k, q = x[:, None, :], x[:, :, None]
+    earlier = (k < q) | ((k == q) & (idx[None, None, :] < idx[None, :, None]))
+    target = earlier.sum(-1)
+    sel = target[:, None, :] == idx[None, :, None]
+    return _np_mean_aggregate(sel, x)
+
+
+def np_reverse(x):
+    n = x.shape[1]
+    idx = np.arange(n)
+    sel = idx[None, None, :] == (n - idx - 1)[None, :, None]
+    sel = np.broadcast_to(sel, (x.shape[0], n, n))
+    return _np_mean_aggregate(sel, x)
+
+
+def np_dyck2(x):
+    b, n = x.shape
+    idx = np.arange(n)
+    opens = np.isin(x, [0, 2]).astype(np.int64)
+    closes = np.isin(x, [1, 3]).astype(np.int64)
+    up = idx[None, :] <= idx[:, None]
+    upb = np.broadcast_to(up, (b, n, n))
+    n_opens = (idx + 1) * _np_mean_aggregate(upb, opens)
+    n_closes = (idx + 1) * _np_mean_aggregate(upb, closes)
+    depth = np.round(n_opens - n_closes).astype(np.int64)
+    delay = depth + closes
+    same = delay[:, None, :] == delay[:, :, None]
+    depth_index = (same & up).sum(-1)
+    ofc = (opens[:, None, :] == 1) & same & (depth_index[:, None, :] == depth_index[:, :, None] - 1)
+    matched = _np_mean_aggregate(ofc, x, -1)
+    mismatch = closes.astype(bool) & ~((matched + 1) == x)
+    had = _np_mean_aggregate(upb, (mismatch | (depth < 0)).astype(np.int64)) > 0
+    return np.where(had, 0, np.where(depth == 0, 1, 2))
+
+
+# --------------------------------------------------------------------------------------------
+# Plain per-sequence Python evaluator (same semantics, loops), for the "python" column
+# --------------------------------------------------------------------------------------------
+
+def py_hist(seq):
+    return [sum(1 for k in seq if k == q) for q in seq]
+
+
+def py_sort(seq):
+    n = len(seq)
+    target = [sum(1 for j in range(n) if seq[j] < seq[i] or (seq[j] == seq[i] and j < i))
+              for i in range(n)]
+    out = []
+    for q in range(n):
+        chosen = [seq[k] for k in range(n) if target[k] == q]
+        out.append(sum(chosen) / len(chosen) if chosen else 0)
+    return out
+
+
+def py_reverse(seq):
+    n = len(seq)
+    out = []
+    for q in range(n):
+        chosen = [seq[k] for k in range(n) if k == n - q - 1]
+        out.append(sum(chosen) / len(chosen) if chosen else 0)
+    return out
+
+
+PROGRAMS = {
+    "hist": (prog_hist, np_hist, py_hist),
+    "sort": (prog_sort, np_sort, py_sort),
+    "reverse": (prog_reverse, np_reverse, py_reverse),
+    "dyck2": (prog_dyck2, np_dyck2, None),
+}
+
+
+def _count_program():
+    """The count task's next-token program from the task catalogue, if available."""
+    try:
+        import tasks
+        task = tasks.get_task("count")
+        env = rasp.run_file(Path(tasks.__file__).parent / "programs" / task.reference_file,
+                            causal=task.causal) if not os.path.isabs(
+            str(task.reference_file)) else rasp.run_file(task.reference_file, causal=task.causal)
+        return task, env[task.reference_name]
+    except Exception:  # noqa: BLE001 - optional row
+        return None, None
+
+
+def make_inputs(name, batch, n, rng):
+    if name == "dyck2":
+        return rng.integers(0, 4, size=(batch, n))
+    return rng.integers(0, VOCAB, size=(batch, n))
+
+
+def best_time(fn, repeats):
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def run(batch=1000, lengths=(16, 64, 256), repeats=3, one_at_a_time_max=1000,
+        python_max=50, out_path=None, verbose=True):
+    """Run the benchmark; returns the result dict (also written as JSON to ``out_path``)."""
+    rng = np.random.default_rng(0)
+    rows = []
+    programs = dict(PROGRAMS)
+    for name, (make, np_fn, py_fn) in programs.items():
+        prog = make()
+        for n in lengths:
+            x = make_inputs(name, batch, n, rng)
+            # correctness first: the interpreter must agree with the NumPy version
+            got = evaluate(prog, x)
+            want = np_fn(x)
+            if not np.allclose(np.asarray(got, dtype=float), np.asarray(want, dtype=float)):
+                raise SystemExit(f"{name} at length {n}: interpreter and NumPy disagree")
+            t_batched = best_time(lambda: evaluate(prog, x), repeats)
+            t_numpy = best_time(lambda: np_fn(x), repeats)
+            m = min(batch, one_at_a_time_max)
+            t_single = best_time(lambda: [evaluate(prog, x[i:i + 1]) for i in range(m)],
+                                 1) * batch / m
+            t_python = None
+            if py_fn is not None:
+                p = min(batch, python_max if n <= 64 else max(5, python_max // 10))
+                seqs = x[:p].tolist()
+                t_python = best_time(lambda: [py_fn(s) for s in seqs], 1) * batch / p
+            tp = batch * n
+            row = {
+                "program": name, "length": n, "batch": batch,
+                "batched_tps": tp / t_batched, "one_at_a_time_tps": tp / t_single,
+                "numpy_tps": tp / t_numpy,
+                "python_tps": (tp / t_python) if t_python else None,
+                "speedup_vs_one_at_a_time": t_single / t_batched,
+                "numpy_over_batched": t_batched / t_numpy,
+                "speedup_vs_python": (t_python / t_batched) if t_python else None,
+            }
+            rows.append(row)
+            if verbose:
+                print(_fmt_row(row), flush=True)
+    result = {
+        "command": ".venv/bin/python -m bench.bench_interpreter",
+        "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(),
+                    "python": platform.python_version(), "numpy": np.__version__},
+        "bars": {"speedup_vs_one_at_a_time_at_64": ">= 50", "numpy_over_batched": "<= 3",
+                 "tracr_reference_tps_at_64": "31,000 (sort) to 63,000 (hist)"},
+        "rows": rows,
+    }
+    if out_path is not None:
+        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(out_path).write_text(json.dumps(result, indent=2))
+    return result
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+HEADER = (f"{'program':<8} {'len':>4} {'batched tok/s':>14} {'1-at-a-time':>12} "
+          f"{'numpy':>12} {'python':>10} {'x 1-at-a-time':>13} {'numpy/batched':>13}")
+
+
+def _fmt_row(r) -> str:
+    py = f"{r['python_tps']:>10,.0f}" if r["python_tps"] else f"{'-':>10}"
+    return (f"{r['program']:<8} {r['length']:>4} {r['batched_tps']:>14,.0f} "
+            f"{r['one_at_a_time_tps']:>12,.0f} {r['numpy_tps']:>12,.0f} {py} "
+            f"{r['speedup_vs_one_at_a_time']:>13.1f} {1 / r['numpy_over_batched']:>13.2f}")
+
+
+def markdown_table(result) -> str:
+    lines = ["| program | length | batched tok-pos/s | one at a time | direct NumPy | "
+             "plain Python | batched / one-at-a-time | batched / NumPy |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in result["rows"]:
+        py = f"{r['python_tps']:,.0f}" if r["python_tps"] else "-"
+        lines.append(f"| {r['program']} | {r['length']} | {r['batched_tps']:,.0f} | "
+                     f"{r['one_at_a_time_tps']:,.0f} | {r['numpy_tps']:,.0f} | {py} | "
+                     f"{r['speedup_vs_one_at_a_time']:.1f}x | "
+                     f"{1 / r['numpy_over_batched']:.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--lengths", default="16,64,256")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="batch 100, lengths 16,64")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "interpreter.json"))
+    ap.add_argument("--markdown", action="store_true", help="also print a Markdown table")
+    args = ap.parse_args(argv)
+    lengths = tuple(int(s) for s in args.lengths.split(","))
+    batch = args.batch
+    if args.quick:
+        batch, lengths = 100, (16, 64)
+    print(HEADER)
+    result = run(batch=batch, lengths=lengths, repeats=args.repeats, out_path=args.out)
+    if args.markdown:
+        print()
+        print(markdown_table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
