@@ -572,6 +572,9 @@ def load_safetensors(path, device: str = "cpu") -> Transformer:
         raise ValueError(f"{path}: bad config in metadata ({e})") from None
     model = Transformer(cfg)
     state = load_file(path, device="cpu")
+    dtypes = {t.dtype for t in state.values() if t.is_floating_point()}
+    if len(dtypes) == 1:  # keep the stored precision (compiled models are float64)
+        model = model.to(dtypes.pop())
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as e:

@@ -142,3 +142,11 @@ def test_head_mask_silences_a_head():
     _, cache = m.run_with_cache(x)
     assert float(cache["blocks.1.hook_attn_out"].abs().max()) == pytest.approx(
         float(m.blocks[1].attn.b_O.detach().abs().max()), abs=1e-6)
+
+
+def test_float64_model_round_trips_in_float64(tmp_path):
+    m = small("ape_learned", normalization="none", attn_bias=False, mlp_bias=False).double()
+    save_safetensors(m, tmp_path / "d.safetensors")
+    m2 = load_safetensors(tmp_path / "d.safetensors")
+    assert m2.embed.W_E.dtype == torch.float64
+    assert torch.equal(m2.embed.W_E, m.embed.W_E)
