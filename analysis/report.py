@@ -56,6 +56,10 @@ OOD_GENERALIZES = 0.5
 ID_FIT = 0.9
 
 
+#: Seconds kept for compiling, probing and drawing after training when a budget is set.
+RENDER_RESERVE_S = 100.0
+
+
 class ReportError(Exception):
     """A report cannot be produced (bad task name, unwritable output directory, runs of another
     task, ...). The message says what and how to fix it."""
@@ -83,6 +87,9 @@ class ReportOptions:
     #: training processes run side by side (default: min(2, CPU cores)); each gets
     #: cores // jobs torch threads. Small models train faster this way than one at a time.
     jobs: int | None = None
+    #: wall-clock budget of the whole report in seconds (training stops starting new runs
+    #: RENDER_RESERVE_S before it); None = no budget. ``rasp demo`` uses 570.
+    budget_s: float | None = None
 
     def resolved(self) -> dict:
         if self.preset not in PRESETS:
@@ -362,11 +369,35 @@ def _train_worker(job: tuple) -> dict:
                 "seconds": time.time() - t0}
 
 
-def train_missing(task_names: Sequence[str], opts: ReportOptions) -> dict[str, dict]:
+#: Order in which missing runs are trained, so that a time budget leaves the most informative
+#: runs done: NoPE and T5 first (the paper's closest pair), then NoPE's other seed (the
+#: baseline), then the others; tasks interleaved.
+_PE_PRIORITY = ["nope", "t5", "alibi", "rope", "ape_sinusoidal", "ape_learned"]
+
+
+def _job_rank(job: tuple) -> tuple:
+    name, pe, seed = job[:3]
+    rank = _PE_PRIORITY.index(pe) if pe in _PE_PRIORITY else len(_PE_PRIORITY)
+    if pe == "nope" and seed > 0:
+        rank = 1.5 + seed / 1000              # the other-seed baseline right after T5
+    return (rank, seed)
+
+
+def train_missing(task_names: Sequence[str], opts: ReportOptions,
+                  budget_s: float | None = None) -> dict[str, dict]:
     """Train every missing or partial run of the report, ``opts.jobs`` at a time.
 
+    Args:
+        task_names: the report's tasks.
+        opts: the report options (``jobs``, ``train_missing``, ...).
+        budget_s: wall-clock budget in seconds for training; a run is not started when the
+            time used plus the mean duration of the runs so far would exceed it. Skipped runs
+            are reported (status ``"skipped"``) and trained by the next call (finished runs are
+            reused). None = no budget; 0 = train nothing.
+
     Returns:
-        run directory -> ``{"status": "trained"|"resumed"|"failed", "error"?, "seconds"}``.
+        run directory -> ``{"status": "trained"|"resumed"|"failed"|"skipped", "error"?,
+        "seconds"}``.
 
     Raises:
         ReportError: a run directory holds another task's run.
@@ -380,36 +411,64 @@ def train_missing(task_names: Sequence[str], opts: ReportOptions) -> dict[str, d
                 jobs.append((name, pe, seed, str(rd), opts, preset.get("train_preset")))
     if not jobs or not opts.train_missing:
         return {}
+    jobs.sort(key=_job_rank)
     cores = os.cpu_count() or 1
     n_jobs = max(1, min(opts.jobs or min(2, cores), len(jobs)))
     threads = max(1, cores // n_jobs)
     done: dict[str, dict] = {}
     _log(opts, f"[report] training {len(jobs)} missing run(s), {n_jobs} at a time "
-               f"({threads} torch thread(s) each)")
+               f"({threads} torch thread(s) each)"
+               + (f", time budget {budget_s:.0f} s" if budget_s else ""))
     t0 = time.time()
+    durations: list[float] = []
+
+    def may_start() -> bool:
+        if budget_s is None:
+            return True
+        if budget_s <= 0:
+            return False
+        expected = float(np.mean(durations)) if durations else 0.0
+        return time.time() - t0 + expected <= budget_s
+
+    def finished(i_done: int, job: tuple, r: dict) -> None:
+        name, pe, seed, rd = job[:4]
+        done[rd] = r
+        durations.append(r.get("seconds", 0.0))
+        _log(opts, f"[report] [{i_done}/{len(jobs)}, {time.time() - t0:.0f} s] {name} "
+                   f"{pe}/seed{seed}: {r['status']} in {r.get('seconds', 0.0):.0f} s  "
+                   f"{r.get('line') or r.get('error', '')}")
+
+    pending = list(jobs)
     if n_jobs == 1:
-        for i, job in enumerate(jobs):
-            name, pe, seed, rd = job[:4]
-            _log(opts, f"[report] [{i + 1}/{len(jobs)}] {name} {pe}/seed{seed} -> {rd}")
-            done[rd] = r = _train_worker(job + (threads,))
-            _log(opts, f"[report] [{i + 1}/{len(jobs)}] {r['status']} in {r['seconds']:.0f} s "
-                       f"{r.get('line') or r.get('error', '')}")
-        return done
-    import concurrent.futures as cf
-    import multiprocessing as mp
-    with cf.ProcessPoolExecutor(n_jobs, mp_context=mp.get_context("spawn")) as pool:
-        futs = {pool.submit(_train_worker, job + (threads,)): job for job in jobs}
-        for i, fut in enumerate(cf.as_completed(futs)):
-            name, pe, seed, rd = futs[fut][:4]
-            try:
-                r = fut.result()
-            except Exception as e:  # noqa: BLE001 - a crashed worker
-                r = {"dir": rd, "status": "failed", "error": f"worker crashed: {e}",
-                     "seconds": 0.0}
-            done[rd] = r
-            _log(opts, f"[report] [{i + 1}/{len(jobs)}, {time.time() - t0:.0f} s] {name} "
-                       f"{pe}/seed{seed}: {r['status']} in {r['seconds']:.0f} s  "
-                       f"{r.get('line') or r.get('error', '')}")
+        while pending and may_start():
+            job = pending.pop(0)
+            finished(len(done) + 1, job, _train_worker(job + (threads,)))
+    else:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+        with cf.ProcessPoolExecutor(n_jobs, mp_context=mp.get_context("spawn")) as pool:
+            running: dict = {}
+            while pending or running:
+                while pending and len(running) < n_jobs and may_start():
+                    job = pending.pop(0)
+                    running[pool.submit(_train_worker, job + (threads,))] = job
+                if not running:
+                    break
+                ready, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
+                for fut in ready:
+                    job = running.pop(fut)
+                    try:
+                        r = fut.result()
+                    except Exception as e:  # noqa: BLE001 - a crashed worker
+                        r = {"dir": job[3], "status": "failed", "seconds": 0.0,
+                             "error": f"worker crashed: {e}"}
+                    finished(len(done) + 1, job, r)
+    for job in pending:
+        done[job[3]] = {"dir": job[3], "status": "skipped", "seconds": 0.0,
+                        "error": f"time budget of {budget_s:.0f} s used up; run the same "
+                                 "command again to train it (finished runs are reused)"}
+    if pending:
+        _log(opts, f"[report] time budget reached: {len(pending)} run(s) left for next time")
     return done
 
 
@@ -498,6 +557,9 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
             if r["status"] == "failed":
                 entry["error"] = r.get("error", "")
                 sec["problems"].append(f"training {label} failed: {r.get('error', '')}")
+            elif r["status"] == "skipped":
+                entry["error"] = r.get("error", "")
+                sec["problems"].append(f"run {label} not trained: {r.get('error', '')}")
         elif (rd / "DONE").exists():
             entry["status"] = "reused"
             _log(opts, f"[report] {task.name} {label}: reusing {rd}")
@@ -814,7 +876,8 @@ def generate_report(task_names: Sequence[str] | None = None,
     except ImportError as e:
         raise ReportError(f"the task catalogue is not available ({e})")
     t0 = time.time()
-    trained = train_missing(names, opts)
+    trained = train_missing(names, opts, budget_s=(None if opts.budget_s is None else
+                                                   max(0.0, opts.budget_s - RENDER_RESERVE_S)))
     sections = [collect_task(n, opts, trained) for n in names]
     _log(opts, "[report] drawing figures and writing the page")
     path = render_report(sections, out, meta={

@@ -180,3 +180,20 @@ def test_cli_report_bad_input(tmp_path, capsys):
     blocker.write_text("")
     assert rasp_main(["report", TASK, "-o", str(blocker / "x"), "--no-train"]) == 2
     assert "cannot write the report" in capsys.readouterr().err
+
+
+def test_time_budget_skips_runs_and_says_so(tmp_path):
+    opts = _opts(tmp_path / "runs", pes=["rope"], jobs=1)
+    done = report.train_missing([TASK], opts, budget_s=0)
+    (rd,) = [rd for _, _, rd in report.wanted_runs(TASK, opts)]
+    assert done[str(rd)]["status"] == "skipped" and not rd.exists()
+    sec = report.collect_task(TASK, opts, trained=done)
+    assert sec["runs"][0]["status"] == "skipped"
+    assert any("time budget" in p for p in sec["problems"])
+
+
+def test_missing_runs_are_trained_nope_and_t5_first():
+    opts = report.ReportOptions(pes=list(reversed(report.figures.PE_ORDER)), runs_root="/x")
+    jobs = [(TASK, pe, s) for pe, s, _ in report.wanted_runs(TASK, opts)]
+    order = [(pe, s) for _, pe, s in sorted(jobs, key=report._job_rank)]
+    assert order[:3] == [("nope", 0), ("t5", 0), ("nope", 1)]

@@ -39,6 +39,10 @@ def add_arguments(p) -> None:
     p.add_argument("--device", default="cpu", help="torch device for training (cpu, cuda)")
     p.add_argument("-j", "--jobs", type=int, default=None,
                    help="training runs side by side (default: min(2, CPU cores))")
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="wall-clock budget: no new training run starts when it would not "
+                        "finish in time (skipped runs are named in the report and trained by "
+                        "the next call)")
     p.add_argument("--no-train", action="store_true",
                    help="do not train missing runs; report what exists and say what is missing")
     p.add_argument("--variant", choices=["standard", "kazemnejad"], default="standard",
@@ -61,7 +65,8 @@ def options_from_args(args):
         raise UsageError("--jobs must be >= 1")
     return ReportOptions(preset=args.preset, pes=pes, runs_root=args.runs, device=args.device,
                          train_missing=not args.no_train, variant=args.variant,
-                         progress=not args.quiet, jobs=args.jobs)
+                         progress=not args.quiet, jobs=args.jobs,
+                         budget_s=getattr(args, "budget", None))
 
 
 def run(args) -> int:
