@@ -674,39 +674,68 @@ def mlp_cost(leaves: list) -> int:
     return combos
 
 
+def _fusion_ok(p: CNode, new_expr: Expr, old_cost: int) -> bool:
+    new_leaves = new_expr.leaves()
+    nums = [l for l in new_leaves if l.encoding != CATEGORICAL]
+    if len(nums) > 1 and not (p.encoding == NUMERICAL and affine_form(new_expr)):
+        return False
+    cat_rows = math.prod(len(l.values) for l in new_leaves if l.encoding == CATEGORICAL)
+    if cat_rows > FUSE_LIMIT:
+        return False
+    return mlp_cost(new_leaves) <= max(1.5 * old_cost, old_cost + 64)
+
+
 def _fuse(nodes: list, output: CNode) -> int:
-    """Fuse single-consumer MLP nodes into their MLP consumer. Returns the number of fusions."""
+    """Fuse single-consumer MLP nodes into their MLP consumer. Returns the number of fusions.
+
+    For each MLP, first the whole tree of single-consumer MLPs below it is tried at once (so
+    ``f(a) + g(a)`` becomes one MLP of ``a``), then single leaves, greedily; a fusion is kept
+    when it does not blow up the MLP (at most 1.5x the units of the separate MLPs)."""
     fused = 0
     changed = True
     while changed:
         changed = False
         cons = _consumers(nodes, output)
+
+        def eligible(leaf, parent_set):
+            if leaf.kind != "mlp" or leaf is output:
+                return False
+            users = cons.get(id(leaf), [])
+            return len(users) == 1 and users[0] in parent_set
+
         for p in nodes:
             if p.kind != "mlp":
                 continue
-            for leaf in p.expr.leaves():
-                if leaf.kind != "mlp" or leaf is output:
-                    continue
-                users = cons.get(id(leaf), [])
-                if len(users) != 1 or users[0] is not p:
-                    continue
-                new_expr = p.expr.substitute(leaf, leaf.expr)
-                new_leaves = new_expr.leaves()
-                nums = [l for l in new_leaves if l.encoding != CATEGORICAL]
-                if len(nums) > 1 and not (p.encoding == NUMERICAL and affine_form(new_expr)):
-                    continue
-                cat_rows = math.prod(len(l.values) for l in new_leaves
-                                     if l.encoding == CATEGORICAL)
-                if cat_rows > FUSE_LIMIT:
-                    continue
-                new_cost = mlp_cost(new_leaves)
-                old_cost = mlp_cost(p.expr.leaves()) + mlp_cost(leaf.expr.leaves())
-                if new_cost > max(1.5 * old_cost, old_cost + 64):
-                    continue
-                p.expr = new_expr
-                fused += 1
+            # whole tree
+            tree = {id(p): p}
+            expr = p.expr
+            old_cost = mlp_cost(p.expr.leaves())
+            grew = True
+            while grew:
+                grew = False
+                for leaf in expr.leaves():
+                    if eligible(leaf, [tree[k] for k in tree]):
+                        expr = expr.substitute(leaf, leaf.expr)
+                        tree[id(leaf)] = leaf
+                        old_cost += mlp_cost(leaf.expr.leaves())
+                        grew = True
+                        break
+            if len(tree) > 2 and _fusion_ok(p, expr, old_cost):
+                p.expr = expr
+                fused += len(tree) - 1
                 changed = True
-                break
+            else:
+                for leaf in p.expr.leaves():
+                    if not eligible(leaf, [p]):
+                        continue
+                    new_expr = p.expr.substitute(leaf, leaf.expr)
+                    old = mlp_cost(p.expr.leaves()) + mlp_cost(leaf.expr.leaves())
+                    if not _fusion_ok(p, new_expr, old):
+                        continue
+                    p.expr = new_expr
+                    fused += 1
+                    changed = True
+                    break
             if changed:
                 nodes[:] = _reachable(output)
                 break
