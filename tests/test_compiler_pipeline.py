@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import networkx as nx
 import numpy as np
@@ -152,26 +150,28 @@ def test_load_compiled_errors(tmp_path):
         load_compiled(tmp_path)
 
 
-def _cli(*args):
-    code = "import sys; from rasp_cli.main import main; sys.exit(main(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
-                          text=True, cwd=os.path.dirname(os.path.dirname(__file__)), timeout=300)
+def _cli(capsys, *args):
+    from rasp_cli.main import main
+    rc = main(list(args))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
 
 
-def test_cli_compile_export_and_verify(tmp_path):
+def test_cli_compile_export_and_verify(tmp_path, capsys):
     src = tmp_path / "p.rasp"
     src.write_text('flip = select(indices, length - indices - 1, "==");\n'
                    'rev = aggregate(flip, tokens);\n')
     out = tmp_path / "out"
-    r = _cli("compile", str(src), "--name", "rev", "--vocab", "a,b,c", "--max-len", "6",
-             "-o", str(out), "--verify", "5")
-    assert r.returncode == 0, r.stderr
-    assert "d_model" in r.stdout and "verify: 30/30" in r.stdout
+    rc, stdout, stderr = _cli(capsys, "compile", str(src), "--name", "rev", "--vocab", "a,b,c",
+                              "--max-len", "6", "-o", str(out), "--verify", "5")
+    assert rc == 0, stderr
+    assert "d_model" in stdout and "verify: 30/30" in stdout
     assert (out / "model.safetensors").exists() and (out / "model.json").exists()
     back = load_compiled(out)
     assert back.run(["abcc"])[0].tolist() == list("ccba")
-    r = _cli("compile", str(src), "--name", "nope", "--vocab", "a", "--max-len", "3")
-    assert r.returncode == 2 and "unknown name" in r.stderr
-    r = _cli("compile", str(tmp_path / "missing.rasp"), "--name", "x", "--vocab", "a",
-             "--max-len", "3")
-    assert r.returncode == 2
+    rc, _, stderr = _cli(capsys, "compile", str(src), "--name", "nope", "--vocab", "a",
+                         "--max-len", "3")
+    assert rc == 2 and "unknown name" in stderr
+    rc, _, _ = _cli(capsys, "compile", str(tmp_path / "missing.rasp"), "--name", "x",
+                    "--vocab", "a", "--max-len", "3")
+    assert rc == 2
