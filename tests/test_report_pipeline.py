@@ -197,3 +197,17 @@ def test_missing_runs_are_trained_nope_and_t5_first():
     jobs = [(TASK, pe, s) for pe, s, _ in report.wanted_runs(TASK, opts)]
     order = [(pe, s) for _, pe, s in sorted(jobs, key=report._job_rank)]
     assert order[:3] == [("nope", 0), ("t5", 0), ("nope", 1)]
+
+
+def test_cli_probe_of_an_exported_compiled_model_matches_the_reference(tmp_path, capsys):
+    """`rasp probe DIR --task T` on the compiled export of T's own program: JSD 0 everywhere."""
+    import tasks
+    from analysis.report import _compile_reference
+    task = tasks.get_task(TASK)
+    _compile_reference(task, task.load_reference(), 16).save(tmp_path / "export")
+    assert rasp_main(["probe", str(tmp_path / "export"), "--task", TASK, "--lengths", "2,3",
+                      "--per-length", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "vs compiled: one-to-one head matching, mean JSD 0.000" in out
+    assert rasp_main(["probe", str(tmp_path / "export")]) == 2     # a compiled dir needs --task
+    assert "--task" in capsys.readouterr().err
