@@ -53,6 +53,11 @@ class Assembly:
     output_encoding: str
 
 
+class _NoInit(Transformer):
+    def reset_parameters(self, seed=None):   # weights are assigned right after construction
+        pass
+
+
 def choose_d_head(blocks: list[HeadBlock], d_model: int) -> int:
     """The ``d_head`` minimising ``sum_heads ceil(r_ov / d_head) * 4 * d_model * d_head`` among
     the widths the heads need (at least the widest query/key space)."""
@@ -174,7 +179,8 @@ def assemble(plan: LayerPlan, space: ResidualSpace, heads: dict, mlps: dict, voc
     state["pos_embed.W_pos"] = torch.tensor(W_pos)
     state["unembed.W_U"] = torch.tensor(W_U)
     state["unembed.b_U"] = torch.zeros(W_U.shape[1], dtype=torch.float64)
-    model = Transformer(cfg).double()
-    model.load_state_dict(state, strict=True)
+    model = _NoInit(cfg)                # no random initialisation of weights we overwrite
+    model.__class__ = Transformer
+    model.load_state_dict(state, strict=True, assign=True)
     model.eval()
     return Assembly(model, cfg, heads_per_layer, mlp_per_layer, head_nodes, out_values, out_enc)

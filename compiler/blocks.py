@@ -119,13 +119,19 @@ class _Units:
         H = len(self.ins)
         W_in = np.zeros((self.d, H))
         W_out = np.zeros((H, self.d))
-        for j, (a, b) in enumerate(zip(self.ins, self.outs)):
-            for k, v in a.items():
-                W_in[k, j] += v
-            for k, v in b.items():
-                W_out[j, k] += v
-            W_in[ResidualSpace.BOS, j] -= BIG
-            W_in[ResidualSpace.PAD, j] -= BIG
+        for W, table, transpose in ((W_in, self.ins, True), (W_out, self.outs, False)):
+            rows, cols, vals = [], [], []
+            for j, dct in enumerate(table):
+                rows.extend(dct.keys())
+                vals.extend(dct.values())
+                cols.extend([j] * len(dct))
+            if rows:
+                if transpose:
+                    np.add.at(W, (np.asarray(rows), np.asarray(cols)), np.asarray(vals))
+                else:
+                    np.add.at(W, (np.asarray(cols), np.asarray(rows)), np.asarray(vals))
+        W_in[ResidualSpace.BOS, :] -= BIG
+        W_in[ResidualSpace.PAD, :] -= BIG
         return W_in, W_out
 
 

@@ -413,7 +413,7 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
                                  else None}
     model = asm.model
     params = sum(p.numel() for p in model.parameters())
-    nonzero = int(sum(int((p.abs() > 0).sum()) for p in model.parameters()))
+    nonzero = int(sum(int(torch.count_nonzero(p)) for p in model.parameters()))
     stats = {
         "layers": asm.config.n_layers,
         "heads": int(sum(asm.heads_per_layer)),
