@@ -383,7 +383,26 @@ def _kind(v) -> str:
 # Nodes
 # --------------------------------------------------------------------------------------------
 
-_ids = itertools.count(1)
+class _IdCounter:
+    """Node ids in creation order; :meth:`peek` is the id the next node will get (the parser
+    uses it to tell the nodes a statement created)."""
+
+    def __init__(self, start: int = 1):
+        self._next = start
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> int:
+        v = self._next
+        self._next += 1
+        return v
+
+    def peek(self) -> int:
+        return self._next
+
+
+_ids = _IdCounter(1)
 
 # Causal (RASP-L) mode of the Python API: new `select`s are causal while it is on.
 _CAUSAL_STACK: list[bool] = [False]

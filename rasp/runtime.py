@@ -606,8 +606,8 @@ def _span(ctx: _Ctx, tree) -> Span | None:
 
 
 def _mark() -> int:
-    """An id no existing node has: nodes created after this call have larger ids."""
-    return next(ir._ids)
+    """The largest id of an existing node: nodes created after this call have larger ids."""
+    return ir._ids.peek() - 1
 
 
 def _set_spans(value: Any, span: Span | None, mark: int) -> None:
