@@ -362,8 +362,11 @@ class Evaluator:
         """For a non-causal ``select(keys, queries, ==)``: group codes ``(key_codes,
         query_codes, n_codes)`` (``[B, N]`` int arrays; equal values of one sequence share a
         code, different sequences never do), or None when the fast path does not apply."""
-        if not isinstance(sel, Select) or sel.op != "==" or self.causal or sel.causal:
+        if not isinstance(sel, Select) or sel.op != "==":
             return None
+        causal = bool(self.causal or sel.causal)
+        if causal and not _is_index_shift(sel.keys):
+            return None       # causal grouping is exact only for distinct keys (positions)
         keys = self.values[sel.keys.id]
         queries = self.values[sel.queries.id]
         kk, qk = keys.dtype.kind, queries.dtype.kind
@@ -389,7 +392,7 @@ class Evaluator:
             u = int(inv.max()) + 1
             kc, qc = inv[:B * N].reshape(B, N), inv[B * N:].reshape(B, N)
         rows = (np.arange(B, dtype=np.int64) * u)[:, None]
-        return kc + rows, qc + rows, B * u
+        return kc + rows, qc + rows, B * u, causal
 
     def _width_fast(self, sel: Selector):
         if isinstance(sel, Select) and sel.op in ("TRUE", "FALSE"):
@@ -402,18 +405,35 @@ class Evaluator:
         codes = self._eq_codes(sel)
         if codes is None:
             return None
-        kc, qc, m = codes
-        return np.bincount(kc.reshape(-1), minlength=m)[qc].astype(np.int64)
+        kc, qc, m, causal = codes
+        count = np.bincount(kc.reshape(-1), minlength=m)[qc].astype(np.int64)
+        if causal:
+            count = self._causal_mask_distinct(kc, qc, m, count)[0]
+        return count
 
-    def _aggregate_grouped(self, n: Aggregate, vals, kc, qc, m) -> np.ndarray:
-        """An aggregate over a non-causal ``==`` select, by grouping keys on their codes."""
+    def _causal_mask_distinct(self, kc, qc, m, count):
+        """Causal ``==`` with distinct keys per sequence (positions): the one matching key
+        ``k`` counts only when ``k <= q``. Returns (masked count, key index per code)."""
+        flat_k = kc.reshape(-1)
+        where_key = np.zeros(m, dtype=np.int64)
+        where_key[flat_k] = np.arange(flat_k.size, dtype=np.int64)
+        kpos = where_key[qc] % self.n
+        qpos = np.arange(self.n, dtype=np.int64)[None, :]
+        return np.where(kpos <= qpos, count, 0), where_key
+
+    def _aggregate_grouped(self, n: Aggregate, vals, kc, qc, m, causal=False) -> np.ndarray:
+        """An aggregate over an ``==`` select, by grouping keys on their codes (``causal``:
+        distinct keys, masked to ``k <= q``)."""
         default = n.default
         kind = vals.dtype.kind
         flat_k = kc.reshape(-1)
         count = np.bincount(flat_k, minlength=m)[qc]
-        # index of (one) key of each code: exact whenever a query selects one key
-        where_key = np.zeros(m, dtype=np.int64)
-        where_key[flat_k] = np.arange(flat_k.size, dtype=np.int64)
+        if causal:
+            count, where_key = self._causal_mask_distinct(kc, qc, m, count)
+        else:
+            # index of (one) key of each code: exact whenever a query selects one key
+            where_key = np.zeros(m, dtype=np.int64)
+            where_key[flat_k] = np.arange(flat_k.size, dtype=np.int64)
         flat_vals = vals.reshape(-1)
 
         def moved_values():
@@ -524,6 +544,24 @@ def _compare(keys: np.ndarray, queries: np.ndarray, op: str) -> np.ndarray:
     if op == ">=":
         return keys >= queries
     raise AssertionError(op)
+
+
+def _is_index_shift(node: Node) -> bool:
+    """Whether an s-op is ``indices + c`` (integer constant shifts): distinct per sequence."""
+    for _ in range(64):
+        if isinstance(node, Indices):
+            return True
+        if not isinstance(node, Map):
+            return False
+        fn = node.fn
+        c = fn.const
+        if not (isinstance(c, (int, np.integer)) and not isinstance(c, (bool, np.bool_))):
+            return False
+        if not (fn.op == "add" and fn.const_side in ("left", "right")
+                or fn.op == "sub" and fn.const_side == "right"):
+            return False
+        node = node.inner
+    return False
 
 
 def _count_selected(sel: np.ndarray) -> np.ndarray:

@@ -100,11 +100,11 @@ def reference_eval(root, seq: list, causal_all: bool = False):
                     out.append(max(chosen))
                 elif node.reduction == "min":
                     out.append(min(chosen))
-                elif len(chosen) == 1:
-                    out.append(chosen[0])
                 else:
-                    mean = sum(chosen) / len(chosen)
-                    out.append(math.trunc(mean) if node.truncate else mean)
+                    # one key: its value as is; several: the mean. RASP-L's kqv truncates the
+                    # result toward zero either way (reference: aggr_mean(...).astype(int)).
+                    value = chosen[0] if len(chosen) == 1 else sum(chosen) / len(chosen)
+                    out.append(math.trunc(value) if node.truncate else value)
             val[node.id] = out
         else:  # pragma: no cover - the generator makes no other nodes
             raise AssertionError(node)
@@ -184,6 +184,20 @@ def as_float(a) -> np.ndarray:
     return np.asarray(a, dtype=np.float64)
 
 
+def program_text(prog) -> str:
+    """The program, one operation per line (shown when a property fails)."""
+    from rasp.measures import describe_node
+    lines = []
+    for node in topological_order(prog):
+        extra = ""
+        if isinstance(node, Aggregate):
+            extra = f" [{node.reduction}{', truncate' if node.truncate else ''}]"
+        if isinstance(node, Select):
+            extra = " [causal]" if node.causal else ""
+        lines.append(f"{node.label} = {describe_node(node)}{extra}")
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------------------------
 # Properties
 # --------------------------------------------------------------------------------------------
@@ -196,7 +210,7 @@ def test_batched_equals_one_sequence_at_a_time(prog, batch, causal):
     for i, seq in enumerate(batch):
         alone = evaluate(prog, np.array([seq], dtype=np.int64), causal=causal)
         np.testing.assert_allclose(as_float(together[i]), as_float(alone[0]), rtol=1e-12,
-                                   atol=1e-12)
+                                   atol=1e-12, err_msg=program_text(prog))
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -205,7 +219,8 @@ def test_matches_plain_python_reference(prog, batch, causal):
     got = evaluate(prog, np.array(batch, dtype=np.int64), causal=causal)
     for i, seq in enumerate(batch):
         want = reference_eval(prog, seq, causal_all=bool(causal))
-        np.testing.assert_allclose(as_float(got[i]), as_float(want), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(as_float(got[i]), as_float(want), rtol=1e-9, atol=1e-9,
+                                   err_msg=program_text(prog))
 
 
 @settings(max_examples=60, deadline=None)
