@@ -380,6 +380,8 @@ def train(task_name, pe: str, seed: int = 0, steps: int | None = None,
         tr["train_max_len"] = int(train_max_len)
     if tr["train_max_len"] is None:
         tr["train_max_len"] = int(task.default_train_max_len)
+        if tr.get("train_max_len_cap"):
+            tr["train_max_len"] = min(tr["train_max_len"], int(tr["train_max_len_cap"]))
     if tr["steps"] < 1:
         raise TrainingError(f"steps must be >= 1, got {tr['steps']}")
     lo = max(int(tr["train_min_len"]), int(getattr(task, "min_length", 1) or 1))

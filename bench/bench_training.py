@@ -56,6 +56,8 @@ def measure_pe(task, pe: str, steps: int, threads: int, preset: str = "default")
     torch.set_num_threads(threads)
     model_s, tr = configs.resolve(task.name, preset, getattr(task, "default_config", {}))
     hi = tr["train_max_len"] or task.default_train_max_len
+    if not tr["train_max_len"] and tr.get("train_max_len_cap"):
+        hi = min(hi, tr["train_max_len_cap"])
     lengths = [n for n in range(1, hi + 1) if task.length_ok(n)]
     pairs = eval_lengths(task, hi, 1, tr["eval_max_factor"], tr["eval_stride"])
     cfg = TransformerConfig(**{**model_s, "d_vocab": len(task.vocab), "pe": pe,
