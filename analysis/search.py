@@ -254,6 +254,7 @@ class SearchResult:
     n_targets: int
     max_length: int
     source: str | None = None
+    counterexamples_added: int = 0
 
     @property
     def programs_per_s(self) -> float:
@@ -266,7 +267,8 @@ class SearchResult:
                 "seconds": round(self.seconds, 3),
                 "programs_per_s": round(self.programs_per_s, 1),
                 "lengths": self.lengths, "n_targets": self.n_targets,
-                "max_length": self.max_length, "program": self.source}
+                "max_length": self.max_length, "program": self.source,
+                "counterexamples_added": self.counterexamples_added}
 
     def summary(self) -> str:
         if self.found:
@@ -306,7 +308,7 @@ class _Search:
         self.stored_bytes = 0
         self.storing = True
         self.validate = validate
-        self.spurious = 0
+        self.spurious_node: Node | None = None
         self.ev = Evaluator(problem.inputs, causal=True)
         self.valid = problem.valid
         self.qk_valid = problem.valid[:, :, None] & problem.valid[:, None, :]
@@ -365,14 +367,17 @@ class _Search:
         if key in self.seen:
             self.ev.values.pop(node.id, None)
             return None
-        item = _Item(node, cost, ops, idx, is_sel, binary, text)
+        item = _Item(node, cost, ops, idx, is_sel, binary=binary, text=text)
         if is_sel:
             item.sel_info = sel_info
         if not is_sel and self.found is None and self._matches(val):
             if self.validate is None or self.validate(node):
                 self.found = item
             else:
-                self.spurious += 1
+                # fits the batch only by chance: the batch cannot tell some programs apart,
+                # so nothing can be certified at this length; the caller adds a
+                # counterexample to the batch and starts again
+                self.spurious_node = node
         if not self.storing or cost >= self.max_length:
             # check-only: the last level needs no storage (nothing is built on it)
             if self.found is not item:
@@ -561,7 +566,7 @@ class _Search:
                     f"({x.text} or {y.text})"
 
     def _stop(self) -> bool:
-        return self.found is not None or self._timeout()
+        return self.found is not None or self.spurious_node is not None or self._timeout()
 
     # -- driver ------------------------------------------------------------------------------
     def run(self) -> SearchResult:
@@ -586,6 +591,9 @@ class _Search:
                         bar.set_postfix(length=k)
                     done = self._sop_level(k)
                     if self.found is not None:
+                        break
+                    if self.spurious_node is not None:
+                        stopped = "spurious"
                         break
                     if not done:
                         stopped = "time_limit"
@@ -644,8 +652,11 @@ def search(problem: SearchProblem, max_length: int = 6, time_limit: float = 60.0
             finished without storing (still a complete check of that length) and the search
             stops there (``stopped == "memory_limit"``).
         validation: a larger batch (more lengths, more samples); a candidate that reproduces
-            ``problem`` is accepted only if it also reproduces ``validation`` (guards against
-            programs that fit the small batch by chance; the search goes on otherwise).
+            ``problem`` is accepted only if it also reproduces ``validation``. A candidate
+            that fits ``problem`` by chance shows that the batch cannot separate some programs
+            (observational equivalence merged them), so the search adds the shortest
+            validation example it gets wrong to the batch and starts again
+            (counterexample-guided refinement; ``counterexamples_added`` in the result).
 
     Returns:
         a :class:`SearchResult`: the first (shortest) program found, or the largest length
@@ -656,8 +667,78 @@ def search(problem: SearchProblem, max_length: int = 6, time_limit: float = 60.0
     if time_limit <= 0:
         raise SearchError("time_limit must be positive")
     validate = (lambda node: matches_problem(node, validation)) if validation else None
-    return _Search(problem, time_limit, max_length, progress,
-                   int(max_memory_mb * 2**20), validate).run()
+    start = time.perf_counter()
+    explored = 0
+    added = 0
+    while True:
+        left = time_limit - (time.perf_counter() - start)
+        res = _Search(problem, max(left, 1e-3), max_length, progress,
+                      int(max_memory_mb * 2**20), validate)
+        out = res.run()
+        explored += out.explored
+        if res.spurious_node is None:
+            break
+        # counterexample-guided refinement: add the shortest validation example that the
+        # chance fit gets wrong, so that the batch separates it from the task; start again
+        row = _first_failing_row(res.spurious_node, validation)
+        if row is None or added >= 20 or time.perf_counter() - start >= time_limit:
+            out.stopped = "time_limit" if row is not None else "spurious"
+            out.certified_below = max(out.certified_below, -1)
+            break
+        problem = _with_row(problem, validation, row)
+        added += 1
+    out.explored = explored
+    out.seconds = time.perf_counter() - start
+    out.counterexamples_added = added
+    return out
+
+
+def _first_failing_row(sop: Node, problem: SearchProblem) -> int | None:
+    """Index of the shortest example of ``problem`` on which ``sop`` is wrong."""
+    try:
+        val = Evaluator(problem.inputs, causal=True)(sop)
+    except (RASPError, ValueError, TypeError, OverflowError):
+        return int(np.argmin(problem.valid.sum(axis=1)))
+    wrong = ((val != problem.target) & problem.target_mask).any(axis=1)
+    rows = np.flatnonzero(wrong)
+    if rows.size == 0:
+        return None
+    lens = problem.valid.sum(axis=1)[rows]
+    return int(rows[np.argmin(lens)])
+
+
+def _with_row(problem: SearchProblem, other: SearchProblem, row: int) -> SearchProblem:
+    """``problem`` plus example ``row`` of ``other`` (both right-padded to the wider one)."""
+    n_new = int(other.valid[row].sum())
+    width = max(problem.inputs.shape[1], n_new)
+
+    def widen(a, valid, fill_last=True):
+        if a.shape[1] == width:
+            return a
+        extra = width - a.shape[1]
+        last = a[np.arange(a.shape[0]), valid.sum(axis=1) - 1][:, None]
+        pad = np.repeat(last, extra, axis=1) if fill_last else np.zeros(
+            (a.shape[0], extra), dtype=a.dtype)
+        return np.concatenate([a, pad], axis=1)
+
+    def one(a, fill_last=True):
+        r = a[row:row + 1, :n_new]
+        if n_new < width:
+            pad = np.repeat(r[:, -1:], width - n_new, axis=1) if fill_last else np.zeros(
+                (1, width - n_new), dtype=a.dtype)
+            r = np.concatenate([r, pad], axis=1)
+        return r
+
+    inputs = np.concatenate([widen(problem.inputs, problem.valid),
+                             one(other.inputs)]).astype(problem.inputs.dtype)
+    valid = np.concatenate([widen(problem.valid, problem.valid, False),
+                            one(other.valid, False)])
+    tmask = np.concatenate([widen(problem.target_mask, problem.valid, False),
+                            one(other.target_mask, False)])
+    target = np.concatenate([widen(problem.target, problem.valid),
+                             one(other.target)]).astype(problem.target.dtype)
+    return SearchProblem(inputs, valid, tmask, target, problem.constants, problem.defaults,
+                         sorted(set(problem.lengths)), problem.name)
 
 
 def search_task(task, max_length: int = 6, time_limit: float = 60.0,

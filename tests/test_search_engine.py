@@ -7,6 +7,7 @@ import pytest
 import rasp
 from analysis.search import (SearchError, matches_problem, problem_from_examples,
                              program_to_source, search)
+from rasp.measures import measure
 from rasp.raspl import check
 
 
@@ -51,6 +52,8 @@ def test_running_max_needs_an_attention_head():
     assert (got == np.maximum.accumulate(fresh, axis=1)).all()
     rep = check(res.program, vocab=set(range(100)), max_seq_len=15, causal=True)
     assert rep.valid, rep.format()
+    # the search's length is the program length of rasp.measures (language.md §4)
+    assert measure(res.program).length == res.length
 
 
 def test_found_program_source_runs_in_the_dialect():
@@ -103,3 +106,22 @@ def test_bad_input():
         problem_from_examples([([1, "a", 2], 1)])
     with pytest.raises(SearchError):
         search(problem_from_examples([([1, 2, 3], 1)]), max_length=-1)
+
+
+def test_chance_fits_are_refined_with_counterexamples():
+    # on increasing sequences the running maximum is the current token, so `tokens` (length 0)
+    # fits the search batch by chance; the validation batch (any order) refutes it and the
+    # search must go on to the real running maximum (a select and a max-aggregate)
+    inc = [(list(range(3, 3 + t)) + [2 + t], t) for t in range(1, 8)]
+    rng = np.random.default_rng(5)
+    mixed = []
+    for n in range(2, 9):
+        xs = [int(v) for v in rng.permutation(30)[:n]]
+        mixed += [(xs[:t] + [max(xs[:t])], t) for t in range(1, n + 1)]
+    res = search(problem_from_examples(inc), max_length=3, time_limit=120,
+                 validation=problem_from_examples(mixed))
+    assert res.found and res.length == 2
+    assert res.counterexamples_added >= 1
+    fresh = rng.integers(0, 100, size=(10, 12))
+    assert (rasp.evaluate(res.program, fresh, causal=True) ==
+            np.maximum.accumulate(fresh, axis=1)).all()
