@@ -70,12 +70,12 @@ def accuracy_figure(curves: dict[str, list[dict]], train_range: tuple[int, int],
         if band:
             bx = [x for x in xs if x in band]
             ax.fill_between(bx, [band[x][0] for x in bx], [band[x][1] for x in bx],
-                            color=color, alpha=0.12, lw=0)
+                            color=color, alpha=0.08, lw=0)
     ax.set_xlabel("input length")
     ax.set_ylabel("exact match")
     ax.set_ylim(-0.03, 1.03)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2, loc="lower left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     if title:
         ax.set_title(title, fontsize=10)
     return save(fig, path)

@@ -57,7 +57,7 @@ ID_FIT = 0.9
 
 
 #: Seconds kept for compiling, probing and drawing after training when a budget is set.
-RENDER_RESERVE_S = 100.0
+RENDER_RESERVE_S = 150.0
 
 
 class ReportError(Exception):
