@@ -730,8 +730,9 @@ class _Interp:
             raise RASPNameError(f"cannot assign to the reserved name '{name}'", _span(ctx, t))
 
     def _bind(self, env: Environment, name: str, value: Any, mark: int) -> None:
-        if isinstance(value, Node) and value.id > mark and value.id not in _BUILTIN_NODE_IDS:
-            value.named(name)
+        if isinstance(value, Node) and value.id not in _BUILTIN_NODE_IDS and (
+                value.id > mark or value.name == "out"):
+            value.named(name)   # a new node, or one only named `out` by a bare expression
         env.vars[name] = value
 
     def _iterate(self, iterable, what):

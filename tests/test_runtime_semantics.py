@@ -163,6 +163,8 @@ def test_names_and_spans_of_ir_nodes():
 def test_assigning_existing_node_keeps_its_name():
     env = run_source("a = select(indices, indices, ==); b = a; t = tokens;")
     assert env["b"].name == "a" and env["t"].name == "tokens"
+    env = run_source("indices + 1; y = out;")   # `out` is only a provisional name
+    assert env["y"].name == "y"
 
 
 def test_tokens_reassignable_and_reserved_names():
