@@ -36,11 +36,14 @@ import numpy as np
 from analysis import figures, probing
 
 __all__ = ["ReportError", "ReportOptions", "collect_task", "render_report", "generate_report",
-           "DEFAULT_TASKS", "run_dir_for", "measured_outcome", "PRESETS", "wanted_runs",
+           "DEFAULT_TASKS", "FULL_TASKS", "run_dir_for", "measured_outcome", "PRESETS", "wanted_runs",
            "train_missing", "probe_task_runs", "probe_run_dirs"]
 
 #: The demo's default: one task predicted to generalize, one predicted to fail (Zhou et al.).
 DEFAULT_TASKS = ["copy_unique", "copy_repeat"]
+
+#: The larger grid (``rasp demo --full``), the tasks of docs/results.md.
+FULL_TASKS = ["count", "copy_unique", "sort_unique", "copy_repeat", "parity", "reverse"]
 
 #: Report presets: seeds per PE, extra NoPE seeds (for the other-seed baseline), probe size.
 PRESETS = {

@@ -5,8 +5,9 @@ program, an induction head) and copy_repeat (predicted to fail: no RASP-L progra
 positional encodings, one seed each plus a second NoPE seed for the other-seed baseline, with the
 training engineer's quick preset, two runs side by side. A time budget of 570 s keeps it under
 10 minutes on 2 CPU cores: on a busy machine the runs that do not fit are named in the report
-and trained by the next `make demo` (finished runs are reused). `--full` runs the larger grid
-(3 seeds per PE, the training defaults) without a time budget unless `--budget` is given.
+and trained by the next `make demo` (finished runs are reused). `--full` runs the larger grid of
+docs/results.md (count, copy_unique, sort_unique, copy_repeat, parity, reverse; 3 seeds per PE;
+the training defaults) without a time budget unless `--budget` is given.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ def run(args) -> int:
 
     if args.budget is None and args.preset == "quick":
         args.budget = DEMO_BUDGET_S
+    if args.preset == "full" and not args.tasks:
+        from analysis.report import FULL_TASKS
+        args.tasks = list(FULL_TASKS)
     t0 = time.time()
     rc = report_cmd.run(args)
     print(f"demo finished in {time.time() - t0:.0f} s; open the report in a browser "
