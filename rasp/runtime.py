@@ -363,18 +363,30 @@ def _bi_len(it, args):
     raise RASPTypeError(f"len expects a list, dict or string, got {_tname(x)}")
 
 
+def _own_copy(x: SOp) -> SOp:
+    """Annotations mutate a node: give the shared built-ins (tokens, indices, length) a fresh
+    node of their own so one program's annotation does not leak into every other program."""
+    if isinstance(x, ir.Tokens):
+        return ir.Tokens(x.conversion)
+    if isinstance(x, ir.Indices):
+        return ir.Indices()
+    if isinstance(x, ir.Length):
+        return ir.Length()
+    return x
+
+
 def _bi_numerical(it, args):
     _arity("numerical", args, 1, 1)
     if not isinstance(args[0], SOp):
         raise RASPTypeError(f"numerical expects an s-op, got {_tname(args[0])}")
-    return ir.numerical(args[0])
+    return ir.numerical(_own_copy(args[0]))
 
 
 def _bi_categorical(it, args):
     _arity("categorical", args, 1, 1)
     if not isinstance(args[0], SOp):
         raise RASPTypeError(f"categorical expects an s-op, got {_tname(args[0])}")
-    return ir.categorical(args[0])
+    return ir.categorical(_own_copy(args[0]))
 
 
 def _bi_full(it, args):

@@ -291,6 +291,10 @@ def test_numerical_and_categorical_annotations():
     env = run_source("a = numerical(aggregate(select(indices, indices, <=), tokens_int)); "
                      "b = categorical(tokens + \"x\");")
     assert env["a"].encoding == "numerical" and env["b"].encoding == "categorical"
+    env = run_source("t = numerical(tokens_int); u = t + 1;")
+    assert env["t"].encoding == "numerical"
+    assert run_source("v = tokens_int;")["v"].encoding == "categorical"   # no leak
+    assert ev(env["u"], [1, 2]) == [2, 3]
 
 
 def test_partial_results_on_error():
