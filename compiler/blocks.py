@@ -269,7 +269,8 @@ def _try_affine(node: CNode, leaves: list, space: ResidualSpace, units: _Units) 
     # verify the affine form on sample combinations (guards against dtype surprises)
     rng = random.Random(0)
     ids = [id(l) for l in leaves]
-    samples = [[rng.choice(l.values) for l in leaves] for _ in range(24)]
+    samples = [[rng.choice(l.values) if l.values else rng.uniform(-2, 2) for l in leaves]
+               for _ in range(24)]
     for s in samples:
         try:
             y = eval_expr(node.expr, {i: np.asarray([v]) for i, v in zip(ids, s)})

@@ -186,6 +186,8 @@ class CompiledModel:
                     f"categorical value (largest logit {top[bad[0]]:.4f})")
             return _homogeneous([self.output_values[i] for i in idx.tolist()])
         x = logits[:, 0]
+        if not self.output_values:        # a value set too large to enumerate: the number
+            return x.astype(np.float64)
         vals = np.array([float(v) for v in self.output_values])
         order = np.argsort(vals)
         vs = vals[order]

@@ -216,6 +216,7 @@ class CNode:
     reduction: str = "mean"                # aggregate
     may_average: bool = False              # aggregate: several different values may be averaged
     internal: bool = False                 # created by the compiler (conversion, sw/trunc MLP)
+    unbounded: bool = False                # numerical, value set too large to enumerate
 
     def deps(self) -> list["CNode"]:
         """The nodes this node reads."""
@@ -263,6 +264,13 @@ class CompilerGraph:
     causal: bool
     max_seq_len: int
     warnings: list
+
+
+def _unbounded_error(node, leaf) -> UnsupportedError:
+    return UnsupportedError(
+        f"it needs the individual values of '{leaf.name}', a numerical s-op whose value set is "
+        f"too large to enumerate at this max_seq_len (more than {MLP_TABLE_LIMIT} values); "
+        "compile for a smaller max_seq_len or vocabulary", node)
 
 
 def _is_numeric_values(values) -> bool:
@@ -374,6 +382,18 @@ class _Lowerer:
             leaves = [self.memo[x.id] for x in inputs]
             expr = Expr(fn=_ew_fn(node.fn), args=tuple(Expr(leaf=l) for l in leaves),
                         ew=node.fn, desc=node.fn.describe(*[l.name for l in leaves]))
+            total = math.prod(max(len(l.values), 1) for l in leaves)
+            unb = [l for l in leaves if l.unbounded]
+            if enc == NUMERICAL and (unb or total > MLP_TABLE_LIMIT) and affine_form(
+                    expr) is not None and all(l.unbounded or _is_numeric_values(l.values)
+                                              for l in leaves):
+                # an affine map of numbers whose value set is too large to enumerate: one
+                # numerical direction, computed exactly by an affine MLP; only consumers that
+                # need the values (a discretising MLP, a select) are refused.
+                return CNode("mlp", self.fresh(node.label), node, NUMERICAL, [], expr=expr,
+                             unbounded=True)
+            if unb:
+                raise _unbounded_error(node, unb[0])
             vals = self._mlp_values(node, expr)
             return CNode("mlp", self.fresh(node.label), node, enc or CATEGORICAL, vals,
                          expr=expr)
@@ -418,6 +438,13 @@ class _Lowerer:
     def _aggregate(self, node: Aggregate, enc) -> CNode:
         vals_c = self.memo[node.values.id]
         spec = self.lower_selector(node.selector)
+        if vals_c.unbounded:
+            if node.reduction != "mean" or node.truncate or enc == CATEGORICAL or isinstance(
+                    node.default, str):
+                raise _unbounded_error(node, vals_c)
+            return CNode("aggregate", self.fresh(node.label), node, NUMERICAL, [],
+                         selector=spec, values_node=vals_c, default=node.default,
+                         reduction="mean", unbounded=True)
         V = vals_c.values
         numeric = _is_numeric_values(V)
         at_most_one = selects_at_most_one(node.selector, self.ir_sets)
@@ -470,6 +497,8 @@ class _Lowerer:
         """``c`` itself when categorical, else its conversion MLP (numerical -> categorical)."""
         if c.encoding == CATEGORICAL:
             return c
+        if c.unbounded:
+            raise _unbounded_error(c.ir, c)
         if id(c) in self.conv_memo:
             return self.conv_memo[id(c)]
         expr = Expr(fn=lambda x: x, args=(Expr(leaf=c),), desc=f"categorical({c.name})")
@@ -676,6 +705,9 @@ def mlp_cost(leaves: list) -> int:
 
 def _fusion_ok(p: CNode, new_expr: Expr, old_cost: int) -> bool:
     new_leaves = new_expr.leaves()
+    if any(l.unbounded for l in new_leaves) and not (p.encoding == NUMERICAL and affine_form(
+            new_expr)):
+        return False
     nums = [l for l in new_leaves if l.encoding != CATEGORICAL]
     if len(nums) > 1 and not (p.encoding == NUMERICAL and affine_form(new_expr)):
         return False

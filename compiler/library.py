@@ -119,8 +119,11 @@ def make_count(token: str, sop: SOp = tokens) -> SOp:
     return selector_width(select(sop, token, "==")).named(f"count_{token}")
 
 
-def peer_programs() -> dict:
-    """``{name: (sop, vocab, max_seq_len, peer_sizes)}`` for the peer table (fresh IR)."""
+def peer_programs(max_seq_len: int | None = None) -> dict:
+    """``{name: (sop, vocab, max_seq_len, peer_sizes)}`` for the peer table (fresh IR).
+
+    ``max_seq_len`` overrides the peer's length (programs that depend on it, ``sort`` and
+    ``sort_freq``, are built for it)."""
     P = lambda layers, heads, d_model, mlp, params: dict(  # noqa: E731
         layers=layers, heads=heads, d_model=d_model, mlp_hidden=mlp, params=params)
     return {
@@ -130,9 +133,10 @@ def peer_programs() -> dict:
         "frac_prevs": (make_frac_prevs(tokens == "x"), list("abcx"), 5, P(2, 1, 14, 1, 1108)),
         "sort_unique": (make_sort_unique(tokens_int, tokens_int), [1, 2, 3, 4, 5], 5,
                         P(2, 1, 25, 12, 3091)),
-        "sort": (make_sort(tokens_int, tokens_int, 5, 1), [1, 2, 3, 4], 5,
+        "sort": (make_sort(tokens_int, tokens_int, max_seq_len or 5, 1), [1, 2, 3, 4], 5,
                  P(3, 1, 43, 20, 17544)),
-        "sort_freq": (make_sort_freq(5), list("abcd"), 5, P(5, 1, 66, 30, 64122)),
+        "sort_freq": (make_sort_freq(max_seq_len or 5), list("abcd"), 5,
+                      P(5, 1, 66, 30, 64122)),
         "pair_balance": (make_pair_balance(tokens, "(", ")"), list("()x"), 6,
                          P(2, 2, 17, 4, 2824)),
         "shuffle_dyck2": (make_shuffle_dyck(["()", "{}"]), list("(){}"), 6,

@@ -168,3 +168,18 @@ def test_exact_at_128():
     for length in (1, 64, 127, 128):
         batch = [[fvocab[i] for i in rng.integers(0, len(fvocab), length)] for _ in range(200)]
         _compare(cm, frac, batch)
+
+
+def test_affine_map_of_value_sets_too_large_to_enumerate():
+    """pair_balance at max_seq_len 48: opens - closes has ~10^5 possible values (never
+    enumerated); the affine MLP computes it exactly, a discretising consumer is refused."""
+    from compiler import UnsupportedError
+    from compiler.library import make_pair_balance, make_shuffle_dyck
+    prog = make_pair_balance(rasp.tokens, "(", ")")
+    cm = compile_program(prog, ["(", ")", "x"], 48)
+    rng = np.random.default_rng(5)
+    for length in (1, 7, 30, 47, 48):
+        batch = [[["(", ")", "x"][i] for i in rng.integers(0, 3, length)] for _ in range(20)]
+        _compare(cm, prog, batch)
+    with pytest.raises(UnsupportedError, match="too large to enumerate"):
+        compile_program(make_shuffle_dyck(["()", "{}"]), list("(){}"), 48)

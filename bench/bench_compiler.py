@@ -1,0 +1,156 @@
+"""Compiler benchmark (docs/benchmarks.md, "Compiler").
+
+For every program of the peer size table (docs/compiler.md; Tracr's published sizes), compiles
+our version at the same vocabulary and max_seq_len and prints our size beside the peer's
+(layers, heads, d_model, MLP hidden, parameters; plus non-zero parameters and compile time), then
+the sizes at max_seq_len 64. Every compiled model is checked against the interpreter: all inputs
+at the peer's size (exhaustive), ``--random`` random inputs per length at 64.
+
+Writes ``bench/results/compiler.json``.
+
+Run:  ``.venv/bin/python -m bench.bench_compiler`` (``--random K``, ``--long N``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+import rasp  # noqa: E402
+from compiler import CompilerError, compile_program  # noqa: E402
+from compiler.library import PEER_TABLE, peer_programs  # noqa: E402
+
+
+def _same(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return False
+    if a.dtype.kind in "fiub" and b.dtype.kind in "fiub":
+        return bool(np.allclose(a.astype(float), b.astype(float), rtol=1e-9, atol=1e-9))
+    return bool(np.array_equal(a.astype(str), b.astype(str)))
+
+
+def check(cm, sop, vocab, n, random_k=None, seed=0) -> tuple[int, int]:
+    """(mismatches, inputs): exhaustive when ``random_k`` is None, else random per length."""
+    rng = np.random.default_rng(seed)
+    bad = total = 0
+    for length in range(1, n + 1):
+        if random_k is None:
+            batch = [list(x) for x in itertools.product(vocab, repeat=length)]
+        else:
+            batch = [[vocab[i] for i in rng.integers(0, len(vocab), length)]
+                     for _ in range(random_k)]
+        try:
+            ref = rasp.evaluate(sop, batch)
+            got = cm.run(batch)
+            pairs = list(zip(ref, got))
+        except rasp.RASPError:
+            pairs = []
+            for b in batch:
+                try:
+                    pairs.append((rasp.evaluate(sop, [b])[0], cm.run([b])[0]))
+                except rasp.RASPError:
+                    pass
+        for r, g in pairs:
+            total += 1
+            bad += not _same(r, g)
+    return bad, total
+
+
+def measure(name, sop, vocab, n, random_k):
+    t0 = time.perf_counter()
+    try:
+        cm = compile_program(sop, vocab, n)
+    except CompilerError as e:
+        return {"program": name, "max_seq_len": n, "error": str(e).splitlines()[0]}
+    secs = time.perf_counter() - t0
+    bad, total = check(cm, sop, vocab, n, random_k)
+    s = cm.stats
+    return {"program": name, "vocab": vocab, "max_seq_len": n, "layers": s["layers"],
+            "heads": s["max_heads"], "heads_total": s["heads"], "d_model": s["d_model"],
+            "d_head": s["d_head"], "mlp_hidden": s["max_mlp_hidden"],
+            "mlp_hidden_total": s["mlp_hidden"], "params": s["params"],
+            "nonzero_params": s["nonzero_params"], "compile_seconds": round(secs, 4),
+            "checked_inputs": total, "mismatches": bad}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--random", type=int, default=20,
+                    help="random inputs per length for the max_seq_len-64 check (default 20)")
+    ap.add_argument("--long", type=int, default=64, help="the long max_seq_len (default 64)")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "compiler.json"))
+    args = ap.parse_args(argv)
+    machine = {"platform": platform.platform(), "cpus": os.cpu_count(),
+               "torch_threads": torch.get_num_threads(), "torch": torch.__version__}
+    peer_rows, long_rows = [], []
+    progs = peer_programs()
+    print("At the peer's vocabulary and max_seq_len (ours / Tracr); exhaustive check")
+    hdr = (f"{'program':22s} {'layers':>7s} {'heads':>6s} {'d_model':>8s} {'MLP hid':>9s} "
+           f"{'params':>17s} {'nonzero':>8s} {'time s':>7s} {'exact':>9s}")
+    print(hdr)
+    for name in PEER_TABLE:
+        sop, vocab, n, peer = progs[name]
+        vocab = [str(v) for v in vocab]
+        row = measure(name, sop, vocab, n, None)
+        row["peer"] = peer
+        peer_rows.append(row)
+        if "error" in row:
+            print(f"{name:22s} ERROR {row['error']}")
+            continue
+        print(f"{name:22s} {row['layers']:>3d}/{peer['layers']:<3d} {row['heads']:>2d}/"
+              f"{peer['heads']:<3d} {row['d_model']:>3d}/{peer['d_model']:<4d} "
+              f"{row['mlp_hidden']:>4d}/{peer['mlp_hidden']:<4d} {row['params']:>7,d}/"
+              f"{peer['params']:<9,d} {row['nonzero_params']:>8,d} {row['compile_seconds']:>7.3f} "
+              f"{row['checked_inputs'] - row['mismatches']:>4d}/{row['checked_inputs']}")
+    print(f"\nAt max_seq_len {args.long} (same vocabularies); {args.random} random inputs per "
+          "length checked")
+    progs = peer_programs(args.long)
+    for name in PEER_TABLE:
+        sop, vocab, _, _ = progs[name]
+        vocab = [str(v) for v in vocab]
+        row = measure(name, sop, vocab, args.long, args.random)
+        long_rows.append(row)
+        if "error" in row:
+            print(f"{name:22s} refused: {row['error'][:150]}")
+            continue
+        print(f"{name:22s} layers {row['layers']} heads {row['heads']} d_model {row['d_model']} "
+              f"d_head {row['d_head']} MLP {row['mlp_hidden']} params {row['params']:,} "
+              f"nonzero {row['nonzero_params']:,} compile {row['compile_seconds']:.3f}s exact "
+              f"{row['checked_inputs'] - row['mismatches']}/{row['checked_inputs']}")
+    ok = [r for r in peer_rows if "error" not in r]
+    summary = {
+        "programs": len(peer_rows),
+        "no_more_layers_than_peer": all(r["layers"] <= r["peer"]["layers"] for r in ok),
+        "no_more_params_than_peer": all(r["params"] <= r["peer"]["params"] for r in ok),
+        "all_exact": all(r["mismatches"] == 0 for r in ok + [r for r in long_rows
+                                                            if "error" not in r]),
+        "compiled_at_long": sum("error" not in r for r in long_rows),
+        "max_compile_seconds_long": max([r["compile_seconds"] for r in long_rows
+                                         if "error" not in r] + [0]),
+    }
+    print("\nsummary:", json.dumps(summary))
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump({"machine": machine, "peer_size": peer_rows, "long": long_rows,
+                   "long_max_seq_len": args.long, "summary": summary}, f, indent=1)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
