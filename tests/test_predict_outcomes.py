@@ -128,3 +128,18 @@ def test_cli_score_text_and_errors(capsys):
     assert "known tasks" in err and "Traceback" not in err
     assert main(["score", "hist"]) == 2
     assert "part-B" in capsys.readouterr().err
+
+
+def test_cli_score_own_program(tmp_path, capsys):
+    # BOS (-1) is greater than SEP (-2), so "smallest token greater than the current one"
+    # without excluding BOS answers BOS at SEP: valid RASP-L, wrong next token -> fails
+    prog = tmp_path / "mine.rasp"
+    prog.write_text('tokens = tokens_int;\nnxt = kqv(tokens, tokens, tokens, >, -3, "min");\n')
+    assert main(["score", "sort_unique", "--program", str(prog), "--name", "nxt", "-N", "5",
+                 "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["verdict"] == "unverified" and row["prediction"] == "fails"
+    assert row["length"] == 2
+    assert main(["score", "sort_unique", "count", "--program", str(prog)]) == 2
+    assert main(["score", "sort_unique", "--program", str(prog)]) == 2   # no such s-op
+    assert "nxt" in capsys.readouterr().err

@@ -1,5 +1,6 @@
-"""`rasp score [TASK...] [--json] [--search SECONDS] [--max-length N] [--samples K]`: the
-length-generalization predictor (``analysis.predict``) for each task.
+"""`rasp score [TASK...] [--json] [--search SECONDS] [--max-length N] [--samples K]
+[--program FILE [--name NAME]]`: the length-generalization predictor (``analysis.predict``) for
+each task (or for one program of your own on one task's format).
 
 Per task: the program length, attention ops, layers and heads of the shortest known valid
 RASP-L program (else of the natural program), whether it is RASP-L (or the violations of the
@@ -38,6 +39,11 @@ def register(sub) -> None:
                    help="verify valid programs at lengths 1..N (default 100)")
     p.add_argument("--samples", "-K", type=int, default=5, metavar="K",
                    help="verification examples per length (default 5)")
+    p.add_argument("--program", metavar="FILE", default=None,
+                   help="score this .rasp program on the (single) TASK's format instead of "
+                        "the shipped one")
+    p.add_argument("--name", default=None,
+                   help="the s-op of --program (default: the task's reference name)")
     p.set_defaults(func=score_command)
 
 
@@ -73,11 +79,27 @@ def score_command(args) -> int:
             resolved.append(tasks.get_task(n))
         except tasks.UnknownTaskError as e:
             raise UsageError(str(e)) from None
+    if args.name and not args.program:
+        raise UsageError("--name needs --program FILE")
+    if args.program and len(resolved) != 1:
+        raise UsageError("--program scores one program: give exactly one TASK")
     preds = []
     for t in resolved:
         try:
-            preds.append(predict(t, verify_max_length=args.max_length, samples=args.samples,
-                                 search_seconds=args.search, progress=not args.json))
+            if args.program:
+                from analysis.predict import predict_program
+                from rasp_cli.commands.verify import load_program
+                if t.kind != "next_token":
+                    raise PredictError(f"task {t.name!r} is a part-B sequence program; "
+                                       "predictions are for next-token tasks")
+                sop = load_program(t, args.program, args.name)
+                preds.append(predict_program(
+                    sop, t, verify_max_length=args.max_length, samples=args.samples,
+                    label=f"{args.program}:{args.name or t.reference_name}"))
+            else:
+                preds.append(predict(t, verify_max_length=args.max_length,
+                                     samples=args.samples, search_seconds=args.search,
+                                     progress=not args.json))
         except PredictError as e:
             raise UsageError(str(e)) from None
     if args.json:
