@@ -634,6 +634,10 @@ def _masked_reduce(sel: np.ndarray, vals: np.ndarray, reduction: str) -> np.ndar
     return out.astype(back) if back is not None else out
 
 
+# Batches are evaluated in chunks of about this many selector entries (chunk * seq * seq).
+_CHUNK_ELEMENTS = 1 << 20
+
+
 def evaluate(sop: Node, inputs: Any, causal: bool | None = None) -> np.ndarray:
     """Evaluate an s-op (or selector) on a batch of equal-length inputs.
 
@@ -651,7 +655,16 @@ def evaluate(sop: Node, inputs: Any, causal: bool | None = None) -> np.ndarray:
         RASPTypeError / RASPValueError (subclasses of :class:`~rasp.ir.RASPError`) with the
         offending operation's source position when known.
     """
-    return Evaluator(inputs, causal=causal, lazy_selectors=True)(sop)
+    arr = to_batch(inputs)
+    batch, n = arr.shape
+    chunk = max(1, _CHUNK_ELEMENTS // (n * n))
+    if batch <= chunk or not isinstance(sop, SOp):
+        return Evaluator(arr, causal=causal, lazy_selectors=True)(sop)
+    # Large batches run in chunks whose [chunk, query, key] selectors stay in cache; the
+    # results are the same (NumPy concatenation gives the common dtype, as one batch would).
+    parts = [Evaluator(arr[i:i + chunk], causal=causal, lazy_selectors=True)(sop)
+             for i in range(0, batch, chunk)]
+    return np.concatenate(parts, axis=0)
 
 
 # --------------------------------------------------------------------------------------------

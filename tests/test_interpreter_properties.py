@@ -235,3 +235,20 @@ def test_causal_selector_never_looks_ahead(n, data):
     width = evaluate(selector_width(select(tokens_int, tokens_int, "TRUE", causal=True)),
                      np.array([seq]))[0]
     assert width.tolist() == list(range(1, n + 1))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(prog=programs(), batch=inputs, causal=st.sampled_from([None, True]))
+def test_chunked_evaluation_equals_one_batch(prog, batch, causal):
+    import rasp.interpreter as interp
+    x = np.array(batch, dtype=np.int64)
+    whole = evaluate(prog, x, causal=causal)
+    saved = interp._CHUNK_ELEMENTS
+    interp._CHUNK_ELEMENTS = 1          # every sequence its own chunk
+    try:
+        chunked = evaluate(prog, x, causal=causal)
+    finally:
+        interp._CHUNK_ELEMENTS = saved
+    assert chunked.shape == whole.shape
+    np.testing.assert_allclose(as_float(chunked), as_float(whole), rtol=1e-12, atol=1e-12,
+                               err_msg=program_text(prog))
