@@ -183,3 +183,28 @@ def test_affine_map_of_value_sets_too_large_to_enumerate():
         _compare(cm, prog, batch)
     with pytest.raises(UnsupportedError, match="too large to enumerate"):
         compile_program(make_shuffle_dyck(["()", "{}"]), list("(){}"), 48)
+
+
+EXAMPLES = ["reverse", "hist", "double_hist", "sort_tokens", "dyck1", "dyck1_ptf", "dyck2",
+            "shuffle_dyck2"]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_original_paper_examples(name):
+    """The programs of "Thinking Like Transformers" (rasp/stdlib/examples.rasp, as the parser
+    reads them) compile and equal the interpreter on random inputs."""
+    from pathlib import Path
+    path = Path(rasp.__file__).parent / "stdlib" / "examples.rasp"
+    if not path.exists():
+        pytest.skip("examples.rasp not available")
+    env = rasp.run_file(str(path))
+    if name not in env:
+        pytest.skip(f"{name} not defined in examples.rasp")
+    sop = env[name]
+    vocab = list("(){}") if "dyck" in name else list("abcd")
+    n = 5
+    cm = compile_program(sop, vocab, n)
+    rng = np.random.default_rng(6)
+    for length in range(1, n + 1):
+        batch = [[vocab[i] for i in rng.integers(0, len(vocab), length)] for _ in range(15)]
+        _compare(cm, sop, batch)
