@@ -10,7 +10,7 @@ import pytest
 from analysis import probing, report
 from rasp_cli.main import main as rasp_main
 
-from _cdp_browser import find_chromium, open_page
+from test_report_cdp import find_chromium, open_page
 
 TASK = "copy_unique"
 # A few optimizer steps of a very small model: the pipeline is under test, not the learning.

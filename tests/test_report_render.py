@@ -9,7 +9,7 @@ import pytest
 
 from analysis import probing, report
 
-from _cdp_browser import find_chromium, open_page
+from test_report_cdp import find_chromium, open_page
 
 
 def _causal(rng, n, heads, ex, temp=3.0):
