@@ -1,4 +1,5 @@
 """Helper for the report tests (no tests here): a tiny Chrome DevTools Protocol client over
+``--remote-debugging-pipe`` (no websocket library needed).
 
 Used by the report tests to open a generated page in headless Chromium and read back console
 errors, exceptions and the state of every <img>.
