@@ -32,12 +32,19 @@ shifted by a constant, no ``length``):
   ``max``, ``min``; defaults 0 and the integer values of the special tokens;
 * ``selector_width(sel)``.
 
-Certificate: "no program of length <= k in this grammar reproduces the next-token function on the
-sampled examples of lengths L". The pruning keeps the first (smallest) representative of each
-value signature; this is exact for programs whose sub-expressions are trees, and a (very good)
-heuristic where a program gets shorter only by sharing a node between two sub-expressions of
-different signatures. Anything outside the grammar (other constants, ternaries, string maps) is
-not covered by the certificate.
+Certificate: "no program of length <= k in this grammar reproduces the next-token function on
+the search batch" — and so at every length, since a correct program must reproduce the batch.
+A candidate that reproduces the batch but not a larger validation batch (lengths 1..20) shows
+that the batch merged programs it should have separated: the shortest validation example it gets
+wrong is added to the batch and the search starts again (counterexample-guided refinement), so
+the final certificate always refers to a batch on which nothing of length <= k fits. Limits of
+the claim: (1) only the grammar above (no ternaries, other constants, selector and/or/not);
+(2) the pruning keeps the first (smallest) representative of each value signature, which is
+exact for programs whose sub-expressions are trees and a heuristic where a program gets shorter
+only by sharing a node between two sub-expressions of different signatures; (3) signatures are
+64-bit hashes of the values (a collision, about n^2 / 2^65 for n values, would prune wrongly).
+Programs are also kept apart by whether they are index-derived (rule 3), so the pruning never
+replaces a value by an index-derived one that allows less arithmetic.
 """
 
 from __future__ import annotations
