@@ -974,7 +974,14 @@ class _Interp:
         if isinstance(fn, Builtin):
             return fn.fn(self, args)
         if isinstance(fn, RASPFunction):
-            return self.call(fn, args)
+            try:
+                return self.call(fn, args)
+            except RASPError as e:
+                site = _span(ctx, t)
+                if e.span is not None and site is not None and e.span != site and \
+                        e.message.count("\n    called from") < 4:
+                    e.message += f"\n    called from {site}: {site.text}"
+                raise
         if isinstance(fn, Node):
             if len(args) != 1:
                 raise RASPTypeError(f"applying {_tname(fn)} takes one input, got {len(args)}")

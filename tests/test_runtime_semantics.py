@@ -309,3 +309,11 @@ def test_ternary_mixing_strings_and_numbers_is_an_error():
     with pytest.raises(RASPTypeError) as ei:
         evaluate(env["t"], "abc")
     assert "homogeneous" in str(ei.value) and "1:5" in str(ei.value)
+
+
+def test_errors_in_functions_name_the_call_sites():
+    with pytest.raises(RASPNameError) as ei:
+        run_source("def g(a) { return a + q; }\ndef f(a) { return g(a); }\nx = f(1);", "c.rasp")
+    msg = str(ei.value)
+    assert msg.startswith("c.rasp:1:23: unknown name 'q'")
+    assert "called from c.rasp:2:19: g(a)" in msg and "called from c.rasp:3:5: f(1)" in msg
