@@ -38,7 +38,7 @@ import math
 import operator
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import lark
@@ -48,7 +48,7 @@ from . import ir
 from .ir import (Aggregate, Elementwise, Full, Map, Node, RASPError, RASPNameError,
                  RASPTypeError, RASPValueError, Select, Selector, SelectorAnd, SelectorNot,
                  SelectorOr, SelectorWidth, SequenceMap, SOp, Span, causal_mode)
-from .parser import KEYWORDS, RASPSyntaxError, directives, parse
+from .parser import KEYWORDS, RASPSyntaxError, directives, parse  # noqa: F401
 
 __all__ = ["run_source", "run_file", "load_library", "Session", "Environment",
            "StatementResult", "RASPFunction", "Builtin", "kind_of", "base_environment",

@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-from rasp.ir import RASPError, Selector, SOp
+from rasp.ir import Selector, SOp
 
 
 def register(sub) -> None:
@@ -101,10 +101,7 @@ def run_command(args) -> int:
     value = env[args.name]
     kind = kind_of(value)
     if isinstance(value, (SOp, Selector)):
-        try:
-            out = np.asarray(evaluate(value, [seq], causal=True if args.causal else None))[0]
-        except RASPError:
-            raise
+        out = np.asarray(evaluate(value, [seq], causal=True if args.causal else None))[0]
         if isinstance(value, Selector):
             output = out.astype(int).tolist()
             shown = "\n" + format_selector_value(out, keys=seq, queries=seq)
