@@ -228,8 +228,12 @@ class Evaluator:
                         e.span = n.span
                     raise
         if node.id not in self.values:          # a lazily skipped selector
-            return self._sel(node)
-        return self.values[node.id]
+            out = self._sel(node)
+        else:
+            out = self.values[node.id]
+        if not out.flags.writeable:             # a selector broadcast over the batch
+            out = out.copy()
+        return out
 
     def _sel(self, n: Selector) -> np.ndarray:
         """The ``[batch, query, key]`` matrix of a selector, built (and stored) on demand."""
@@ -275,26 +279,50 @@ class Evaluator:
             return self._aggregate(n)
         raise RASPTypeError(f"cannot evaluate node of kind {n.kind}")
 
+    def _invariant(self, n: Node) -> bool:
+        """Whether a node's value is the same for every sequence of the batch (built from
+        ``indices``, constants and ``length`` only). Such selectors are computed once,
+        ``[1, query, key]``, and broadcast over the batch (a read-only view)."""
+        memo = self.__dict__.setdefault("_inv", {})
+        r = memo.get(n.id)
+        if r is None:
+            if isinstance(n, (Indices, Full, Length)):
+                r = True
+            elif isinstance(n, Select) and n.op in ("TRUE", "FALSE"):
+                r = True
+            elif isinstance(n, (Map, SequenceMap, Select, SelectorAnd, SelectorOr,
+                                SelectorNot)):
+                r = all(self._invariant(c) for c in n.children)
+            else:
+                r = False
+            memo[n.id] = r
+        return r
+
     def _selector(self, n: Selector) -> np.ndarray:
         v = self.values
+        # (only for lazy evaluation: callers of `_eval` / `values` may write into selectors)
+        inv = self.lazy_selectors and self.batch > 1 and self._invariant(n)
+        b = 1 if inv else self.batch
         if isinstance(n, Select):
             if n.op == "TRUE":
-                m = np.ones((self.batch, self.n, self.n), dtype=bool)
+                m = np.ones((b, self.n, self.n), dtype=bool)
             elif n.op == "FALSE":
-                m = np.zeros((self.batch, self.n, self.n), dtype=bool)
+                m = np.zeros((b, self.n, self.n), dtype=bool)
             else:
-                keys, queries = _compact(v[n.keys.id], v[n.queries.id])
+                keys, queries = _compact(v[n.keys.id][:b], v[n.queries.id][:b])
                 m = _compare(keys[:, None, :], queries[:, :, None], n.op)
         elif isinstance(n, SelectorAnd):
-            m = self._sel(n.a) & self._sel(n.b)
+            m = self._sel(n.a)[:b] & self._sel(n.b)[:b]
         elif isinstance(n, SelectorOr):
-            m = self._sel(n.a) | self._sel(n.b)
+            m = self._sel(n.a)[:b] | self._sel(n.b)[:b]
         elif isinstance(n, SelectorNot):
-            m = ~self._sel(n.a)
+            m = ~self._sel(n.a)[:b]
         else:
             raise AssertionError(n)
         if self.causal or n.causal:
             m = m & self.tril
+        if inv:
+            m = np.broadcast_to(m, (self.batch, self.n, self.n))
         return m
 
     def _aggregate(self, n: Aggregate) -> np.ndarray:
@@ -309,7 +337,7 @@ class Evaluator:
         kind = vals.dtype.kind
         if n.reduction == "mean" and kind != "U" and count.size and count.max() <= 1:
             # every query selects at most one key: a gather, no [B, Q, K] float product
-            moved = np.take_along_axis(vals, np.argmax(sel, axis=-1), axis=-1)
+            moved = np.take_along_axis(vals, _first_selected(sel), axis=-1)
             return self._finish_mean(n, vals, count, moved, lambda: self._move_single(
                 sel, vals, count, default))
         if n.reduction == "mean":
@@ -507,7 +535,7 @@ class Evaluator:
         return out
 
     def _move_single(self, sel, vals, count, default):
-        idx = np.argmax(sel, axis=-1)                          # [B, Q] first selected key
+        idx = _first_selected(sel)                             # [B, Q] first selected key
         moved = np.take_along_axis(vals, idx, axis=-1)
         if np.any(count == 0):
             d = np.asarray(default)
@@ -564,9 +592,19 @@ def _is_index_shift(node: Node) -> bool:
     return False
 
 
+def _first_selected(sel: np.ndarray) -> np.ndarray:
+    """Index of the first selected key per query (0 where none), ``[B, Q]``."""
+    if sel.ndim == 3 and sel.shape[0] > 1 and sel.strides[0] == 0:
+        return np.broadcast_to(np.argmax(sel[:1], axis=-1), sel.shape[:2])
+    return np.argmax(sel, axis=-1)
+
+
 def _count_selected(sel: np.ndarray) -> np.ndarray:
     """Number of selected keys per query of a ``[B, Q, K]`` bool matrix, as int64 ``[B, Q]``.
     Sums bytes when no count can exceed 255 (several times faster than an int64 sum)."""
+    if sel.ndim == 3 and sel.shape[0] > 1 and sel.strides[0] == 0:   # batch-invariant
+        one = _count_selected(sel[:1])
+        return np.broadcast_to(one, sel.shape[:2]).copy()
     if sel.shape[-1] <= 255 and sel.dtype == np.bool_:
         return np.einsum("bqk->bq", sel.view(np.uint8)).astype(np.int64)
     return sel.sum(axis=-1, dtype=np.int64)
@@ -575,12 +613,17 @@ def _count_selected(sel: np.ndarray) -> np.ndarray:
 def _selected_sums(sel: np.ndarray, vals: np.ndarray) -> np.ndarray:
     """``sum_k sel[b, q, k] * vals[b, k]`` as float64 ``[B, Q]``. Small integer values are
     summed in float32, which is exact while ``max |v| * K < 2**24``; others in float64."""
+    shared = sel.ndim == 3 and sel.shape[0] > 1 and sel.strides[0] == 0
     if vals.dtype.kind in "iub" and vals.size:
         v = vals.astype(np.int64, copy=False)
         big = max(abs(int(v.min())), abs(int(v.max())))
         if big * sel.shape[-1] < 2 ** 24:
+            if shared:      # one [query, key] matrix for the whole batch: a matrix product
+                return (v.astype(np.float32) @ sel[0].T.astype(np.float32)).astype(np.float64)
             return np.einsum("bqk,bk->bq", sel.astype(np.float32),
                              v.astype(np.float32)).astype(np.float64)
+    if shared:
+        return vals.astype(np.float64) @ sel[0].T.astype(np.float64)
     return np.einsum("bqk,bk->bq", sel.astype(np.float64), vals.astype(np.float64))
 
 
