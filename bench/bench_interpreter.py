@@ -96,7 +96,7 @@ def np_hist(x):
 
 def _np_mean_aggregate(sel, vals, default=0):
     count = sel.sum(-1)
-    sums = np.matmul(sel.astype(np.float64), vals.astype(np.float64)[:, :, None])[..., 0]
+    sums = np.einsum("bqk,bk->bq", sel.astype(np.float64), vals.astype(np.float64))
     return np.where(count == 0, default, sums / np.maximum(count, 1))
 
 

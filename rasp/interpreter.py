@@ -618,12 +618,14 @@ def _selected_sums(sel: np.ndarray, vals: np.ndarray) -> np.ndarray:
         v = vals.astype(np.int64, copy=False)
         big = max(abs(int(v.min())), abs(int(v.max())))
         if big * sel.shape[-1] < 2 ** 24:
-            if shared:      # one [query, key] matrix for the whole batch: a matrix product
-                return (v.astype(np.float32) @ sel[0].T.astype(np.float32)).astype(np.float64)
+            if shared:      # one [query, key] matrix for the whole batch
+                # (einsum's own loop: a BLAS matmul this small is slower when cores are busy)
+                return np.einsum("qk,bk->bq", sel[0].astype(np.float32),
+                                 v.astype(np.float32)).astype(np.float64)
             return np.einsum("bqk,bk->bq", sel.astype(np.float32),
                              v.astype(np.float32)).astype(np.float64)
     if shared:
-        return vals.astype(np.float64) @ sel[0].T.astype(np.float64)
+        return np.einsum("qk,bk->bq", sel[0].astype(np.float64), vals.astype(np.float64))
     return np.einsum("bqk,bk->bq", sel.astype(np.float64), vals.astype(np.float64))
 
 
