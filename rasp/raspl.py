@@ -312,17 +312,19 @@ def check(sop: Node, vocab: Iterable | None = None, max_seq_len: int | None = No
     # ---- rule 1: causal selectors --------------------------------------------------------
     if not causal:
         seen: set[int] = set()
-        for n in nodes:
-            if isinstance(n, (Aggregate, SelectorWidth)):
-                sel = n.selector
-                if sel.id in seen:
-                    continue
-                seen.add(sel.id)
-                if _flag_causal(sel) or _causal(sel, memo):
-                    continue
-                add(1, sel, f"selector '{sel.label}' is not causal: a query can attend to later "
-                            "keys (make it causal, or check the program in causal mode)",
-                    span_from=n)
+        readers = [n for n in nodes if isinstance(n, (Aggregate, SelectorWidth))]
+        if isinstance(sop, Selector):       # a selector checked on its own
+            readers.append(sop)
+        for n in readers:
+            sel = n if isinstance(n, Selector) else n.selector
+            if sel.id in seen:
+                continue
+            seen.add(sel.id)
+            if _flag_causal(sel) or _causal(sel, memo):
+                continue
+            add(1, sel, f"selector '{sel.label}' is not causal: a query can attend to later "
+                        "keys (make it causal, or check the program in causal mode)",
+                span_from=n)
 
     # ---- rule 3 (index arithmetic) and rule 5 (length-dependent constants) ----------------
     # taint: node id -> True when the s-op's values are positions (indices, shifts of them,
