@@ -31,12 +31,11 @@ Public API: :func:`cse`, :func:`measure` (-> :class:`Measures`), :func:`depths`,
 from __future__ import annotations
 
 import copy
-import itertools
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import ir
-from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPTypeError, Select, Selector,
+from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPTypeError, Select,
                  SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap, SOp, Tokens,
                  topological_order)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 
-from rasp.ir import Node, Selector, SOp
+from rasp.ir import Selector, SOp
 
 
 def register(sub) -> None:
