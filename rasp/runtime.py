@@ -872,20 +872,6 @@ class _Interp:
     def e_dictcomp(self, t, env, ctx):
         return self._comp(t, env, ctx, "dict")
 
-    def _bin(self, op):
-        def f(t, env, ctx):
-            a = self.ev(t.children[0], env, ctx)
-            b = self.ev(t.children[1], env, ctx)
-            return _binop(op, a, b)
-        return f
-
-    def __getattr__(self, name):
-        if name.startswith("e_"):
-            op = name[2:].rstrip("_")
-            if op in _SYM:
-                return self._bin(op)
-        raise AttributeError(name)
-
     def e_not_(self, t, env, ctx):
         return _unop("not", self.ev(t.children[0], env, ctx))
 
@@ -1020,6 +1006,20 @@ class _Interp:
         if isinstance(res, Node) and res.id > mark and res.name is None:
             res.named(f"{fn.name}({', '.join(_short(a, 20) for a in args)})")
         return res
+
+
+def _binary_method(op: str):
+    def method(self, t, env, ctx):
+        a = self.ev(t.children[0], env, ctx)
+        b = self.ev(t.children[1], env, ctx)
+        return _binop(op, a, b)
+    method.__name__ = f"e_{op}"
+    return method
+
+
+# e_add, e_sub, ..., e_and_, e_or_ (the grammar's aliases for binary operators)
+for _op in _SYM:
+    setattr(_Interp, f"e_{_op}_" if _op in ("and", "or") else f"e_{_op}", _binary_method(_op))
 
 
 class _nullctx:
