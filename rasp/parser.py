@@ -136,6 +136,8 @@ def _convert(err: UnexpectedInput, text: str, filename: str) -> RASPSyntaxError:
         ch = text[err.pos_in_stream] if 0 <= err.pos_in_stream < len(text) else "?"
         if ch == '"':
             msg = "syntax error: unterminated string (strings are double-quoted, on one line)"
+        elif ch == "'":
+            msg = "syntax error: unexpected character \"'\" (strings use double quotes)"
         else:
             msg = f"syntax error: unexpected character {ch!r}"
     elif isinstance(err, UnexpectedEOF):
