@@ -371,7 +371,7 @@ def train(task_name, pe: str, seed: int = 0, steps: int | None = None,
     _set_threads(device, threads)
     try:
         model_s, tr = _configs.resolve(task.name, preset, getattr(task, "default_config", {}),
-                                       config_overrides)
+                                       config_overrides, pe=pe)
     except _configs.ConfigError as e:
         raise TrainingError(str(e)) from None
     if steps is not None:

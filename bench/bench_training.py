@@ -54,7 +54,8 @@ def _cpu_model() -> str:
 def measure_pe(task, pe: str, steps: int, threads: int, preset: str = "default") -> dict:
     """Throughput of ``steps`` training steps of the resolved config for (task, pe)."""
     torch.set_num_threads(threads)
-    model_s, tr = configs.resolve(task.name, preset, getattr(task, "default_config", {}))
+    model_s, tr = configs.resolve(task.name, preset, getattr(task, "default_config", {}),
+                                  pe=pe)
     hi = tr["train_max_len"] or task.default_train_max_len
     if not tr["train_max_len"] and tr.get("train_max_len_cap"):
         hi = min(hi, tr["train_max_len_cap"])

@@ -96,6 +96,7 @@ class TransformerConfig:
     mlp_bias: bool = True
     n_heads_mask: list | None = None
     init_std: float = 0.02
+    embed_init_std: float | None = None
     t5_num_buckets: int = 32
     t5_max_distance: int = 128
 
@@ -388,17 +389,20 @@ class Transformer(nn.Module):
         return self.cfg
 
     def reset_parameters(self, seed: int | None = None) -> None:
-        """GPT-2 style init: normal(0, init_std); output projections scaled by
-        1/sqrt(2 n_layers); biases zero; LayerNorm w=1, b=0."""
+        """GPT-2 style init: normal(0, init_std) (``W_E``: ``embed_init_std`` when set);
+        output projections scaled by 1/sqrt(2 n_layers); biases zero; LayerNorm w=1, b=0."""
         gen = None
         if seed is not None:
             gen = torch.Generator().manual_seed(seed)
         std = self.cfg.init_std
         proj_std = std / math.sqrt(2 * max(self.cfg.n_layers, 1))
+        embed_std = std if self.cfg.embed_init_std is None else self.cfg.embed_init_std
         for name, p in self.named_parameters():
             last = name.rsplit(".", 1)[-1]
             with torch.no_grad():
-                if last in ("w",):
+                if name == "embed.W_E":
+                    p.copy_(torch.randn(p.shape, generator=gen) * embed_std)
+                elif last in ("w",):
                     p.fill_(1.0)
                 elif last.startswith("b_") or last == "b":
                     p.zero_()
