@@ -21,7 +21,8 @@ demo: install
 	$(VENV)/bin/rasp demo
 
 test: install
-	$(PY) -m pytest -q -x --timeout=900
+	# stdin from /dev/null: no test may wait on a terminal
+	$(PY) -m pytest -q --timeout=900 < /dev/null
 
 bench: install
 	$(PY) -m bench.run_all
