@@ -197,8 +197,7 @@ def build_mlp(node: CNode, space: ResidualSpace) -> MLPBlock:
     x = num[0]
     xdir = space.dir(x)
     us = sort_values(v for v in x.values if _is_number(v) or isinstance(v, (bool, np.bool_)))
-    us = [float(u) for u in us]
-    us = sorted(set(us))
+    us = _cluster(sorted(set(float(u) for u in us)))
     k = len(cat)
     span = (us[-1] - us[0]) if len(us) > 1 else 1.0
     combos_x = [(c, u) for c in combos for u in us]
@@ -233,6 +232,21 @@ def build_mlp(node: CNode, space: ResidualSpace) -> MLPBlock:
                 units.add(w_in, {d: sign * v for d, v in delta.items()})
     W_in, W_out = units.arrays()
     return MLPBlock(node, W_in, W_out, "discretising")
+
+
+#: values of a numerical s-op closer than this (relative) are one value (float rounding of the
+#: same mean computed two ways, e.g. 1.1666666666666665 and 1.1666666666666667)
+MERGE_TOL = 1e-10
+
+
+def _cluster(us: list[float]) -> list[float]:
+    """Sorted values with near-duplicates (float rounding) merged into the first of them."""
+    out: list[float] = []
+    for u in us:
+        if out and u - out[-1] <= MERGE_TOL * max(1.0, abs(u)):
+            continue
+        out.append(u)
+    return out
 
 
 def _const_row(f):
