@@ -68,7 +68,9 @@ def run(args) -> int:
     print(f"task {info['task']}: {len(res.sequences)} probe sequences at lengths "
           f"{info['lengths']} (JSD {res.variant}, base 2)")
     if "compiled" in info:
-        print("compiled reference: " + ", ".join(f"{k} {v}" for k, v in info["compiled"].items()))
+        print("compiled reference: " + ", ".join(
+            f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
+            for k, v in info["compiled"].items()))
     elif "compiled_error" in info:
         print(f"compiled reference: not available ({info['compiled_error']})")
     if res.pairwise:
@@ -85,7 +87,7 @@ def run(args) -> int:
             f = fits.get(t)
             print(f"  L{t[0]}H{t[1]:<6} L{c[0]}H{c[1]:<7} {d:6.3f}  "
                   f"{(f'{f.jsd:.3f}' if f else '-'):>10}")
-    if not res.matchings:
+    if res.relpos:
         print("\nrelative-position (T5 bucket) fit, JSD per head")
         for label, fits in res.relpos.items():
             print(f"  {label:<18} " + " ".join(f"L{h[0]}H{h[1]}={f.jsd:.3f}" for h, f in fits))
