@@ -150,3 +150,9 @@ def test_float64_model_round_trips_in_float64(tmp_path):
     m2 = load_safetensors(tmp_path / "d.safetensors")
     assert m2.embed.W_E.dtype == torch.float64
     assert torch.equal(m2.embed.W_E, m.embed.W_E)
+
+
+def test_embed_init_std_sets_token_embedding_scale_only():
+    m = small(d_vocab=200, embed_init_std=1.0)
+    assert 0.9 < float(m.embed.W_E.detach().std()) < 1.1
+    assert float(m.blocks[0].attn.W_Q.detach().std()) < 0.05
