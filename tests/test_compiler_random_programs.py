@@ -21,7 +21,8 @@ OPS = ["==", "!=", "<", "<=", ">", ">=", "TRUE"]
 def programs(draw, causal):
     pool = [tokens_int, indices]
     for _ in range(draw(st.integers(1, 4))):
-        kind = draw(st.sampled_from(["map", "seqmap", "agg", "sw", "maxmin", "agg_num"]))
+        kind = draw(st.sampled_from(["map", "seqmap", "agg", "sw", "maxmin", "agg_num", "kqv",
+                                     "nummap"]))
         a = draw(st.sampled_from(pool))
         b = draw(st.sampled_from(pool))
         c = draw(st.integers(-2, 2))
@@ -42,6 +43,8 @@ def programs(draw, causal):
                     sel = sel & select(indices, indices, draw(st.sampled_from(["<=", "<", "!="])))
                 if draw(st.booleans()):
                     sel = ~sel
+                if draw(st.integers(0, 3)) == 0:
+                    sel = sel | select(a, a, draw(st.sampled_from(["<", "=="])))
                 vals = draw(st.sampled_from(pool))
                 if kind == "agg":
                     new = aggregate(select(indices, a, "==") if draw(st.booleans()) else sel,
@@ -53,6 +56,12 @@ def programs(draw, causal):
                 else:
                     new = aggregate(sel, vals, default=c,
                                     reduction=draw(st.sampled_from(["max", "min"])))
+            elif kind == "kqv":
+                new = rasp.kqv(a, b, draw(st.sampled_from(pool)), draw(st.sampled_from(OPS)),
+                               default=c)
+            elif kind == "nummap":
+                new = numerical(a * c + 1) if draw(st.booleans()) else numerical(
+                    rasp.map_sop(lambda x: x * x - 2, a))
             else:
                 new = selector_width(select(a, b, draw(st.sampled_from(OPS))))
         pool.append(new)
