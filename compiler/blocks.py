@@ -37,13 +37,13 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from rasp.value_sets import apply_elementwise_table, sort_values
 
-from .encoding import CATEGORICAL, NUMERICAL
+from .encoding import NUMERICAL
 from .errors import CompilerError
 from .graph import CNode, affine_form, eval_expr
 from .residual import ResidualSpace

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from typing import Any, Iterable
@@ -20,14 +19,14 @@ import numpy as np
 import torch
 
 from rasp.interpreter import _homogeneous, to_batch
-from rasp.ir import Length, RASPError, Select, SOp, topological_order
+from rasp.ir import Select, SOp, topological_order
 
 from .assemble import Assembly, assemble
 from .blocks import build_head, build_mlp
 from .encoding import CATEGORICAL
 from .errors import CompiledRuntimeError, CompilerError, ModelTooLargeError, UnsupportedError
 from .graph import CompilerGraph, build_graph, mlp_cost
-from .layers import LayerPlan, allocate_layers
+from .layers import allocate_layers
 from .residual import ResidualSpace
 
 __all__ = ["compile_program", "CompiledModel", "load_compiled", "DEFAULT_MAX_PARAMS"]

@@ -38,7 +38,7 @@ import networkx as nx
 import numpy as np
 
 from rasp.interpreter import _apply, _compare, _homogeneous
-from rasp.ir import (Aggregate, Elementwise, Full, Indices, Length, Map, Node, RASPError, Select,
+from rasp.ir import (Aggregate, Elementwise, Full, Indices, Length, Map, Node, Select,
                      Selector, SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap,
                      SOp, Tokens, topological_order)
 from rasp.value_sets import (ValueSetError, apply_elementwise_table, mean_values,

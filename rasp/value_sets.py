@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from .ir import (Aggregate, Elementwise, Full, Indices, Length, Map, Node, RASPError, Select,
-                 SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap, SOp, Tokens,
+                 SelectorAnd, SelectorOr, SelectorWidth, SequenceMap, SOp, Tokens,
                  topological_order)
 
 __all__ = ["ValueSetError", "infer_value_sets", "apply_elementwise_table", "mean_values",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import rasp
-from rasp import (aggregate, categorical, full, indices, length, numerical, select,
+from rasp import (aggregate, categorical, indices, length, numerical, select,
                   selector_width, tokens, tokens_int)
 from compiler import (CompiledRuntimeError, CompilerError, ModelTooLargeError,
                       UnsupportedError, compile_program)
