@@ -42,7 +42,8 @@ from rasp.ir import (Aggregate, Elementwise, Full, Indices, Length, Map, Node, S
                      Selector, SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap,
                      SOp, Tokens, topological_order)
 from rasp.value_sets import (ValueSetError, apply_elementwise_table, mean_values,
-                             selects_at_least_one, selects_at_most_one, sort_values,
+                             selects_at_least_one, selects_at_most_one,
+                             selects_equal_values, sort_values,
                              token_values)
 
 from .encoding import CATEGORICAL, NUMERICAL, aggregate_encoding, explicit_encoding
@@ -447,7 +448,8 @@ class _Lowerer:
                          reduction="mean", unbounded=True)
         V = vals_c.values
         numeric = _is_numeric_values(V)
-        at_most_one = selects_at_most_one(node.selector, self.ir_sets)
+        at_most_one = selects_at_most_one(node.selector, self.ir_sets) or \
+            selects_equal_values(node.selector, node.values)
         empty_possible = not selects_at_least_one(node.selector)
         default = node.default.item() if isinstance(node.default, np.generic) else node.default
         may_average = (node.reduction == "mean" and len(V) > 1 and not at_most_one)

@@ -35,7 +35,8 @@ from .ir import (Aggregate, Elementwise, Full, Indices, Length, Map, Node, RASPE
                  topological_order)
 
 __all__ = ["ValueSetError", "infer_value_sets", "apply_elementwise_table", "mean_values",
-           "token_values", "selects_at_most_one", "selects_at_least_one", "MAX_VALUE_SET",
+           "token_values", "selects_at_most_one", "selects_at_least_one", "selects_equal_values",
+           "MAX_VALUE_SET",
            "sort_values"]
 
 #: the largest value set (and the largest product of input sets of a sequence map) inferred.
@@ -203,6 +204,17 @@ def selects_at_most_one(sel: Node, sets: dict[int, frozenset] | None = None) -> 
     return False
 
 
+def selects_equal_values(sel: Node, values: SOp) -> bool:
+    """Whether every key ``sel`` selects for a query has the same value of ``values``
+    (``select(values, q, ==)``, possibly inside an ``and``): a mean then never averages
+    different values."""
+    if isinstance(sel, Select):
+        return sel.op == "==" and sel.keys is values
+    if isinstance(sel, SelectorAnd):
+        return selects_equal_values(sel.a, values) or selects_equal_values(sel.b, values)
+    return False
+
+
 def selects_at_least_one(sel: Node) -> bool:
     """Whether ``sel`` provably selects at least one key per query (``TRUE``, or the same
     s-op as keys and queries with ``==``, ``<=`` or ``>=``: the query's own position)."""
@@ -288,7 +300,8 @@ def _node_values(node: SOp, sets, vocab, n) -> list:
         if not selects_at_least_one(node.selector):
             out.append(_py(node.default))
         if node.reduction in ("max", "min") or any(isinstance(v, str) for v in vals) \
-                or len(vals) <= 1 or selects_at_most_one(node.selector, sets):
+                or len(vals) <= 1 or selects_at_most_one(node.selector, sets) \
+                or selects_equal_values(node.selector, node.values):
             out.extend(vals)
         else:
             try:

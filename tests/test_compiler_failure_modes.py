@@ -70,6 +70,15 @@ def test_4_categorical_average_rejected_statically():
     assert cm.run([["1", "2", "3"]])[0].tolist() == [1, 1.5, 2]
 
 
+def test_4_mean_of_provably_equal_values_stays_categorical():
+    # keys == values with '==': every selected key carries the query's value; no averaging
+    prog = categorical(aggregate(select(tokens_int, tokens_int, "=="), tokens_int))
+    cm = compile_program(prog, ["1", "2", "3"], 5)
+    assert cm.output_encoding == "categorical"
+    for inp in itertools.product(["1", "2", "3"], repeat=5):
+        assert _same(cm.run([list(inp)])[0], rasp.evaluate(prog, [list(inp)])[0])
+
+
 def test_4_categorical_average_of_strings_reported_at_run_time():
     prog = aggregate(select(tokens, tokens, "=="), indices)  # numeric: fine
     prog_s = aggregate(select(indices, indices, "<="), tokens)  # averages strings

@@ -46,6 +46,11 @@ def test_basic_sets():
     assert infer_value_sets(const, ["a"], 3)[const.id] == frozenset({8})
 
 
+def test_mean_of_equal_values_is_not_a_fraction():
+    prog = aggregate(select(tokens_int, tokens_int, "=="), tokens_int)
+    assert infer_value_sets(prog, ["1", "2"], 6)[prog.id] == frozenset({1, 2})
+
+
 def test_selector_facts():
     assert selects_at_most_one(select(indices, tokens_int, "=="))
     assert not selects_at_most_one(select(tokens, tokens, "=="))
