@@ -88,12 +88,9 @@ TASK_CONFIGS: dict = {
 """Per-task overrides of the default preset."""
 
 PE_CONFIGS: dict = {
-    # The sinusoidal table has entries of size ~1 (row norm sqrt(d_model / 2)); a token
-    # embedding at GPT-2 scale (std 0.02) is drowned ~35x and, measured, copy_unique was not
-    # learned even at length 1. T5 (the paper's model) initialises embeddings with std 1.0;
-    # with that, lr 3e-3 still stalled on copy_unique (length 1: loss 2.2 vs 0.03 for NoPE
-    # after 150 steps) while lr 1e-3 learned it, so this PE trains at 1e-3 in every preset.
-    "ape_sinusoidal": {"embed_init_std": 1.0, "lr": 1e-3},
+    # Measured and rejected (docs/results.md): ape_sinusoidal with a T5-scale token embedding
+    # (embed_init_std=1.0) at lr 1e-3 did no better on copy_unique (ID EM 0.00) and worse on
+    # count (0.60 vs 1.00) in the quick budget, so every PE shares the same settings.
 }
 """Per-positional-encoding overrides (applied after the preset, before per-task choices)."""
 
