@@ -514,11 +514,9 @@ class _Lowerer:
         causal_flags = {s.causal for s in topological_order(sel) if isinstance(s, Select)}
         factors = self._conj(sel)
         if not self.causal and True in causal_flags:
-            if False in causal_flags and not isinstance(sel, (Select, SelectorAnd)):
-                raise UnsupportedError(
-                    "this selector mixes causal and non-causal selects under 'or'/'not'; a "
-                    "bidirectional model cannot reproduce the interpreter's per-select masks",
-                    sel)
+            # Every causal node of the interpreter masks with key <= query; inside that region
+            # the masks are the identity, outside it the (causal) root is false: the selector
+            # is its unmasked formula AND key index <= query index.
             idx = self.indices_node()
             factors.append(Factor(idx, idx, lambda K, Q: K[None, :] <= Q[:, None],
                                   "causal: key index <= query index"))
