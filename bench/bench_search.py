@@ -83,7 +83,8 @@ def table(out: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", default=",".join(DEFAULT_TASKS))
-    ap.add_argument("--time-limit", type=float, default=300.0, help="seconds per task")
+    ap.add_argument("--time-limit", type=float, default=60.0,
+                    help="seconds per task (docs/benchmarks.md used 600)")
     ap.add_argument("--max-length", type=int, default=6)
     ap.add_argument("--memory-mb", type=float, default=2048)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "search.json"))
