@@ -125,4 +125,7 @@ def score_command(args) -> int:
                       f"{s['certified_no_program_up_to']}"
                       + (f"; found length {s['length']}" if s["found"] else "")
                       + f" ({s['explored']} programs, {s['seconds']} s)")
+                if s.get("program"):
+                    for line in s["program"].splitlines():
+                        print(f"{'':28s}{line}")
     return 0
