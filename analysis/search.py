@@ -172,6 +172,9 @@ def problem_from_task(task, lengths: Iterable[int] = range(1, 9), samples: int =
         SearchError: the task allows none of the lengths, or its program values do not map back
             to the token ids (the representation is not invertible).
     """
+    if getattr(task, "kind", "next_token") != "next_token":
+        raise SearchError(f"task {task.name!r} is a per-position sequence program, not a "
+                          "next-token task: the search looks for next-token programs")
     rng = np.random.default_rng(seed)
     examples = []
     used = []

@@ -48,3 +48,8 @@ def test_task_without_allowed_length():
     task = tasks.get_task("count")
     with pytest.raises(SearchError):
         problem_from_task(task, lengths=[10_000])
+
+
+def test_sequence_programs_are_refused():
+    with pytest.raises(SearchError, match="next-token"):
+        problem_from_task(tasks.get_task("hist"))
