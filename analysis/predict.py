@@ -38,7 +38,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 __all__ = ["Prediction", "PredictError", "predict", "predict_program", "predict_all",
            "paper_outcome", "generalization_score", "SHORT_LENGTH", "FORMAT_COMPARISONS",
