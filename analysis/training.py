@@ -321,7 +321,17 @@ _SPEC_KEYS = ("task", "pe", "seed", "preset", "model", "optimizer", "train", "st
 
 
 def _same_spec(a: dict, b: dict) -> bool:
-    norm = lambda d: json.loads(json.dumps({k: d.get(k) for k in _SPEC_KEYS}))  # noqa: E731
+    """Same run configuration? Settings added to the code after a run was written count as
+    their default values (so older finished runs stay reusable)."""
+    def norm(d):
+        d = {k: d.get(k) for k in _SPEC_KEYS}
+        try:
+            d["model"] = TransformerConfig.from_dict(dict(d["model"] or {})).to_dict()
+        except (TransformerConfigError, TypeError, ValueError):
+            pass  # compared as is (and so different)
+        if isinstance(d.get("train"), dict):
+            d["train"] = {**_configs.TRAIN_DEFAULTS, **d["train"]}
+        return json.loads(json.dumps(d))
     return norm(a) == norm(b)
 
 

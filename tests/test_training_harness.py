@@ -205,3 +205,16 @@ def test_greedy_decode_and_ape_learned_beyond_context():
     assert s == {"id_em": 0.0, "ood_em": None}
     pairs = eval_lengths(task, 3, 1)
     assert pairs == [(1, "id"), (2, "id"), (3, "id"), (4, "ood"), (5, "ood"), (6, "ood")]
+
+
+def test_finished_run_written_before_a_new_setting_existed_is_reused(tmp_path):
+    kw = dict(steps=4, config_overrides={**TINY, "eval_samples": 4}, progress=False,
+              verbose=False)
+    first = train(CopyUnique(), "rope", out_dir=tmp_path / "r", **kw)
+    cfg_path = tmp_path / "r" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    del cfg["model"]["embed_init_std"]          # as written by an older version
+    del cfg["train"]["train_max_len_cap"]
+    cfg_path.write_text(json.dumps(cfg))
+    again = train(CopyUnique(), "rope", out_dir=tmp_path / "r", **kw)
+    assert again.reused and again.accuracy == first.accuracy
