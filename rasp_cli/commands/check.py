@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 
-from rasp.ir import Selector, SOp
+from rasp.ir import Indices, Selector, SOp, Tokens
 
 
 def register(sub) -> None:
@@ -69,7 +69,8 @@ def check_names(env, names: list[str] | None, vocab=None, max_len=None, causal=F
 
     if names is None:
         names = [n for n in env.own_names()
-                 if not n.startswith("_") and isinstance(env[n], SOp)]
+                 if not n.startswith("_") and isinstance(env[n], SOp)
+                 and not isinstance(env[n], (Tokens, Indices))]   # `tokens = tokens_int;`
         if not names:
             raise UsageError(f"{filename} defines no s-op to check")
     out = []
