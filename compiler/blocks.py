@@ -14,6 +14,9 @@ MLP writes exactly 0 at BOS and PAD; biases come from the ``one`` direction):
   step between ``u_j`` and ``u_j+1`` is ``ReLU(a(x-t)+1/2) - ReLU(a(x-t)-1/2)`` with
   ``t = (u_j + u_j+1)/2`` and slope ``a = 2/(u_j+1 - u_j)`` from *that* gap (Tracr used a
   fixed slope of 100: failure mode 1); exact (flat) within a quarter gap of every value.
+  Values closer than ``MERGE_TOL`` are one value rounded two ways: they form a group whose
+  output is the function at the group's simplest rational (``trunc`` of ``{0.9999999999999999,
+  1}`` is 1), and steps sit midway between groups.
   Categorical inputs gate the steps (a large negative term unless the combination matches).
 
 Attention heads (the ``bos`` key gets a logit of its own through one extra head dimension):
@@ -197,29 +200,41 @@ def build_mlp(node: CNode, space: ResidualSpace) -> MLPBlock:
     x = num[0]
     xdir = space.dir(x)
     us = sort_values(v for v in x.values if _is_number(v) or isinstance(v, (bool, np.bool_)))
-    us = _cluster(sorted(set(float(u) for u in us)))
+    groups = _cluster(sorted(set(float(u) for u in us)))
     k = len(cat)
-    span = (us[-1] - us[0]) if len(us) > 1 else 1.0
-    combos_x = [(c, u) for c in combos for u in us]
+    span = (groups[-1][-1] - groups[0][0]) if len(groups) > 1 else 1.0
+    # every value of a group is one exact value rounded differently: f is evaluated at the
+    # group's candidates (its simplest rational first, then its members nearest to it) and the
+    # first whose output is defined and representable is the group's output
+    cands = [_candidates(g) for g in groups]
+    combos_x = [(c, u) for c in combos for cs in cands for u in cs]
     cols = [[cx[0][i] for cx in combos_x] for i in range(k)] + [[cx[1] for cx in combos_x]]
     rows = apply_elementwise_table(f, cols)
     table = {}
     for (c, u), r in zip(combos_x, rows):
         table[(c, u)] = r
     for c in combos:
-        seq = [(u, table[(c, u)][1]) for u in us if table[(c, u)][0]]
+        seq = []                                 # (lowest, highest value of a group, output)
+        for g, cs in zip(groups, cands):
+            for u in cs:
+                ok, y = table[(c, u)]
+                if ok and _representable(node, space, y):
+                    seq.append((g[0], g[-1], y))
+                    break
         if not seq:
             continue
         gate = _merge_in(cat, c, space)          # sum of matching directions
         base_in = dict(gate)
         base_in[ResidualSpace.ONE] = base_in.get(ResidualSpace.ONE, 0.0) - (k - 1)
-        y0 = seq[0][1]
+        y0 = seq[0][2]
         out0 = _out_vec(node, space, y0)
         if out0:
             units.add(base_in, out0)
-        for (u1, y1), (u2, y2) in zip(seq, seq[1:]):
+        for (_, u1, y1), (u2, _, y2) in zip(seq, seq[1:]):
             if _same(y1, y2):
                 continue
+            # the step sits midway between the two groups and is flat (exact) within a
+            # quarter gap of it: every known value maps exactly to its own group's output
             gap = u2 - u1
             a = 2.0 / gap
             t = (u1 + u2) / 2.0
@@ -235,18 +250,65 @@ def build_mlp(node: CNode, space: ResidualSpace) -> MLPBlock:
 
 
 #: values of a numerical s-op closer than this (relative) are one value (float rounding of the
-#: same mean computed two ways, e.g. 1.1666666666666665 and 1.1666666666666667)
+#: same mean computed two ways, e.g. 1.1666666666666665 and 1.1666666666666667, or
+#: 0.9999999999999999 and 1)
 MERGE_TOL = 1e-10
+#: the largest denominator tried when looking for the exact value behind a group of values
+MAX_DENOMINATOR = 10 ** 9
 
 
-def _cluster(us: list[float]) -> list[float]:
-    """Sorted values with near-duplicates (float rounding) merged into the first of them."""
-    out: list[float] = []
+def _cluster(us: list[float]) -> list[list[float]]:
+    """Sorted values grouped: near-duplicates (float rounding, within ``MERGE_TOL`` of the
+    group's first value) form one group."""
+    out: list[list[float]] = []
     for u in us:
-        if out and u - out[-1] <= MERGE_TOL * max(1.0, abs(u)):
+        if out and u - out[-1][0] <= MERGE_TOL * max(1.0, abs(u)):
+            out[-1].append(u)
             continue
-        out.append(u)
+        out.append([u])
     return out
+
+
+def _simplest(group: list[float]) -> float:
+    """The float of the simplest rational within ``MERGE_TOL`` of the group (the first
+    continued-fraction convergent of its middle there, denominator at most
+    ``MAX_DENOMINATOR``): the exact value that its members are roundings of (1 for
+    ``0.9999999999999999`` and ``1``; 7/6 for ``1.1666666666666665`` and
+    ``1.1666666666666667``); the group's middle member when there is none."""
+    lo, hi = group[0], group[-1]
+    tol = MERGE_TOL * max(1.0, abs(lo), abs(hi))
+    mid = (lo + hi) / 2.0
+    if not math.isfinite(mid):
+        return group[len(group) // 2]
+    p, q = mid.as_integer_ratio()
+    h0, h1, k0, k1 = 0, 1, 1, 0
+    while q:
+        a = p // q
+        h0, h1, k0, k1 = h1, a * h1 + h0, k1, a * k1 + k0
+        if k1 > MAX_DENOMINATOR:
+            break
+        x = h1 / k1                      # correctly rounded
+        if lo - tol <= x <= hi + tol:
+            return x
+        p, q = q, p - a * q
+    return group[len(group) // 2]
+
+
+def _candidates(group: list[float]) -> list[float]:
+    """Where to evaluate the function for a group: its simplest value, then its members from
+    the nearest to that value."""
+    s = _simplest(group)
+    members = sorted(group, key=lambda u: (abs(u - s), u))
+    return [s] + [u for u in members if u != s]
+
+
+def _representable(node: CNode, space: ResidualSpace, y) -> bool:
+    """Whether ``node``'s encoding can hold ``y`` (a value of its value set, or a number)."""
+    try:
+        _out_vec(node, space, y)
+    except (CompilerError, TypeError, ValueError):
+        return False
+    return True
 
 
 def _const_row(f):
