@@ -1,7 +1,7 @@
 """`rasp demo`: the main job (what `make demo` runs).
 
-Runs `rasp report` with its defaults: copy_unique (predicted to generalize: a short RASP-L
-program, an induction head) and copy_repeat (predicted to fail: no RASP-L program), all six
+Runs `rasp report` with its defaults: count (predicted to generalize: Zhou et al.'s short RASP-L
+program, which the quick preset fits) and copy_repeat (predicted to fail: no RASP-L program), all six
 positional encodings, one seed each plus a second NoPE seed for the other-seed baseline, with the
 training engineer's quick preset, two runs side by side. A time budget of 570 s keeps it under
 10 minutes on 2 CPU cores: on a busy machine the runs that do not fit are named in the report
