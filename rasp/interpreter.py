@@ -352,20 +352,8 @@ class Evaluator:
             sums = _selected_sums(sel, vals)
             with np.errstate(invalid="ignore", divide="ignore"):
                 mean = sums / np.maximum(count, 1)
-            if kind in "iub" and np.all(count <= 1) and kind == "b" and _is_bool(default):
-                return self._move_single(sel, vals, count, default)
-            if isinstance(default, str):
-                if np.any(count == 0):
-                    raise RASPTypeError(
-                        f"aggregate '{n.label}': string default {default!r} for numeric values")
-            out = np.where(count == 0, float(default) if not isinstance(default, str) else 0.0,
-                           mean)
-            if n.truncate:
-                return np.trunc(out).astype(np.int64)
-            if kind in "iub" and isinstance(default, (int, bool, np.integer)) and \
-                    np.all(out == np.round(out)):
-                return out.astype(np.int64)
-            return out
+            return self._finish_mean(n, vals, count, mean, lambda: self._move_single(
+                sel, vals, count, default))
         # max / min reductions
         if kind == "U":
             uniq, inv = np.unique(vals, return_inverse=True)
