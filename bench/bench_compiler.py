@@ -31,17 +31,8 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 
 import rasp  # noqa: E402
-from compiler import CompilerError, compile_program  # noqa: E402
+from compiler import CompilerError, compile_program, outputs_equal  # noqa: E402
 from compiler.library import PEER_TABLE, peer_programs  # noqa: E402
-
-
-def _same(a, b) -> bool:
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape:
-        return False
-    if a.dtype.kind in "fiub" and b.dtype.kind in "fiub":
-        return bool(np.allclose(a.astype(float), b.astype(float), rtol=1e-9, atol=1e-9))
-    return bool(np.array_equal(a.astype(str), b.astype(str)))
 
 
 def check(cm, sop, vocab, n, random_k=None, seed=0) -> tuple[int, int]:
@@ -67,7 +58,7 @@ def check(cm, sop, vocab, n, random_k=None, seed=0) -> tuple[int, int]:
                     pass
         for r, g in pairs:
             total += 1
-            bad += not _same(r, g)
+            bad += not outputs_equal(r, g)
     return bad, total
 
 

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench import cpu_model  # noqa: E402
 import rasp  # noqa: E402
 from rasp import (aggregate, evaluate, indices, length, select, selector_width,  # noqa: E402
                   tokens_int)
@@ -270,7 +271,7 @@ def run(batch=1000, lengths=(16, 64, 256), repeats=3, one_at_a_time_max=1000,
                 print(_fmt_row(row), flush=True)
     result = {
         "command": ".venv/bin/python -m bench.bench_interpreter",
-        "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(),
+        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
                     "python": platform.python_version(), "numpy": np.__version__},
         "bars": {"speedup_vs_one_at_a_time_at_64": ">= 50", "numpy_over_batched": "<= 3",
                  "tracr_reference_tps_at_64": "31,000 (sort) to 63,000 (hist)"},
@@ -280,16 +281,6 @@ def run(batch=1000, lengths=(16, 64, 256), repeats=3, one_at_a_time_max=1000,
         Path(out_path).parent.mkdir(parents=True, exist_ok=True)
         Path(out_path).write_text(json.dumps(result, indent=2))
     return result
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 HEADER = (f"{'program':<8} {'len':>4} {'batched tok/s':>14} {'1-at-a-time':>12} "

@@ -28,21 +28,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench import cpu_model  # noqa: E402
 import tasks  # noqa: E402
 from analysis.search import search_task  # noqa: E402
 from rasp.measures import measure  # noqa: E402
 
 DEFAULT_TASKS = ["count", "boolean_and", "sort_unique", "copy_unique", "mode"]
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def run(names, time_limit: float, max_length: int, memory_mb: float) -> dict:
@@ -60,7 +51,7 @@ def run(names, time_limit: float, max_length: int, memory_mb: float) -> dict:
         print(res.summary(), flush=True)
         if res.source:
             print("    " + res.source.replace("\n", "\n    "), flush=True)
-    return {"machine": {"cpu": _cpu_model(), "cores": os.cpu_count(),
+    return {"machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
                         "python": platform.python_version()},
             "settings": {"time_limit_s": time_limit, "max_length": max_length,
                          "memory_mb": memory_mb, "search_lengths": "1..6 x 3 examples",

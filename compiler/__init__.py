@@ -12,12 +12,12 @@ training. Importing this package does not import torch until the compiler is use
 
 from .errors import CompiledRuntimeError, CompilerError, ModelTooLargeError, UnsupportedError
 
-__all__ = ["compile_program", "CompiledModel", "load_compiled", "CompilerError",
+__all__ = ["compile_program", "CompiledModel", "load_compiled", "outputs_equal", "CompilerError",
            "UnsupportedError", "ModelTooLargeError", "CompiledRuntimeError"]
 
 
 def __getattr__(name):
-    if name in ("compile_program", "CompiledModel", "load_compiled"):
+    if name in ("compile_program", "CompiledModel", "load_compiled", "outputs_equal"):
         from . import compile as _c
         return getattr(_c, name)
     raise AttributeError(f"module 'compiler' has no attribute {name!r}")

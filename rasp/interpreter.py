@@ -359,13 +359,7 @@ class Evaluator:
             uniq, inv = np.unique(vals, return_inverse=True)
             ranks = inv.reshape(vals.shape).astype(np.int64)
             r = _masked_reduce(sel, ranks, n.reduction)
-            out = uniq[np.where(count == 0, 0, r)]
-            if np.any(count == 0):
-                if not isinstance(default, str):
-                    raise RASPTypeError(
-                        f"aggregate '{n.label}': default {default!r} for string values")
-                out = np.where(count == 0, default, out)
-            return out
+            return _with_string_default(n, uniq[np.where(count == 0, 0, r)], count)
         r = _masked_reduce(sel, vals, n.reduction)
         if np.any(count == 0):
             if isinstance(default, str):
@@ -483,13 +477,7 @@ class Evaluator:
             uniq, inv = np.unique(vals, return_inverse=True)
             ranks = inv.reshape(-1).astype(np.int64)
             r = _grouped_reduce(flat_k, m, ranks, qc, count, n.reduction)
-            out = uniq[np.where(count == 0, 0, r)]
-            if np.any(count == 0):
-                if not isinstance(default, str):
-                    raise RASPTypeError(
-                        f"aggregate '{n.label}': default {default!r} for string values")
-                out = np.where(count == 0, default, out)
-            return out
+            return _with_string_default(n, uniq[np.where(count == 0, 0, r)], count)
         back = bool if kind == "b" else None
         work = flat_vals.astype(np.int64) if kind == "b" else flat_vals
         r = _grouped_reduce(flat_k, m, work, qc, count, n.reduction).astype(work.dtype)
@@ -533,6 +521,17 @@ class Evaluator:
                         f"aggregate default {default!r} does not match string values")
             moved = np.where(count == 0, default, moved)
         return moved
+
+
+def _with_string_default(n: Aggregate, out: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """A max/min reduction of strings: ``n.default`` where no key is selected (``count == 0``).
+
+    Raises :class:`RASPTypeError` when an empty row needs a non-string default."""
+    if not np.any(count == 0):
+        return out
+    if not isinstance(n.default, str):
+        raise RASPTypeError(f"aggregate '{n.label}': default {n.default!r} for string values")
+    return np.where(count == 0, n.default, out)
 
 
 def _is_bool(x) -> bool:

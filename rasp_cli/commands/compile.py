@@ -59,6 +59,7 @@ def verify(cm, sop, vocab: list, max_len: int, k: int, seed: int = 0, causal: bo
     """Compare ``cm.run`` with ``rasp.evaluate`` on ``k`` random inputs per length
     ``1..max_len``. Returns ``(mismatches, total, first mismatch description or None)``."""
     import rasp
+    from compiler import outputs_equal
     from rasp.ir import RASPError
     rng = np.random.default_rng(seed)
     bad, total, first = 0, 0, None
@@ -80,20 +81,11 @@ def verify(cm, sop, vocab: list, max_len: int, k: int, seed: int = 0, causal: bo
             pairs = list(zip(batch, ref, got))
         for b, r, g in pairs:
             total += 1
-            if not _same(r, g):
+            if not outputs_equal(r, g):
                 bad += 1
                 if first is None:
                     first = f"input {b}: interpreter {list(r)}, compiled {list(g)}"
     return bad, total, first
-
-
-def _same(a, b) -> bool:
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape:
-        return False
-    if a.dtype.kind in "fiub" and b.dtype.kind in "fiub":
-        return bool(np.allclose(a.astype(float), b.astype(float), rtol=1e-9, atol=1e-9))
-    return bool(np.array_equal(a.astype(str), b.astype(str)))
 
 
 def compile_command(args) -> int:
