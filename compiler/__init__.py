@@ -1,9 +1,9 @@
 """rasp-lab: the compiler of RASP / RASP-L programs into transformer weights (contract E).
 
-Pipeline (Tracr's shape; see ``docs/compiler.md``): :mod:`compiler.graph` (IR -> networkx
+Pipeline (Tracr's shape; see ``docs/compiler.md``): :mod:`compiler.rasp_to_graph` (IR -> networkx
 graph, rewrites, fusion), :mod:`rasp.value_sets` (value sets), :mod:`compiler.encoding`,
-:mod:`compiler.residual` (residual space), :mod:`compiler.blocks` (MLPs and heads),
-:mod:`compiler.layers` (layer allocation), :mod:`compiler.assemble` (the one
+:mod:`compiler.residual_space` (residual space), :mod:`compiler.graph_to_blocks` (MLPs and heads),
+:mod:`compiler.layer_allocation` (layer allocation), :mod:`compiler.blocks_to_model` (the one
 :class:`compiler.transformer.Transformer`), :mod:`compiler.compile` (``compile_program``).
 
 The Transformer itself (:mod:`compiler.transformer`, :mod:`compiler.positional`) is shared with

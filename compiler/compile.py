@@ -21,13 +21,13 @@ import torch
 from rasp.interpreter import _homogeneous, to_batch
 from rasp.ir import Select, SOp, topological_order
 
-from .assemble import Assembly, assemble
-from .blocks import build_head, build_mlp
+from .blocks_to_model import Assembly, assemble
+from .graph_to_blocks import build_head, build_mlp
 from .encoding import CATEGORICAL
 from .errors import CompiledRuntimeError, CompilerError, ModelTooLargeError, UnsupportedError
-from .graph import CompilerGraph, build_graph, mlp_cost
-from .layers import allocate_layers
-from .residual import ResidualSpace
+from .rasp_to_graph import CompilerGraph, build_graph, mlp_cost
+from .layer_allocation import allocate_layers
+from .residual_space import ResidualSpace
 
 __all__ = ["compile_program", "CompiledModel", "load_compiled", "DEFAULT_MAX_PARAMS",
            "outputs_equal"]

@@ -11,11 +11,11 @@ import rasp
 from rasp import (aggregate, full, indices, length, numerical, select, selector_width, tokens,
                   tokens_int)
 from compiler import CompilerError, compile_program, load_compiled
-from compiler.blocks import build_mlp
-from compiler.graph import build_graph
-from compiler.layers import allocate_layers
+from compiler.graph_to_blocks import build_mlp
+from compiler.rasp_to_graph import build_graph
+from compiler.layer_allocation import allocate_layers
 from compiler.library import make_frac_prevs, make_reverse
-from compiler.residual import ResidualSpace
+from compiler.residual_space import ResidualSpace
 
 
 def test_graph_is_a_networkx_dag_with_rewrites():

@@ -9,7 +9,7 @@ import numpy as np
 import rasp
 from rasp import aggregate, causal_mode, indices, kqv, numerical, select, tokens_int
 from compiler import compile_program
-from compiler.blocks import _cluster, _simplest
+from compiler.graph_to_blocks import _cluster, _simplest
 
 VOCAB = ["1", "2", "3"]
 N = 4

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from .encoding import CATEGORICAL
-from .graph import CNode
+from .rasp_to_graph import CNode
 
 __all__ = ["ResidualSpace", "value_label"]
 

@@ -28,11 +28,11 @@ import torch
 
 from rasp.interpreter import _convert_tokens, to_batch
 
-from .blocks import HeadBlock, MLPBlock
+from .graph_to_blocks import HeadBlock, MLPBlock
 from .encoding import CATEGORICAL
-from .graph import CNode
-from .layers import LayerPlan
-from .residual import ResidualSpace
+from .rasp_to_graph import CNode
+from .layer_allocation import LayerPlan
+from .residual_space import ResidualSpace
 from .transformer import Transformer, TransformerConfig
 
 __all__ = ["choose_d_head", "assemble", "Assembly"]

@@ -1,5 +1,5 @@
 """Stage 4: blocks. Each compiler node becomes an MLP or an attention head (NumPy weights over
-the residual space of :mod:`compiler.residual`).
+the residual space of :mod:`compiler.residual_space`).
 
 MLPs (ReLU; every unit also reads ``-BIG`` from the ``bos`` and ``pad`` directions, so the
 MLP writes exactly 0 at BOS and PAD; biases come from the ``one`` direction):
@@ -31,7 +31,7 @@ Attention heads (the ``bos`` key gets a logit of its own through one extra head 
 * PAD keys get a logit of ``-1e4 * S``; the BOS *query* attends only to BOS (``+F``).
 
 The key and value rows of the ``bos`` direction are completed at assembly
-(:mod:`compiler.assemble`), when the BOS position's residual is known, so that the BOS key is
+(:mod:`compiler.blocks_to_model`), when the BOS position's residual is known, so that the BOS key is
 exactly the extra dimension and the BOS value exactly the default.
 """
 
@@ -48,8 +48,8 @@ from rasp.value_sets import apply_elementwise_table, sort_values
 
 from .encoding import NUMERICAL
 from .errors import CompilerError
-from .graph import CNode, affine_form, eval_expr
-from .residual import ResidualSpace
+from .rasp_to_graph import CNode, affine_form, eval_expr
+from .residual_space import ResidualSpace
 
 __all__ = ["MLPBlock", "HeadBlock", "build_mlp", "build_head", "SCORE", "RANK_STEP", "BIG",
            "PAD_SCALE"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from .graph import CNode, CompilerGraph
+from .rasp_to_graph import CNode, CompilerGraph
 
 __all__ = ["LayerPlan", "allocate_layers"]
 
