@@ -9,7 +9,7 @@ A run's configuration is resolved in this order, later entries overriding earlie
    (the task owner's overrides), then the preset's per-task entry,
 4. the caller's ``config_overrides`` (flat dict; keys of either group).
 
-Model keys are :class:`compiler.transformer.TransformerConfig` fields; training keys are those of
+Model keys are :class:`model.TransformerConfig` fields; training keys are those of
 :data:`TRAIN_DEFAULTS`. Unknown keys raise :class:`ConfigError`.
 
 The paper (Kazemnejad et al. 2023) trained a 12-layer, d_model 768 T5 decoder (AdamW lr 3e-5,
@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from compiler.transformer import TransformerConfig
+from model import TransformerConfig
 
 MODEL_DEFAULTS: dict = {
     "n_layers": 3,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from compiler.transformer import ContextLengthError, Transformer
+from model import ContextLengthError, Transformer
 
 EVAL_SEED = 20231016
 """Base seed of the evaluation sets (shared by all runs so that PEs see the same inputs)."""

@@ -481,7 +481,7 @@ def capture_trained(model: Any, sequences: Sequence[Sequence[int]]) -> list[np.n
     """Attention of a trained (or any contract-D) ``Transformer`` on token-id sequences.
 
     Args:
-        model: a ``compiler.transformer.Transformer`` (``attention_patterns(tokens)`` returning
+        model: a ``model.Transformer`` (``attention_patterns(tokens)`` returning
             a list over layers of ``[batch, head, query, key]``).
         sequences: token-id sequences (each starting with BOS), any lengths.
 

@@ -1,6 +1,6 @@
 """Training small decoder transformers on the task catalogue, one run directory per run.
 
-``train(task, pe, seed)`` trains the shared :class:`compiler.transformer.Transformer` with one of
+``train(task, pe, seed)`` trains the shared :class:`model.Transformer` with one of
 the six positional encodings on data generated online by the task (fresh seeded samples every
 batch, lengths uniform over the training range), with the loss on answer tokens only (EOS
 included), AdamW with linear warmup and cosine/linear decay and gradient clipping (protocol of
@@ -43,9 +43,9 @@ import torch
 
 from analysis import configs as _configs
 from analysis.evaluation import EVAL_SEED, eval_lengths, evaluate, greedy_decode, summarize
-from compiler.positional import PE_NAMES
-from compiler.transformer import (
-    Transformer, TransformerConfig, TransformerConfigError, load_safetensors, save_safetensors)
+from model import (
+    PE_NAMES, Transformer, TransformerConfig, TransformerConfigError, load_safetensors,
+    save_safetensors)
 
 __all__ = ["train", "load_run", "RunResult", "RunDirError", "TrainingError", "default_run_dir",
            "resolve_task", "read_accuracy", "PE_NAMES", "PRESETS"]

@@ -38,7 +38,7 @@ from analysis import configs  # noqa: E402
 from analysis.evaluation import eval_lengths, evaluate  # noqa: E402
 from analysis.training import (PE_NAMES, _n_ctx_for, _optimizer, make_batch,  # noqa: E402
                                resolve_task, train)
-from compiler.transformer import Transformer, TransformerConfig  # noqa: E402
+from model import Transformer, TransformerConfig  # noqa: E402
 
 
 def _cpu_model() -> str:

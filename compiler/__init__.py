@@ -4,10 +4,10 @@ Pipeline (Tracr's shape; see ``docs/compiler.md``): :mod:`compiler.rasp_to_graph
 graph, rewrites, fusion), :mod:`rasp.value_sets` (value sets), :mod:`compiler.encoding`,
 :mod:`compiler.residual_space` (residual space), :mod:`compiler.graph_to_blocks` (MLPs and heads),
 :mod:`compiler.layer_allocation` (layer allocation), :mod:`compiler.blocks_to_model` (the one
-:class:`compiler.transformer.Transformer`), :mod:`compiler.compile` (``compile_program``).
+:class:`model.Transformer`), :mod:`compiler.compile` (``compile_program``).
 
-The Transformer itself (:mod:`compiler.transformer`, :mod:`compiler.positional`) is shared with
-training. Importing this package does not import torch until the compiler is used.
+The Transformer itself (package :mod:`model`) is shared with training. Importing this package
+does not import torch until the compiler is used.
 """
 
 from .errors import CompiledRuntimeError, CompilerError, ModelTooLargeError, UnsupportedError

@@ -1,4 +1,4 @@
-"""Stage 6: assembly into the project's one :class:`compiler.transformer.Transformer`.
+"""Stage 6: assembly into the project's one :class:`model.Transformer`.
 
 * token embedding ``W_E [d_vocab, d_model]``: id 0 is BOS (``one`` + ``bos``), ids
   ``1..V`` the vocabulary (``one`` + the token's direction of every ``tokens`` s-op), id
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from model import Transformer, TransformerConfig
 from rasp.interpreter import _convert_tokens, to_batch
 
 from .graph_to_blocks import HeadBlock, MLPBlock
@@ -33,7 +34,6 @@ from .encoding import CATEGORICAL
 from .rasp_to_graph import CNode
 from .layer_allocation import LayerPlan
 from .residual_space import ResidualSpace
-from .transformer import Transformer, TransformerConfig
 
 __all__ = ["choose_d_head", "assemble", "Assembly"]
 

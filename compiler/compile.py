@@ -41,7 +41,7 @@ def _py(v):
 
 
 class CompiledModel:
-    """A program compiled to a :class:`~compiler.transformer.Transformer`.
+    """A program compiled to a :class:`~model.Transformer`.
 
     Attributes:
         model: the float64 ``Transformer`` (no LayerNorm, ReLU, ``ape_learned`` positions, BOS
@@ -244,7 +244,7 @@ class CompiledModel:
         """Write ``DIR/model.safetensors`` (TransformerLens names and shapes, float64, incl.
         ``W_U``) and ``DIR/model.json`` (config, vocabulary, residual labels, output
         encoding)."""
-        from .transformer import save_safetensors
+        from model import save_safetensors
         os.makedirs(directory, exist_ok=True)
         meta = self.metadata()
         save_safetensors(self.model, os.path.join(directory, "model.safetensors"),
@@ -308,7 +308,7 @@ def load_compiled(directory: str | os.PathLike) -> CompiledModel:
     """Load a model written by :meth:`CompiledModel.save`. Raises :class:`CompilerError` with
     a clear message for a missing or inconsistent directory."""
     from safetensors.torch import load_file
-    from .transformer import Transformer, TransformerConfig
+    from model import Transformer, TransformerConfig
     jpath = os.path.join(directory, "model.json")
     wpath = os.path.join(directory, "model.safetensors")
     for p in (jpath, wpath):

@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
-from compiler.positional import (
+from model.positional import (
     PositionalEncodingError, alibi_bias, alibi_slopes, apply_rotary, check_pe, rotary_dim,
     sinusoidal_table, t5_bucket)
-from compiler.transformer import Transformer, TransformerConfig
+from model import Transformer, TransformerConfig
 
 
 def test_t5_buckets_at_published_distances():

@@ -14,7 +14,7 @@ import torch
 from analysis.evaluation import (eval_lengths, evaluate, greedy_decode, summarize,
                                  wilson_interval)
 from analysis.training import (RunDirError, TrainingError, load_run, lr_at, make_batch, train)
-from compiler.transformer import Transformer, TransformerConfig
+from model import Transformer, TransformerConfig
 
 
 class _Vocab:

@@ -4,9 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from compiler.positional import PE_NAMES
-from compiler.transformer import (
-    ContextLengthError, Transformer, TransformerConfig, TransformerConfigError,
+from model import (
+    PE_NAMES, ContextLengthError, Transformer, TransformerConfig, TransformerConfigError,
     load_safetensors, save_safetensors)
 
 

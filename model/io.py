@@ -1,0 +1,91 @@
+"""safetensors I/O of the one :class:`model.transformer.Transformer`.
+
+Weights only through safetensors; the config travels as JSON under metadata key ``"config"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+from model.config import TransformerConfig, TransformerConfigError
+from model.transformer import Transformer
+
+__all__ = ["save_safetensors", "load_safetensors", "read_safetensors_metadata"]
+
+
+def save_safetensors(model: Transformer, path, metadata: dict | None = None) -> None:
+    """Write ``model``'s weights to ``path`` (safetensors), atomically (temp file + replace).
+
+    The config is stored as JSON under metadata key ``"config"``; other ``metadata`` values are
+    stored as JSON strings under their keys.
+    """
+    from safetensors.torch import save_file
+
+    meta = {"config": json.dumps(model.cfg.to_dict()), "format": "rasp-lab-transformer"}
+    for k, v in (metadata or {}).items():
+        if k in ("config", "format"):
+            raise ValueError(f"metadata key {k!r} is reserved")
+        meta[str(k)] = v if isinstance(v, str) else json.dumps(v)
+    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    path = os.fspath(path)
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".safetensors")
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata=meta)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def read_safetensors_metadata(path) -> dict:
+    """The metadata dict (str -> str) of a safetensors file; ValueError if unreadable."""
+    from safetensors import safe_open
+    try:
+        with safe_open(os.fspath(path), framework="pt") as f:
+            return dict(f.metadata() or {})
+    except Exception as e:  # safetensors raises its own error types
+        raise ValueError(f"{path}: not a readable safetensors file ({e})") from None
+
+
+def load_safetensors(path, device: str = "cpu") -> Transformer:
+    """Read a model written by :func:`save_safetensors`.
+
+    Returns a :class:`Transformer` (in eval mode) with ``.metadata`` (the decoded metadata).
+    Raises FileNotFoundError, or ValueError with a clear message for a file that is not a
+    rasp-lab model (no config, wrong tensor names or shapes).
+    """
+    from safetensors.torch import load_file
+
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    meta = read_safetensors_metadata(path)
+    if "config" not in meta:
+        raise ValueError(f"{path}: safetensors file has no rasp-lab config in its metadata")
+    try:
+        cfg = TransformerConfig.from_dict(json.loads(meta["config"]))
+    except (json.JSONDecodeError, TypeError, TransformerConfigError) as e:
+        raise ValueError(f"{path}: bad config in metadata ({e})") from None
+    model = Transformer(cfg)
+    state = load_file(path, device="cpu")
+    dtypes = {t.dtype for t in state.values() if t.is_floating_point()}
+    if len(dtypes) == 1:  # keep the stored precision (compiled models are float64)
+        model = model.to(dtypes.pop())
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        raise ValueError(f"{path}: weights do not match the stored config: {e}") from None
+    decoded = {}
+    for k, v in meta.items():
+        try:
+            decoded[k] = json.loads(v)
+        except json.JSONDecodeError:
+            decoded[k] = v
+    model.metadata = decoded
+    return model.to(device).eval()
