@@ -31,7 +31,8 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 
 import rasp  # noqa: E402
-from compiler import CompilerError, compile_program, outputs_equal  # noqa: E402
+from compiler import CompilerError, compile_program  # noqa: E402
+from rasp.equality import values_equal  # noqa: E402
 from compiler.library import PEER_TABLE, peer_programs  # noqa: E402
 
 
@@ -58,7 +59,7 @@ def check(cm, sop, vocab, n, random_k=None, seed=0) -> tuple[int, int]:
                     pass
         for r, g in pairs:
             total += 1
-            bad += not outputs_equal(r, g)
+            bad += not values_equal(r, g)
     return bad, total
 
 

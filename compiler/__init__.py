@@ -12,12 +12,12 @@ does not import torch until the compiler is used.
 
 from .errors import CompiledRuntimeError, CompilerError, ModelTooLargeError, UnsupportedError
 
-__all__ = ["compile_program", "CompiledModel", "load_compiled", "outputs_equal", "CompilerError",
+__all__ = ["compile_program", "CompiledModel", "load_compiled", "CompilerError",
            "UnsupportedError", "ModelTooLargeError", "CompiledRuntimeError"]
 
 
 def __getattr__(name):
-    if name in ("compile_program", "CompiledModel", "load_compiled", "outputs_equal"):
+    if name in ("compile_program", "CompiledModel", "load_compiled"):
         from . import compile as _c
         return getattr(_c, name)
     raise AttributeError(f"module 'compiler' has no attribute {name!r}")

@@ -29,8 +29,7 @@ from .rasp_to_graph import CompilerGraph, build_graph, mlp_cost
 from .layer_allocation import allocate_layers
 from .residual_space import ResidualSpace
 
-__all__ = ["compile_program", "CompiledModel", "load_compiled", "DEFAULT_MAX_PARAMS",
-           "outputs_equal"]
+__all__ = ["compile_program", "CompiledModel", "load_compiled", "DEFAULT_MAX_PARAMS"]
 
 #: models estimated above this many parameters are refused before any weight is allocated
 DEFAULT_MAX_PARAMS = 50_000_000
@@ -281,27 +280,6 @@ class _threads:
         if self.one and self.prev != 1:
             torch.set_num_threads(self.prev)
         return False
-
-
-def outputs_equal(a: Any, b: Any, tol: float = 1e-9) -> bool:
-    """Whether a compiled model's output equals the interpreter's for one sequence.
-
-    Args:
-        a, b: ``[seq]`` (or ``[batch, seq]``) arrays of values, as returned by
-            :meth:`CompiledModel.run` and :func:`rasp.evaluate`.
-        tol: absolute and relative tolerance for numbers (the compiled model computes in
-            float64; numerical s-ops such as means carry rounding error of ~1e-12).
-
-    Returns:
-        ``True`` when the shapes agree and numbers agree within ``tol`` (bools and ints compared
-        as numbers) or, for strings, every value is identical.
-    """
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape:
-        return False
-    if a.dtype.kind in "fiub" and b.dtype.kind in "fiub":
-        return bool(np.allclose(a.astype(float), b.astype(float), rtol=tol, atol=tol))
-    return bool(np.array_equal(a.astype(str), b.astype(str)))
 
 
 def load_compiled(directory: str | os.PathLike) -> CompiledModel:

@@ -16,15 +16,16 @@ are decoded step by step.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any, Sequence
 
 import numpy as np
 
+from rasp.equality import values_equal
+
 from .base import Task, TaskInputError
 
 __all__ = ["decode_with_program", "decode_batch", "verify_program", "VerifyReport",
-           "is_prefix_causal", "evaluate_sequence_program", "values_equal"]
+           "is_prefix_causal", "evaluate_sequence_program"]
 
 
 def is_prefix_causal(sop) -> bool:
@@ -150,21 +151,6 @@ def evaluate_sequence_program(task: Task, sop, prompts: Sequence[Sequence[int]])
         for j, i in enumerate(idx):
             outs[i] = [v.item() if hasattr(v, "item") else v for v in res[j]]
     return outs
-
-
-def values_equal(got: Any, expected: Any, tol: float = 1e-9) -> bool:
-    """Equality of program output values with ground-truth values: numbers (ints, floats,
-    ``Fraction``) within ``tol``, bools as bools, strings exactly."""
-    if isinstance(expected, bool) or isinstance(got, (bool, np.bool_)):
-        return isinstance(got, (bool, np.bool_, int, np.integer)) and bool(got) == bool(expected)
-    if isinstance(expected, (int, float, Fraction)):
-        if isinstance(got, str):
-            return False
-        try:
-            return abs(float(got) - float(expected)) <= tol
-        except (TypeError, ValueError):
-            return False
-    return got == expected
 
 
 @dataclass

@@ -4,6 +4,8 @@ length <= 4 over a 3-token vocabulary (exhaustive comparison)."""
 import itertools
 
 import numpy as np
+
+from rasp.equality import values_equal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -69,8 +71,7 @@ def programs(draw, causal):
 
 
 def _same(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and np.allclose(a.astype(float), b.astype(float), atol=1e-9)
+    return values_equal(a, b)
 
 
 def _check(prog, causal):

@@ -59,7 +59,7 @@ def verify(cm, sop, vocab: list, max_len: int, k: int, seed: int = 0, causal: bo
     """Compare ``cm.run`` with ``rasp.evaluate`` on ``k`` random inputs per length
     ``1..max_len``. Returns ``(mismatches, total, first mismatch description or None)``."""
     import rasp
-    from compiler import outputs_equal
+    from rasp.equality import values_equal
     from rasp.ir import RASPError
     rng = np.random.default_rng(seed)
     bad, total, first = 0, 0, None
@@ -81,7 +81,7 @@ def verify(cm, sop, vocab: list, max_len: int, k: int, seed: int = 0, causal: bo
             pairs = list(zip(batch, ref, got))
         for b, r, g in pairs:
             total += 1
-            if not outputs_equal(r, g):
+            if not values_equal(r, g):
                 bad += 1
                 if first is None:
                     first = f"input {b}: interpreter {list(r)}, compiled {list(g)}"

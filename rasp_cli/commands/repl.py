@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 
+from rasp.equality import values_equal
 from rasp.ir import RASPError
 
 
@@ -66,7 +67,7 @@ def compile_command(repl, argtext: str) -> str:
         try:
             got = cm.run([ex])[0]
             want = repl.eval_on_example(a.value)
-            same = len(got) == len(want) and all(_eq(x, y) for x, y in zip(got, want))
+            same = len(got) == len(want) and values_equal(list(got), list(want))
             from rasp.interpreter import format_sop_value
             lines.append(f"  compiled model on the example: {format_sop_value(got)} "
                          f"({'matches' if same else 'DIFFERS from'} the interpreter)")
@@ -76,15 +77,6 @@ def compile_command(repl, argtext: str) -> str:
 
 
 compile_command.usage = "compile NAME [vocab] [max_len]"
-
-
-def _eq(x, y) -> bool:
-    try:
-        if isinstance(x, (int, float)) or isinstance(y, (int, float)):
-            return abs(float(x) - float(y)) < 1e-3
-    except (TypeError, ValueError):
-        return False
-    return str(x) == str(y)
 
 
 def _fmt(v) -> str:
