@@ -57,6 +57,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from rasp.interpreter import Evaluator
+from rasp.ops import OPS
 from rasp.ir import (Aggregate, Elementwise, Full, Indices, Map, Node, RASPError, Select,
                      SelectorWidth, SequenceMap, SOp, Tokens, topological_order)
 
@@ -346,7 +347,7 @@ class _Search:
         values = self.ev.values
         try:
             # children are stored already: evaluate this node only (batched interpreter)
-            val = self.ev._eval(node)
+            val = self.ev.eval_node(node)
         except (RASPError, ValueError, TypeError, OverflowError, FloatingPointError):
             return None
         if is_sel:
@@ -771,10 +772,6 @@ def search_task(task, max_length: int = 6, time_limit: float = 60.0,
 # Printing a found program in the dialect
 # --------------------------------------------------------------------------------------------
 
-_SYM = {"add": "+", "sub": "-", "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">",
-        "ge": ">=", "and": "and", "or": "or"}
-
-
 def program_to_source(sop: Node, name: str = "program") -> str:
     """Render a program as one RASP-L statement per operation (``v1 = ...;``).
 
@@ -815,10 +812,10 @@ def program_to_source(sop: Node, name: str = "program") -> str:
             if f.op == "not":
                 expr = f"not {ref(n.inner)}"
             else:
-                expr = f"{ref(n.inner)} {_SYM[f.op]} {f.const!r}"
+                expr = f"{ref(n.inner)} {OPS[f.op].symbol} {f.const!r}"
         elif isinstance(n, SequenceMap):
             a, b = n.inputs[:2]
-            expr = f"{ref(a)} {_SYM[n.fn.op]} {ref(b)}"
+            expr = f"{ref(a)} {OPS[n.fn.op].symbol} {ref(b)}"
         elif isinstance(n, SelectorWidth):
             expr = f"selector_width({ref(n.selector)})"
         elif isinstance(n, Aggregate):

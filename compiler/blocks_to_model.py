@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from model import Transformer, TransformerConfig
-from rasp.interpreter import _convert_tokens, to_batch
+from rasp.interpreter import convert_tokens, to_batch
 
 from .graph_to_blocks import HeadBlock, MLPBlock
 from .encoding import CATEGORICAL
@@ -94,7 +94,7 @@ def assemble(plan: LayerPlan, space: ResidualSpace, heads: dict, mlps: dict, voc
     W_E[V + 1, PAD] = 1.0
     raw = to_batch([list(vocab)]) if V else None
     for t in tokens_nodes:
-        conv = _convert_tokens(raw, t.conversion).reshape(-1).tolist()
+        conv = convert_tokens(raw, t.conversion).reshape(-1).tolist()
         for i, v in enumerate(conv):
             if space.is_categorical(t):
                 W_E[i + 1, space.dirs(t)[v]] = 1.0

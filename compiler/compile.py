@@ -18,7 +18,8 @@ from typing import Any, Iterable
 import numpy as np
 import torch
 
-from rasp.interpreter import _homogeneous, to_batch
+from rasp.interpreter import to_batch
+from rasp.ops import homogeneous_array
 from rasp.ir import Select, SOp, topological_order
 
 from .blocks_to_model import Assembly, assemble
@@ -157,7 +158,7 @@ class CompiledModel:
             r = resid[:, 1:, :][:, :, info["dirs"]]
             if info["encoding"] == CATEGORICAL:
                 idx = r.argmax(-1)
-                out[name] = _homogeneous([info["values"][i] for i in idx.reshape(-1)]).reshape(
+                out[name] = homogeneous_array([info["values"][i] for i in idx.reshape(-1)]).reshape(
                     idx.shape)
             else:
                 out[name] = r[..., 0]
@@ -183,7 +184,7 @@ class CompiledModel:
                 raise CompiledRuntimeError(
                     f"output '{self.output_name}' at position {int(bad[0])} is not a clean "
                     f"categorical value (largest logit {top[bad[0]]:.4f})")
-            return _homogeneous([self.output_values[i] for i in idx.tolist()])
+            return homogeneous_array([self.output_values[i] for i in idx.tolist()])
         x = logits[:, 0]
         if not self.output_values:        # a value set too large to enumerate: the number
             return x.astype(np.float64)
@@ -204,7 +205,7 @@ class CompiledModel:
             raise CompiledRuntimeError(
                 f"numerical output '{self.output_name}' at position {j} is {x[j]!r}, not one of "
                 "its possible values")
-        return _homogeneous(snapped)
+        return homogeneous_array(snapped)
 
     @torch.no_grad()
     def attention(self, inputs: Any) -> np.ndarray:

@@ -37,7 +37,7 @@ from typing import Any, Callable
 import networkx as nx
 import numpy as np
 
-from rasp.interpreter import _apply, _compare, _homogeneous
+from rasp.ops import compare, homogeneous_array
 from rasp.ir import (Aggregate, Elementwise, Full, Indices, Length, Map, Node, Select,
                      Selector, SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap,
                      SOp, Tokens, topological_order)
@@ -179,7 +179,7 @@ def _values_array(vals: list) -> np.ndarray:
         for i, v in enumerate(vals):
             arr[i] = v
         return arr
-    return _homogeneous(vals)
+    return homogeneous_array(vals)
 
 
 def _tuple_fn(*arrays):
@@ -280,7 +280,7 @@ def _is_numeric_values(values) -> bool:
 
 
 def _ew_fn(fn: Elementwise) -> Callable:
-    return lambda *arrays: _apply(fn, list(arrays))
+    return fn.apply
 
 
 def _sw_fn(t):
@@ -297,7 +297,7 @@ def _cmp_pred(op: str) -> Callable:
         return lambda K, Q: np.ones((len(Q), len(K)), dtype=bool)
     if op == "FALSE":
         return lambda K, Q: np.zeros((len(Q), len(K)), dtype=bool)
-    return lambda K, Q: _compare(K[None, :], Q[:, None], op)
+    return lambda K, Q: compare(K[None, :], Q[:, None], op)
 
 
 # --------------------------------------------------------------------------------------------
@@ -647,7 +647,7 @@ class _Side:  # noqa: E302
         a mask of the values the transform is defined on."""
         n = len(arr)
         if self.node is None:
-            return _homogeneous([self.const] * n), np.ones(n, dtype=bool)
+            return homogeneous_array([self.const] * n), np.ones(n, dtype=bool)
         if self.expr is None:
             return arr, np.ones(n, dtype=bool)
         node = self.node
@@ -658,7 +658,7 @@ class _Side:  # noqa: E302
         if not good:
             return arr, np.zeros(n, dtype=bool)
         vals = [r[1] if r[0] else good[0] for r in rows]
-        return _homogeneous(vals), ok
+        return homogeneous_array(vals), ok
 
 
 # --------------------------------------------------------------------------------------------

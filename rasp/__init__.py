@@ -13,7 +13,8 @@ Quick use::
 
 from .ir import *  # noqa: F401,F403
 from .ir import __all__ as _ir_all
-from .interpreter import Evaluator, evaluate, format_selector_value, format_sop_value, to_batch
+from .display import format_selector_value, format_sop_value
+from .interpreter import Evaluator, evaluate, to_batch
 
 from .parser import RASPSyntaxError
 from .runtime import Session, load_library, run_file, run_source

@@ -21,17 +21,16 @@ Public entry points: :func:`evaluate` (a batch, returns an array) and :class:`Ev
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from .ir import (Aggregate, Elementwise, Full, Indices, Length, Map, Node, RASPError,
-                 RASPTypeError, RASPValueError, Select, Selector, SelectorAnd, SelectorNot,
-                 SelectorOr, SelectorWidth, SequenceMap, SOp, Tokens, _homogeneous,
-                 topological_order)
+from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPError, RASPTypeError,
+                 RASPValueError, Select, Selector, SelectorAnd, SelectorNot, SelectorOr,
+                 SelectorWidth, SequenceMap, SOp, Tokens, topological_order)
+from .ops import compare, homogeneous_array
 
-__all__ = ["evaluate", "Evaluator", "to_batch", "value_type", "format_sop_value",
-           "format_selector_value"]
+__all__ = ["evaluate", "Evaluator", "to_batch", "convert_tokens"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -54,7 +53,7 @@ def to_batch(inputs: Any) -> np.ndarray:
         if arr.ndim != 2:
             raise RASPValueError(f"expected a [batch, seq] array, got shape {arr.shape}")
         if arr.dtype == object:
-            arr = _homogeneous(arr.reshape(-1).tolist()).reshape(arr.shape)
+            arr = homogeneous_array(arr.reshape(-1).tolist()).reshape(arr.shape)
     else:
         if isinstance(inputs, str):
             seqs = [list(inputs)]
@@ -72,13 +71,16 @@ def to_batch(inputs: Any) -> np.ndarray:
         if len(lens) != 1:
             raise RASPValueError(f"sequences of a batch must have equal length, got {sorted(lens)}")
         flat = [v for s in seqs for v in s]
-        arr = _homogeneous(flat).reshape(len(seqs), -1)
+        arr = homogeneous_array(flat).reshape(len(seqs), -1)
     if arr.shape[1] == 0:
         raise RASPValueError("empty input: RASP evaluates non-empty sequences")
     return arr
 
 
-def _convert_tokens(arr: np.ndarray, conversion: str) -> np.ndarray:
+def convert_tokens(arr: np.ndarray, conversion: str) -> np.ndarray:
+    """The input ``[batch, seq]`` array as ``tokens_<conversion>`` sees it (``str``, ``int``,
+    ``float``, ``bool`` or ``asis``), as the original RASP's ``tokens_str`` ... ``tokens_asis``.
+    Raises :class:`RASPTypeError` when a token cannot be converted."""
     try:
         if conversion == "asis":
             return arr
@@ -99,87 +101,9 @@ def _convert_tokens(arr: np.ndarray, conversion: str) -> np.ndarray:
                          "F": False, "true": True, "false": False}
                 return np.vectorize(lambda s: table[s], otypes=[bool])(arr)
             return arr.astype(bool)
-    except (ValueError, KeyError) as e:
+    except (ValueError, KeyError, OverflowError) as e:
         raise RASPTypeError(f"cannot read the input as tokens_{conversion}: {e}") from None
     raise AssertionError(conversion)
-
-
-# --------------------------------------------------------------------------------------------
-# Type checks for elementwise ops
-# --------------------------------------------------------------------------------------------
-
-_TYPE_NAMES = {"U": "string", "b": "bool", "i": "int", "u": "int", "f": "float", "O": "object"}
-
-
-def value_type(arr: np.ndarray) -> str:
-    """The original RASP's type name of an array's values: ``string``, ``bool``, ``int``,
-    ``float``."""
-    return _TYPE_NAMES.get(np.asarray(arr).dtype.kind, "object")
-
-
-def _is_num(arr):
-    return np.asarray(arr).dtype.kind in "iufb"
-
-
-def _check_types(fn: Elementwise, arrays: Sequence[np.ndarray]):
-    op = fn.op
-    operands = list(arrays)
-    if fn.const_side is not None and fn.op not in ("ternary",):
-        operands.append(np.asarray(fn.const))
-    if op in ("add", "sub", "mul", "div", "mod", "pow", "neg", "pos"):
-        kinds = [np.asarray(a).dtype.kind for a in operands]
-        if op == "add" and all(k == "U" for k in kinds):
-            return
-        if not all(_is_num(a) for a in operands):
-            names = " and ".join(sorted({value_type(a) for a in operands}))
-            raise RASPTypeError(f"cannot apply '{op}' to {names} values")
-    elif op in ("lt", "le", "gt", "ge"):
-        kinds = {("U" if np.asarray(a).dtype.kind == "U" else "n") for a in operands}
-        if len(kinds) > 1:
-            raise RASPTypeError(f"cannot order-compare strings with numbers ('{op}')")
-    elif op == "ternary" and len(operands) == 3:
-        kinds = {("U" if np.asarray(a).dtype.kind == "U" else "n") for a in operands[1:]}
-        if len(kinds) > 1:
-            raise RASPTypeError("'x if c else y' mixes string and number values; sequences "
-                                "must be homogeneous")
-    elif op in ("round", "indicator"):
-        if not _is_num(operands[0]) and op == "round":
-            raise RASPTypeError(f"round needs numbers, got {value_type(operands[0])} values")
-
-
-_ARITH_OPS = frozenset(("add", "sub", "mul", "div", "mod", "pow", "neg", "pos"))
-
-
-def _apply(fn: Elementwise, arrays: Sequence[np.ndarray]) -> np.ndarray:
-    _check_types(fn, arrays)
-    if fn.op in _ARITH_OPS:
-        # arithmetic on booleans follows Python (True + True == 2, -True == -1), as the
-        # original RASP; NumPy's bool add is a logical or and bool subtract an error.
-        arrays = [a.astype(np.int64) if a.dtype.kind == "b" else a for a in arrays]
-    if fn.op in ("add",) and any(np.asarray(a).dtype.kind == "U" for a in arrays) or (
-            fn.op == "add" and isinstance(fn.const, str)):
-        parts = list(arrays)
-        if fn.const_side == "right":
-            parts = [parts[0], np.asarray(fn.const)]
-        elif fn.const_side == "left":
-            parts = [np.asarray(fn.const), parts[0]]
-        return np.char.add(parts[0].astype(str), parts[1].astype(str))
-    if fn.op in ("eq", "ne"):
-        kinds = [np.asarray(a).dtype.kind for a in arrays]
-        if fn.const_side is not None:
-            kinds.append(np.asarray(fn.const).dtype.kind)
-        if ("U" in kinds) and any(k != "U" for k in kinds):
-            shape = np.asarray(arrays[0]).shape
-            return np.full(shape, fn.op == "ne")
-    out = fn.apply(*arrays)
-    out = np.asarray(out)
-    if out.shape != np.asarray(arrays[0]).shape:
-        out = np.broadcast_to(out, np.asarray(arrays[0]).shape).copy()
-    if out.dtype.kind == "f" and not np.all(np.isfinite(out)):
-        raise RASPValueError("arithmetic produced a non-finite value")
-    if out.dtype == object:
-        out = _homogeneous(out.reshape(-1).tolist()).reshape(out.shape)
-    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -222,7 +146,7 @@ class Evaluator:
                 if lazy and isinstance(n, Selector):
                     continue
                 try:
-                    self.values[n.id] = self._eval(n)
+                    self.values[n.id] = self.eval_node(n)
                 except RASPError as e:
                     if e.span is None and n.span is not None:
                         e.span = n.span
@@ -249,11 +173,14 @@ class Evaluator:
         return m
 
     # -- per-node evaluation --------------------------------------------------------------
-    def _eval(self, n: Node) -> np.ndarray:
+    def eval_node(self, n: Node) -> np.ndarray:
+        """The value of one node whose children's values are already in :attr:`values`
+        (``[batch, seq]`` for an s-op, ``[batch, query, key]`` for a selector); not stored.
+        The program search uses it to evaluate candidates one node at a time."""
         v = self.values
         B, N = self.batch, self.n
         if isinstance(n, Tokens):
-            return _convert_tokens(self.raw, n.conversion)
+            return convert_tokens(self.raw, n.conversion)
         if isinstance(n, Indices):
             return np.broadcast_to(np.arange(N, dtype=np.int64), (B, N)).copy()
         if isinstance(n, Length):
@@ -264,9 +191,9 @@ class Evaluator:
                 return np.full((B, N), val, dtype=f"<U{max(1, len(val))}")
             return np.full((B, N), val)
         if isinstance(n, Map):
-            return _apply(n.fn, [v[n.inner.id]])
+            return n.fn.apply(v[n.inner.id])
         if isinstance(n, SequenceMap):
-            return _apply(n.fn, [v[x.id] for x in n.inputs])
+            return n.fn.apply(*[v[x.id] for x in n.inputs])
         if isinstance(n, Selector):
             return self._selector(n)
         if isinstance(n, SelectorWidth):
@@ -300,7 +227,7 @@ class Evaluator:
 
     def _selector(self, n: Selector) -> np.ndarray:
         v = self.values
-        # (only for lazy evaluation: callers of `_eval` / `values` may write into selectors)
+        # (only for lazy evaluation: callers of `eval_node` / `values` may write into selectors)
         inv = self.lazy_selectors and self.batch > 1 and self._invariant(n)
         b = 1 if inv else self.batch
         if isinstance(n, Select):
@@ -310,7 +237,7 @@ class Evaluator:
                 m = np.zeros((b, self.n, self.n), dtype=bool)
             else:
                 keys, queries = _compact(v[n.keys.id][:b], v[n.queries.id][:b])
-                m = _compare(keys[:, None, :], queries[:, :, None], n.op)
+                m = compare(keys[:, None, :], queries[:, :, None], n.op)
         elif isinstance(n, SelectorAnd):
             m = self._sel(n.a)[:b] & self._sel(n.b)[:b]
         elif isinstance(n, SelectorOr):
@@ -538,29 +465,6 @@ def _is_bool(x) -> bool:
     return isinstance(x, (bool, np.bool_))
 
 
-def _compare(keys: np.ndarray, queries: np.ndarray, op: str) -> np.ndarray:
-    kk, qk = keys.dtype.kind, queries.dtype.kind
-    if (kk == "U") != (qk == "U"):
-        if op == "==":
-            return np.zeros(np.broadcast_shapes(keys.shape, queries.shape), dtype=bool)
-        if op == "!=":
-            return np.ones(np.broadcast_shapes(keys.shape, queries.shape), dtype=bool)
-        raise RASPTypeError(f"select cannot compare strings with numbers using '{op}'")
-    if op == "==":
-        return keys == queries
-    if op == "!=":
-        return keys != queries
-    if op == "<":
-        return keys < queries
-    if op == "<=":
-        return keys <= queries
-    if op == ">":
-        return keys > queries
-    if op == ">=":
-        return keys >= queries
-    raise AssertionError(op)
-
-
 def _is_index_shift(node: Node) -> bool:
     """Whether an s-op is ``indices + c`` (integer constant shifts): distinct per sequence."""
     for _ in range(64):
@@ -697,45 +601,3 @@ def evaluate(sop: Node, inputs: Any, causal: bool | None = None) -> np.ndarray:
     parts = [Evaluator(arr[i:i + chunk], causal=causal, lazy_selectors=True)(sop)
              for i in range(0, batch, chunk)]
     return np.concatenate(parts, axis=0)
-
-
-# --------------------------------------------------------------------------------------------
-# Display, as the original REPL prints values
-# --------------------------------------------------------------------------------------------
-
-def _small_str(v) -> str:
-    if isinstance(v, (bool, np.bool_)):
-        return "T" if v else "F"
-    if isinstance(v, (float, np.floating)):
-        r = round(float(v), 3)
-        return str(r)
-    return str(v)
-
-
-def format_sop_value(values: Sequence | np.ndarray) -> str:
-    """Format one sequence's values as the original REPL: ``[h, e, l, l, o] (strings)``;
-    a constant sequence as ``[0]*5 (ints)``; floats rounded to 3 digits, bools as T/F."""
-    arr = np.asarray(values)
-    items = arr.tolist()
-    tname = value_type(arr) + "s"
-    if len(items) > 1 and len(set(items)) == 1:
-        body = f"[{_small_str(items[0])}]*{len(items)}"
-    else:
-        body = "[" + ", ".join(_small_str(x) for x in items) + "]"
-    return f"{body} ({tname})"
-
-
-def format_selector_value(matrix: np.ndarray, keys: Sequence | None = None,
-                          queries: Sequence | None = None) -> str:
-    """Format a ``[query, key]`` selector matrix as rows of 0/1 (query labels on the left, key
-    labels on top), like the original REPL's selector display."""
-    m = np.asarray(matrix).astype(int)
-    n_q, n_k = m.shape
-    klabels = [str(k) for k in (keys if keys is not None else range(n_k))]
-    qlabels = [str(q) for q in (queries if queries is not None else range(n_q))]
-    w = max([len(s) for s in qlabels] + [1])
-    cw = max([len(s) for s in klabels] + [1])
-    lines = [" " * (w + 3) + " ".join(s.rjust(cw) for s in klabels)]
-    for q in range(n_q):
-        lines.append(f"{qlabels[q].rjust(w)} |" + " " + " ".join(str(x).rjust(cw) for x in m[q]))
-    return "\n".join(lines)

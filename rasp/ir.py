@@ -23,167 +23,32 @@ Nodes are immutable after construction except for their ``name``, ``span`` and `
 
 from __future__ import annotations
 
-import itertools
-import math
-import operator
-from dataclasses import dataclass
+import copy
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from . import ops  # the op table
+from .errors import (RASPError, RASPNameError, RASPResourceError, RASPTypeError,  # re-exported
+                     RASPValueError, Span)
+
 __all__ = [
-    "Span", "RASPError", "RASPTypeError", "RASPValueError", "RASPNameError",
+    "Span", "RASPError", "RASPTypeError", "RASPValueError", "RASPNameError", "RASPResourceError",
     "Node", "SOp", "Selector", "Tokens", "Indices", "Length", "Full", "Map", "SequenceMap",
     "Aggregate", "SelectorWidth", "Select", "SelectorAnd", "SelectorOr", "SelectorNot",
     "Elementwise", "COMPARISONS", "tokens", "tokens_str", "tokens_int", "tokens_float",
     "tokens_bool", "tokens_asis", "indices", "length", "select", "aggregate", "selector_width",
     "kqv", "numerical", "categorical", "full", "map_sop", "sequence_map", "causal_mode",
-    "is_causal_mode", "as_sop", "walk", "topological_order", "Comparison",
+    "is_causal_mode", "as_sop", "walk", "topological_order", "Comparison", "last_node_id",
 ]
 
-# --------------------------------------------------------------------------------------------
-# Errors and source positions
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Span:
-    """A source position: 1-based ``line`` and ``column`` of the start of an expression.
-
-    ``file`` is the file name (``"<repl>"``, ``"<string>"`` or a path); ``text`` the source text
-    of the expression (possibly truncated) for error messages.
-    """
-
-    file: str | None
-    line: int
-    column: int
-    end_line: int | None = None
-    end_column: int | None = None
-    text: str | None = None
-
-    def __str__(self) -> str:
-        return f"{self.file or '<string>'}:{self.line}:{self.column}"
-
-
-class RASPError(Exception):
-    """Base error of the dialect. ``span`` (optional) locates the offending source text.
-
-    ``str(err)`` is ``file:line:col: message`` when a span is known, else the message.
-    """
-
-    def __init__(self, message: str, span: Span | None = None):
-        super().__init__(message)
-        self.message = message
-        self.span = span
-
-    def __str__(self) -> str:
-        if self.span is not None:
-            loc = str(self.span)
-            extra = f"\n    {self.span.text}" if self.span.text else ""
-            return f"{loc}: {self.message}{extra}"
-        return self.message
-
-
-class RASPTypeError(RASPError):
-    """A value of the wrong type (averaging strings, mixed sequences, wrong arity, ...)."""
-
-
-class RASPValueError(RASPError):
-    """A value that is out of range or otherwise invalid."""
-
-
-class RASPNameError(RASPError):
-    """An unknown name, or an assignment to a reserved name."""
+COMPARISON_OPS = ops.COMPARISON_OPS
+ARITHMETIC_OPS = ops.ARITHMETIC_OPS
 
 
 # --------------------------------------------------------------------------------------------
 # Elementwise functions: a finite, analysable vocabulary
 # --------------------------------------------------------------------------------------------
-
-def _div(a, b):
-    a = np.asarray(a)
-    b = np.asarray(b)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        res = np.true_divide(a, b)
-    if np.any(b == 0):
-        raise RASPValueError("division by zero")
-    return res
-
-
-def _mod(a, b):
-    b = np.asarray(b)
-    if np.any(b == 0):
-        raise RASPValueError("modulo by zero")
-    return np.mod(a, b)
-
-
-def _pow(a, b):
-    a = np.asarray(a)
-    b = np.asarray(b)
-    if a.dtype.kind in "iu" and b.dtype.kind in "iu" and np.all(b >= 0):
-        return np.power(a, b)
-    return np.power(a.astype(float), b)
-
-
-def _round(a):
-    # Python's round (banker's rounding), as the original RASP's round(); returns ints.
-    a = np.asarray(a)
-    if a.dtype.kind in "iub":
-        return a.astype(np.int64)
-    return np.round(a).astype(np.int64)
-
-
-def _indicator(a):
-    return np.asarray(a).astype(bool).astype(np.int64)
-
-
-def _not(a):
-    return np.logical_not(np.asarray(a).astype(bool))
-
-
-def _truthy(a):
-    return np.asarray(a).astype(bool)
-
-
-def _and(a, b):
-    return np.logical_and(_truthy(a), _truthy(b))
-
-
-def _or(a, b):
-    return np.logical_or(_truthy(a), _truthy(b))
-
-
-def _ternary(cond, a, b):
-    return np.where(_truthy(cond), a, b)
-
-
-_BINARY = {
-    "add": (np.add, "+"),
-    "sub": (np.subtract, "-"),
-    "mul": (np.multiply, "*"),
-    "div": (_div, "/"),
-    "mod": (_mod, "%"),
-    "pow": (_pow, "^"),
-    "eq": (np.equal, "=="),
-    "ne": (np.not_equal, "!="),
-    "lt": (np.less, "<"),
-    "le": (np.less_equal, "<="),
-    "gt": (np.greater, ">"),
-    "ge": (np.greater_equal, ">="),
-    "and": (_and, "and"),
-    "or": (_or, "or"),
-}
-_UNARY = {
-    "neg": (np.negative, "-"),
-    "pos": (np.positive, "+"),
-    "not": (_not, "not"),
-    "round": (_round, "round"),
-    "indicator": (_indicator, "indicator"),
-    "identity": (lambda a: np.asarray(a), "identity"),
-}
-COMPARISON_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
-ARITHMETIC_OPS = ("add", "sub", "mul", "div", "mod", "pow", "neg", "pos")
-
 
 class Elementwise:
     """An elementwise function: what a :class:`Map` or :class:`SequenceMap` computes.
@@ -206,8 +71,7 @@ class Elementwise:
 
     def __init__(self, op: str, const: Any = None, const_side: str | None = None,
                  container: Any = None, fn: Callable | None = None, label: str | None = None):
-        known = set(_BINARY) | set(_UNARY) | {"ternary", "in", "lookup", "python"}
-        if op not in known:
+        if op not in ops.OPS and op not in ops.PARAMETRIC_OPS:
             raise ValueError(f"unknown elementwise op {op!r}")
         self.op = op
         self.const = const
@@ -219,66 +83,41 @@ class Elementwise:
     # -- arity ----------------------------------------------------------------------------
     def arity(self) -> int | None:
         """Number of s-op inputs (``None`` for ``python``: any)."""
-        if self.op in _UNARY or self.op in ("in", "lookup"):
+        if self.op in ("in", "lookup"):
             return 1
-        if self.op in _BINARY:
-            return 1 if self.const_side is not None else 2
-        if self.op == "ternary":
-            return 3 - (1 if self.const_side is not None else 0)
-        return None
+        if self.op == "python":
+            return None
+        return ops.OPS[self.op].arity - (1 if self.const_side is not None else 0)
 
     @property
     def is_comparison(self) -> bool:
-        return self.op in COMPARISON_OPS
+        return self.op in ops.COMPARISON_OPS
 
     # -- evaluation -------------------------------------------------------------------------
     def apply(self, *arrays: np.ndarray) -> np.ndarray:
-        op = self.op
-        if op in _UNARY:
-            return np.asarray(_UNARY[op][0](arrays[0]))
-        if op in _BINARY:
-            f = _BINARY[op][0]
-            if self.const_side == "right":
-                return np.asarray(f(arrays[0], _const_array(self.const, arrays[0])))
-            if self.const_side == "left":
-                return np.asarray(f(_const_array(self.const, arrays[0]), arrays[0]))
-            return np.asarray(f(arrays[0], arrays[1]))
-        if op == "ternary":
-            return _ternary(*arrays)
-        if op == "in":
-            return _membership(arrays[0], self.container)
-        if op == "lookup":
-            return _lookup(arrays[0], self.container)
-        if op == "python":
-            return _apply_python(self.fn, arrays)
-        raise AssertionError(op)
+        """Apply to NumPy arrays of one shape (``[batch, seq]``) with the dialect's semantics
+        (:func:`rasp.ops.apply`: type rule, checked int64 arithmetic, ...)."""
+        return ops.apply(self, arrays)
 
     def scalar(self, *values: Any) -> Any:
         """Apply to Python scalars; returns a Python scalar."""
-        arrays = [np.asarray([v]) for v in values]
-        out = self.apply(*arrays)
-        return out.reshape(-1)[0].item() if hasattr(out.reshape(-1)[0], "item") else out.reshape(-1)[0]
+        out = self.apply(*[np.asarray([v]) for v in values]).reshape(-1)[0]
+        return out.item() if isinstance(out, np.generic) else out
 
     def describe(self, *args: str) -> str:
         """A readable form such as ``x + 1`` or ``round(x)`` for printing and errors."""
         op = self.op
-        if op in _UNARY:
-            sym = _UNARY[op][1]
-            return f"{sym}({args[0]})" if sym.isalpha() else f"{sym}{args[0]}"
-        if op in _BINARY:
-            sym = _BINARY[op][1]
-            if self.const_side == "right":
-                return f"{args[0]} {sym} {self.const!r}"
-            if self.const_side == "left":
-                return f"{self.const!r} {sym} {args[0]}"
-            return f"{args[0]} {sym} {args[1]}"
-        if op == "ternary":
-            return f"{args[1]} if {args[0]} else {args[2]}"
         if op == "in":
             return f"{args[0]} in {self.container!r}"
         if op == "lookup":
             return f"{self.container!r}[{args[0]}]"
-        return f"{self.label or getattr(self.fn, '__name__', 'f')}({', '.join(args)})"
+        if op == "python":
+            return f"{self.label or getattr(self.fn, '__name__', 'f')}({', '.join(args)})"
+        if self.const_side == "right":
+            args = (args[0], repr(self.const))
+        elif self.const_side == "left":
+            args = (repr(self.const), args[0])
+        return ops.OPS[op].describe(*args)
 
     def key(self) -> tuple:
         """A hashable identity used for common-subexpression elimination."""
@@ -293,90 +132,6 @@ class Elementwise:
 
     def __repr__(self) -> str:
         return f"Elementwise({self.op!r})"
-
-
-def _const_array(c, like):
-    return np.asarray(c)
-
-
-def _membership(a: np.ndarray, container) -> np.ndarray:
-    a = np.asarray(a)
-    if isinstance(container, dict):
-        items = list(container.keys())
-    elif isinstance(container, str):
-        # `x in "abc"`: membership of single characters / substrings
-        flat = np.array([str(v) in container for v in a.reshape(-1).tolist()], dtype=bool)
-        return flat.reshape(a.shape)
-    else:
-        items = list(container)
-    if not items:
-        return np.zeros(a.shape, dtype=bool)
-    uniq, inv = np.unique(a, return_inverse=True)
-    hit = np.array([u.item() in items if hasattr(u, "item") else u in items for u in uniq],
-                   dtype=bool)
-    return hit[inv].reshape(a.shape)
-
-
-def _lookup(a: np.ndarray, container) -> np.ndarray:
-    a = np.asarray(a)
-    uniq, inv = np.unique(a, return_inverse=True)
-    out = []
-    for u in uniq.tolist():
-        try:
-            if isinstance(container, dict):
-                out.append(container[u])
-            else:
-                if isinstance(u, float) and u.is_integer():
-                    u = int(u)
-                if not isinstance(u, (int, np.integer)) or isinstance(u, bool):
-                    raise RASPTypeError(f"cannot index a list or string by {u!r}")
-                out.append(container[u])
-        except (KeyError, IndexError):
-            raise RASPValueError(f"lookup of {u!r} failed: not in {container!r}") from None
-    return _homogeneous(out)[inv].reshape(a.shape)
-
-
-def _apply_python(fn, arrays):
-    shape = np.asarray(arrays[0]).shape
-    if len(arrays) == 1:
-        uniq, inv = np.unique(np.asarray(arrays[0]), return_inverse=True)
-        vals = [fn(u) for u in uniq.tolist()]
-        return _homogeneous(vals)[inv].reshape(shape)
-    cols = [np.asarray(x).reshape(-1).tolist() for x in arrays]
-    vals = [fn(*t) for t in zip(*cols)]
-    return _homogeneous(vals).reshape(shape)
-
-
-def _homogeneous(vals: list) -> np.ndarray:
-    """Build a 1-D array from Python values, refusing mixed types (bool / number / str)."""
-    kinds = {_kind(v) for v in vals}
-    if kinds == {"int", "float"}:
-        kinds = {"float"}
-    if len(kinds) > 1:
-        raise RASPTypeError(f"mixed value types in a sequence: {sorted(kinds)}")
-    if kinds == {"str"}:
-        return np.array(vals, dtype=object).astype(str)
-    if kinds == {"bool"}:
-        return np.array(vals, dtype=bool)
-    if kinds == {"int"}:
-        return np.array(vals, dtype=np.int64)
-    if kinds == {"float"}:
-        return np.array(vals, dtype=np.float64)
-    if not vals:
-        return np.array([], dtype=np.int64)
-    raise RASPTypeError(f"unsupported value types: {sorted(kinds)}")
-
-
-def _kind(v) -> str:
-    if isinstance(v, (bool, np.bool_)):
-        return "bool"
-    if isinstance(v, (int, np.integer)):
-        return "int"
-    if isinstance(v, (float, np.floating)):
-        return "float"
-    if isinstance(v, str):
-        return "str"
-    return type(v).__name__
 
 
 # --------------------------------------------------------------------------------------------
@@ -468,6 +223,14 @@ class Node:
         """Structural identity (used for common-subexpression elimination)."""
         raise NotImplementedError
 
+    def copy(self) -> "Node":
+        """A shallow copy with a fresh ``id`` and its own ``annotations`` (same children,
+        name and span): a new node of the DAG that computes the same values."""
+        new = copy.copy(self)
+        new.id = next(_ids)
+        new.annotations = dict(self.annotations)
+        return new
+
     __hash__ = object.__hash__
 
     def __bool__(self):
@@ -557,6 +320,7 @@ class Selector(Node):
 
 def _check_atom(v):
     if isinstance(v, (bool, int, float, str, np.integer, np.floating, np.bool_)):
+        ops.check_int64(v)
         return
     raise RASPTypeError(f"cannot combine an s-op with {type(v).__name__} {v!r}")
 
@@ -665,13 +429,11 @@ class SequenceMap(SOp):
 class Comparison:
     """Names of select comparisons: ``== != < <= > >=`` plus ``TRUE`` / ``FALSE``."""
 
-    OPS = ("==", "!=", "<", "<=", ">", ">=", "TRUE", "FALSE")
+    OPS = ops.SELECT_OPS
 
 
-COMPARISONS = {
-    "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-    ">": operator.gt, ">=": operator.ge,
-}
+#: A select comparison's semantics on atoms, by symbol (from the op table).
+COMPARISONS = {o.symbol: o.atom for o in ops.OPS.values() if o.is_comparison}
 
 
 class Select(Selector):
@@ -899,16 +661,32 @@ def kqv(keys: Any, queries: Any, values: Any, op: str, default: Any = 0,
                      truncate=(reduction == "mean"))
 
 
+def _annotated(sop: SOp, encoding: str) -> SOp:
+    if not isinstance(sop, SOp):
+        raise RASPTypeError(f"{encoding} expects an s-op, got {_describe_type(sop)}")
+    new = sop.copy()
+    new.annotations["encoding"] = encoding
+    return new
+
+
 def numerical(sop: SOp) -> SOp:
-    """Annotate ``sop`` with the numerical encoding (one residual direction). Returns ``sop``."""
-    sop.annotations["encoding"] = "numerical"
-    return sop
+    """A copy of ``sop`` annotated with the numerical encoding (one residual direction).
+
+    As Tracr's ``rasp.numerical`` / ``annotate``: the argument is not modified, so annotating a
+    shared node (``numerical(indices)``) cannot change other programs."""
+    return _annotated(sop, "numerical")
 
 
 def categorical(sop: SOp) -> SOp:
-    """Annotate ``sop`` with the categorical encoding (one direction per value)."""
-    sop.annotations["encoding"] = "categorical"
-    return sop
+    """A copy of ``sop`` annotated with the categorical encoding (one direction per value);
+    the argument is not modified."""
+    return _annotated(sop, "categorical")
+
+
+def last_node_id() -> int:
+    """The id of the most recently created node: nodes created later have larger ids (the
+    statement interpreter uses it to tell the nodes a statement created)."""
+    return _ids.peek() - 1
 
 
 def map_sop(fn: Callable[[Any], Any], sop: SOp, label: str | None = None) -> Map:

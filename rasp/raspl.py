@@ -20,7 +20,7 @@ A program is valid RASP-L when (``docs/language.md``, "RASP-L rules and measures
    ``indices * 2``, ``indices % 2``, ``indices + tokens``, a lookup table or Python function of
    them) is a violation;
 4. **length** — no value depends on the total input length: the built-in ``length`` is a
-   violation (in causal mode the prefix length ``selector_width(select(tokens, tokens, TRUE))``
+   violation (in causal mode the prefix length ``selector_width(select(tokens, tokens, "TRUE"))``
    is fine);
 5. **no loops, recursion or length-dependent constants** — the IR is a finite DAG, so loops and
    recursion cannot reach it (a loop in the source is unrolled to a fixed program). What can be
@@ -36,10 +36,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+import numpy as np
+
+from . import value_sets
+
 from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPError, RASPTypeError, Select,
                  Selector, SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap,
                  SOp, Span, Tokens, topological_order)
-from .measures import describe_node
+from .display import describe_node
 
 __all__ = ["check", "RASPLReport", "Violation", "RULES", "INT8_MIN", "INT8_MAX",
            "provably_causal", "index_offset"]
@@ -139,12 +143,8 @@ def _int_const(c) -> int | None:
         return c
     if isinstance(c, float) and c.is_integer():
         return int(c)
-    try:
-        import numpy as np
-        if isinstance(c, np.integer):
-            return int(c)
-    except Exception:  # pragma: no cover
-        pass
+    if isinstance(c, np.integer):
+        return int(c)
     return None
 
 
@@ -413,11 +413,11 @@ def check(sop: Node, vocab: Iterable | None = None, max_seq_len: int | None = No
             if not consumers:
                 add(4, n, "uses the total input length (built-in 'length'); a causal model "
                           "sees only a prefix: use the prefix length "
-                          "selector_width(select(tokens, tokens, TRUE)) in causal mode")
+                          'selector_width(select(tokens, tokens, "TRUE")) in causal mode')
             for u in consumers:
                 add(4, u, "uses the total input length (built-in 'length'); a causal model "
                           "sees only a prefix: use the prefix length "
-                          "selector_width(select(tokens, tokens, TRUE)) in causal mode")
+                          'selector_width(select(tokens, tokens, "TRUE")) in causal mode')
 
     # ---- rule 2: int8 values ---------------------------------------------------------------
     if vocab is None or max_seq_len is None:
@@ -443,14 +443,10 @@ def _arith_message(n: Node, op: str) -> str:
 def _ok_value(v) -> bool:
     if isinstance(v, (bool, str)):
         return True
-    try:
-        import numpy as np
-        if isinstance(v, (np.bool_, np.str_)):
-            return True
-        if isinstance(v, (np.integer, np.floating)):
-            v = v.item()
-    except Exception:  # pragma: no cover
-        pass
+    if isinstance(v, (np.bool_, np.str_)):
+        return True
+    if isinstance(v, (np.integer, np.floating)):
+        v = v.item()
     if isinstance(v, int):
         return INT8_MIN <= v <= INT8_MAX
     if isinstance(v, float):
@@ -460,21 +456,11 @@ def _ok_value(v) -> bool:
 
 def _check_values(sop, nodes, vocab, max_seq_len, causal, add, undecided):
     try:
-        from . import value_sets  # written by the compiler engineer
-    except ImportError:
-        undecided.append("rule 2 (int8 values): value-set inference is not available")
-        return
-    try:
         sets = value_sets.infer_value_sets(sop, set(vocab), int(max_seq_len), causal=causal)
-    except RASPError as e:
+    except RASPError as e:     # ValueSetError included
         undecided.append(f"rule 2 (int8 values): value-set inference could not decide: "
-                         f"{getattr(e, 'message', e)}")
+                         f"{e.message}")
         return
-    except Exception as e:  # noqa: BLE001 - inference failures must not crash the check
-        if type(e).__name__ == "ValueSetError":
-            undecided.append(f"rule 2 (int8 values): value-set inference could not decide: {e}")
-            return
-        raise
     missing = 0
     for n in nodes:
         if not isinstance(n, SOp):

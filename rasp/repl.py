@@ -35,9 +35,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, TextIO
 
 import numpy as np
+from lark import Lark, Tree
+from lark.exceptions import LarkError, UnexpectedInput
 
+from . import measures, raspl
+from .display import example_value, format_atom, format_example, format_result, short_value
 from .ir import RASPError, Selector, SOp
-from .interpreter import evaluate, format_selector_value, format_sop_value
+from .parser import needs_more_input
+from .runtime import Session
+from .values import kind_of
 
 __all__ = ["Repl", "ReplError", "needs_more_input", "parse_literal", "default_history_path",
            "COMMANDS", "ExtraCommand", "CommandArgs"]
@@ -88,57 +94,6 @@ def default_history_path() -> str:
 # Is the input complete?
 # --------------------------------------------------------------------------------------------
 
-def _fallback_needs_more(text: str) -> bool:
-    """Scan ``text`` (strings, ``#`` comments, bracket depth) and decide whether the last
-    statement is unfinished: open brackets or string, or trailing text without ``;`` that is
-    not a closed ``def``/``for`` block."""
-    depth = 0
-    in_string = False
-    stmt_start = 0          # index where the current top-level statement starts
-    last_sig = ""           # last significant (non-space, non-comment) char at top level
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if in_string:
-            if c == '"':
-                in_string = False
-            elif c == "\n":   # strings do not span lines; let the parser report it
-                in_string = False
-            i += 1
-            continue
-        if c == "#":
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-            continue
-        if c == '"':
-            in_string = True
-            last_sig = c
-        elif c in "([{":
-            depth += 1
-            last_sig = c
-        elif c in ")]}":
-            depth -= 1
-            last_sig = c
-            if c == "}" and depth == 0:
-                head = _strip_comments(text[stmt_start:i]).lstrip()
-                if head.startswith(("def ", "def\t", "for ", "for\t", "for(")):
-                    stmt_start = i + 1
-                    last_sig = ""
-        elif c == ";" and depth == 0:
-            stmt_start = i + 1
-            last_sig = ""
-        elif not c.isspace():
-            last_sig = c
-        if depth < 0:      # unbalanced closer: complete, the parser will report the error
-            return False
-        i += 1
-    if in_string:          # an unterminated string: complete, the parser reports it
-        return False
-    if depth > 0:
-        return True
-    return bool(_strip_comments(text[stmt_start:]).strip()) and last_sig != ";"
-
-
 def _strip_comments(text: str) -> str:
     out, in_string = [], False
     for line in text.split("\n"):
@@ -152,48 +107,6 @@ def _strip_comments(text: str) -> str:
         in_string = False
         out.append("".join(buf))
     return "\n".join(out)
-
-
-def needs_more_input(text: str) -> bool:
-    """Whether ``text`` is an unfinished statement (the REPL then shows ``.. `` and reads on).
-
-    Asks the parser, as the original REPL does: the text needs more when parsing it fails with
-    "unexpected end of input" (an open bracket or block, a missing ``;``). Without a parser,
-    counts brackets, strings and ``;`` (a ``def``/``for`` block is complete at its closing
-    ``}``). Blank or comment-only text is complete.
-    """
-    if not _strip_comments(text).strip():
-        return False
-    try:
-        from . import parser as _parser  # the PARSER engineer's module
-    except Exception:  # pragma: no cover - parser absent or broken
-        _parser = None
-    if _parser is not None:
-        fn = getattr(_parser, "needs_more_input", None)
-        if callable(fn):
-            try:
-                return bool(fn(text))
-            except Exception:
-                pass
-        fn = getattr(_parser, "is_complete", None)
-        if callable(fn):
-            try:
-                return not bool(fn(text))
-            except Exception:
-                pass
-        parse = getattr(_parser, "parse", None)
-        if callable(parse):
-            # as the original REPL: a syntax error at the end of the input means "read on";
-            # any other syntax error is complete input (the session will report it)
-            try:
-                parse(text, "<repl>")
-                return False
-            except RASPError as e:
-                msg = getattr(e, "message", str(e))
-                return "end of input" in msg and "unterminated" not in msg
-            except Exception:
-                pass
-    return _fallback_needs_more(text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -223,7 +136,6 @@ _literal_parser = None
 def _get_literal_parser():
     global _literal_parser
     if _literal_parser is None:
-        from lark import Lark
         _literal_parser = Lark(_LITERAL_GRAMMAR, parser="lalr")
     return _literal_parser
 
@@ -246,11 +158,10 @@ def _to_value(tree) -> Any:
 
 
 def _parse_args(text: str) -> tuple[str | None, list[Any]]:
-    from lark.exceptions import LarkError
     try:
         tree = _get_literal_parser().parse(text.strip())
     except LarkError as e:
-        col = getattr(e, "column", None)
+        col = e.column if isinstance(e, UnexpectedInput) else None
         where = f" (at column {col})" if isinstance(col, int) and col > 0 else ""
         raise ReplError(f"cannot read {text.strip()!r}{where}: expected a name, strings in "
                         'double quotes ("abc"), numbers or lists ([1, 2, 3])') from None
@@ -259,7 +170,7 @@ def _parse_args(text: str) -> tuple[str | None, list[Any]]:
     for c in tree.children:
         if c is None:
             continue
-        if hasattr(c, "data"):
+        if isinstance(c, Tree):
             values.append(_to_value(c))
         else:
             name = str(c)
@@ -292,22 +203,6 @@ class CommandArgs:
     value: Any
     vocab: list
     max_len: int
-
-
-def _fmt_atom(v: Any) -> str:
-    if isinstance(v, str):
-        return f'"{v}"'
-    if isinstance(v, (bool, np.bool_)):
-        return "True" if v else "False"
-    if isinstance(v, np.generic):
-        return str(v.item())
-    return str(v)
-
-
-def _fmt_example(ex: Any) -> str:
-    if isinstance(ex, str):
-        return f'"{ex}"'
-    return "[" + ", ".join(_fmt_atom(x) for x in ex) + "]"
 
 
 # --------------------------------------------------------------------------------------------
@@ -362,11 +257,10 @@ class Repl:
         errors: number of inputs that failed so far.
     """
 
-    def __init__(self, session=None, extra_commands: Mapping[str, ExtraCommand] | None = None,
+    def __init__(self, session: Session | None = None, extra_commands: Mapping[str, ExtraCommand] | None = None,
                  input=None, output=None, stdout: TextIO | None = None,
                  stderr: TextIO | None = None, history_file: str | bool | None = None):
         if session is None:
-            from .runtime import Session
             session = Session()
         self.session = session
         self.extra_commands: dict[str, ExtraCommand] = dict(extra_commands or {})
@@ -381,8 +275,7 @@ class Repl:
         self.errors = 0
         self._interactive = True
         self.completer = _make_completer(self)
-        if hasattr(session, "output"):
-            session.output = self.write     # `draw(...)` prints through the REPL
+        session.output = self.write     # `draw(...)` prints through the REPL
 
     # ---- output ------------------------------------------------------------------------
     @property
@@ -408,11 +301,11 @@ class Repl:
     @property
     def example(self) -> Any:
         """The running example (a string or a list of atoms)."""
-        return getattr(self.session, "example", "hello")
+        return self.session.example
 
     @property
     def causal(self) -> bool:
-        return bool(getattr(self.session, "causal", False))
+        return self.session.causal
 
     def command_names(self) -> list[str]:
         return sorted(set(COMMANDS) | set(self.extra_commands))
@@ -423,10 +316,7 @@ class Repl:
         names: list[str] = []
         if command_position:
             names += self.command_names()
-        try:
-            names += sorted(str(k) for k in self.session.env.keys())
-        except Exception:  # pragma: no cover - defensive
-            pass
+        names += sorted(self.session.env.keys())
         names += _KEYWORDS
         return names
 
@@ -438,45 +328,12 @@ class Repl:
     def eval_on_example(self, value: SOp | Selector) -> np.ndarray:
         """Evaluate an s-op (``[seq]``) or selector (``[query, key]``) on the running example.
         Each select keeps its own causal flag (selects created in causal mode are causal)."""
-        return evaluate(value, [self._example_tokens()], causal=None)[0]
+        return example_value(value, self._example_tokens())
 
     def format_value(self, name: str | None, value: Any, kind: str | None = None) -> str:
-        """Text shown for a statement's value, as the original REPL prints it:
-        ``s-op: NAME`` + ``Example: NAME("hello") = [...] (type)``, ``selector: NAME`` + the
-        matrix, ``value: NAME = 3``, ``list: NAME = [...]``, ``dict: ...``, ``function: ...``.
-        Raises RASPError when the example cannot be evaluated."""
-        kind = kind or _kind_of(value)
-        if kind == "none" or value is None and kind != "atom":
-            return ""
-        label = name or getattr(value, "label", None) or "out"
-        if kind == "sop":
-            head = f"     s-op: {label}"
-            try:
-                vals = self.eval_on_example(value)
-            except RASPError as e:
-                return head + f"\n  !! statement executed, but the example fails: {e}"
-            return (head + f"\n         Example: {label}({_fmt_example(self.example)}) = "
-                    + format_sop_value(vals))
-        if kind == "selector":
-            head = f"     selector: {label}"
-            try:
-                m = self.eval_on_example(value)
-            except RASPError as e:
-                return head + f"\n  !! statement executed, but the example fails: {e}"
-            toks = [str(t) for t in self._example_tokens()]
-            matrix = format_selector_value(m, keys=toks, queries=toks)
-            return head + "\n         Example:\n" + _indent(matrix, 13)
-        if kind == "function":
-            text = str(value)
-            if text.startswith(("function:", "built-in function:")):
-                return f"     {text}"
-            return f"     function: {_describe_function(label, value)}"
-        if kind == "list":
-            return f"     list: {label} = [" + ", ".join(_short(v) for v in value) + "]"
-        if kind == "dict":
-            return (f"     dict: {label} = {{" +
-                    ", ".join(f"{_short(k)}: {_short(v)}" for k, v in value.items()) + "}")
-        return f"     value: {label} = {_fmt_atom(value)}"
+        """Text shown for a statement's value on the running example
+        (:func:`rasp.display.format_result`)."""
+        return format_result(name, value, self.example, kind)
 
     # ---- one complete input -------------------------------------------------------------
     def handle(self, text: str, filename: str = "<repl>") -> bool:
@@ -501,25 +358,18 @@ class Repl:
             return False
         except RASPError as e:
             # earlier statements of a multi-statement input ran: show them, then the error
-            self._show_results(getattr(e, "partial_results", None))
+            self._show_results(e.partial_results)
             self.error(str(e))
             return True
         except RecursionError:
             self.error("recursion too deep (a recursive definition?); input ignored")
             return True
-        except Exception as e:  # a bug elsewhere must not kill the REPL
-            self.error(f"internal error ({type(e).__name__}): {e}; input ignored")
-            return True
         self._show_results(results)
         return True
 
     def _show_results(self, results) -> None:
-        for r in results or []:
-            try:
-                shown = self.format_value(getattr(r, "name", None), getattr(r, "value", None),
-                                          getattr(r, "kind", None))
-            except Exception as e:  # pragma: no cover - display must never crash
-                shown = f"  !! cannot display the value: {e}"
+        for r in results:
+            shown = self.format_value(r.name, r.value, r.kind)
             if shown:
                 self.write(shown)
 
@@ -562,17 +412,19 @@ class Repl:
         return word, rest
 
     def session_names_defined(self) -> set[str]:
-        try:
-            return set(self.session.env.keys())
-        except Exception:  # pragma: no cover
-            return set()
+        return set(self.session.env.keys())
 
     # ---- commands -----------------------------------------------------------------------
     def run_command(self, name: str, argtext: str) -> str | None:
         """Run a command by name (built-in or injected); returns the text to print."""
         if name in self.extra_commands:
             return self.extra_commands[name](self, argtext)
-        return getattr(self, f"cmd_{name}")(argtext)
+        return self._commands()[name](argtext)
+
+    def _commands(self) -> dict[str, Callable[[str], "str | None"]]:
+        return {"help": self.cmd_help, "info": self.cmd_info, "set": self.cmd_set,
+                "show": self.cmd_show, "names": self.cmd_names, "exit": self.cmd_exit,
+                "quit": self.cmd_exit}
 
     def cmd_help(self, argtext: str = "") -> str:
         lines = ["Statements end in ';' (def/for blocks end at their '}') and may span "
@@ -581,7 +433,7 @@ class Repl:
         rows = [r for k in ("help", "info", "set", "show", "names") for r in COMMANDS[k]]
         for name, fn in sorted(self.extra_commands.items()):
             doc = (fn.__doc__ or "").strip().splitlines()
-            usage = getattr(fn, "usage", name)
+            usage = getattr(fn, "usage", name)   # an injected function may carry its usage
             rows.append((usage, doc[0] if doc else ""))
         rows += COMMANDS["exit"]
         rows.append(('load "file";', "(a statement) run file.rasp, import its names"))
@@ -609,15 +461,12 @@ class Repl:
 
     def user_names(self) -> list[str]:
         """Names defined in this session (the base environment's library names excluded)."""
-        try:
-            return sorted(str(n) for n in self.session.names())
-        except Exception:  # pragma: no cover - a session without names()
-            return sorted(str(k) for k in self.session.env.keys())
+        return sorted(self.session.names())
 
     def cmd_show(self, argtext: str) -> str:
         what = argtext.strip().rstrip(";").strip()
         if what == "example":
-            return f"  running example: {_fmt_example(self.example)}"
+            return f"  running example: {format_example(self.example)}"
         if what == "causal":
             return f"  causal (RASP-L) mode: {'on' if self.causal else 'off'}"
         raise ReplError("usage: show example | show causal")
@@ -630,7 +479,7 @@ class Repl:
                 raise ReplError('usage: set example "hello"  or  set example [1, 2, 3]')
             ex = parse_literal(rest)
             if isinstance(ex, (int, float, bool)):
-                raise ReplError(f"the example must be a string or a list, not {_fmt_atom(ex)}")
+                raise ReplError(f"the example must be a string or a list, not {format_atom(ex)}")
             if len(ex) == 0:
                 raise ReplError("the example must not be empty")
             if isinstance(ex, list):
@@ -640,7 +489,7 @@ class Repl:
                     raise ReplError("the example's tokens must all be of one type "
                                     "(all strings, all numbers or all booleans)")
             self.session.example = ex
-            return f"  running example: {_fmt_example(ex)}"
+            return f"  running example: {format_example(ex)}"
         if what == "causal":
             sw = rest.rstrip(";").strip().lower()
             if sw not in ("on", "off"):
@@ -670,7 +519,7 @@ class Repl:
             elif isinstance(v, (str, list)) and vocab is None:
                 vocab = list(v)
             else:
-                raise ReplError(f"unexpected argument {_fmt_atom(v)}; usage: "
+                raise ReplError(f"unexpected argument {format_atom(v)}; usage: "
                                 f"{command} NAME [vocab] [max_len]")
         ex = self._example_tokens()
         if vocab is None:
@@ -687,64 +536,41 @@ class Repl:
     def cmd_info(self, argtext: str) -> str:
         a = self.parse_name_args(argtext, "info")
         v = a.value
-        kind = _kind_of(v)
+        kind = kind_of(v)
         if kind not in ("sop", "selector"):
             return (f"  {a.name} is a {kind}, not an s-op; info measures s-ops "
                     "(apply a function to s-ops first)")
         lines = [f"  {a.name}: {'s-op' if kind == 'sop' else 'selector'}"]
         try:
-            from . import measures as _measures  # ANALYSIS engineer's module
-        except ImportError:
-            _measures = None
-        if _measures is None:
-            lines.append("  measures: unavailable (rasp.measures is not installed)")
-        else:
-            try:
-                m = _measures.measure(v)
-                d = m.to_dict() if hasattr(m, "to_dict") else dict(vars(m))
-                heads = d.get("heads_per_layer")
-                lines.append(f"  layers: {d.get('layers')}   heads per layer: {heads}   "
-                             f"max heads: {d.get('max_heads')}")
-                lines.append(f"  length: {d.get('length')} operations   attention ops: "
-                             f"{d.get('attention_ops')}   MLP ops: {d.get('mlp_ops')}")
-                lines.append(f"  selects: {d.get('selects')}   aggregates: {d.get('aggregates')}"
-                             f"   selector widths: {d.get('selector_widths')}   maps: "
-                             f"{d.get('maps')}   sequence maps: {d.get('sequence_maps')}")
-            except RASPError as e:
-                lines.append(f"  measures: cannot measure: {e}")
-            except Exception as e:
-                lines.append(f"  measures: failed ({type(e).__name__}: {e})")
+            d = measures.measure(v).to_dict()
+            lines.append(f"  layers: {d['layers']}   heads per layer: {d['heads_per_layer']}   "
+                         f"max heads: {d['max_heads']}")
+            lines.append(f"  length: {d['length']} operations   attention ops: "
+                         f"{d['attention_ops']}   MLP ops: {d['mlp_ops']}")
+            lines.append(f"  selects: {d['selects']}   aggregates: {d['aggregates']}"
+                         f"   selector widths: {d['selector_widths']}   maps: "
+                         f"{d['maps']}   sequence maps: {d['sequence_maps']}")
+        except RASPError as e:
+            lines.append(f"  measures: cannot measure: {e}")
         try:
-            from . import raspl as _raspl  # ANALYSIS engineer's module
-        except ImportError:
-            _raspl = None
-        if _raspl is None:
-            lines.append("  RASP-L: unavailable (rasp.raspl is not installed)")
-        else:
-            try:
-                rep = _raspl.check(v, vocab=set(a.vocab), max_seq_len=a.max_len, causal=None)
-                viol = list(getattr(rep, "violations", []) or [])
-                verdict = "valid RASP-L" if rep.valid else "not valid RASP-L"
-                lines.append(f"  RASP-L: {verdict} (vocab {_short(a.vocab)}, max_len "
-                             f"{a.max_len}, {len(viol)} violation{'s' if len(viol) != 1 else ''})")
-                for x in viol:
-                    span = getattr(x, "span", None)
-                    where = f" at {span}" if span else ""
-                    lines.append(f"    rule {getattr(x, 'rule', '?')}: "
-                                 f"{getattr(x, 'operation', '')}{where}: "
-                                 f"{getattr(x, 'message', '')}")
-                for note in list(getattr(rep, "undecided", []) or []):
-                    lines.append(f"    undecided: {note}")
-            except RASPError as e:
-                lines.append(f"  RASP-L: cannot check: {e}")
-            except Exception as e:
-                lines.append(f"  RASP-L: check failed ({type(e).__name__}: {e})")
+            rep = raspl.check(v, vocab=set(a.vocab), max_seq_len=a.max_len, causal=None)
+            viol = rep.violations
+            verdict = "valid RASP-L" if rep.valid else "not valid RASP-L"
+            lines.append(f"  RASP-L: {verdict} (vocab {short_value(a.vocab, None)}, max_len "
+                         f"{a.max_len}, {len(viol)} violation{'s' if len(viol) != 1 else ''})")
+            for x in viol:
+                where = f" at {x.span}" if x.span else ""
+                lines.append(f"    rule {x.rule}: {x.operation}{where}: {x.message}")
+            for note in rep.undecided:
+                lines.append(f"    undecided: {note}")
+        except RASPError as e:
+            lines.append(f"  RASP-L: cannot check: {e}")
         return "\n".join(lines)
 
     # ---- loops --------------------------------------------------------------------------
     def banner(self) -> str:
         return ("rasp-lab REPL: RASP (Weiss et al. 2021) + RASP-L (Zhou et al. 2023)\n"
-                f"running example: {_fmt_example(self.example)}"
+                f"running example: {format_example(self.example)}"
                 f"{'   causal (RASP-L) mode: on' if self.causal else ''}\n"
                 "type help for the commands, exit or Ctrl-D to leave")
 
@@ -844,51 +670,3 @@ def _stdin_is_tty() -> bool:
         return sys.stdin is not None and sys.stdin.isatty()
     except (ValueError, AttributeError):  # closed or replaced stdin
         return False
-
-
-def _indent(text: str, n: int) -> str:
-    return "\n".join(" " * n + line for line in text.split("\n"))
-
-
-def _kind_of(value: Any) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, SOp):
-        return "sop"
-    if isinstance(value, Selector):
-        return "selector"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict):
-        return "dict"
-    if isinstance(value, (bool, int, float, str, np.generic)):
-        return "atom"
-    if callable(value):
-        return "function"
-    return "atom"
-
-
-def _short(v: Any) -> str:
-    if isinstance(v, SOp):
-        return f"s-op {v.label}"
-    if isinstance(v, Selector):
-        return f"selector {v.label}"
-    if isinstance(v, list):
-        return "[" + ", ".join(_short(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{_short(k)}: {_short(x)}" for k, x in v.items()) + "}"
-    if callable(v) and not isinstance(v, (str, int, float)):
-        return f"function {getattr(v, 'name', getattr(v, '__name__', '?'))}"
-    return _fmt_atom(v)
-
-
-def _describe_function(label: str, fn: Any) -> str:
-    for attr in ("params", "parameters", "args", "arg_names", "argnames"):
-        ps = getattr(fn, attr, None)
-        if isinstance(ps, (list, tuple)) and all(isinstance(p, str) for p in ps):
-            name = getattr(fn, "name", None) or label
-            return f"{name}({', '.join(ps)})"
-    s = str(fn)
-    if s.startswith("<"):
-        return f"{label}(...)"
-    return s.removeprefix("function: ")

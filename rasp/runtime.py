@@ -27,565 +27,36 @@ The base environment holds the built-ins (``tokens`` ... ``length``, ``select``,
 RASP library ``rasplib`` (``count``, ``sort``, ...), like the original REPL. User definitions
 override library names. The RASP-L library is loaded with ``load "rasp_l";``.
 
+Values (environments, functions, statement results) are :mod:`rasp.values`; the built-in
+functions and operators :mod:`rasp.builtins`; how values are shown :mod:`rasp.display`.
+
 Public API: :func:`run_source`, :func:`run_file`, :func:`load_library`, :class:`Session`,
-:class:`Environment`, :class:`StatementResult`, :class:`RASPFunction`, :func:`kind_of`,
-:func:`base_environment`, :data:`RESERVED`, :data:`STDLIB_DIR`.
+:func:`base_environment`, :func:`apply_to_input`, :data:`STDLIB_DIR`.
 """
 
 from __future__ import annotations
 
-import math
-import operator
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import lark
 import numpy as np
 
-from . import ir
+from . import ir, limits, ops
+from .builtins import BUILTIN_NODE_IDS, BUILTINS, CONSTANTS, RESERVED, binop, need_sop_or_atom, unop
+from .display import describe_value, short_value
+from .interpreter import evaluate
 from .ir import (Aggregate, Elementwise, Full, Map, Node, RASPError, RASPNameError,
-                 RASPTypeError, RASPValueError, Select, Selector, SelectorAnd, SelectorNot,
-                 SelectorOr, SelectorWidth, SequenceMap, SOp, Span, causal_mode)
-from .parser import KEYWORDS, RASPSyntaxError, directives, parse  # noqa: F401
+                 RASPTypeError, RASPValueError, Select, Selector, SequenceMap,
+                 SOp, Span, causal_mode)
+from .parser import directives, parse
+from .values import Builtin, Environment, RASPFunction, SelOp, StatementResult, is_atom, kind_of
 
-__all__ = ["run_source", "run_file", "load_library", "Session", "Environment",
-           "StatementResult", "RASPFunction", "Builtin", "kind_of", "base_environment",
-           "RESERVED", "STDLIB_DIR", "describe_node", "draw_text"]
+__all__ = ["run_source", "run_file", "load_library", "Session", "base_environment",
+           "apply_to_input", "STDLIB_DIR"]
 
 STDLIB_DIR = os.path.join(os.path.dirname(__file__), "stdlib")
 
-_MAX_CALL_DEPTH = 60          # nested user-function calls
-_MAX_COLLECTION = 1_000_000   # longest list/string an atom operation may build
-_MAX_POW_BITS = 100_000       # largest integer power computed on atoms
-
-
-# --------------------------------------------------------------------------------------------
-# Values
-# --------------------------------------------------------------------------------------------
-
-class SelOp(str):
-    """A comparison written bare in a call, as in ``select(k, q, ==)``."""
-
-
-def _is_atom(v: Any) -> bool:
-    return isinstance(v, (bool, int, float, str)) and not isinstance(v, SelOp)
-
-
-def kind_of(value: Any) -> str:
-    """The kind of a value: ``"sop"``, ``"selector"``, ``"atom"``, ``"list"``, ``"dict"``,
-    ``"function"`` or ``"none"``."""
-    if isinstance(value, SOp):
-        return "sop"
-    if isinstance(value, Selector):
-        return "selector"
-    if isinstance(value, (RASPFunction, Builtin)):
-        return "function"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict):
-        return "dict"
-    if value is None:
-        return "none"
-    return "atom"
-
-
-def _tname(v: Any) -> str:
-    k = kind_of(v)
-    if k == "sop":
-        return "an s-op"
-    if k == "selector":
-        return "a selector"
-    if k == "function":
-        return "a function"
-    if k == "list":
-        return "a list"
-    if k == "dict":
-        return "a dict"
-    if k == "none":
-        return "nothing"
-    if isinstance(v, SelOp):
-        return f"the comparison {str(v)}"
-    return f"{type(v).__name__} {_short(v)}"
-
-
-def _short(v: Any, cap: int = 30) -> str:
-    if isinstance(v, Node):
-        return v.label
-    if isinstance(v, str) and not isinstance(v, SelOp):
-        s = '"' + v + '"'
-    elif isinstance(v, list):
-        s = "[" + ", ".join(_short(x, cap) for x in v) + "]"
-    elif isinstance(v, dict):
-        s = "{" + ", ".join(f"{_short(k, cap)}: {_short(x, cap)}" for k, x in v.items()) + "}"
-    else:
-        s = str(v)
-    return s if len(s) <= cap else s[: cap - 3] + "..."
-
-
-@dataclass
-class StatementResult:
-    """What one statement produced: ``name`` (the assigned name, ``"out"`` for a bare
-    expression, the function name for ``def``; ``None`` for ``load`` / ``for`` / ``draw``),
-    ``value``, ``kind`` (see :func:`kind_of`), ``span`` of the statement and, for ``draw``,
-    the ``text`` it printed."""
-
-    name: str | None
-    value: Any
-    kind: str
-    span: Span | None = None
-    text: str | None = None
-
-
-class Environment(Mapping):
-    """A scope: a mapping name -> value with a parent scope (looked up when a name is missing).
-
-    ``env[name]`` and ``name in env`` see the parents; iteration (``keys()``) lists every
-    visible name (own names first); :meth:`own_names` only this scope's names.
-    """
-
-    def __init__(self, parent: "Environment | None" = None, name: str = "env"):
-        self.vars: dict[str, Any] = {}
-        self.parent = parent
-        self.name = name
-
-    def lookup(self, name: str) -> Any:
-        env: Environment | None = self
-        while env is not None:
-            if name in env.vars:
-                return env.vars[name]
-            env = env.parent
-        raise KeyError(name)
-
-    def __getitem__(self, name: str) -> Any:
-        return self.lookup(name)
-
-    def __contains__(self, name: object) -> bool:
-        env: Environment | None = self
-        while env is not None:
-            if name in env.vars:
-                return True
-            env = env.parent
-        return False
-
-    def __iter__(self) -> Iterator[str]:
-        seen: set[str] = set()
-        env: Environment | None = self
-        while env is not None:
-            for k in env.vars:
-                if k not in seen:
-                    seen.add(k)
-                    yield k
-            env = env.parent
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-    def own_names(self) -> list[str]:
-        """Names bound in this scope itself (not its parents), in binding order."""
-        return list(self.vars)
-
-    def child(self, name: str = "scope") -> "Environment":
-        return Environment(self, name)
-
-    def __repr__(self) -> str:
-        return f"<Environment {self.name}: {', '.join(self.own_names()[:8])}>"
-
-
-class Builtin:
-    """A built-in function of the dialect (``select``, ``aggregate``, ...)."""
-
-    def __init__(self, name: str, fn: Callable, doc: str):
-        self.name = name
-        self.fn = fn
-        self.doc = doc
-
-    def __repr__(self) -> str:
-        return f"built-in function: {self.name}"
-
-
-class RASPFunction:
-    """A user function (``def``): a closure over its defining environment.
-
-    Calling checks the arity, binds the arguments in a fresh scope whose parent is the defining
-    scope, runs the body statements and returns the return expressions' value (a list when
-    there are several). ``causal`` is ``True`` for functions defined in a causal file: they
-    create causal selects whatever the caller's mode.
-    """
-
-    def __init__(self, name, params, body, returns, closure, ctx, causal, defaults=None):
-        self.name = name
-        self.params = list(params)
-        self.defaults = dict(defaults or {})
-        self.body = body
-        self.returns = returns
-        self.closure = closure
-        self.ctx = ctx
-        self.causal = causal
-
-    def __repr__(self) -> str:
-        ps = [p + (f"={_short(self.defaults[p])}" if p in self.defaults else "")
-              for p in self.params]
-        return f"function: {self.name}({', '.join(ps)})"
-
-
-# --------------------------------------------------------------------------------------------
-# Built-ins
-# --------------------------------------------------------------------------------------------
-
-_SELECT_OPS = ("==", "!=", "<", "<=", ">", ">=", "TRUE", "FALSE")
-
-
-def _need_sop_or_atom(v, what):
-    if isinstance(v, SOp):
-        return v
-    if _is_atom(v):
-        return Full(v)
-    raise RASPTypeError(f"{what} must be an s-op or an atom, got {_tname(v)}")
-
-
-def _comparison(v, fname):
-    if isinstance(v, str) and v in _SELECT_OPS:
-        return str(v)
-    raise RASPTypeError(f"{fname} expects a comparison (one of == != < <= > >=, or "
-                        f'"TRUE" / "FALSE"), got {_tname(v)}')
-
-
-def _arity(fname, args, lo, hi):
-    if not lo <= len(args) <= hi:
-        want = str(lo) if lo == hi else f"{lo} to {hi}"
-        raise RASPTypeError(f"{fname} takes {want} arguments, got {len(args)}")
-
-
-def _bi_select(it, args):
-    _arity("select", args, 3, 3)
-    k = _need_sop_or_atom(args[0], "select keys")
-    q = _need_sop_or_atom(args[1], "select queries")
-    return Select(k, q, _comparison(args[2], "select"))
-
-
-def _default_atom(v, fname):
-    if v is None or _is_atom(v):
-        return v
-    raise RASPTypeError(f"{fname} default must be an atom, got {_tname(v)}")
-
-
-def _reduction(v, fname):
-    if isinstance(v, str) and v in ir.REDUCTIONS:
-        return str(v)
-    raise RASPValueError(f'{fname} reduction must be "mean", "max" or "min", got {_tname(v)}')
-
-
-def _bi_aggregate(it, args):
-    _arity("aggregate", args, 2, 4)
-    sel = args[0]
-    if not isinstance(sel, Selector):
-        raise RASPTypeError(f"aggregate expects a selector first, got {_tname(sel)}")
-    vals = _need_sop_or_atom(args[1], "aggregate values")
-    default = _default_atom(args[2], "aggregate") if len(args) > 2 else 0
-    red = _reduction(args[3], "aggregate") if len(args) > 3 else "mean"
-    return Aggregate(sel, vals, default, red)
-
-
-def _bi_selector_width(it, args):
-    _arity("selector_width", args, 1, 1)
-    if not isinstance(args[0], Selector):
-        raise RASPTypeError(f"selector_width expects a selector, got {_tname(args[0])}")
-    return SelectorWidth(args[0])
-
-
-def _bi_kqv(it, args):
-    _arity("kqv", args, 4, 6)
-    k = _need_sop_or_atom(args[0], "kqv keys")
-    q = _need_sop_or_atom(args[1], "kqv queries")
-    v = _need_sop_or_atom(args[2], "kqv values")
-    op = _comparison(args[3], "kqv")
-    default = _default_atom(args[4], "kqv") if len(args) > 4 else 0
-    red = _reduction(args[5], "kqv") if len(args) > 5 else "mean"
-    return Aggregate(Select(k, q, op), v, default, red, truncate=(red == "mean"))
-
-
-def _bi_round(it, args):
-    _arity("round", args, 1, 1)
-    x = args[0]
-    if isinstance(x, SOp):
-        return Map(Elementwise("round"), x)
-    if isinstance(x, (int, float)) and not isinstance(x, SelOp):
-        try:
-            return round(x)
-        except (OverflowError, ValueError) as e:
-            raise RASPValueError(f"round: {e}") from None
-    raise RASPTypeError(f"round expects an s-op or a number, got {_tname(x)}")
-
-
-def _bi_indicator(it, args):
-    _arity("indicator", args, 1, 1)
-    x = args[0]
-    if isinstance(x, SOp):
-        return Map(Elementwise("indicator"), x)
-    if _is_atom(x):
-        return 1 if x else 0
-    raise RASPTypeError(f"indicator expects an s-op, got {_tname(x)}")
-
-
-def _bi_range(it, args):
-    _arity("range", args, 1, 3)
-    for a in args:
-        if not isinstance(a, int) or isinstance(a, bool):
-            raise RASPTypeError(f"range expects integers, got {_tname(a)}")
-    r = range(*args) if args[-1] != 0 or len(args) < 3 else None
-    if r is None:
-        raise RASPValueError("range step must not be zero")
-    if len(r) > _MAX_COLLECTION:
-        raise RASPValueError(f"range of {len(r)} elements is too long")
-    return list(r)
-
-
-def _bi_zip(it, args):
-    if not args:
-        raise RASPTypeError("zip needs at least one list")
-    for i, a in enumerate(args):
-        if not isinstance(a, list):
-            raise RASPTypeError(f"zip expects lists, argument {i + 1} is {_tname(a)}")
-    n = len(args[0])
-    for i, a in enumerate(args):
-        if len(a) != n:
-            raise RASPValueError(f"zip of lists of different lengths ({n} and {len(a)})")
-    return [list(t) for t in zip(*args)]
-
-
-def _bi_len(it, args):
-    _arity("len", args, 1, 1)
-    x = args[0]
-    if isinstance(x, (list, dict)) or (isinstance(x, str) and not isinstance(x, SelOp)):
-        return len(x)
-    raise RASPTypeError(f"len expects a list, dict or string, got {_tname(x)}")
-
-
-def _own_copy(x: SOp) -> SOp:
-    """Annotations mutate a node: give the shared built-ins (tokens, indices, length) a fresh
-    node of their own so one program's annotation does not leak into every other program."""
-    if isinstance(x, ir.Tokens):
-        return ir.Tokens(x.conversion)
-    if isinstance(x, ir.Indices):
-        return ir.Indices()
-    if isinstance(x, ir.Length):
-        return ir.Length()
-    return x
-
-
-def _bi_numerical(it, args):
-    _arity("numerical", args, 1, 1)
-    if not isinstance(args[0], SOp):
-        raise RASPTypeError(f"numerical expects an s-op, got {_tname(args[0])}")
-    return ir.numerical(_own_copy(args[0]))
-
-
-def _bi_categorical(it, args):
-    _arity("categorical", args, 1, 1)
-    if not isinstance(args[0], SOp):
-        raise RASPTypeError(f"categorical expects an s-op, got {_tname(args[0])}")
-    return ir.categorical(_own_copy(args[0]))
-
-
-def _bi_full(it, args):
-    _arity("full", args, 1, 2)
-    value = args[-1]
-    if len(args) == 2 and not isinstance(args[0], SOp):
-        raise RASPTypeError(f"full(x, value) expects an s-op x, got {_tname(args[0])}")
-    if not _is_atom(value):
-        raise RASPTypeError(f"full expects an atom value, got {_tname(value)}")
-    return Full(value)
-
-
-def _bi_draw(it, args):
-    _arity("draw", args, 1, 2)
-    node = args[0]
-    if not isinstance(node, Node):
-        raise RASPTypeError(f"draw expects an s-op or selector, got {_tname(node)}")
-    example = args[1] if len(args) > 1 else it.example
-    text = draw_text(node, example)
-    it.output(text)
-    it.last_draw = text
-    return None
-
-
-_BUILTINS: dict[str, tuple[Callable, str]] = {
-    "select": (_bi_select, "select(keys, queries, op): selector, [q, k] true when keys[k] op "
-               "queries[q]"),
-    "aggregate": (_bi_aggregate, 'aggregate(sel, values[, default[, "mean"|"max"|"min"]])'),
-    "selector_width": (_bi_selector_width, "selector_width(sel): selected keys per query"),
-    "kqv": (_bi_kqv, 'kqv(keys, queries, values, op[, default[, reduction]]): RASP-L head; '
-            'mean truncated toward zero'),
-    "round": (_bi_round, "round(x): nearest integer (elementwise on s-ops)"),
-    "indicator": (_bi_indicator, "indicator(x): 1 where x is true, else 0"),
-    "range": (_bi_range, "range(stop) / range(start, stop[, step]): a list of ints"),
-    "zip": (_bi_zip, "zip(list1, list2, ...): list of lists"),
-    "len": (_bi_len, "len(list_or_dict_or_string)"),
-    "numerical": (_bi_numerical, "numerical(sop): numerical encoding annotation (compiler)"),
-    "categorical": (_bi_categorical, "categorical(sop): categorical encoding (default)"),
-    "full": (_bi_full, "full(value) or full(x, value): a constant s-op"),
-    "draw": (_bi_draw, "draw(sop[, input]): print the computation flow on an input"),
-}
-
-_CONSTANTS = {
-    "tokens_str": ir.tokens_str, "tokens_int": ir.tokens_int, "tokens_float": ir.tokens_float,
-    "tokens_bool": ir.tokens_bool, "tokens_asis": ir.tokens_asis, "indices": ir.indices,
-    "length": ir.length, "True": True, "False": False,
-}
-
-#: Names that cannot be assigned (``tokens`` is the one reassignable built-in; ``out`` is set
-#: only by bare expression statements, as in the original REPL).
-RESERVED = frozenset(set(_BUILTINS) | set(_CONSTANTS) | set(KEYWORDS) | {"out"})
-_BUILTIN_NODE_IDS = frozenset(n.id for n in _CONSTANTS.values() if isinstance(n, Node))
-
-
-# --------------------------------------------------------------------------------------------
-# Elementwise operations
-# --------------------------------------------------------------------------------------------
-
-_PY_BIN = {
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
-    "mod": operator.mod, "pow": operator.pow, "eq": operator.eq, "ne": operator.ne,
-    "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
-}
-_SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%", "pow": "^", "eq": "==",
-        "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "and", "or": "or"}
-
-
-def _atom_binop(op: str, a: Any, b: Any) -> Any:
-    if op == "and":
-        return a and b
-    if op == "or":
-        return a or b
-    if op == "mul":
-        for s, n in ((a, b), (b, a)):
-            if isinstance(s, (str, list)) and isinstance(n, int) and n * len(s) > _MAX_COLLECTION:
-                raise RASPValueError("result too long")
-    if op == "pow" and isinstance(a, (int, float)) and isinstance(b, int) and \
-            not isinstance(a, bool) and abs(a) > 1 and b > 0:
-        if b * math.log2(abs(a)) > _MAX_POW_BITS:
-            raise RASPValueError(f"{a} ^ {b} is too large")
-    if op in ("add", "sub", "mul", "div", "mod", "pow", "lt", "le", "gt", "ge"):
-        for x in (a, b):
-            if isinstance(x, (dict, Builtin, RASPFunction, SelOp)) or x is None:
-                raise RASPTypeError(f"cannot apply '{_SYM[op]}' to {_tname(x)}")
-    try:
-        res = _PY_BIN[op](a, b)
-    except ZeroDivisionError:
-        raise RASPValueError("division by zero" if op == "div" else "modulo by zero") from None
-    except OverflowError:
-        raise RASPValueError(f"'{_SYM[op]}' overflowed") from None
-    except TypeError:
-        raise RASPTypeError(f"cannot apply '{_SYM[op]}' to {_tname(a)} and {_tname(b)}") from None
-    if isinstance(res, complex):
-        raise RASPValueError(f"{_short(a)} ^ {_short(b)} is not a real number")
-    return res
-
-
-def _binop(op: str, a: Any, b: Any) -> Any:
-    """Apply a binary operator: atoms directly, s-ops as IR maps, selectors with and/or."""
-    if isinstance(a, Selector) or isinstance(b, Selector):
-        if op in ("and", "or"):
-            if isinstance(a, Selector) and isinstance(b, Selector):
-                return SelectorAnd(a, b) if op == "and" else SelectorOr(a, b)
-            raise RASPTypeError(f"cannot apply '{op}' between a selector and {_tname(b if isinstance(a, Selector) else a)}")
-        raise RASPTypeError(f"cannot apply '{_SYM[op]}' to a selector")
-    if isinstance(a, SOp) or isinstance(b, SOp):
-        for x in (a, b):
-            if not isinstance(x, SOp) and not _is_atom(x):
-                raise RASPTypeError(f"cannot apply '{_SYM[op]}' to an s-op and {_tname(x)}")
-        if isinstance(a, SOp) and isinstance(b, SOp):
-            return SequenceMap(Elementwise(op), (a, b))
-        if isinstance(a, SOp):
-            return Map(Elementwise(op, const=b, const_side="right"), a)
-        return Map(Elementwise(op, const=a, const_side="left"), b)
-    return _atom_binop(op, a, b)
-
-
-def _unop(op: str, x: Any) -> Any:
-    if op == "not":
-        if isinstance(x, SOp):
-            return Map(Elementwise("not"), x)
-        if isinstance(x, Selector):
-            return SelectorNot(x)
-        if isinstance(x, (RASPFunction, Builtin)) or isinstance(x, SelOp):
-            raise RASPTypeError(f"cannot apply 'not' to {_tname(x)}")
-        return not x
-    sym = "-" if op == "neg" else "+"
-    if isinstance(x, SOp):
-        return Map(Elementwise(op), x)
-    if isinstance(x, (int, float)) and not isinstance(x, SelOp):
-        return -x if op == "neg" else +x
-    raise RASPTypeError(f"cannot apply unary '{sym}' to {_tname(x)}")
-
-
-# --------------------------------------------------------------------------------------------
-# Drawing (text computation flow)
-# --------------------------------------------------------------------------------------------
-
-def describe_node(node: Node) -> str:
-    """A one-line description of an IR node's operation, e.g. ``aggregate(sel_3, tokens)``."""
-    if isinstance(node, Map):
-        return node.fn.describe(node.inner.label)
-    if isinstance(node, SequenceMap):
-        return node.fn.describe(*[x.label for x in node.inputs])
-    if isinstance(node, Full):
-        return f"full({node.value!r})"
-    if isinstance(node, Select):
-        return f"select({node.keys.label}, {node.queries.label}, {node.op})" + \
-            (" [causal]" if node.causal else "")
-    if isinstance(node, SelectorAnd):
-        return f"{node.a.label} and {node.b.label}"
-    if isinstance(node, SelectorOr):
-        return f"{node.a.label} or {node.b.label}"
-    if isinstance(node, SelectorNot):
-        return f"not {node.a.label}"
-    if isinstance(node, Aggregate):
-        extra = ""
-        if node.default != 0:
-            extra += f", {node.default!r}"
-        if node.reduction != "mean" or node.truncate:
-            extra += f", {node.reduction}" + (" (truncated)" if node.truncate else "")
-        return f"aggregate({node.selector.label}, {node.values.label}{extra})"
-    if isinstance(node, SelectorWidth):
-        return f"selector_width({node.selector.label})"
-    return node.kind
-
-
-def draw_text(node: Node, example: Any) -> str:
-    """A text computation-flow summary of ``node`` on one input ``example`` (a string or list):
-    every operation in dependency order with its value on the example, then the number of
-    attention and MLP operations. Raises RASPError when the program fails on the example."""
-    from .interpreter import Evaluator, format_sop_value
-    if isinstance(example, str):
-        seq = list(example)
-    elif isinstance(example, list):
-        seq = example
-    else:
-        raise RASPTypeError(f"draw input must be a string or a list, got {_tname(example)}")
-    ev = Evaluator([seq])
-    ev(node)
-    order = ir.topological_order(node)
-    lines = [f"computation flow of {node.label} on {_short(example, 60)}:"]
-    width = max(len(n.label) for n in order)
-    heads = mlps = 0
-    for n in order:
-        if isinstance(n, (Aggregate, SelectorWidth, ir.Length)):
-            heads += 1          # length costs one attention op, as in the original library
-        elif isinstance(n, (Map, SequenceMap)):
-            mlps += 1
-        val = ev.values[n.id][0]
-        if isinstance(n, Selector):
-            shown = "selector: " + " ".join("".join("1" if x else "0" for x in row) for row in val)
-        else:
-            shown = format_sop_value(val)
-        lines.append(f"  {n.label.ljust(width)} = {describe_node(n)}")
-        lines.append(f"  {' ' * width}   -> {shown}")
-    lines.append(f"  ({heads} attention ops: aggregates, selector widths, length; "
-                 f"{mlps} MLP ops: maps and sequence maps)")
-    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------------
@@ -619,7 +90,7 @@ def _span(ctx: _Ctx, tree) -> Span | None:
 
 def _mark() -> int:
     """The largest id of an existing node: nodes created after this call have larger ids."""
-    return ir._ids.peek() - 1
+    return ir.last_node_id()
 
 
 def _set_spans(value: Any, span: Span | None, mark: int) -> None:
@@ -686,7 +157,7 @@ class _Interp:
                 v = values[0]
                 if not isinstance(v, list):
                     raise RASPTypeError(f"expected {len(names)} values to unpack, got "
-                                        f"{_tname(v)}")
+                                        f"{describe_value(v)}")
                 values = list(v)
             if len(values) != len(names) and not (len(names) == 1):
                 raise RASPTypeError(f"expected {len(names)} values, got {len(values)}")
@@ -742,7 +213,7 @@ class _Interp:
             raise RASPNameError(f"cannot assign to the reserved name '{name}'", _span(ctx, t))
 
     def _bind(self, env: Environment, name: str, value: Any, mark: int) -> None:
-        if isinstance(value, Node) and value.id not in _BUILTIN_NODE_IDS and (
+        if isinstance(value, Node) and value.id not in BUILTIN_NODE_IDS and (
                 value.id > mark or value.name == "out"):
             value.named(name)   # a new node, or one only named `out` by a bare expression
         env.vars[name] = value
@@ -751,14 +222,14 @@ class _Interp:
         if isinstance(iterable, (list, dict)):
             return list(iterable)
         raise RASPTypeError(f"{what} needs a list or dict to iterate over, got "
-                            f"{_tname(iterable)}")
+                            f"{describe_value(iterable)}")
 
     def _bind_iter(self, env, names, item, mark):
         if len(names) == 1:
             self._bind(env, names[0], item, mark)
             return
         if not isinstance(item, list) or len(item) != len(names):
-            raise RASPTypeError(f"cannot unpack {_tname(item)} into {len(names)} names")
+            raise RASPTypeError(f"cannot unpack {describe_value(item)} into {len(names)} names")
         for n, v in zip(names, item):
             self._bind(env, n, v, mark)
 
@@ -839,8 +310,8 @@ class _Interp:
             return out
         for pair in t.children[0].children:
             k = self.ev(pair.children[0], env, ctx)
-            if not _is_atom(k):
-                raise RASPTypeError(f"dict keys must be atoms, got {_tname(k)}",
+            if not is_atom(k):
+                raise RASPTypeError(f"dict keys must be atoms, got {describe_value(k)}",
                                     _span(ctx, pair.children[0]))
             out[k] = self.ev(pair.children[1], env, ctx)
         return out
@@ -861,8 +332,8 @@ class _Interp:
                 res_l.append(self.ev(t.children[0], scope, ctx))
             else:
                 k = self.ev(t.children[0], scope, ctx)
-                if not _is_atom(k):
-                    raise RASPTypeError(f"dict keys must be atoms, got {_tname(k)}")
+                if not is_atom(k):
+                    raise RASPTypeError(f"dict keys must be atoms, got {describe_value(k)}")
                 res_d[k] = self.ev(t.children[1], scope, ctx)
         return res_l if kind == "list" else res_d
 
@@ -873,21 +344,21 @@ class _Interp:
         return self._comp(t, env, ctx, "dict")
 
     def e_not_(self, t, env, ctx):
-        return _unop("not", self.ev(t.children[0], env, ctx))
+        return unop("not", self.ev(t.children[0], env, ctx))
 
     def e_neg(self, t, env, ctx):
-        return _unop("neg", self.ev(t.children[0], env, ctx))
+        return unop("neg", self.ev(t.children[0], env, ctx))
 
     def e_pos(self, t, env, ctx):
-        return _unop("pos", self.ev(t.children[0], env, ctx))
+        return unop("pos", self.ev(t.children[0], env, ctx))
 
     def e_ternary(self, t, env, ctx):
         cond = self.ev(t.children[1], env, ctx)
         if isinstance(cond, SOp):
             a = self.ev(t.children[0], env, ctx)
             b = self.ev(t.children[2], env, ctx)
-            a = _need_sop_or_atom(a, "the value of a ternary on an s-op")
-            b = _need_sop_or_atom(b, "the value of a ternary on an s-op")
+            a = need_sop_or_atom(a, "the value of a ternary on an s-op")
+            b = need_sop_or_atom(b, "the value of a ternary on an s-op")
             return SequenceMap(Elementwise("ternary"), (cond, a, b))
         if isinstance(cond, Selector):
             raise RASPTypeError("a ternary condition cannot be a selector")
@@ -900,16 +371,16 @@ class _Interp:
         c = self.ev(t.children[1], env, ctx)
         if isinstance(x, SOp):
             if isinstance(c, (list, dict)) or (isinstance(c, str) and not isinstance(c, SelOp)):
-                if isinstance(c, (list, dict)) and not all(_is_atom(v) for v in c):
+                if isinstance(c, (list, dict)) and not all(is_atom(v) for v in c):
                     raise RASPTypeError("'s-op in X' needs X to hold atoms only")
                 return Map(Elementwise("in", container=c), x)
-            raise RASPTypeError(f"'s-op in X' needs a list, dict or string X, got {_tname(c)}")
-        if _is_atom(x):
+            raise RASPTypeError(f"'s-op in X' needs a list, dict or string X, got {describe_value(c)}")
+        if is_atom(x):
             if isinstance(c, (list, dict)):
                 return x in c
             if isinstance(c, str) and not isinstance(c, SelOp):
                 if not isinstance(x, str):
-                    raise RASPTypeError(f"'{_short(x)} in string' needs a string")
+                    raise RASPTypeError(f"'{short_value(x)} in string' needs a string")
                 return x in c
             if isinstance(c, SOp):
                 seen = Aggregate(Select(ir.indices, ir.indices, "TRUE"),
@@ -917,8 +388,8 @@ class _Interp:
                                      Map(Elementwise("eq", const=x, const_side="right"), c)))
                 return Map(Elementwise("gt", const=0, const_side="right"), seen)
             raise RASPTypeError(f"'atom in X' needs a list, dict, string or s-op X, got "
-                                f"{_tname(c)}")
-        raise RASPTypeError(f"'A in X' needs A to be an s-op or an atom, got {_tname(x)}")
+                                f"{describe_value(c)}")
+        raise RASPTypeError(f"'A in X' needs A to be an s-op or an atom, got {describe_value(x)}")
 
     def e_index(self, t, env, ctx):
         x = self.ev(t.children[0], env, ctx)
@@ -928,25 +399,25 @@ class _Interp:
             if isinstance(i, SOp):
                 return Map(Elementwise("lookup", container=x), i)
             if not isinstance(i, int) or isinstance(i, bool):
-                raise RASPTypeError(f"index into a {what} must be an int, got {_tname(i)}")
+                raise RASPTypeError(f"index into a {what} must be an int, got {describe_value(i)}")
             if i >= len(x) or -i > len(x):
                 raise RASPValueError(f"index {i} out of range for a {what} of length {len(x)}")
             return x[i]
         if isinstance(x, dict):
             if isinstance(i, SOp):
                 return Map(Elementwise("lookup", container=x), i)
-            if not _is_atom(i):
-                raise RASPTypeError(f"index into a dict must be an atom, got {_tname(i)}")
+            if not is_atom(i):
+                raise RASPTypeError(f"index into a dict must be an atom, got {describe_value(i)}")
             if i not in x:
-                raise RASPValueError(f"key {_short(i)} not in the dict")
+                raise RASPValueError(f"key {short_value(i)} not in the dict")
             return x[i]
         if isinstance(x, SOp):
             if not isinstance(i, int) or isinstance(i, bool):
-                raise RASPTypeError(f"index into an s-op must be an int, got {_tname(i)}")
+                raise RASPTypeError(f"index into an s-op must be an int, got {describe_value(i)}")
             target = Full(i) if i >= 0 else Map(
                 Elementwise("add", const=i, const_side="right"), ir.length)
             return Aggregate(Select(ir.indices, target, "=="), x)
-        raise RASPTypeError(f"can only index a list, dict, string or s-op, not {_tname(x)}")
+        raise RASPTypeError(f"can only index a list, dict, string or s-op, not {describe_value(x)}")
 
     def e_call(self, t, env, ctx):
         fn = self.ev(t.children[0], env, ctx)
@@ -970,9 +441,9 @@ class _Interp:
                 raise
         if isinstance(fn, Node):
             if len(args) != 1:
-                raise RASPTypeError(f"applying {_tname(fn)} takes one input, got {len(args)}")
+                raise RASPTypeError(f"applying {describe_value(fn)} takes one input, got {len(args)}")
             return apply_to_input(fn, args[0])
-        raise RASPTypeError(f"{_tname(fn)} is not callable")
+        raise RASPTypeError(f"{describe_value(fn)} is not callable")
 
     def call(self, fn: RASPFunction, args: list) -> Any:
         n_max = len(fn.params)
@@ -986,7 +457,7 @@ class _Interp:
             if isinstance(a, SelOp):
                 raise RASPTypeError(f"a bare comparison {str(a)} can only be passed to select "
                                     f'or kqv; write it as a string ("{str(a)}")')
-        if self.depth >= _MAX_CALL_DEPTH:
+        if self.depth >= limits.MAX_CALL_DEPTH:
             raise RASPValueError(f"calls nested too deeply in {fn.name} (recursion is not "
                                  "supported in RASP)")
         mark = _mark()
@@ -1004,7 +475,7 @@ class _Interp:
             self.depth -= 1
         res = rets[0] if len(rets) == 1 else rets
         if isinstance(res, Node) and res.id > mark and res.name is None:
-            res.named(f"{fn.name}({', '.join(_short(a, 20) for a in args)})")
+            res.named(f"{fn.name}({', '.join(short_value(a, 20) for a in args)})")
         return res
 
 
@@ -1012,13 +483,13 @@ def _binary_method(op: str):
     def method(self, t, env, ctx):
         a = self.ev(t.children[0], env, ctx)
         b = self.ev(t.children[1], env, ctx)
-        return _binop(op, a, b)
+        return binop(op, a, b)
     method.__name__ = f"e_{op}"
     return method
 
 
 # e_add, e_sub, ..., e_and_, e_or_ (the grammar's aliases for binary operators)
-for _op in _SYM:
+for _op in ops.BINARY_OPS:
     setattr(_Interp, f"e_{_op}_" if _op in ("and", "or") else f"e_{_op}", _binary_method(_op))
 
 
@@ -1034,13 +505,12 @@ def apply_to_input(node: Node, inp: Any) -> list:
     """Evaluate an s-op (or selector) on one input (a string of characters or a list of atoms),
     as the original REPL's ``sop("hello")``: a list of values (s-op) or a ``[query][key]`` list
     of bools (selector)."""
-    from .interpreter import evaluate
     if isinstance(inp, str) and not isinstance(inp, SelOp):
         seq = list(inp)
-    elif isinstance(inp, list) and all(_is_atom(v) for v in inp):
+    elif isinstance(inp, list) and all(is_atom(v) for v in inp):
         seq = list(inp)
     else:
-        raise RASPTypeError(f"an s-op applies to a string or a list of atoms, got {_tname(inp)}")
+        raise RASPTypeError(f"an s-op applies to a string or a list of atoms, got {describe_value(inp)}")
     if not seq:
         raise RASPValueError("cannot apply an s-op to an empty input")
     arr = evaluate(node, [seq])
@@ -1080,9 +550,9 @@ _BASES: dict[bool, Environment] = {}
 
 def _builtins_env() -> Environment:
     env = Environment(None, name="builtins")
-    for k, (fn, doc) in _BUILTINS.items():
+    for k, (fn, doc) in BUILTINS.items():
         env.vars[k] = Builtin(k, fn, doc)
-    env.vars.update(_CONSTANTS)
+    env.vars.update(CONSTANTS)
     env.vars["tokens"] = ir.tokens
     return env
 

@@ -74,13 +74,13 @@ def token_values(vocab: Iterable[Any], conversion: str) -> list:
 
     Uses the interpreter's conversion, so ``tokens_int`` of ``"3"`` is ``3``; raises
     :class:`ValueSetError` when a vocabulary item cannot be converted."""
-    from .interpreter import _convert_tokens, to_batch
+    from .interpreter import convert_tokens, to_batch
     vocab = list(vocab)
     if not vocab:
         raise ValueSetError("empty vocabulary")
     try:
         arr = to_batch([list(vocab)])
-        conv = _convert_tokens(arr, conversion)
+        conv = convert_tokens(arr, conversion)
     except RASPError as e:
         raise ValueSetError(f"cannot convert the vocabulary for tokens_{conversion}: "
                             f"{e.message}") from None
@@ -95,14 +95,14 @@ def apply_elementwise_table(fn: Callable[..., np.ndarray], columns: Sequence[Seq
     :class:`~rasp.ir.RASPError` (division by zero, failed lookup, ...) give ``(False, None)``.
     The batched call is tried first; on an error every row is evaluated on its own.
     """
-    from .interpreter import _homogeneous
+    from .ops import homogeneous_array
     n = len(columns[0]) if columns else 0
     if n == 0:
         return []
     arrays = []
     for col in columns:
         try:
-            arrays.append(_homogeneous([_py(c) for c in col])[None, :])
+            arrays.append(homogeneous_array([_py(c) for c in col])[None, :])
         except RASPError:
             arrays.append(np.array([_py(c) for c in col], dtype=object)[None, :])
     try:
@@ -124,8 +124,7 @@ def apply_elementwise_table(fn: Callable[..., np.ndarray], columns: Sequence[Seq
 
 
 def _elementwise_fn(fn: Elementwise) -> Callable[..., np.ndarray]:
-    from .interpreter import _apply
-    return lambda *arrays: _apply(fn, list(arrays))
+    return fn.apply
 
 
 def mean_values(values: Iterable[Any], max_count: int, limit: int = MAX_VALUE_SET) -> list:

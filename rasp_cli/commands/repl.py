@@ -68,7 +68,7 @@ def compile_command(repl, argtext: str) -> str:
             got = cm.run([ex])[0]
             want = repl.eval_on_example(a.value)
             same = len(got) == len(want) and values_equal(list(got), list(want))
-            from rasp.interpreter import format_sop_value
+            from rasp.display import format_sop_value
             lines.append(f"  compiled model on the example: {format_sop_value(got)} "
                          f"({'matches' if same else 'DIFFERS from'} the interpreter)")
         except RASPError as e:

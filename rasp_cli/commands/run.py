@@ -87,8 +87,10 @@ def _show_input(word: str, seq: list) -> str:
 def run_command(args) -> int:
     """Run ``args.file`` and print ``args.name`` evaluated on ``args.input``; returns 0."""
     from rasp_cli.main import UsageError
-    from rasp.interpreter import evaluate, format_selector_value, format_sop_value
-    from rasp.runtime import kind_of, run_file
+    from rasp.display import format_selector_value, format_sop_value
+    from rasp.interpreter import evaluate
+    from rasp.runtime import run_file
+    from rasp.values import kind_of
 
     if not os.path.isfile(args.file):
         raise UsageError(f"no such file: {args.file}")

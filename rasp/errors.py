@@ -1,0 +1,70 @@
+"""Errors of the dialect and source positions (re-exported by :mod:`rasp.ir`).
+
+Every error the toolkit raises derives from :class:`RASPError`; ``str(err)`` reads
+``file:line:col: message`` when the source position is known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Span", "RASPError", "RASPTypeError", "RASPValueError", "RASPNameError",
+           "RASPResourceError"]
+
+
+@dataclass(frozen=True)
+class Span:
+    """A source position: 1-based ``line`` and ``column`` of the start of an expression.
+
+    ``file`` is the file name (``"<repl>"``, ``"<string>"`` or a path); ``text`` the source text
+    of the expression (possibly truncated) for error messages.
+    """
+
+    file: str | None
+    line: int
+    column: int
+    end_line: int | None = None
+    end_column: int | None = None
+    text: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file or '<string>'}:{self.line}:{self.column}"
+
+
+class RASPError(Exception):
+    """Base error of the dialect. ``span`` (optional) locates the offending source text.
+
+    ``str(err)`` is ``file:line:col: message`` when a span is known, else the message.
+    """
+
+    def __init__(self, message: str, span: Span | None = None):
+        super().__init__(message)
+        self.message = message
+        self.span = span
+        #: statements of the same input that ran before the failing one (set by a Session)
+        self.partial_results: list = []
+
+    def __str__(self) -> str:
+        if self.span is not None:
+            loc = str(self.span)
+            extra = f"\n    {self.span.text}" if self.span.text else ""
+            return f"{loc}: {self.message}{extra}"
+        return self.message
+
+
+class RASPTypeError(RASPError):
+    """A value of the wrong type (averaging strings, mixed sequences, wrong arity, ...)."""
+
+
+class RASPValueError(RASPError):
+    """A value that is out of range or otherwise invalid."""
+
+
+class RASPNameError(RASPError):
+    """An unknown name, or an assignment to a reserved name."""
+
+
+class RASPResourceError(RASPValueError):
+    """An evaluation refused because it would exceed a documented resource limit (memory of a
+    ``[batch, query, key]`` selector, length of a string or list, size of an integer, ...).
+    The message names the limit and how to raise it (see ``docs/language.md``, "Limits")."""

@@ -1,0 +1,37 @@
+"""Resource limits of the interpreter: every growing operation is refused with a
+:class:`~rasp.errors.RASPResourceError` (naming the limit) before it exhausts memory or time.
+
+Raise a limit by assigning the module attribute (``rasp.limits.MAX_ITERATIONS = 10**7``) or, for
+the memory budget, with the environment variable ``RASP_MEMORY_BUDGET_MB``. The limits are
+listed in ``docs/language.md`` ("Limits").
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["MAX_CALL_DEPTH", "MAX_COLLECTION", "MAX_INT_BITS", "MAX_ITERATIONS",
+           "MEMORY_BUDGET_BYTES", "memory_budget_bytes"]
+
+#: Nested user-function calls (recursion is not part of RASP).
+MAX_CALL_DEPTH = 60
+
+#: Longest list or string a program may build (atoms: ``+``, ``*``, ``range``; s-op string
+#: values: ``+`` of strings), in elements / characters.
+MAX_COLLECTION = 1_000_000
+
+#: Largest integer atom a program may compute, in bits (``x = x * x`` in a loop).
+MAX_INT_BITS = 100_000
+
+#: Loop iterations plus comprehension items one statement may run (nested comprehensions over
+#: large ranges).
+MAX_ITERATIONS = 2_000_000
+
+#: Memory the interpreter may use for one batch's ``[batch, query, key]`` selector work and
+#: s-op values, in bytes (default 1 GiB; environment variable ``RASP_MEMORY_BUDGET_MB``).
+MEMORY_BUDGET_BYTES = int(float(os.environ.get("RASP_MEMORY_BUDGET_MB", "1024")) * 2 ** 20)
+
+
+def memory_budget_bytes() -> int:
+    """The current memory budget in bytes (:data:`MEMORY_BUDGET_BYTES`)."""
+    return MEMORY_BUDGET_BYTES
