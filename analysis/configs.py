@@ -30,15 +30,15 @@ MODEL_DEFAULTS: dict = {
     "d_head": 16,
     "n_heads": 4,
     "d_mlp": 256,
-    "act": "relu",
-    "normalization": "pre_ln",
-    "attn_scale": True,
-    "causal": True,
+    "act_fn": "relu",
+    "normalization_type": "LN",
+    "use_attn_scale": True,
+    "attention_dir": "causal",
     "tied_embeddings": False,
     "dropout": 0.0,
     "attn_bias": True,
     "mlp_bias": True,
-    "rope_fraction": 0.25,
+    "rotary_dim": None,         # None: model.positional.default_rotary_dim (25% of d_head)
 }
 """Model settings of the default preset (n_ctx, d_vocab and pe are set per run)."""
 

@@ -173,7 +173,8 @@ def assemble(plan: LayerPlan, space: ResidualSpace, heads: dict, mlps: dict, voc
     cfg = TransformerConfig(
         n_layers=plan.n_layers, d_model=d, d_head=D, n_heads=heads_per_layer,
         d_mlp=mlp_per_layer, d_vocab=V + 2, d_vocab_out=W_U.shape[1], n_ctx=n_ctx,
-        pe="ape_learned", act="relu", normalization="none", attn_scale=True, causal=causal,
+        pe="ape_learned", act_fn="relu", normalization_type=None, use_attn_scale=True,
+        attention_dir="causal" if causal else "bidirectional",
         tied_embeddings=False, dropout=0.0, attn_bias=False, mlp_bias=False)
     state["embed.W_E"] = torch.tensor(W_E)
     state["pos_embed.W_pos"] = torch.tensor(W_pos)

@@ -9,25 +9,99 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from model.positional import PE_NAMES
+from model.positional import (
+    PE_NAMES, PositionalEncodingError, default_rotary_dim, rotary_dim_from_fraction)
 
-__all__ = ["TransformerConfig", "TransformerConfigError"]
+__all__ = ["TransformerConfig", "TransformerConfigError", "TL_FIELDS", "TLField"]
 
 
 class TransformerConfigError(ValueError):
     """An invalid :class:`TransformerConfig` (message names the field and the allowed values)."""
 
 
+@dataclass(frozen=True)
+class TLField:
+    """One row of :data:`TL_FIELDS`: a :class:`TransformerConfig` field and its TransformerLens
+    counterpart.
+
+    ``tl_name`` is the ``HookedTransformerConfig`` field (None: TransformerLens has none);
+    ``tl_value`` says how our value becomes TransformerLens's; ``legacy`` is the field's name
+    in configs saved before it took TransformerLens's name (still read by
+    :meth:`TransformerConfig.from_dict`).
+    """
+
+    name: str
+    tl_name: str | None
+    tl_value: str
+    legacy: str | None = None
+
+
+TL_FIELDS: tuple[TLField, ...] = (
+    TLField("n_layers", "n_layers", "same"),
+    TLField("d_model", "d_model", "same"),
+    TLField("d_head", "d_head", "same"),
+    TLField("n_heads", "n_heads", "int, or per-layer list -> its maximum (missing heads are zero "
+            "weights)"),
+    TLField("d_mlp", "d_mlp", "int, or per-layer list -> its maximum (missing units are zero "
+            "weights)"),
+    TLField("d_vocab", "d_vocab", "same"),
+    TLField("d_vocab_out", "d_vocab_out", "same"),
+    TLField("n_ctx", "n_ctx", "same (TransformerLens accepts at most n_ctx positions)"),
+    TLField("pe", "positional_embedding_type",
+            "the paper's six names (Kazemnejad et al.) -> ape_learned: 'standard'; nope: "
+            "'standard' with W_pos = 0; ape_sinusoidal: 'standard' with W_pos = the sinusoid "
+            "table; rope: 'rotary' with rotary_adjacent_pairs=True; alibi: 'alibi'; t5: none "
+            "in HookedTransformer"),
+    TLField("rotary_dim", "rotary_dim", "same (rotated dimensions per head; rope only)",
+            legacy="rope_fraction"),
+    TLField("rotary_base", "rotary_base", "same", legacy="rope_base"),
+    TLField("act_fn", "act_fn", "same ('relu', 'gelu')", legacy="act"),
+    TLField("normalization_type", "normalization_type", "same ('LN' = pre-LN with w and b "
+            "before attention, MLP and unembedding; None)", legacy="normalization"),
+    TLField("use_attn_scale", "use_attn_scale", "same (divide scores by sqrt(d_head))",
+            legacy="attn_scale"),
+    TLField("attention_dir", "attention_dir", "same ('causal', 'bidirectional')",
+            legacy="causal"),
+    TLField("tied_embeddings", None, "W_U = W_E^T is written out"),
+    TLField("dropout", None, "none (inference only)"),
+    TLField("attn_bias", None, "TransformerLens always has b_Q, b_K, b_V, b_O: zeros when False"),
+    TLField("mlp_bias", None, "TransformerLens always has b_in, b_out: zeros when False"),
+    TLField("n_heads_mask", None, "folded into W_O (a silenced head writes nothing)"),
+    TLField("initializer_range", "initializer_range", "same (std of the normal init)",
+            legacy="init_std"),
+    TLField("embed_init_std", None, "none (init only)"),
+    TLField("relative_attention_num_buckets", "relative_attention_num_buckets", "same (t5 only)",
+            legacy="t5_num_buckets"),
+    TLField("relative_attention_max_distance", "relative_attention_max_distance",
+            "same (t5 only)", legacy="t5_max_distance"),
+)
+"""The one table of :class:`TransformerConfig` fields and TransformerLens's
+``HookedTransformerConfig`` fields (every field has a row; ``tests/test_transformer_model.py``
+checks it, and ``tests/test_transformer_lens.py`` checks the names against the installed
+library)."""
+
+_LEGACY = {f.legacy: f.name for f in TL_FIELDS if f.legacy}
+_LEGACY_VALUES = {"normalization_type": {"pre_ln": "LN", "none": None},
+                  "attention_dir": {True: "causal", False: "bidirectional"}}
+
+
 @dataclass
 class TransformerConfig:
     """Hyper-parameters of :class:`Transformer` (all serialisable with :meth:`to_dict`).
 
-    ``n_heads`` and ``d_mlp`` are an int (same in every layer) or a list with one entry per
-    layer; 0 removes that sublayer. ``n_ctx`` is the number of learned positions for
-    ``ape_learned`` (other encodings accept any length). ``attn_scale`` multiplies logits by
-    1/sqrt(d_head). ``causal`` masks keys after the query. ``tied_embeddings`` reuses ``W_E``
-    as the unembedding (needs ``d_vocab == d_vocab_out``). ``n_heads_mask`` (optional, list of
-    per-layer lists of 0/1) silences heads, e.g. for ablations.
+    Field names are TransformerLens's where it has the concept (table :data:`TL_FIELDS`);
+    ``pe`` keeps the paper's six names (:data:`model.positional.PE_NAMES`), which TransformerLens
+    does not all have. ``n_heads`` and ``d_mlp`` are an int (same in every layer) or a list with
+    one entry per layer; 0 removes that sublayer. ``n_ctx`` is the number of learned positions
+    for ``ape_learned`` (other encodings accept any length). ``use_attn_scale`` divides scores by
+    sqrt(d_head). ``attention_dir`` ``"causal"`` masks keys after the query,
+    ``"bidirectional"`` does not. ``rotary_dim`` (``pe="rope"`` only) is the number of rotated
+    dimensions per head, even, 2..d_head; None means the default
+    (:func:`model.positional.default_rotary_dim`, 25% of d_head as Kazemnejad et al.).
+    ``normalization_type`` is ``"LN"`` (pre-LN) or None. ``tied_embeddings`` reuses ``W_E`` as
+    the unembedding (needs ``d_vocab == d_vocab_out``). ``n_heads_mask`` (optional, list of
+    per-layer lists of 0/1) silences heads, e.g. for ablations. Raises
+    :class:`TransformerConfigError` for an invalid value.
     """
 
     n_layers: int = 2
@@ -39,25 +113,27 @@ class TransformerConfig:
     d_vocab_out: int | None = None
     n_ctx: int = 128
     pe: str = "nope"
-    rope_fraction: float = 0.25
-    rope_base: float = 10000.0
-    act: str = "relu"
-    normalization: str = "pre_ln"
-    attn_scale: bool = True
-    causal: bool = True
+    rotary_dim: int | None = None
+    rotary_base: float = 10000.0
+    act_fn: str = "relu"
+    normalization_type: str | None = "LN"
+    use_attn_scale: bool = True
+    attention_dir: str = "causal"
     tied_embeddings: bool = False
     dropout: float = 0.0
     attn_bias: bool = True
     mlp_bias: bool = True
     n_heads_mask: list | None = None
-    init_std: float = 0.02
+    initializer_range: float = 0.02
     embed_init_std: float | None = None
-    t5_num_buckets: int = 32
-    t5_max_distance: int = 128
+    relative_attention_num_buckets: int = 32
+    relative_attention_max_distance: int = 128
 
     def __post_init__(self):
         if self.d_vocab_out is None:
             self.d_vocab_out = self.d_vocab
+        if self.pe == "rope" and self.rotary_dim is None and isinstance(self.d_head, int):
+            self.rotary_dim = default_rotary_dim(self.d_head)
         self.validate()
 
     # -- per-layer views ------------------------------------------------------------------
@@ -80,10 +156,13 @@ class TransformerConfig:
             raise TransformerConfigError(msg)
         if self.pe not in PE_NAMES:
             bad(f"pe must be one of {', '.join(PE_NAMES)}, got {self.pe!r}")
-        if self.act not in ("relu", "gelu"):
-            bad(f"act must be 'relu' or 'gelu', got {self.act!r}")
-        if self.normalization not in ("none", "pre_ln"):
-            bad(f"normalization must be 'none' or 'pre_ln', got {self.normalization!r}")
+        if self.act_fn not in ("relu", "gelu"):
+            bad(f"act_fn must be 'relu' or 'gelu', got {self.act_fn!r}")
+        if self.normalization_type not in ("LN", None):
+            bad(f"normalization_type must be 'LN' or None, got {self.normalization_type!r}")
+        if self.attention_dir not in ("causal", "bidirectional"):
+            bad(f"attention_dir must be 'causal' or 'bidirectional', got "
+                f"{self.attention_dir!r}")
         for name in ("n_layers", "d_model", "d_head", "d_vocab", "d_vocab_out", "n_ctx"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "n_layers"
@@ -103,8 +182,10 @@ class TransformerConfig:
         if self.pe == "rope":
             if self.d_head < 2:
                 bad("rope needs d_head >= 2")
-            if not 0.0 < self.rope_fraction <= 1.0:
-                bad(f"rope_fraction must be in (0, 1], got {self.rope_fraction}")
+            r = self.rotary_dim
+            if (not isinstance(r, int) or isinstance(r, bool) or r < 2 or r > self.d_head
+                    or r % 2):
+                bad(f"rotary_dim must be an even int in 2..d_head={self.d_head}, got {r!r}")
         if self.pe == "ape_sinusoidal" and self.d_model < 2:
             bad("ape_sinusoidal needs d_model >= 2")
         if self.n_heads_mask is not None:
@@ -122,7 +203,26 @@ class TransformerConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "TransformerConfig":
-        """Inverse of :meth:`to_dict`; unknown keys raise TransformerConfigError."""
+        """Inverse of :meth:`to_dict`; unknown keys raise TransformerConfigError.
+
+        Configs saved before the fields took TransformerLens's names load too (the ``legacy``
+        column of :data:`TL_FIELDS`: ``rope_fraction`` becomes ``rotary_dim`` =
+        :func:`model.positional.rotary_dim_from_fraction`, ``normalization`` ``"pre_ln"`` /
+        ``"none"`` becomes ``"LN"`` / None, ``causal`` True / False becomes ``attention_dir``).
+        """
+        d = dict(d)
+        fraction = d.pop("rope_fraction", None)
+        for old, new in _LEGACY.items():
+            if old in d and new not in d:
+                v = d.pop(old)
+                d[new] = _LEGACY_VALUES.get(new, {}).get(v, v)
+        if fraction is not None and "rotary_dim" not in d:
+            if d.get("pe") == "rope":
+                try:
+                    d["rotary_dim"] = rotary_dim_from_fraction(int(d.get("d_head", 16)),
+                                                               float(fraction))
+                except (PositionalEncodingError, TypeError, ValueError) as e:
+                    raise TransformerConfigError(f"bad rope_fraction: {e}") from None
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - names
         if unknown:

@@ -17,7 +17,7 @@ Generalization in Transformers", arXiv 2305.19466) and its implementation:
                     2^(-8/H * h), h = 1..H, with the standard interleaving when H is not a
                     power of two.
 ``rope``            rotary embedding of q and k (Su et al. 2021), base 10000, applied to the
-                    first ``fraction`` of each head's dimensions (GPT-J style, interleaved
+                    first ``rotary_dim`` of each head's dimensions (GPT-J style, interleaved
                     pairs); the paper rotated 25%.
 ==================  ======================================================================
 
@@ -163,12 +163,25 @@ def alibi_bias(n_heads: int, q_len: int, k_len: int, q_offset: int = 0,
 # Rotary
 # --------------------------------------------------------------------------------------------
 
-def rotary_dim(d_head: int, fraction: float) -> int:
-    """Number of rotated dimensions: ``int(d_head * fraction)`` rounded down to even (>= 2)."""
+DEFAULT_ROTARY_FRACTION = 0.25
+"""Share of each head's dimensions rotated when ``rotary_dim`` is not given (Kazemnejad et al.
+2023 rotated 25%, GPT-J style)."""
+
+
+def rotary_dim_from_fraction(d_head: int, fraction: float) -> int:
+    """Rotated dimensions for a share of ``d_head``: ``int(d_head * fraction)`` rounded down to
+    even, at least 2. Raises PositionalEncodingError unless 0 < fraction <= 1. (Configs saved
+    before ``rotary_dim`` existed stored ``rope_fraction``; this converts them.)"""
     if not 0.0 < fraction <= 1.0:
         raise PositionalEncodingError(f"rope_fraction must be in (0, 1], got {fraction}")
     r = int(d_head * fraction) // 2 * 2
     return max(2, min(r, d_head // 2 * 2))
+
+
+def default_rotary_dim(d_head: int) -> int:
+    """``rotary_dim`` when a config does not set it: :data:`DEFAULT_ROTARY_FRACTION` of
+    ``d_head`` (16 -> 4)."""
+    return rotary_dim_from_fraction(d_head, DEFAULT_ROTARY_FRACTION)
 
 
 def apply_rotary(x: torch.Tensor, positions: torch.Tensor, rot_dim: int,

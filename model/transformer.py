@@ -6,27 +6,44 @@ compiler can write weights by name and probing tools read them the same way::
     embed.W_E               [d_vocab, d_model]
     pos_embed.W_pos         [n_ctx, d_model]                (pe = "ape_learned" only)
     t5_bias.rel_bias.weight [32, max_heads]                 (pe = "t5" only; shared by layers)
-    blocks.{l}.ln1.w / .b   [d_model]                       (normalization = "pre_ln" only)
+    blocks.{l}.ln1.w / .b   [d_model]                       (normalization_type "LN" only)
     blocks.{l}.attn.W_Q/W_K/W_V [n_heads_l, d_model, d_head]
     blocks.{l}.attn.b_Q/b_K/b_V [n_heads_l, d_head]         (attn_bias only)
     blocks.{l}.attn.W_O     [n_heads_l, d_head, d_model]
     blocks.{l}.attn.b_O     [d_model]                       (attn_bias only)
-    blocks.{l}.ln2.w / .b   [d_model]                       (pre_ln only)
+    blocks.{l}.ln2.w / .b   [d_model]                       ("LN" only)
     blocks.{l}.mlp.W_in     [d_model, d_mlp_l]
     blocks.{l}.mlp.b_in     [d_mlp_l]                       (mlp_bias only)
     blocks.{l}.mlp.W_out    [d_mlp_l, d_model]
     blocks.{l}.mlp.b_out    [d_model]                       (mlp_bias only)
-    ln_final.w / .b         [d_model]                       (pre_ln only)
+    ln_final.w / .b         [d_model]                       ("LN" only)
     unembed.W_U             [d_model, d_vocab_out]          (absent when tied_embeddings)
     unembed.b_U             [d_vocab_out]
 
 A layer with 0 heads has no attention sublayer (``blocks.{l}.attn`` is None) and a layer with
-``d_mlp_l = 0`` has no MLP. Hook points (TransformerLens names, identity modules, so observing
-never changes the forward pass): ``hook_embed``, ``hook_pos_embed``, ``blocks.{l}.hook_resid_pre``,
-``blocks.{l}.attn.hook_attn_scores`` ``[batch, head, query, key]`` (pre-softmax, masked),
-``blocks.{l}.attn.hook_pattern`` ``[batch, head, query, key]`` (probabilities),
-``blocks.{l}.hook_attn_out``, ``blocks.{l}.hook_resid_mid``, ``blocks.{l}.hook_mlp_out``,
-``blocks.{l}.hook_resid_post`` (all ``[batch, seq, d_model]``), ``ln_final.hook_normalized``.
+``d_mlp_l = 0`` has no MLP.
+
+Hook points have TransformerLens's names and layouts; they are identity modules, so observing
+never changes the forward pass (``pos`` = query position; ``head`` = the layer's heads)::
+
+    hook_embed                      [batch, pos, d_model]
+    hook_pos_embed                  [batch, pos, d_model]    (ape_learned, ape_sinusoidal)
+    blocks.{l}.hook_resid_pre       [batch, pos, d_model]
+    blocks.{l}.ln1.hook_normalized  [batch, pos, d_model]    (normalization_type "LN")
+    blocks.{l}.attn.hook_q / hook_k / hook_v   [batch, pos, head, d_head]
+    blocks.{l}.attn.hook_rot_q / hook_rot_k    [batch, pos, head, d_head]   (rope)
+    blocks.{l}.attn.hook_attn_scores [batch, head, query, key] (scaled, biased, masked -inf)
+    blocks.{l}.attn.hook_pattern    [batch, head, query, key] (softmax probabilities)
+    blocks.{l}.attn.hook_z          [batch, pos, head, d_head]
+    blocks.{l}.hook_attn_out        [batch, pos, d_model]
+    blocks.{l}.hook_resid_mid       [batch, pos, d_model]
+    blocks.{l}.ln2.hook_normalized  [batch, pos, d_model]    (normalization_type "LN")
+    blocks.{l}.mlp.hook_pre / hook_post        [batch, pos, d_mlp_l]
+    blocks.{l}.hook_mlp_out         [batch, pos, d_model]
+    blocks.{l}.hook_resid_post      [batch, pos, d_model]
+    ln_final.hook_normalized        [batch, pos, d_model]    (normalization_type "LN")
+
+The hooks of an absent sublayer are not called.
 
 The config is :class:`model.config.TransformerConfig`; weights are stored with safetensors only
 (:func:`model.io.save_safetensors`, :func:`model.io.load_safetensors`).
@@ -42,8 +59,7 @@ from torch import nn
 
 from model.config import TransformerConfig
 from model.positional import (
-    PositionalEncodingError, T5RelativeBias, alibi_bias, apply_rotary, rotary_dim,
-    sinusoidal_table)
+    PositionalEncodingError, T5RelativeBias, alibi_bias, apply_rotary, sinusoidal_table)
 
 __all__ = ["Transformer", "HookPoint", "ContextLengthError"]
 
@@ -96,7 +112,7 @@ class LayerNorm(nn.Module):
         super().__init__()
         self.w = nn.Parameter(torch.ones(d_model))
         self.b = nn.Parameter(torch.zeros(d_model))
-        self.hook_normalized = HookPoint()
+        self.hook_normalized = HookPoint()  # [batch, pos, d_model]
 
     def forward(self, x):
         return self.hook_normalized(F.layer_norm(x, x.shape[-1:], self.w, self.b, 1e-5))
@@ -118,47 +134,56 @@ class Attention(nn.Module):
                 setattr(self, n, nn.Parameter(torch.zeros(H, dh)))
             self.b_O = nn.Parameter(torch.zeros(d))
         if cfg.pe == "rope":
-            self.rot_dim = rotary_dim(dh, cfg.rope_fraction)
+            self.rot_dim = cfg.rotary_dim
         mask = cfg.n_heads_mask[layer] if cfg.n_heads_mask is not None else None
         self.register_buffer("head_mask", None if mask is None
                              else torch.tensor(mask, dtype=torch.float32), persistent=False)
-        self.hook_attn_scores = HookPoint()
-        self.hook_pattern = HookPoint()
-        self.hook_z = HookPoint()
+        self.hook_q = HookPoint()            # [batch, pos, head, d_head] (before rotary)
+        self.hook_k = HookPoint()            # [batch, pos, head, d_head] (before rotary)
+        self.hook_v = HookPoint()            # [batch, pos, head, d_head]
+        self.hook_rot_q = HookPoint()        # [batch, pos, head, d_head] (pe="rope" only)
+        self.hook_rot_k = HookPoint()        # [batch, pos, head, d_head] (pe="rope" only)
+        self.hook_attn_scores = HookPoint()  # [batch, head, query, key] (scaled, biased, masked)
+        self.hook_pattern = HookPoint()      # [batch, head, query, key] (probabilities)
+        self.hook_z = HookPoint()            # [batch, pos, head, d_head] (pattern @ v)
         self.attn_dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x, positions, rel_bias=None):
         """``x [batch, seq, d_model]``, ``positions [batch, seq]`` absolute positions,
-        ``rel_bias [head, q, k]`` or None. Returns ``[batch, seq, d_model]``."""
+        ``rel_bias [head, q, k]`` or None. Returns ``[batch, seq, d_model]``.
+
+        Activations are laid out as in TransformerLens: q, k, v and z ``[batch, pos, head,
+        d_head]``, scores and pattern ``[batch, head, query, key]``. A head silenced by
+        ``n_heads_mask`` still shows its ``z``; it writes nothing to the residual stream.
+        """
         cfg = self.cfg
-        q = torch.einsum("bsd,hde->bhse", x, self.W_Q)
-        k = torch.einsum("bsd,hde->bhse", x, self.W_K)
-        v = torch.einsum("bsd,hde->bhse", x, self.W_V)
+        q = torch.einsum("bsd,hde->bshe", x, self.W_Q)
+        k = torch.einsum("bsd,hde->bshe", x, self.W_K)
+        v = torch.einsum("bsd,hde->bshe", x, self.W_V)
         if cfg.attn_bias:
-            q = q + self.b_Q[None, :, None, :]
-            k = k + self.b_K[None, :, None, :]
-            v = v + self.b_V[None, :, None, :]
+            q, k, v = q + self.b_Q, k + self.b_K, v + self.b_V
+        q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
         if cfg.pe == "rope":
-            q = apply_rotary(q, positions, self.rot_dim, cfg.rope_base)
-            k = apply_rotary(k, positions, self.rot_dim, cfg.rope_base)
-        scores = q @ k.transpose(-1, -2)  # [batch, head, q, k]
-        if cfg.attn_scale:
+            q = self.hook_rot_q(apply_rotary(q.transpose(1, 2), positions, self.rot_dim,
+                                             cfg.rotary_base).transpose(1, 2))
+            k = self.hook_rot_k(apply_rotary(k.transpose(1, 2), positions, self.rot_dim,
+                                             cfg.rotary_base).transpose(1, 2))
+        scores = torch.einsum("bqhe,bkhe->bhqk", q, k)
+        if cfg.use_attn_scale:
             scores = scores / math.sqrt(cfg.d_head)
         seq = x.shape[1]
         if cfg.pe == "t5":
             scores = scores + rel_bias[: self.n_heads][None]
         elif cfg.pe == "alibi":
             scores = scores + alibi_bias(self.n_heads, seq, seq, device=x.device)[None]
-        if cfg.causal:
+        if cfg.attention_dir == "causal":
             future = torch.ones(seq, seq, dtype=torch.bool, device=x.device).triu(1)
             scores = scores.masked_fill(future, float("-inf"))
         scores = self.hook_attn_scores(scores)
         pattern = self.hook_pattern(torch.softmax(scores, dim=-1))
-        z = self.attn_dropout(pattern) @ v  # [batch, head, seq, d_head]
-        if self.head_mask is not None:
-            z = z * self.head_mask[None, :, None, None]
-        z = self.hook_z(z)
-        out = torch.einsum("bhse,hed->bsd", z, self.W_O)
+        z = self.hook_z(torch.einsum("bhqk,bkhe->bqhe", self.attn_dropout(pattern), v))
+        W_O = self.W_O if self.head_mask is None else self.W_O * self.head_mask[:, None, None]
+        out = torch.einsum("bshe,hed->bsd", z, W_O)
         if cfg.attn_bias:
             out = out + self.b_O
         return out
@@ -176,13 +201,16 @@ class MLP(nn.Module):
         if cfg.mlp_bias:
             self.b_in = nn.Parameter(torch.zeros(w))
             self.b_out = nn.Parameter(torch.zeros(cfg.d_model))
-        self.hook_post = HookPoint()
+        self.hook_pre = HookPoint()   # [batch, pos, d_mlp] (before the activation)
+        self.hook_post = HookPoint()  # [batch, pos, d_mlp] (after the activation)
 
     def forward(self, x):
+        """``x [batch, pos, d_model]`` -> ``[batch, pos, d_model]``."""
         h = x @ self.W_in
         if self.cfg.mlp_bias:
             h = h + self.b_in
-        h = self.hook_post(F.relu(h) if self.cfg.act == "relu" else F.gelu(h))
+        h = self.hook_pre(h)
+        h = self.hook_post(F.relu(h) if self.cfg.act_fn == "relu" else F.gelu(h))
         out = h @ self.W_out
         if self.cfg.mlp_bias:
             out = out + self.b_out
@@ -194,18 +222,18 @@ class Block(nn.Module):
 
     def __init__(self, cfg: TransformerConfig, layer: int):
         super().__init__()
-        pre_ln = cfg.normalization == "pre_ln"
+        pre_ln = cfg.normalization_type == "LN"
         has_attn, has_mlp = cfg.heads(layer) > 0, cfg.mlp_width(layer) > 0
         self.ln1 = LayerNorm(cfg.d_model) if pre_ln and has_attn else None
         self.attn = Attention(cfg, layer) if has_attn else None
         self.ln2 = LayerNorm(cfg.d_model) if pre_ln and has_mlp else None
         self.mlp = MLP(cfg, layer) if has_mlp else None
         self.drop = nn.Dropout(cfg.dropout)
-        self.hook_resid_pre = HookPoint()
-        self.hook_attn_out = HookPoint()
-        self.hook_resid_mid = HookPoint()
-        self.hook_mlp_out = HookPoint()
-        self.hook_resid_post = HookPoint()
+        self.hook_resid_pre = HookPoint()   # [batch, pos, d_model]
+        self.hook_attn_out = HookPoint()    # [batch, pos, d_model] (layers with heads only)
+        self.hook_resid_mid = HookPoint()   # [batch, pos, d_model]
+        self.hook_mlp_out = HookPoint()     # [batch, pos, d_model] (layers with an MLP only)
+        self.hook_resid_post = HookPoint()  # [batch, pos, d_model]
 
     def forward(self, x, positions, rel_bias=None):
         x = self.hook_resid_pre(x)
@@ -247,13 +275,13 @@ class Transformer(nn.Module):
         self.cfg = config
         cfg = config
         self.embed = Embed(cfg)
-        self.hook_embed = HookPoint()
+        self.hook_embed = HookPoint()      # [batch, pos, d_model]
         self.pos_embed = PosEmbed(cfg) if cfg.pe == "ape_learned" else None
-        self.hook_pos_embed = HookPoint()
-        self.t5_bias = (T5RelativeBias(max(cfg.max_heads, 1), cfg.t5_num_buckets,
-                                       cfg.t5_max_distance) if cfg.pe == "t5" else None)
+        self.hook_pos_embed = HookPoint()  # [batch, pos, d_model] (ape_learned, ape_sinusoidal)
+        self.t5_bias = (T5RelativeBias(max(cfg.max_heads, 1), cfg.relative_attention_num_buckets,
+                                       cfg.relative_attention_max_distance) if cfg.pe == "t5" else None)
         self.blocks = nn.ModuleList(Block(cfg, l) for l in range(cfg.n_layers))
-        self.ln_final = LayerNorm(cfg.d_model) if cfg.normalization == "pre_ln" else None
+        self.ln_final = LayerNorm(cfg.d_model) if cfg.normalization_type == "LN" else None
         self.unembed = Unembed(cfg)
         self.drop = nn.Dropout(cfg.dropout)
         self.reset_parameters()
@@ -268,7 +296,7 @@ class Transformer(nn.Module):
         gen = None
         if seed is not None:
             gen = torch.Generator().manual_seed(seed)
-        std = self.cfg.init_std
+        std = self.cfg.initializer_range
         proj_std = std / math.sqrt(2 * max(self.cfg.n_layers, 1))
         embed_std = std if self.cfg.embed_init_std is None else self.cfg.embed_init_std
         for name, p in self.named_parameters():

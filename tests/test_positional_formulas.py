@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from model.positional import (
-    PositionalEncodingError, alibi_bias, alibi_slopes, apply_rotary, check_pe, rotary_dim,
+    PositionalEncodingError, alibi_bias, alibi_slopes, apply_rotary, check_pe,
+    default_rotary_dim, rotary_dim_from_fraction,
     sinusoidal_table, t5_bucket)
 from model import Transformer, TransformerConfig
 
@@ -59,8 +60,8 @@ def test_rope_dot_product_depends_only_on_offset():
     torch.manual_seed(0)
     q = torch.randn(1, 1, 1, 16)
     k = torch.randn(1, 1, 1, 16)
-    r = rotary_dim(16, 0.25)
-    assert r == 4
+    r = default_rotary_dim(16)
+    assert r == 4  # 25% of d_head, as Kazemnejad et al.
 
     def dot(m, n):
         qm = apply_rotary(q, torch.tensor([m]), r)
@@ -78,9 +79,9 @@ def test_rope_dot_product_depends_only_on_offset():
 
 
 def test_rope_full_fraction_rotates_everything():
-    assert rotary_dim(16, 1.0) == 16
+    assert rotary_dim_from_fraction(16, 1.0) == 16
     with pytest.raises(PositionalEncodingError):
-        rotary_dim(16, 0.0)
+        rotary_dim_from_fraction(16, 0.0)
 
 
 def test_nope_has_no_positional_parameters_and_is_permutation_equivariant_without_mask():
@@ -90,7 +91,7 @@ def test_nope_has_no_positional_parameters_and_is_permutation_equivariant_withou
     names = [n for n, _ in m.named_parameters()]
     assert not any("pos" in n or "t5" in n or "rel" in n for n in names)
     # a bidirectional NoPE model is permutation equivariant (nothing positional at all)
-    m2 = Transformer(cfg.replace(causal=False)).eval()
+    m2 = Transformer(cfg.replace(attention_dir="bidirectional")).eval()
     x = torch.tensor([[1, 2, 3, 4, 5, 6]])
     perm = torch.tensor([3, 0, 5, 1, 4, 2])
     assert torch.allclose(m2(x)[:, perm], m2(x[:, perm]), atol=1e-5)

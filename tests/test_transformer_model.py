@@ -1,12 +1,15 @@
-"""The shared Transformer: shapes and names (contract D), hooks, save/load, bad input."""
+"""The shared Transformer: shapes and names (TransformerLens), hooks, save/load, bad input."""
 
 import numpy as np
 import pytest
 import torch
 
+import dataclasses
+
 from model import (
     PE_NAMES, ContextLengthError, Transformer, TransformerConfig, TransformerConfigError,
     load_safetensors, save_safetensors)
+from model.config import TL_FIELDS
 
 
 def small(pe="nope", **kw):
@@ -39,7 +42,7 @@ def test_parameter_names_and_shapes_follow_transformerlens():
 
 
 def test_compiled_style_config_has_no_biases_and_no_layernorm():
-    m = small("ape_learned", normalization="none", attn_bias=False, mlp_bias=False)
+    m = small("ape_learned", normalization_type=None, attn_bias=False, mlp_bias=False)
     names = [n for n, _ in m.named_parameters()]
     assert not any((".b_" in n and n != "unembed.b_U") or "ln" in n for n in names)
     assert "unembed.b_U" in names
@@ -144,7 +147,7 @@ def test_head_mask_silences_a_head():
 
 
 def test_float64_model_round_trips_in_float64(tmp_path):
-    m = small("ape_learned", normalization="none", attn_bias=False, mlp_bias=False).double()
+    m = small("ape_learned", normalization_type=None, attn_bias=False, mlp_bias=False).double()
     save_safetensors(m, tmp_path / "d.safetensors")
     m2 = load_safetensors(tmp_path / "d.safetensors")
     assert m2.embed.W_E.dtype == torch.float64
@@ -155,3 +158,98 @@ def test_embed_init_std_sets_token_embedding_scale_only():
     m = small(d_vocab=200, embed_init_std=1.0)
     assert 0.9 < float(m.embed.W_E.detach().std()) < 1.1
     assert float(m.blocks[0].attn.W_Q.detach().std()) < 0.05
+
+
+def test_hook_z_has_transformerlens_layout_batch_pos_head_d_head():
+    # distinct sizes so no two axes can be confused: batch 2, pos 7, head 3, d_head 5
+    torch.manual_seed(0)
+    m = small("rope", d_head=6, n_heads=3, d_model=30, normalization_type=None).double().eval()
+    x = torch.randint(0, 11, (2, 7))
+    _, cache = m.run_with_cache(x)
+    z = cache["blocks.1.attn.hook_z"]
+    assert z.shape == (2, 7, 3, 6)
+    for name in ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k"):
+        assert cache[f"blocks.1.attn.{name}"].shape == (2, 7, 3, 6), name
+    attn = m.blocks[1].attn
+    # independent truth 1: z[b, p, h] = sum_k pattern[b, h, p, k] * v[b, k, h], with v computed
+    # here from the layer's input and W_V (no hook of the model involved beyond the pattern)
+    resid = cache["blocks.1.hook_resid_pre"]
+    v = torch.stack([resid @ attn.W_V[h] + attn.b_V[h] for h in range(3)], dim=2)
+    pat = cache["blocks.1.attn.hook_pattern"]
+    for b in range(2):
+        for p in range(7):
+            for h in range(3):
+                want = (pat[b, h, p, :, None] * v[b, :, h]).sum(0)
+                assert torch.allclose(z[b, p, h], want, atol=1e-12)
+    # independent truth 2: the attention output is sum_h z[:, :, h] @ W_O[h] + b_O
+    out = sum(z[:, :, h] @ attn.W_O[h] for h in range(3)) + attn.b_O
+    assert torch.allclose(out, cache["blocks.1.hook_attn_out"], atol=1e-12)
+
+
+def test_every_hook_listed_in_the_module_docstring_exists_with_that_shape():
+    import model.transformer as mt
+    m = small("ape_learned", n_layers=1).eval()
+    x = torch.randint(0, 11, (2, 5))
+    _, cache = m.run_with_cache(x)
+    sizes = {"batch": 2, "pos": 5, "query": 5, "key": 5, "head": 4, "d_head": 8,
+             "d_model": 32, "d_mlp_l": 64}
+    listed = 0
+    for line in mt.__doc__.splitlines():
+        parts = line.split()
+        if not parts or not parts[0].startswith(("hook_", "blocks.{l}", "ln_final.hook")):
+            continue
+        if "[" not in line or "hook" not in parts[0]:
+            continue
+        shape = line[line.index("[") + 1: line.index("]")].split(", ")
+        names = [parts[0]] + [p for p in parts[1:] if p.startswith("hook_")]
+        base = parts[0].rsplit(".", 1)[0] + "." if "." in parts[0] else ""
+        for n in names:
+            full = (n if n == parts[0] else base + n).replace("{l}", "0")
+            if "rot_" in full:
+                continue  # rope only
+            assert full in cache, full
+            assert tuple(cache[full].shape) == tuple(sizes[s] for s in shape), full
+            listed += 1
+    assert listed >= 15
+    assert set(cache) <= set(m.hook_names())
+
+
+def test_every_config_field_has_one_transformer_lens_row():
+    names = [f.name for f in TL_FIELDS]
+    assert sorted(names) == sorted(f.name for f in dataclasses.fields(TransformerConfig))
+    assert len(set(names)) == len(names)
+
+
+def test_configs_saved_before_the_transformer_lens_names_still_load():
+    old = {"n_layers": 2, "d_model": 32, "d_head": 16, "n_heads": 4, "d_mlp": 64,
+           "d_vocab": 11, "d_vocab_out": 11, "n_ctx": 16, "pe": "rope", "rope_fraction": 0.25,
+           "rope_base": 10000.0, "act": "gelu", "normalization": "none", "attn_scale": False,
+           "causal": False, "tied_embeddings": False, "dropout": 0.0, "attn_bias": True,
+           "mlp_bias": True, "n_heads_mask": None, "init_std": 0.02, "embed_init_std": None,
+           "t5_num_buckets": 32, "t5_max_distance": 128}
+    cfg = TransformerConfig.from_dict(old)
+    assert (cfg.rotary_dim, cfg.act_fn, cfg.normalization_type, cfg.use_attn_scale,
+            cfg.attention_dir) == (4, "gelu", None, False, "bidirectional")
+    # the old 25% default and today's default give the same config (run reuse compares these)
+    new = TransformerConfig(n_layers=2, d_model=32, d_head=16, n_heads=4, d_mlp=64, d_vocab=11,
+                            n_ctx=16, pe="rope", act_fn="gelu", normalization_type=None,
+                            use_attn_scale=False, attention_dir="bidirectional")
+    assert cfg.to_dict() == new.to_dict()
+    full = TransformerConfig.from_dict({**old, "rope_fraction": 1.0})
+    assert full.rotary_dim == 16
+    nope = TransformerConfig.from_dict({**old, "pe": "nope", "normalization": "pre_ln"})
+    assert nope.rotary_dim is None and nope.normalization_type == "LN"
+
+
+def test_rotary_dim_sets_the_rotated_dimensions():
+    torch.manual_seed(0)
+    x = torch.randint(0, 11, (1, 6))
+    for r in (2, 4, 8):
+        m = small("rope", rotary_dim=r, n_layers=1, normalization_type=None).double().eval()
+        _, cache = m.run_with_cache(x)
+        q, rq = cache["blocks.0.attn.hook_q"], cache["blocks.0.attn.hook_rot_q"]
+        assert torch.equal(q[..., r:], rq[..., r:])                       # passed through
+        assert not torch.allclose(q[:, 1:, :, :r], rq[:, 1:, :, :r])      # rotated
+    for bad in (0, 3, 10):
+        with pytest.raises(TransformerConfigError, match="rotary_dim"):
+            small("rope", rotary_dim=bad)
