@@ -59,7 +59,8 @@ import numpy as np
 from rasp.interpreter import Evaluator
 from rasp.ops import OPS
 from rasp.ir import (Aggregate, Elementwise, Full, Indices, Map, Node, RASPError, Select,
-                     SelectorWidth, SequenceMap, SOp, Tokens, topological_order)
+                     SelectorAnd, SelectorOr, SelectorWidth, SequenceMap, SOp, Tokens,
+                     topological_order)
 
 __all__ = ["SearchProblem", "SearchResult", "SearchError", "search", "search_task",
            "matches_problem",
@@ -266,6 +267,8 @@ class SearchResult:
     max_length: int
     source: str | None = None
     counterexamples_added: int = 0
+    found_by: str | None = None
+    measured_length: int | None = None
 
     @property
     def programs_per_s(self) -> float:
@@ -279,14 +282,21 @@ class SearchResult:
                 "programs_per_s": round(self.programs_per_s, 1),
                 "lengths": self.lengths, "n_targets": self.n_targets,
                 "max_length": self.max_length, "program": self.source,
-                "counterexamples_added": self.counterexamples_added}
+                "counterexamples_added": self.counterexamples_added,
+                "found_by": self.found_by, "measured_length": self.measured_length,
+                "certified_lower_bound": self.certified_below + 1,
+                "upper_bound": self.length}
 
     def summary(self) -> str:
-        if self.found:
-            head = (f"{self.name}: shortest program has length {self.length} "
-                    f"(certified: none of length <= {self.certified_below})")
+        if self.found and self.found_by == "combination":
+            head = (f"{self.name}: found a program of expression size {self.length} "
+                    f"(length {self.measured_length}) by combining terms; certified: none of "
+                    f"size <= {self.certified_below}")
+        elif self.found:
+            head = (f"{self.name}: shortest program has size {self.length} "
+                    f"(certified: none of size <= {self.certified_below})")
         else:
-            head = (f"{self.name}: no program of length <= {self.certified_below} "
+            head = (f"{self.name}: no program of size <= {self.certified_below} "
                     f"({self.stopped})")
         return (f"{head}; {self.explored} programs in {self.seconds:.1f} s "
                 f"({self.programs_per_s:.0f}/s)")
@@ -296,342 +306,822 @@ class SearchResult:
 # The enumerator
 # --------------------------------------------------------------------------------------------
 
-@dataclass(eq=False)
-class _Item:
-    node: Node
-    cost: int
-    ops: frozenset          # ids of the operation nodes (what the length counts)
-    idx: bool               # numerically derived from indices (rule 3)
-    is_sel: bool
-    binary: bool = False    # s-op values within {0, 1}
-    sel_info: tuple = (True, 2)   # selector: (some query row is empty, largest row width)
-    text: str = ""
+_MASK64 = (1 << 64) - 1
+_KIND_INT, _KIND_IDX, _KIND_STR = 0, 1, 2
+_SEL_OPS = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+            ">": np.greater, ">=": np.greater_equal}
+_CHUNK = 1 << 22          # elements per vectorized block
 
 
-class _Search:
+class _Level:
+    """The distinct s-ops of one expression size: values ``[M, P]`` (compact valid positions),
+    their kind (int / index-derived / string codes), whether they are 0/1, and recipes."""
+
+    def __init__(self, p: int):
+        self.parts: list[np.ndarray] = []
+        self.kinds: list[np.ndarray] = []
+        self.recipes: list[tuple] = []
+        self._vals = np.zeros((0, p), np.int8)
+        self._kind = np.zeros(0, np.int8)
+        self._full = None
+
+    def add(self, vals: np.ndarray, kinds: np.ndarray, recipes: list):
+        self.parts.append(vals.astype(np.int8))
+        self.kinds.append(kinds.astype(np.int8))
+        self.recipes.extend(recipes)
+        self._full = None
+
+    def freeze(self):
+        if self.parts:
+            self._vals = np.concatenate([self._vals] + self.parts)
+            self._kind = np.concatenate([self._kind] + self.kinds)
+            self.parts, self.kinds = [], []
+        self.binary = ((self._vals >= 0) & (self._vals <= 1)).all(axis=1) & \
+            (self._kind == _KIND_INT)
+
+    @property
+    def vals(self) -> np.ndarray:
+        return self._vals
+
+    @property
+    def kind(self) -> np.ndarray:
+        return self._kind
+
+    def __len__(self):
+        return len(self._kind)
+
+
+class _SelLevel:
+    """The distinct selectors of one expression size: packed causal entries, widths, recipes."""
+
+    def __init__(self):
+        self.packed: list[np.ndarray] = []
+        self.widths: list[np.ndarray] = []
+        self.recipes: list[tuple] = []
+
+    def freeze(self, nbytes: int, p: int):
+        self.P = np.concatenate(self.packed) if self.packed else np.zeros((0, nbytes), np.uint8)
+        self.W = np.concatenate(self.widths) if self.widths else np.zeros((0, p), np.int16)
+        self.packed, self.widths = [], []
+        self.has_empty = (self.W == 0).any(axis=1)
+        self.maxw = self.W.max(axis=1, initial=0)
+
+    def __len__(self):
+        return len(self.recipes)
+
+
+class _Found(Exception):
+    pass
+
+
+class _Engine:
+    """Bottom-up enumeration by expression size, evaluated in families as array operations.
+
+    Every s-op is a row of ``[M, P]`` int8 values on the P valid positions of the batch; a
+    family (all maps of a level, all sequence maps of two levels, all aggregates of one
+    selector over a level of values, all selects of a key row against a level of query rows)
+    is computed as one NumPy broadcast or one batched matrix product, fingerprinted by a 64-bit
+    linear hash (one integer matrix-vector product), checked against the target, and only its
+    new distinct rows are kept (observational equivalence).
+    """
+
     def __init__(self, problem: SearchProblem, time_limit: float, max_length: int,
-                 progress: bool, max_bytes: int, validate: Callable[[Node], bool] | None):
+                 progress: bool, max_bytes: int, validate, prune: bool = True,
+                 grammar: dict | None = None):
         self.p = problem
         self.time_limit = time_limit
         self.max_length = max_length
         self.progress = progress
         self.max_bytes = max_bytes
+        self.validate = validate
+        self.prune = prune
+        g = dict(_GRAMMAR)
+        g.update(grammar or {})
+        self.g = g
+        self.spurious_node = None
+        self.found = None
+        self.explored = 0
         self.stored_bytes = 0
         self.storing = True
-        self.validate = validate
-        self.spurious_node: Node | None = None
-        self.ev = Evaluator(problem.inputs, causal=True)
-        self.valid = problem.valid
-        self.qk_valid = problem.valid[:, :, None] & problem.valid[:, None, :]
-        self.tmask = problem.target_mask
-        self.tvals = problem.target[problem.target_mask]
+        self.all_programs: list | None = [] if not prune else None
+        self.combine_seconds = float(g.get("combine_seconds", 0.0))
+        B, T = problem.inputs.shape
+        self.B, self.T = B, T
+        valid = problem.valid
+        self.vflat = np.flatnonzero(valid.reshape(-1))
+        P = len(self.vflat)
+        self.Pn = P
         self.is_str = problem.inputs.dtype.kind == "U"
+        # string values become order-preserving codes (only compared, never computed with)
+        if self.is_str:
+            alphabet = sorted(set(problem.inputs[valid].tolist()) |
+                              set(problem.target[problem.target_mask].tolist()) |
+                              {c for c in problem.constants if isinstance(c, str)} |
+                              {d for d in problem.defaults if isinstance(d, str)})
+            if len(alphabet) > 120:
+                raise SearchError("too many distinct string values (at most 120)")
+            self.code = {s: i for i, s in enumerate(alphabet)}
+            self.decode = alphabet
+            toks = np.vectorize(self.code.get, otypes=[np.int64])(problem.inputs)
+            tgt_all = problem.target
+            tvals = np.array([self.code[s] for s in tgt_all.reshape(-1)[self.vflat][
+                problem.target_mask.reshape(-1)[self.vflat]].tolist()], np.int64)
+        else:
+            toks = problem.inputs.astype(np.int64)
+            tvals = problem.target.reshape(-1)[self.vflat][
+                problem.target_mask.reshape(-1)[self.vflat]].astype(np.int64)
+            if toks[valid].size and (toks[valid].min() < INT8[0] or toks[valid].max() > INT8[1]):
+                raise SearchError("token values outside the int8 range [-128, 127]")
+        self.tcols = np.flatnonzero(problem.target_mask.reshape(-1)[self.vflat])
+        self.tvals = tvals
+        self.target_str = self.is_str
+        # causal entries (b, q, k<=q) over valid queries, grouped by query in compact order
+        qs, ks = [], []
+        for b in range(B):
+            n = int(valid[b].sum())
+            qq, kk = np.tril_indices(n)
+            qs.append(b * T + qq)
+            ks.append(b * T + kk)
+        self.eq_flat = np.concatenate(qs)          # flat query position of each entry
+        self.ek_flat = np.concatenate(ks)
+        self.E = len(self.eq_flat)
+        self.nbytes = (self.E + 7) // 8
+        lens = valid.sum(axis=1)
+        counts = np.concatenate([np.arange(1, n + 1) for n in lens])
+        self.qstarts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        self.sel_flat = (self.eq_flat // T) * T * T + (self.eq_flat % T) * T + (self.ek_flat % T)
+        rng = np.random.default_rng(12345)
+        self.R = rng.integers(1, 2**62, size=P, dtype=np.int64) | 1
+        self.RS = rng.integers(1, 2**62, size=(self.nbytes + 7) // 8, dtype=np.int64) | 1
+        self.rows: dict[int, _Level] = {}
+        self.sels: dict[int, _SelLevel] = {}
         self.seen: set = set()
-        self.by_cost: dict[int, list[_Item]] = {}
-        self.sels_by_cost: dict[int, list[_Item]] = {}
-        self.explored = 0
+        self.sel_seen: set = set()
+        self.tokens_row = toks.reshape(-1)[self.vflat]
+        self.index_row = np.tile(np.arange(T), B)[self.vflat]
         self.start = 0.0
-        self.found: _Item | None = None
         self.bar = None
+        self._nodes: dict = {}
+        self._sel_nodes: dict = {}
+        # constants: numbers (and string codes) the grammar may use
+        self.int_consts = [c for c in problem.constants
+                           if isinstance(c, (int, np.integer)) and not isinstance(c, bool)]
+        self.str_consts = [c for c in problem.constants if isinstance(c, str)]
+        if self.is_str:
+            self.defaults = [d for d in problem.defaults if isinstance(d, str)] or \
+                [self.decode[0]]
+        else:
+            self.defaults = [int(d) for d in problem.defaults
+                             if isinstance(d, (int, np.integer))] or [0]
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _timeout(self) -> bool:
         return time.perf_counter() - self.start > self.time_limit
 
-    def _add(self, node: Node, cost: int, ops: frozenset, idx: bool, is_sel: bool,
-             text: str) -> _Item | None:
-        """Evaluate a candidate; keep it when its signature is new. Returns the kept item."""
-        self.explored += 1
+    def _tick(self, n: int):
+        self.explored += n
         if self.bar is not None:
-            self.bar.update(1)
-        values = self.ev.values
-        try:
-            # children are stored already: evaluate this node only (batched interpreter)
-            val = self.ev.eval_node(node)
-        except (RASPError, ValueError, TypeError, OverflowError, FloatingPointError):
-            return None
-        if is_sel:
-            val &= self.qk_valid
-            key = (True, hash(np.packbits(val).tobytes()))
-            width = val.sum(axis=-1)[self.valid]
-            sel_info = (bool(width.size and width.min() == 0), int(width.max(initial=0)))
-            binary = False
+            self.bar.update(n)
+        if self._timeout():
+            raise TimeoutError
+
+    def _hash(self, vals: np.ndarray, kinds) -> np.ndarray:
+        h = vals.astype(np.int64) @ self.R
+        return h ^ (np.asarray(kinds, np.int64) * np.int64(0x5BD1E9955BD1E995))
+
+    def _emit(self, level: int, vals: np.ndarray, kinds, recipe, checked: bool = True):
+        """Check and keep a family of candidate s-ops. ``vals``: ``[M, P]`` ints; ``kinds``:
+        ``[M]`` or a scalar; ``recipe(i)`` builds the recipe of row i; ``checked=False`` for
+        families whose values cannot leave the int8 range (comparisons, moves, widths)."""
+        M = vals.shape[0]
+        if M == 0:
+            return
+        kinds = np.broadcast_to(np.asarray(kinds, np.int8), (M,))
+        if checked:
+            ok = (vals.min(axis=1) >= INT8[0]) & (vals.max(axis=1) <= INT8[1])  # rule 2
+            ok |= kinds == _KIND_STR
+            allok = bool(ok.all())
         else:
-            kind = val.dtype.kind
-            if kind == "f":
-                return None
-            if kind != "U":
-                if kind == "b":
-                    val = val.astype(np.int64)
-                flat = val[self.valid]
-                lo, hi = (int(flat.min()), int(flat.max())) if flat.size else (0, 0)
-                if lo < INT8[0] or hi > INT8[1]:   # rule 2: int8 values
-                    return None
-                binary = lo >= 0 and hi <= 1
-                data = flat.astype(np.int64, copy=False).tobytes()
-            else:
-                flat = val[self.valid]
-                binary = False
-                data = "\x00".join(flat.tolist()).encode()
-            key = (False, idx, kind == "U", hash(data))
-        values[node.id] = val
-        if key in self.seen:
-            self.ev.values.pop(node.id, None)
-            return None
-        item = _Item(node, cost, ops, idx, is_sel, binary=binary, text=text)
-        if is_sel:
-            item.sel_info = sel_info
-        if not is_sel and self.found is None and self._matches(val):
-            if self.validate is None or self.validate(node):
-                self.found = item
-            else:
-                # fits the batch only by chance: the batch cannot tell some programs apart,
-                # so nothing can be certified at this length; the caller adds a
-                # counterexample to the batch and starts again
-                self.spurious_node = node
-        if not self.storing or cost >= self.max_length:
-            # check-only: the last level needs no storage (nothing is built on it)
-            if self.found is not item:
-                self.ev.values.pop(node.id, None)
-            return None
-        self.seen.add(key)
-        self.stored_bytes += val.nbytes
+            ok, allok = None, True
+        if self.all_programs is not None:
+            for i in (range(M) if allok else np.flatnonzero(ok)):
+                self.all_programs.append((level, recipe(int(i))))
+        # the target: next-token values at the target positions (one column filters first)
+        if self.found is None:
+            c0 = vals[:, self.tcols[0]] == self.tvals[0]
+            if c0.any():
+                cand = np.flatnonzero(c0)
+                hit = cand[(vals[cand][:, self.tcols] == self.tvals).all(axis=1)]
+                for i in hit.tolist():
+                    if (ok is not None and not ok[i]) or \
+                            ((kinds[i] == _KIND_STR) != self.target_str):
+                        continue
+                    self._consider(level, recipe(int(i)))
+                    if self.found is not None or self.spurious_node is not None:
+                        raise _Found
+        self._tick(M)
+        if not self.storing or level >= self.max_length:
+            return
+        if allok:
+            idx, v, k = None, vals, kinds
+        else:
+            idx = np.flatnonzero(ok)
+            if idx.size == 0:
+                return
+            v, k = vals[idx], kinds[idx]
+        if self.prune:
+            h = self._hash(v, k)
+            uh, first = np.unique(h, return_index=True)
+            seen = self.seen
+            keep = [f for hh, f in zip(uh.tolist(), first.tolist()) if hh not in seen]
+            if not keep:
+                return
+            seen.update(h[keep].tolist())
+            keep = np.array(sorted(keep))
+        else:
+            keep = np.arange(v.shape[0])
+        lv = self.rows.setdefault(level, _Level(self.Pn))
+        src = keep if idx is None else idx[keep]
+        lv.add(v[keep], k[keep], [recipe(int(r)) for r in src])
+        self.stored_bytes += keep.size * self.Pn
         if self.stored_bytes > self.max_bytes:
             self.storing = False
-        (self.sels_by_cost if is_sel else self.by_cost).setdefault(cost, []).append(item)
-        return item
 
-    def _matches(self, val: np.ndarray) -> bool:
-        got = val[self.tmask]
-        if got.dtype.kind != self.tvals.dtype.kind and \
-                ("U" in (got.dtype.kind, self.tvals.dtype.kind)):
-            return False
-        return bool(np.array_equal(got, self.tvals))
+    def _emit_sels(self, level: int, ent: np.ndarray, recipe):
+        """Keep a family of candidate selectors. ``ent``: ``[M, E]`` bool causal entries."""
+        M = ent.shape[0]
+        if M == 0:
+            return
+        self._tick(M)
+        if not self.storing:
+            return
+        packed = np.packbits(ent, axis=1)
+        if self.prune:
+            pad = (-packed.shape[1]) % 8
+            p8 = np.pad(packed, ((0, 0), (0, pad))) if pad else packed
+            h = p8.view(np.int64) @ self.RS
+            uh, first = np.unique(h, return_index=True)
+            keep = [f for hh, f in zip(uh.tolist(), first.tolist()) if hh not in self.sel_seen]
+            if not keep:
+                return
+            self.sel_seen.update(h[keep].tolist())
+            keep = np.array(sorted(keep))
+        else:
+            keep = np.arange(M)
+        e = ent[keep]
+        widths = np.add.reduceat(e.astype(np.int16), self.qstarts, axis=1)
+        lv = self.sels.setdefault(level, _SelLevel())
+        lv.packed.append(packed[keep])
+        lv.widths.append(widths)
+        lv.recipes.extend(recipe(int(j)) for j in keep)
+        self.stored_bytes += keep.size * (self.nbytes + 2 * self.Pn)
+        if self.stored_bytes > self.max_bytes:
+            self.storing = False
 
-    # -- candidate generators ---------------------------------------------------------------
+    def _consider(self, level, rec):
+        node = self._node((level, rec), fresh=True)
+        if not matches_problem(node, self.p):
+            return        # (never expected: the families compute the interpreter's values)
+        if self.validate is None or self.validate(node):
+            self.found = (node, level)
+        else:
+            self.spurious_node = node
+
+    # -- IR nodes from recipes ------------------------------------------------------------
+    def _ref(self, ref):
+        level, i = ref
+        return (level, self.rows[level].recipes[i])
+
+    def _sel_ref(self, ref):
+        level, i = ref
+        return self.sels[level].recipes[i]
+
+    def _node(self, item, fresh=False):
+        level, rec = item
+        key = rec
+        if key in self._nodes:
+            return self._nodes[key]
+        kind = rec[0]
+        if kind == "tokens":
+            n = Tokens("asis").named("tokens")
+        elif kind == "indices":
+            n = Indices()
+        elif kind == "full":
+            n = Full(rec[1])
+        elif kind == "map":
+            _, op, const, x = rec
+            inner = self._node(self._ref(x))
+            if op == "not":
+                n = Map(Elementwise("not"), inner)
+            else:
+                n = Map(Elementwise(op, const=const, const_side="right"), inner)
+        elif kind == "seq":
+            _, op, x, y = rec
+            n = SequenceMap(Elementwise(op), (self._node(self._ref(x)),
+                                              self._node(self._ref(y))))
+        elif kind == "where":
+            _, c, x, y = rec
+            n = SequenceMap(Elementwise("ternary"), (self._node(self._ref(c)),
+                                                     self._node(self._ref(x)),
+                                                     self._node(self._ref(y))))
+        elif kind == "agg":
+            _, s, v, d, red = rec
+            n = Aggregate(self._sel(s), self._node(self._ref(v)), d, red,
+                          truncate=(red == "mean"))
+        elif kind == "sw":
+            n = SelectorWidth(self._sel(rec[1]))
+        else:
+            raise AssertionError(rec)
+        self._nodes[key] = n
+        return n
+
+    def _sel(self, ref):
+        rec = self._sel_ref(ref)
+        if rec in self._sel_nodes:
+            return self._sel_nodes[rec]
+        if rec[0] == "true":
+            n = Select(Indices(), Indices(), "TRUE", causal=True)
+        elif rec[0] == "select":
+            _, k, q, op = rec
+            n = Select(self._node(self._ref(k)), self._node(self._ref(q)), op, causal=True)
+        elif rec[0] == "and":
+            n = SelectorAnd(self._sel(rec[1]), self._sel(rec[2]))
+        elif rec[0] == "or":
+            n = SelectorOr(self._sel(rec[1]), self._sel(rec[2]))
+        else:
+            raise AssertionError(rec)
+        self._sel_nodes[rec] = n
+        return n
+
+    def node_of(self, level, i):
+        return self._node((level, self.rows[level].recipes[i]))
+
+    # -- families ---------------------------------------------------------------------------
+    def _lv(self, k) -> _Level | None:
+        lv = self.rows.get(k)
+        return lv if lv is not None and len(lv) else None
+
+    def _full_layout(self, k) -> np.ndarray:
+        """``[B, M, T]`` float32 values of level k (padded positions 0), cached."""
+        lv = self.rows[k]
+        if lv._full is None:
+            f = np.zeros((len(lv), self.B * self.T), np.float32)
+            f[:, self.vflat] = lv.vals
+            lv._full = f.reshape(len(lv), self.B, self.T).transpose(1, 0, 2).copy()
+        return lv._full
+
     def _leaves(self):
-        t = Tokens("asis").named("tokens")
-        i = Indices()
-        self._add(t, 0, frozenset(), False, False, "tokens")
-        self._add(i, 0, frozenset(), True, False, "indices")
+        self._emit(0, self.tokens_row[None, :], _KIND_STR if self.is_str else _KIND_INT,
+                   lambda i: ("tokens",))
+        self._emit(0, self.index_row[None, :], _KIND_IDX, lambda i: ("indices",))
 
-    def _sops(self, cost: int) -> list[_Item]:
-        return self.by_cost.get(cost, [])
+    def _constants(self):
+        if self.is_str:
+            cs = [c for c in self.str_consts]
+            vals = np.array([[self.code[c]] * self.Pn for c in cs], np.int64).reshape(-1, self.Pn)
+            self._emit(1, vals, _KIND_STR, lambda i: ("full", cs[i]))
+        cs = [int(c) for c in self.int_consts]
+        vals = np.array([[c] * self.Pn for c in cs], np.int64).reshape(-1, self.Pn)
+        self._emit(1, vals, _KIND_INT, lambda i: ("full", cs[i]))
 
-    def _sels(self, cost: int) -> list[_Item]:
-        return self.sels_by_cost.get(cost, [])
-
-    def _pairs(self, k: int, first: Callable[[int], list], second: Callable[[int], list]):
-        """Pairs (x, y) whose operation sets have union of size exactly ``k``."""
-        for cx in range(0, k + 1):
-            xs = list(first(cx))
-            if not xs:
-                continue
-            for cy in range(max(0, k - cx), k + 1):
-                ys = list(second(cy))
-                if not ys:
-                    continue
-                overlap = cx + cy - k
-                for x in xs:
-                    for y in ys:
-                        if overlap == 0:
-                            if cx and cy and not x.ops.isdisjoint(y.ops):
-                                continue
-                        elif len(x.ops & y.ops) != overlap:
-                            continue
-                        yield x, y
-
-    def _sop_level(self, k: int) -> bool:
-        """Evaluate every s-op of length ``k`` (each is checked against the target).
-        Returns False when stopped early."""
-        if k == 1:
-            for c in self.p.constants:
-                f = Full(c)
-                self._add(f, 1, frozenset([f.id]), False, False, repr(c))
-                if self._stop():
-                    return False
-        # maps of an s-op of length k-1
-        for x in list(self._sops(k - 1)):
-            for node, idx, text in self._maps(x):
-                self._add(node, k, x.ops | {node.id}, idx, False, text)
-                if self._stop():
-                    return False
-        # selector widths of a selector of length k-1
-        for s in list(self._sels(k - 1)):
-            node = SelectorWidth(s.node)
-            # a count of positions is a position (rasp.raspl rule 3): compare or shift only
-            self._add(node, k, s.ops | {node.id}, True, False, f"selector_width({s.text})")
-            if self._stop():
-                return False
-        # sequence maps over pairs whose union has length k-1
-        for x, y in self._pairs(k - 1, self._sops, self._sops):
-            for node, idx, text in self._seqmaps(x, y):
-                self._add(node, k, x.ops | y.ops | {node.id}, idx, False, text)
-                if self._stop():
-                    return False
-        # aggregates
-        for s, v in self._pairs(k - 1, self._sels, self._sops):
-            has_empty, max_width = s.sel_info
-            # identical values on the batch are not evaluated twice: a selector that never
-            # selects two keys makes mean = max = min; one without empty rows ignores defaults
-            reds = ("mean", "max", "min") if max_width > 1 else ("mean",)
-            defaults = self.p.defaults if has_empty else self.p.defaults[:1]
-            for red in reds:
-                for d in defaults:
-                    node = Aggregate(s.node, v.node, d, red, truncate=(red == "mean"))
-                    self._add(node, k, s.ops | v.ops | {node.id}, v.idx, False,
-                              f"aggregate({s.text}, {v.text}, {d!r}, {red})")
-                    if self._stop():
-                        return False
-        return True
-
-    def _sel_level(self, k: int) -> bool:
-        """Evaluate every selector of length ``k`` (needed only by longer programs)."""
-        if k == 1:
-            s = Select(Indices(), Indices(), "TRUE", causal=True)
-            self._add(s, 1, frozenset([s.id]), False, True, "select(TRUE)")
-        for x, y in self._pairs(k - 1, self._sops, self._sops):
-            if x.node.kind == "full" and y.node.kind == "full":
-                continue   # constant matrix: all-true or all-false
-            xk = self.ev.values[x.node.id].dtype.kind
-            yk = self.ev.values[y.node.id].dtype.kind
-            if (xk == "U") != (yk == "U"):
-                continue
-            ops = ("==", "!=") if xk == "U" else ("==", "!=", "<", "<=", ">", ">=")
-            for op in ops:
-                node = Select(x.node, y.node, op, causal=True)
-                self._add(node, k, x.ops | y.ops | {node.id}, False, True,
-                          f"select({x.text}, {y.text}, {op})")
-                if self._stop():
-                    return False
-        return True
-
-    def _maps(self, x: _Item):
-        if x.node.kind == "full":
+    def _maps(self, k):
+        lv = self._lv(k - 1)
+        if lv is None:
             return
-        if self.is_str and x.node.kind == "tokens":
-            for c in self.p.constants:
-                if isinstance(c, str):
-                    yield Map(Elementwise("eq", const=c, const_side="right"), x.node), False, \
-                        f"({x.text} == {c!r})"
-            return
-        kind = self.ev.values[x.node.id].dtype.kind
-        if kind == "U":
-            return
+        X = lv.vals.astype(np.int16)
+        kind = lv.kind
+        num = np.flatnonzero((kind != _KIND_STR) & ~lv.binary)
+        ids = [(k - 1, int(i)) for i in range(len(lv))]
         for c in (1, -1):
-            yield Map(Elementwise("add", const=c, const_side="right"), x.node), x.idx, \
-                f"({x.text} + {c})"
-        if x.binary and not x.idx:
-            # on 0/1 values a comparison with a constant is x, not x or a constant
-            yield Map(Elementwise("not"), x.node), False, f"(not {x.text})"
-            return
-        for c in self.p.constants:
-            if not isinstance(c, int):
+            sub = np.flatnonzero(kind != _KIND_STR)
+            self._emit(k, X[sub] + c, kind[sub],
+                       lambda i, c=c, sub=sub: ("map", "add", c, ids[sub[i]]))
+        for c in self.int_consts:
+            for op, f in (("eq", np.equal), ("lt", np.less), ("gt", np.greater)):
+                self._emit(k, f(X[num], c).astype(np.int8), _KIND_INT,
+                           lambda i, c=c, op=op: ("map", op, int(c), ids[num[i]]),
+                           checked=False)
+        b = np.flatnonzero(lv.binary)
+        self._emit(k, 1 - X[b], _KIND_INT, lambda i: ("map", "not", None, ids[b[i]]),
+                   checked=False)
+        if self.is_str:
+            s = np.flatnonzero(kind == _KIND_STR)
+            for c in self.str_consts:
+                code = self.code[c]
+                self._emit(k, (X[s] == code).astype(np.int16), _KIND_INT,
+                           lambda i, c=c: ("map", "eq", c, ids[s[i]]))
+
+    def _pair_blocks(self, nx, ny):
+        step = max(1, _CHUNK // max(1, ny * self.Pn))
+        for a in range(0, nx, step):
+            yield a, min(nx, a + step)
+
+    def _seqmaps(self, k):
+        for i in range(0, k):
+            j = k - 1 - i
+            lx, ly = self._lv(i), self._lv(j)
+            if lx is None or ly is None:
                 continue
-            for op, sym in (("eq", "=="), ("lt", "<"), ("gt", ">")):
-                yield Map(Elementwise(op, const=c, const_side="right"), x.node), False, \
-                    f"({x.text} {sym} {c})"
+            X, Y = lx.vals.astype(np.int16), ly.vals.astype(np.int16)
+            kx, ky = lx.kind, ly.kind
+            fams = []
+            # arithmetic: neither index-derived (rule 3) nor strings
+            xa, ya = np.flatnonzero(kx == _KIND_INT), np.flatnonzero(ky == _KIND_INT)
+            fams.append(("add", xa, ya, np.add, True))
+            fams.append(("sub", xa, ya, np.subtract, False))
+            xn, yn = np.flatnonzero(kx != _KIND_STR), np.flatnonzero(ky != _KIND_STR)
+            fams.append(("eq", xn, yn, np.equal, True))
+            fams.append(("lt", xn, yn, np.less, False))
+            if self.is_str:
+                xs, ys = np.flatnonzero(kx == _KIND_STR), np.flatnonzero(ky == _KIND_STR)
+                fams.append(("eq", xs, ys, np.equal, True))
+            xb, yb = np.flatnonzero(lx.binary), np.flatnonzero(ly.binary)
+            fams.append(("and", xb, yb, np.minimum, True))
+            fams.append(("or", xb, yb, np.maximum, True))
+            for op, xs_, ys_, f, comm in fams:
+                if xs_.size == 0 or ys_.size == 0:
+                    continue
+                Yv = Y[ys_]
+                for a, b in self._pair_blocks(xs_.size, ys_.size):
+                    xi = xs_[a:b]
+                    out = f(X[xi][:, None, :], Yv[None, :, :])
+                    if comm and i == j:
+                        # x op y == y op x: only pairs with x <= y
+                        tri = xi[:, None] <= ys_[None, :]
+                        out = out[tri]
+                        pairs = np.argwhere(tri)
+                    else:
+                        out = out.reshape(-1, self.Pn)
+                        pairs = None
+                    ny = ys_.size
+                    kinds = _KIND_INT
+                    if op in ("add", "sub"):
+                        kinds = _KIND_INT
 
-    def _seqmaps(self, x: _Item, y: _Item):
-        if x is y:
-            if not x.idx and x.node.kind != "full" and \
-                    self.ev.values[x.node.id].dtype.kind != "U":
-                yield SequenceMap(Elementwise("add"), (x.node, x.node)), False, \
-                    f"({x.text} + {x.text})"
-            return
-        xk = self.ev.values[x.node.id].dtype.kind
-        yk = self.ev.values[y.node.id].dtype.kind
-        if (xk == "U") != (yk == "U"):
-            return
-        ordered = x.node.id < y.node.id
-        if xk == "U":
-            if ordered:
-                yield SequenceMap(Elementwise("eq"), (x.node, y.node)), False, \
-                    f"({x.text} == {y.text})"
-            return
-        with_const = x.node.kind == "full" or y.node.kind == "full"
-        if not with_const:   # comparisons with a constant are maps
-            if ordered:
-                yield SequenceMap(Elementwise("eq"), (x.node, y.node)), False, \
-                    f"({x.text} == {y.text})"
-            yield SequenceMap(Elementwise("lt"), (x.node, y.node)), False, \
-                f"({x.text} < {y.text})"
-        if (x.idx or y.idx) and with_const:
-            # a position shifted by an integer constant stays a position (rule 3 allows it)
-            if y.node.kind == "full" and x.idx:
-                yield SequenceMap(Elementwise("add"), (x.node, y.node)), True, \
-                    f"({x.text} + {y.text})"
-                yield SequenceMap(Elementwise("sub"), (x.node, y.node)), True, \
-                    f"({x.text} - {y.text})"
-            return
-        if not (x.idx or y.idx):                       # rule 3: no arithmetic on indices
-            if ordered:
-                yield SequenceMap(Elementwise("add"), (x.node, y.node)), False, \
-                    f"({x.text} + {y.text})"
-            yield SequenceMap(Elementwise("sub"), (x.node, y.node)), False, \
-                f"({x.text} - {y.text})"
-            if ordered and x.binary and y.binary and not with_const:
-                yield SequenceMap(Elementwise("and"), (x.node, y.node)), False, \
-                    f"({x.text} and {y.text})"
-                yield SequenceMap(Elementwise("or"), (x.node, y.node)), False, \
-                    f"({x.text} or {y.text})"
+                    def rec(r, xi=xi, op=op, pairs=pairs, ny=ny, ys_=ys_):
+                        if pairs is not None:
+                            a_, b_ = pairs[r]
+                        else:
+                            a_, b_ = divmod(r, ny)
+                        return ("seq", op, (i, int(xi[a_])), (j, int(ys_[b_])))
+                    self._emit(k, out.astype(np.int16, copy=False), kinds, rec,
+                               checked=op in ("add", "sub"))
 
-    def _stop(self) -> bool:
-        return self.found is not None or self.spurious_node is not None or self._timeout()
+    def _wheres(self, k):
+        if not self.g["where"]:
+            return
+        for a in range(1, k):
+            lc = self._lv(a)
+            if lc is None:
+                continue
+            cs = np.flatnonzero(lc.binary)
+            if cs.size == 0:
+                continue
+            for b in range(0, k - a):
+                c_ = k - 1 - a - b
+                lx, ly = self._lv(b), self._lv(c_)
+                if lx is None or ly is None:
+                    continue
+                X, Y = lx.vals.astype(np.int16), ly.vals.astype(np.int16)
+                for strness in ((False, True) if self.is_str else (False,)):
+                    xs_ = np.flatnonzero((lx.kind == _KIND_STR) == strness)
+                    ys_ = np.flatnonzero((ly.kind == _KIND_STR) == strness)
+                    if xs_.size == 0 or ys_.size == 0:
+                        continue
+                    Xs, Ys = X[xs_], Y[ys_]
+                    kx, ky = lx.kind[xs_], ly.kind[ys_]
+                    kind = np.maximum(kx[:, None], ky[None, :]).reshape(-1)
+                    for ci in cs:
+                        cond = lc.vals[ci].astype(bool)
+                        for x0, x1 in self._pair_blocks(xs_.size, ys_.size):
+                            out = np.where(cond[None, None, :], Xs[x0:x1, None, :],
+                                           Ys[None, :, :]).reshape(-1, self.Pn)
+                            ny = ys_.size
+
+                            def rec(r, x0=x0, ci=ci, ny=ny, xs_=xs_, ys_=ys_, b=b, c_=c_):
+                                p_, q_ = divmod(r, ny)
+                                return ("where", (a, int(ci)), (b, int(xs_[x0 + p_])),
+                                        (c_, int(ys_[q_])))
+                            self._emit(k, out, kind[x0 * ny:x1 * ny], rec, checked=False)
+
+    def _widths(self, k):
+        sl = self.sels.get(k - 1)
+        if sl is None or not len(sl):
+            return
+        # a count of positions is a position (rasp.raspl rule 3)
+        self._emit(k, sl.W, _KIND_IDX, lambda i: ("sw", (k - 1, i)), checked=False)
+
+    def _sel_matrix(self, sl: _SelLevel, i: int) -> np.ndarray:
+        ent = np.unpackbits(sl.P[i])[:self.E].astype(bool)
+        S = np.zeros(self.B * self.T * self.T, bool)
+        S[self.sel_flat] = ent
+        return S.reshape(self.B, self.T, self.T)
+
+    def _sel_matrices(self, sl: _SelLevel, rows: np.ndarray) -> np.ndarray:
+        """``[len(rows), B, q, k]`` bool matrices of the selectors ``rows`` of a level."""
+        ent = np.unpackbits(sl.P[rows], axis=1)[:, :self.E].astype(bool)
+        S = np.zeros((len(rows), self.B * self.T * self.T), bool)
+        S[:, self.sel_flat] = ent
+        return S.reshape(len(rows), self.B, self.T, self.T)
+
+    def _aggregates(self, k):
+        """All aggregates of a selector level with a value level, many selectors at once:
+        mean = one batched matrix product ``[s, B, M, k] @ [s, B, k, q]``; max / min = one
+        masked reduction."""
+        BTT = self.B * self.T * self.T
+        for i in range(1, k):
+            j = k - 1 - i
+            sl, lv = self.sels.get(i), self._lv(j)
+            if sl is None or not len(sl) or lv is None:
+                continue
+            V = self._full_layout(j)                  # [B, M, T] float32
+            M = len(lv)
+            kinds = lv.kind
+            num = np.flatnonzero(kinds != _KIND_STR)
+            Vn = V[:, num]
+            Vi = Vn.astype(np.int16)
+            multi = sl.maxw > 1
+            for red in ("mean", "max", "min"):
+                if red != "mean" and not self.g["maxmin"]:
+                    continue
+                # a selector that never selects two keys: mean = max = min (only mean);
+                # strings only move (mean of one key)
+                srows = np.arange(len(sl)) if red == "mean" else np.flatnonzero(multi)
+                if srows.size == 0:
+                    continue
+                per = (M if red == "mean" else num.size) * max(self.Pn, BTT // 4)
+                step = max(1, _CHUNK // max(1, per))
+                for a in range(0, srows.size, step):
+                    rows = srows[a:a + step]
+                    S = self._sel_matrices(sl, rows)            # [s, B, q, k]
+                    ns = len(rows)
+                    if red == "mean":
+                        sums = np.matmul(V[None], S.astype(np.float32).transpose(0, 1, 3, 2))
+                        # [s, B, M, q] -> [s, M, P]
+                        sums = sums.transpose(0, 2, 1, 3).reshape(ns, M, -1)[:, :, self.vflat]
+                        wq = np.maximum(sl.W[rows], 1).astype(np.float32)[:, None, :]
+                        out = np.trunc(sums / wq).astype(np.int16)
+                        okc = np.ones((ns, M), bool)
+                        okc[:, :] = (kinds != _KIND_STR)[None, :] | ~multi[rows][:, None]
+                        cols = np.arange(M)
+                    else:
+                        fill = np.int16(-32768 if red == "max" else 32767)
+                        big = np.where(S[:, :, None, :, :], Vi[None, :, :, None, :], fill)
+                        r = big.max(axis=-1) if red == "max" else big.min(axis=-1)
+                        out = r.transpose(0, 2, 1, 3).reshape(ns, num.size, -1)[:, :, self.vflat]
+                        okc = np.ones((ns, num.size), bool)
+                        cols = num
+                    empty = sl.W[rows] == 0                               # [s, P]
+                    he = sl.has_empty[rows]
+                    for di, d in enumerate(self.defaults):
+                        sub = np.flatnonzero(he) if di else np.arange(ns)
+                        if sub.size == 0:
+                            continue
+                        dv = self.code[d] if self.is_str else d
+                        o = out[sub].copy()
+                        o[np.broadcast_to(empty[sub][:, None, :], o.shape)] = dv
+                        sel_ok = okc[sub].reshape(-1)
+                        o = o.reshape(-1, self.Pn)[sel_ok]
+                        pairs = np.argwhere(okc[sub])
+                        nc = len(cols)
+
+                        def rec(r_, sub=sub, rows=rows, pairs=pairs, d=d, red=red, cols=cols):
+                            s_, c_ = pairs[r_]
+                            return ("agg", (i, int(rows[sub[s_]])), (j, int(cols[c_])), d, red)
+                        kk = np.broadcast_to(kinds[cols][None, :], (sub.size, nc)).reshape(-1)
+                        self._emit(k, o, kk[sel_ok], rec, checked=False)
+
+    def _selects(self, k):
+        if k == 1:
+            ent = np.ones((1, self.E), bool)
+            self._emit_sels(1, ent, lambda i: ("true",))
+        for i in range(0, k):
+            j = k - 1 - i
+            lk, lq = self._lv(i), self._lv(j)
+            if lk is None or lq is None:
+                continue
+            Kf = np.zeros((len(lk), self.B * self.T), np.int16)
+            Kf[:, self.vflat] = lk.vals
+            Qf = np.zeros((len(lq), self.B * self.T), np.int16)
+            Qf[:, self.vflat] = lq.vals
+            Ke = Kf[:, self.ek_flat]                  # [Mk, E]
+            Qe = Qf[:, self.eq_flat]                  # [Mq, E]
+            for strness in ((False, True) if self.is_str else (False,)):
+                kk = np.flatnonzero((lk.kind == _KIND_STR) == strness)
+                qq = np.flatnonzero((lq.kind == _KIND_STR) == strness)
+                if kk.size == 0 or qq.size == 0:
+                    continue
+                ops = ("==", "!=") if strness else tuple(_SEL_OPS)
+                Qs = Qe[qq]
+                step = max(1, _CHUNK // max(1, qq.size * self.E))
+                for a in range(0, kk.size, step):
+                    kb = kk[a:a + step]
+                    for op in ops:
+                        ent = _SEL_OPS[op](Ke[kb][:, None, :], Qs[None, :, :]).reshape(-1, self.E)
+                        nq = qq.size
+
+                        def rec(r, kb=kb, op=op, qq=qq, nq=nq):
+                            x_, y_ = divmod(r, nq)
+                            return ("select", (i, int(kb[x_])), (j, int(qq[y_])), op)
+                        self._emit_sels(k, ent, rec)
+        if self.g["sel_andor"]:
+            for i in range(1, k):
+                j = k - 1 - i
+                if j < i:
+                    continue
+                a_, b_ = self.sels.get(i), self.sels.get(j)
+                if a_ is None or b_ is None or not len(a_) or not len(b_):
+                    continue
+                for x in range(len(a_)):
+                    ex = np.unpackbits(a_.P[x])[:self.E].astype(bool)
+                    eb = np.unpackbits(b_.P, axis=1)[:, :self.E].astype(bool)
+                    for name, f in (("and", np.logical_and), ("or", np.logical_or)):
+                        ent = f(ex[None, :], eb)
+                        self._emit_sels(k, ent, lambda r, x=x, name=name:
+                                        (name, (i, x), (j, r)))
 
     # -- driver ------------------------------------------------------------------------------
+    def _sop_level(self, k):
+        if k == 1:
+            self._constants()
+        self._maps(k)
+        self._widths(k)
+        self._seqmaps(k)
+        self._wheres(k)
+        self._aggregates(k)
+        if k in self.rows:
+            self.rows[k].freeze()
+
+    def _sel_level(self, k):
+        self._selects(k)
+        if k in self.sels:
+            self.sels[k].freeze(self.nbytes, self.Pn)
+
     def run(self) -> SearchResult:
         self.start = time.perf_counter()
-        errstate = np.errstate(all="ignore")
-        errstate.__enter__()
         bar = None
         if self.progress:
             from tqdm import tqdm
-            bar = tqdm(desc=f"search {self.p.name}", unit="prog", leave=False)
+            bar = tqdm(desc=f"search {self.p.name}", unit="prog", unit_scale=True, leave=False)
         self.bar = bar
         certified = -1
         stopped = "max_length"
         try:
-            self._leaves()
-            if self.found is not None:
-                certified = -1
-            else:
-                certified = 0
-                for k in range(1, self.max_length + 1):
-                    if bar is not None:
-                        bar.set_postfix(length=k)
-                    done = self._sop_level(k)
-                    if self.found is not None:
-                        break
-                    if self.spurious_node is not None:
-                        stopped = "spurious"
-                        break
-                    if not done:
-                        stopped = "time_limit"
-                        break
-                    certified = k          # every s-op of length k has been checked
-                    if not self.storing:
-                        stopped = "memory_limit"
-                        break
-                    if k < self.max_length and not self._sel_level(k):
-                        stopped = "time_limit"
-                        break
+            with np.errstate(all="ignore"):
+                try:
+                    self._leaves()
+                    self.rows[0].freeze()
+                    certified = 0
+                    for k in range(1, self.max_length + 1):
+                        if bar is not None:
+                            bar.set_postfix(size=k)
+                        self._sop_level(k)
+                        certified = k
+                        if not self.storing:
+                            stopped = "memory_limit"
+                            break
+                        if k < self.max_length:
+                            self._sel_level(k)
+                            if not self.storing:
+                                stopped = "memory_limit"
+                                break
+                except _Found:
+                    stopped = "spurious" if self.found is None else "found"
+                except TimeoutError:
+                    stopped = "time_limit"
         finally:
-            errstate.__exit__(None, None, None)
             if bar is not None:
                 bar.close()
+        found_by = "enumeration" if self.found is not None else None
+        if self.found is None and self.spurious_node is None and self.combine_seconds > 0:
+            try:
+                with np.errstate(all="ignore"):
+                    self._combine()
+            except TimeoutError:
+                pass
+            if self.found is not None:
+                found_by = "combination"
         seconds = time.perf_counter() - self.start
         f = self.found
-        if f is not None:
-            stopped = "found"
-            certified = f.cost - 1
+        if f is not None and found_by == "enumeration":
+            certified = f[1] - 1
         return SearchResult(
-            name=self.p.name, found=f is not None, program=f.node if f else None,
-            length=f.cost if f else None, certified_below=certified, stopped=stopped,
+            name=self.p.name, found=f is not None, program=f[0] if f else None,
+            length=f[1] if f else None, certified_below=certified, stopped=stopped,
             explored=self.explored, distinct=len(self.seen), seconds=seconds,
             lengths=list(self.p.lengths), n_targets=self.p.n_targets,
             max_length=self.max_length,
-            source=program_to_source(f.node) if f else None)
+            source=program_to_source(f[0]) if f else None, found_by=found_by,
+            measured_length=_measured(f[0]) if f else None)
+
+    # -- combination: a decision list of where(condition, term, ...) over the pool ------------
+    def _combine(self):
+        """Divide and conquer (Alur et al. 2017, "Scaling enumerative program synthesis via
+        divide and conquer"): terms of the pool that are right on part of the targets are
+        joined by ``where(c, term, rest)`` with conditions ``c`` (0/1 s-ops of the pool) that
+        are true only where the term is right. The program found is validated like any other;
+        it is an upper bound, not certified shortest."""
+        self.start_combine = time.perf_counter()
+        levels = sorted(k for k in self.rows if len(self.rows[k]))
+        refs, covs, costs = [], [], []
+        crefs, conds, ccosts = [], [], []
+        for k in levels:
+            lv = self.rows[k]
+            kind_ok = (lv.kind == _KIND_STR) == self.target_str
+            cov = (lv.vals[:, self.tcols] == self.tvals) & kind_ok[:, None]
+            nz = np.flatnonzero(cov.any(axis=1))
+            refs += [(k, int(i)) for i in nz]
+            covs.append(cov[nz])
+            costs += [k] * nz.size
+            b = np.flatnonzero(lv.binary)
+            crefs += [(k, int(i)) for i in b]
+            conds.append(lv.vals[b][:, self.tcols].astype(bool))
+            ccosts += [k] * b.size
+        if not refs or not crefs:
+            return
+        cov = np.concatenate(covs)
+        C = np.concatenate(conds)
+        costs = np.array(costs)
+        ccosts = np.array(ccosts)
+        nT = len(self.tcols)
+        beam = self.g.get("combine_beam", 6)
+
+        def solve(S, depth):
+            if time.perf_counter() - self.start_combine > self.combine_seconds:
+                raise TimeoutError
+            gain = cov[:, S].sum(axis=1)
+            full = np.flatnonzero(gain == S.sum())
+            if full.size:
+                t = full[np.argmin(costs[full])]
+                yield ("term", refs[t])
+                return
+            if depth == 0:
+                return
+            order = np.lexsort((costs, -gain))[:beam * 4]
+            options = []
+            for t in order:
+                if gain[t] == 0:
+                    break
+                bad = S & ~cov[t]
+                good = S & cov[t]
+                for neg in (False, True):
+                    Cv = ~C if neg else C
+                    okc = ~(Cv[:, bad].any(axis=1))
+                    if not okc.any():
+                        continue
+                    g = (Cv[:, good]).sum(axis=1)
+                    g[~okc] = -1
+                    best = np.flatnonzero(g == g.max())
+                    ci = best[np.argmin(ccosts[best])]
+                    if g[ci] <= 0:
+                        continue
+                    options.append((-int(g[ci]), int(costs[t] + ccosts[ci]), t, ci, neg))
+            options.sort()
+            for _g, _c, t, ci, neg in options[:beam]:
+                Cv = ~C[ci] if neg else C[ci]
+                rest_S = S & ~Cv
+                for rest in solve(rest_S, depth - 1):
+                    yield ("where", crefs[ci], neg, ("term", refs[t]), rest)
+
+        def build(tree):
+            if tree[0] == "term":
+                return self._node(self._ref(tree[1]))
+            _, cref, neg, a, rest = tree
+            c = self._node(self._ref(cref))
+            a, r = build(a), build(rest)
+            if neg:
+                a, r = r, a
+            return SequenceMap(Elementwise("ternary"), (c, a, r))
+
+        tried = 0
+        for tree in solve(np.ones(nT, bool), self.g.get("combine_depth", 4)):
+            node = build(tree)
+            tried += 1
+            if not matches_problem(node, self.p):
+                continue
+            if self.validate is None or self.validate(node):
+                self.found = (node, _tree_size(node))
+                return
+            if tried > 200:
+                return
+
+
+def _tree_size(node: Node) -> int:
+    """Expression size: operations of the program counted at every use (no sharing);
+    ``tokens``, ``indices`` count 0 (the search's size measure)."""
+    if isinstance(node, (Tokens, Indices)):
+        return 0
+    return 1 + sum(_tree_size(c) for c in node.children)
+
+
+def _measured(node: Node) -> int:
+    from rasp.measures import measure
+    return measure(node).length
+
+
+#: Grammar switches (all on by default): ``where`` (ternaries), ``maxmin`` (max/min
+#: aggregates), ``sel_andor`` (selector and/or).
+_GRAMMAR = {"where": True, "maxmin": True, "sel_andor": True}
 
 
 def matches_problem(sop: Node, problem: SearchProblem) -> bool:
@@ -651,7 +1141,8 @@ def matches_problem(sop: Node, problem: SearchProblem) -> bool:
 
 def search(problem: SearchProblem, max_length: int = 6, time_limit: float = 60.0,
            progress: bool = False, max_memory_mb: float = 1024,
-           validation: SearchProblem | None = None) -> SearchResult:
+           validation: SearchProblem | None = None, prune: bool = True,
+           grammar: dict | None = None, combine: float | None = None) -> SearchResult:
     """Enumerate RASP-L programs smallest first until one reproduces ``problem``.
 
     Args:
@@ -683,8 +1174,11 @@ def search(problem: SearchProblem, max_length: int = 6, time_limit: float = 60.0
     added = 0
     while True:
         left = time_limit - (time.perf_counter() - start)
-        res = _Search(problem, max(left, 1e-3), max_length, progress,
-                      int(max_memory_mb * 2**20), validate)
+        comb = (0.3 * left if combine is None else min(combine, 0.9 * left))
+        g = dict(grammar or {})
+        g["combine_seconds"] = comb
+        res = _Engine(problem, max(left - comb, 1e-3), max_length, progress,
+                      int(max_memory_mb * 2**20), validate, prune=prune, grammar=g)
         out = res.run()
         explored += out.explored
         if res.spurious_node is None:
@@ -755,7 +1249,8 @@ def _with_row(problem: SearchProblem, other: SearchProblem, row: int) -> SearchP
 def search_task(task, max_length: int = 6, time_limit: float = 60.0,
                 lengths: Iterable[int] = range(1, 7), samples: int = 3, seed: int = 0,
                 progress: bool = False, validation_lengths: Iterable[int] = range(1, 21),
-                validation_samples: int = 10, max_memory_mb: float = 1024) -> SearchResult:
+                validation_samples: int = 10, max_memory_mb: float = 1024,
+                combine: float | None = None, grammar: dict | None = None) -> SearchResult:
     """Search the shortest RASP-L next-token program of a catalogue task.
 
     The search batch is :func:`problem_from_task` ``(task, lengths, samples, seed)``; a found
@@ -765,7 +1260,8 @@ def search_task(task, max_length: int = 6, time_limit: float = 60.0,
     """
     problem = problem_from_task(task, lengths, samples, seed)
     validation = problem_from_task(task, validation_lengths, validation_samples, seed + 1)
-    return search(problem, max_length, time_limit, progress, max_memory_mb, validation)
+    return search(problem, max_length, time_limit, progress, max_memory_mb, validation,
+                  grammar=grammar, combine=combine)
 
 
 # --------------------------------------------------------------------------------------------
@@ -813,9 +1309,15 @@ def program_to_source(sop: Node, name: str = "program") -> str:
                 expr = f"not {ref(n.inner)}"
             else:
                 expr = f"{ref(n.inner)} {OPS[f.op].symbol} {f.const!r}"
+        elif isinstance(n, SequenceMap) and n.fn.op == "ternary":
+            c, a, b = n.inputs
+            expr = f"{ref(a)} if {ref(c)} else {ref(b)}"
         elif isinstance(n, SequenceMap):
             a, b = n.inputs[:2]
             expr = f"{ref(a)} {OPS[n.fn.op].symbol} {ref(b)}"
+        elif isinstance(n, (SelectorAnd, SelectorOr)):
+            word = "and" if isinstance(n, SelectorAnd) else "or"
+            expr = f"{ref(n.children[0])} {word} {ref(n.children[1])}"
         elif isinstance(n, SelectorWidth):
             expr = f"selector_width({ref(n.selector)})"
         elif isinstance(n, Aggregate):
