@@ -18,7 +18,7 @@ from .display import describe_value, draw_text, short_value
 from .ir import (Aggregate, Elementwise, Full, Map, Node, RASPResourceError, RASPTypeError,
                  RASPValueError, Select, Selector, SelectorAnd, SelectorNot, SelectorOr,
                  SelectorWidth, SequenceMap, SOp)
-from .ops import OPS, SELECT_OPS, atom_int_guard
+from .ops import OPS, SELECT_OPS, atom_int_guard, check_int64
 from .parser import KEYWORDS
 from .values import Builtin, RASPFunction, SelOp, is_atom
 
@@ -130,8 +130,9 @@ def _bi_range(it, args):
     r = range(*args) if args[-1] != 0 or len(args) < 3 else None
     if r is None:
         raise RASPValueError("range step must not be zero")
-    if len(r) > limits.MAX_COLLECTION:
-        raise RASPResourceError(f"range of {len(r)} elements is longer than the limit of "
+    n = max(0, (r.stop - r.start + r.step - (1 if r.step > 0 else -1)) // r.step)
+    if n > limits.MAX_COLLECTION:       # (len() of a huge range overflows)
+        raise RASPResourceError(f"range of {n} elements is longer than the limit of "
                                 f"{limits.MAX_COLLECTION} (rasp.limits.MAX_COLLECTION)")
     return list(r)
 
@@ -293,6 +294,7 @@ def binop(op: str, a: Any, b: Any) -> Any:
                                     f"{describe_value(x)}")
         if isinstance(a, SOp) and isinstance(b, SOp):
             return SequenceMap(Elementwise(op), (a, b))
+        check_int64(b if isinstance(a, SOp) else a)
         if isinstance(a, SOp):
             return Map(Elementwise(op, const=b, const_side="right"), a)
         return Map(Elementwise(op, const=a, const_side="left"), b)

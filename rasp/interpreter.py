@@ -30,7 +30,8 @@ from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPError, RASPTyp
                  SelectorWidth, SequenceMap, SOp, Tokens, topological_order)
 from .ops import compare, homogeneous_array
 
-__all__ = ["evaluate", "Evaluator", "to_batch", "convert_tokens"]
+__all__ = ["evaluate", "Evaluator", "to_batch", "convert_tokens", "stack_sequences",
+           "MixedBatchError"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -107,6 +108,72 @@ def convert_tokens(arr: np.ndarray, conversion: str) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
+# Defaults of another type than the values
+# --------------------------------------------------------------------------------------------
+
+class MixedBatchError(RASPTypeError):
+    """Raised inside an :class:`Evaluator` when an aggregate's default and its values differ
+    in type (string vs number) and some sequences of the batch take only the default while
+    others take only values: the batch is then evaluated sequence by sequence."""
+
+
+def stack_sequences(parts: list[np.ndarray]) -> np.ndarray:
+    """Stack per-sequence results ``[1, seq]`` into ``[batch, seq]``; an object array when
+    the sequences hold values of different types (strings in one, numbers in another)."""
+    kinds = {("U" if p.dtype.kind == "U" else "n") for p in parts}
+    if len(kinds) == 1:
+        return np.concatenate(parts, axis=0)
+    out = np.empty((sum(p.shape[0] for p in parts),) + parts[0].shape[1:], dtype=object)
+    row = 0
+    for p in parts:
+        for r in p.tolist():
+            out[row, ...] = np.array(r, dtype=object) if p.ndim > 1 else r
+            row += 1
+    return out
+
+
+def _is_str(x) -> bool:
+    return isinstance(x, (str, np.str_))
+
+
+def _other_type_default(n: Aggregate, vals: np.ndarray, count: np.ndarray):
+    """An aggregate whose default is of another type than its values (a number for string
+    values, as the implicit 0 of ``tokens[5]``, or a string for numbers), as the original RASP
+    (tech-srl/RASP ``Support.py``: a sequence's values must share one type):
+
+    * a sequence where no query selects anything is the default at every position
+      (``tokens[5]`` on ``"abc"`` is ``[0, 0, 0]``);
+    * a sequence where some queries select nothing and others select values would mix
+      strings and numbers: :class:`RASPTypeError`;
+    * a sequence where every query selects something never sees the default.
+
+    Returns the ``[batch, seq]`` result when every sequence is all-default, ``None`` when the
+    ordinary evaluation applies (no sequence takes the default), and raises
+    :class:`MixedBatchError` when the batch holds both kinds of sequences."""
+    if _is_str(n.default) == (vals.dtype.kind == "U"):
+        return None
+    empty = count == 0
+    if not empty.any():
+        return None
+    all_empty = empty.all(axis=1)
+    partial = empty.any(axis=1) & ~all_empty
+    if partial.any():
+        b = int(np.flatnonzero(partial)[0])
+        q = int(np.flatnonzero(empty[b])[0])
+        got = "strings" if vals.dtype.kind == "U" else "numbers"
+        raise RASPTypeError(
+            f"aggregate '{n.label}': query position {q} selects no key and gets the default "
+            f"{n.default!r} while other positions get {got}; a sequence cannot mix strings and "
+            "numbers (give a default of the values' type)")
+    if all_empty.all():
+        d = n.default
+        if _is_str(d):
+            return np.full(count.shape, d, dtype=f"<U{max(1, len(d))}")
+        return np.full(count.shape, d)
+    raise MixedBatchError(f"aggregate '{n.label}': a batch of default-only and value sequences")
+
+
+# --------------------------------------------------------------------------------------------
 # Evaluator
 # --------------------------------------------------------------------------------------------
 
@@ -141,16 +208,24 @@ class Evaluator:
         if node.id in self.values:
             return self.values[node.id]
         lazy = self.lazy_selectors
-        for n in topological_order(node):
-            if n.id not in self.values:
-                if lazy and isinstance(n, Selector):
-                    continue
-                try:
-                    self.values[n.id] = self.eval_node(n)
-                except RASPError as e:
-                    if e.span is None and n.span is not None:
-                        e.span = n.span
-                    raise
+        try:
+            for n in topological_order(node):
+                if n.id not in self.values:
+                    if lazy and isinstance(n, Selector):
+                        continue
+                    try:
+                        self.values[n.id] = self.eval_node(n)
+                    except RASPError as e:
+                        if e.span is None and n.span is not None:
+                            e.span = n.span
+                        raise
+        except MixedBatchError:
+            # some sequences of the batch take an aggregate's default of another type than
+            # the values others take: evaluate each sequence on its own, as the original does
+            parts = [Evaluator(self.raw[i:i + 1], causal=self.causal,
+                               lazy_selectors=self.lazy_selectors)(node)
+                     for i in range(self.batch)]
+            return stack_sequences(parts)
         if node.id not in self.values:          # a lazily skipped selector
             out = self._sel(node)
         else:
@@ -260,6 +335,9 @@ class Evaluator:
                 return self._aggregate_grouped(n, vals, *codes)
         sel = self._sel(n.selector)                            # [B, Q, K]
         count = _count_selected(sel)                           # [B, Q]
+        other = _other_type_default(n, vals, count)
+        if other is not None:
+            return other
         default = n.default
         kind = vals.dtype.kind
         if n.reduction == "mean" and kind != "U" and count.size and count.max() <= 1:
@@ -289,8 +367,6 @@ class Evaluator:
             return _with_string_default(n, uniq[np.where(count == 0, 0, r)], count)
         r = _masked_reduce(sel, vals, n.reduction)
         if np.any(count == 0):
-            if isinstance(default, str):
-                raise RASPTypeError(f"aggregate '{n.label}': string default for numeric values")
             r = np.where(count == 0, default, r)
         return r
 
@@ -371,17 +447,14 @@ class Evaluator:
             # index of (one) key of each code: exact whenever a query selects one key
             where_key = np.zeros(m, dtype=np.int64)
             where_key[flat_k] = np.arange(flat_k.size, dtype=np.int64)
+        other = _other_type_default(n, vals, count)
+        if other is not None:
+            return other
         flat_vals = vals.reshape(-1)
 
         def moved_values():
             moved = flat_vals[where_key[qc]]
-            if np.any(count == 0):
-                d = np.asarray(default)
-                if (d.dtype.kind == "U") != (kind == "U") and kind == "U":
-                    raise RASPTypeError(
-                        f"aggregate default {default!r} does not match string values")
-                moved = np.where(count == 0, default, moved)
-            return moved
+            return np.where(count == 0, default, moved) if np.any(count == 0) else moved
 
         if n.reduction == "mean":
             if kind == "U":
@@ -411,8 +484,6 @@ class Evaluator:
         if back is not None:
             r = r.astype(back)
         if np.any(count == 0):
-            if isinstance(default, str):
-                raise RASPTypeError(f"aggregate '{n.label}': string default for numeric values")
             r = np.where(count == 0, default, r)
         return r
 
@@ -423,13 +494,9 @@ class Evaluator:
         kind = vals.dtype.kind
         if kind in "iub" and np.all(count <= 1) and kind == "b" and _is_bool(default):
             return moved_values()
-        if isinstance(default, str):
-            if np.any(count == 0):
-                raise RASPTypeError(
-                    f"aggregate '{n.label}': string default {default!r} for numeric values")
         mean = np.asarray(mean, dtype=np.float64)
-        out = np.where(count == 0, float(default) if not isinstance(default, str) else 0.0,
-                       mean)
+        # (a string default never reaches here for an empty row: _other_type_default)
+        out = np.where(count == 0, 0.0 if _is_str(default) else float(default), mean)
         if n.truncate:
             return np.trunc(out).astype(np.int64)
         if kind in "iub" and isinstance(default, (int, bool, np.integer)) and \
@@ -440,24 +507,14 @@ class Evaluator:
     def _move_single(self, sel, vals, count, default):
         idx = _first_selected(sel)                             # [B, Q] first selected key
         moved = np.take_along_axis(vals, idx, axis=-1)
-        if np.any(count == 0):
-            d = np.asarray(default)
-            if (d.dtype.kind == "U") != (vals.dtype.kind == "U"):
-                if vals.dtype.kind == "U":
-                    raise RASPTypeError(
-                        f"aggregate default {default!r} does not match string values")
-            moved = np.where(count == 0, default, moved)
-        return moved
+        return np.where(count == 0, default, moved) if np.any(count == 0) else moved
 
 
 def _with_string_default(n: Aggregate, out: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """A max/min reduction of strings: ``n.default`` where no key is selected (``count == 0``).
-
-    Raises :class:`RASPTypeError` when an empty row needs a non-string default."""
+    """A max/min reduction of strings: ``n.default`` (a string, see
+    :func:`_other_type_default`) where no key is selected (``count == 0``)."""
     if not np.any(count == 0):
         return out
-    if not isinstance(n.default, str):
-        raise RASPTypeError(f"aggregate '{n.label}': default {n.default!r} for string values")
     return np.where(count == 0, n.default, out)
 
 

@@ -25,7 +25,7 @@ MAX_INT_BITS = 100_000
 
 #: Loop iterations plus comprehension items one statement may run (nested comprehensions over
 #: large ranges).
-MAX_ITERATIONS = 2_000_000
+MAX_ITERATIONS = 1_000_000
 
 #: Memory the interpreter may use for one batch's ``[batch, query, key]`` selector work and
 #: s-op values, in bytes (default 1 GiB; environment variable ``RASP_MEMORY_BUDGET_MB``).

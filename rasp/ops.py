@@ -423,7 +423,7 @@ def apply(fn: "Elementwise", arrays: Sequence[np.ndarray]) -> np.ndarray:
         arrays = [a.astype(np.int64) if a.dtype.kind == "b" else a for a in arrays]
     operands = _operands(fn, arrays) if fn.op != "ternary" else arrays
     if fn.op == "add" and any(a.dtype.kind == "U" for a in operands):
-        return _finish(np.char.add(operands[0].astype(str), operands[1].astype(str)), arrays)
+        return _finish(_concat(operands[0].astype(str), operands[1].astype(str)), arrays)
     if op.types == "equality":
         kinds = [a.dtype.kind for a in operands]
         if "U" in kinds and any(k != "U" for k in kinds):
@@ -431,6 +431,22 @@ def apply(fn: "Elementwise", arrays: Sequence[np.ndarray]) -> np.ndarray:
     if op.is_arithmetic and fn.const_side is not None:
         operands = [a.astype(np.int64) if a.dtype.kind == "b" else a for a in operands]
     return _finish(np.asarray(op.kernel(*operands)), arrays)
+
+
+def _concat(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """String concatenation of s-op values, refused before allocating when one value would
+    be longer than :data:`rasp.limits.MAX_COLLECTION` characters or the result larger than
+    the memory budget (``x = x + x`` on strings in a loop)."""
+    width = a.dtype.itemsize // 4 + b.dtype.itemsize // 4      # characters per value, at most
+    size = max(a.size, b.size)
+    need = width * 4 * size
+    if width > limits.MAX_COLLECTION or need > limits.MEMORY_BUDGET_BYTES:
+        raise RASPResourceError(
+            f"'+' of strings would make values of up to {width} characters ({need / 2**20:.0f} "
+            f"MiB); the limits are {limits.MAX_COLLECTION} characters "
+            f"(rasp.limits.MAX_COLLECTION) and {limits.MEMORY_BUDGET_BYTES / 2**20:.0f} MiB "
+            "(RASP_MEMORY_BUDGET_MB)")
+    return np.char.add(a, b)
 
 
 def _finish(out: np.ndarray, arrays: Sequence[np.ndarray]) -> np.ndarray:
@@ -476,9 +492,11 @@ def _lookup(a: np.ndarray, container) -> np.ndarray:
             if isinstance(container, dict):
                 out.append(container[u])
             else:
+                # an int, a bool (False / True index 0 / 1, as Python and the original RASP)
+                # or an integral float
                 if isinstance(u, float) and u.is_integer():
                     u = int(u)
-                if not isinstance(u, int) or isinstance(u, bool):
+                if not isinstance(u, int):
                     raise RASPTypeError(f"cannot index a list or string by {u!r}")
                 out.append(container[u])
         except (KeyError, IndexError):

@@ -47,7 +47,7 @@ from .builtins import BUILTIN_NODE_IDS, BUILTINS, CONSTANTS, RESERVED, binop, ne
 from .display import describe_value, short_value
 from .interpreter import evaluate
 from .ir import (Aggregate, Elementwise, Full, Map, Node, RASPError, RASPNameError,
-                 RASPTypeError, RASPValueError, Select, Selector, SequenceMap,
+                 RASPResourceError, RASPTypeError, RASPValueError, Select, Selector, SequenceMap,
                  SOp, Span, causal_mode)
 from .parser import directives, parse
 from .values import Builtin, Environment, RASPFunction, SelOp, StatementResult, is_atom, kind_of
@@ -112,6 +112,16 @@ class _Interp:
         self.depth = 0
         self.loading: list[str] = []
         self.last_draw: str | None = None
+        self.iterations = 0          # loop iterations + comprehension items of this statement
+
+    def count_iteration(self) -> None:
+        """Count one loop iteration or comprehension item; refuse past
+        :data:`rasp.limits.MAX_ITERATIONS` per statement (nested loops over large ranges)."""
+        self.iterations += 1
+        if self.iterations > limits.MAX_ITERATIONS:
+            raise RASPResourceError(
+                f"more than {limits.MAX_ITERATIONS} loop iterations and comprehension items in "
+                "one statement (rasp.limits.MAX_ITERATIONS)")
 
     @property
     def example(self):
@@ -198,6 +208,7 @@ class _Interp:
                 self._check_assignable(n, t, ctx)
             iterable = self.ev(t.children[1], env, ctx)
             for item in self._iterate(iterable, "for loop"):
+                self.count_iteration()
                 self._bind_iter(env, names, item, mark)
                 for s in t.children[2].children:
                     self.exec_stmt(s, env, ctx)
@@ -326,6 +337,7 @@ class _Interp:
         res_l, res_d = [], {}
         mark = _mark()
         for item in items:
+            self.count_iteration()
             scope = env.child("comprehension")
             self._bind_iter(scope, names, item, mark)
             if kind == "list":
@@ -644,6 +656,7 @@ class Session:
 
     def _run_statement(self, st, ctx) -> list[StatementResult]:
         snapshot = dict(self.env.vars)
+        self._interp.iterations = 0
         try:
             return self._interp.exec_stmt(st, self.env, ctx)
         except RASPError:
