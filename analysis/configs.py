@@ -1,16 +1,20 @@
-"""Training choices: defaults, presets and per-task settings (recorded with every run).
+"""Training configuration: typed settings, presets and the run specification.
 
-A run's configuration is resolved in this order, later entries overriding earlier ones:
+A run is fully described by a :class:`RunSpec` (task, positional encoding, seed, preset, the
+:class:`model.TransformerConfig` and the :class:`TrainConfig`, the training and
+evaluated lengths). It is written to the run directory as ``config.json``
+(:meth:`RunSpec.to_dict`) and read back with :meth:`RunSpec.from_dict`; two runs are the same
+run when their specs are equal (settings added to the code after a run was written count as
+their defaults, so older finished runs stay reusable).
 
-1. :data:`MODEL_DEFAULTS` and :data:`TRAIN_DEFAULTS` (the "default" preset),
-2. the preset (:data:`PRESETS`, e.g. ``"quick"`` for the report demo), then
-   :data:`PE_CONFIGS` for the positional encoding,
-3. :data:`TASK_CONFIGS` for the task (choices tuned here), then ``task.default_config``
-   (the task owner's overrides), then the preset's per-task entry,
-4. the caller's ``config_overrides`` (flat dict; keys of either group).
+Settings are resolved in this order, later entries overriding earlier ones:
 
-Model keys are :class:`model.TransformerConfig` fields; training keys are those of
-:data:`TRAIN_DEFAULTS`. Unknown keys raise :class:`ConfigError`.
+1. :data:`MODEL_DEFAULTS` and the defaults of :class:`TrainConfig` (the ``"default"`` preset),
+2. the training preset (:data:`TRAIN_PRESETS`, e.g. ``"quick"`` for the report demo),
+3. the caller's overrides (a flat dict of model and training keys, ``rasp train --set``).
+
+Model keys are :class:`model.TransformerConfig` fields; training keys are the
+fields of :class:`TrainConfig`. Unknown keys and bad values raise :class:`ConfigError`.
 
 The paper (Kazemnejad et al. 2023) trained a 12-layer, d_model 768 T5 decoder (AdamW lr 3e-5,
 weight decay 0.05, batch 64, 40k steps). These defaults are a CPU-sized stand-in, tuned so
@@ -19,10 +23,19 @@ that ``copy_unique`` with NoPE reaches >= 0.99 ID exact match in minutes on 2 co
 
 from __future__ import annotations
 
-import copy
 import dataclasses
+import math
+from dataclasses import dataclass, field
 
-from model import TransformerConfig
+from model import TransformerConfig, TransformerConfigError
+
+__all__ = ["ConfigError", "TrainConfig", "RunSpec", "MODEL_DEFAULTS", "TRAIN_PRESETS",
+           "MODEL_KEYS", "TRAIN_KEYS", "split_overrides", "resolve"]
+
+
+class ConfigError(ValueError):
+    """Unknown preset or configuration key, or an invalid value (the message names the key)."""
+
 
 MODEL_DEFAULTS: dict = {
     "n_layers": 3,
@@ -40,34 +53,127 @@ MODEL_DEFAULTS: dict = {
     "mlp_bias": True,
     "rotary_dim": None,         # None: model.positional.default_rotary_dim (25% of d_head)
 }
-"""Model settings of the default preset (n_ctx, d_vocab and pe are set per run)."""
+"""Model settings of the default preset (``n_ctx``, ``d_vocab`` and ``pe`` are set per run)."""
 
-TRAIN_DEFAULTS: dict = {
-    "steps": 3000,              # optimizer steps
-    "batch_size": 64,           # sequences per step
-    "lr": 1e-3,                 # peak learning rate (AdamW)
-    "weight_decay": 0.05,       # Kazemnejad et al.
-    "betas": [0.9, 0.98],
-    "warmup_steps": 150,        # linear warmup
-    "schedule": "cosine",       # "cosine" | "linear" | "constant" decay after warmup
-    "min_lr_ratio": 0.05,       # final lr = lr * min_lr_ratio
-    "grad_clip": 1.0,           # max global grad norm (0 = off)
-    "train_min_len": 1,         # training lengths drawn uniformly from [min, max]
-    "train_max_len": None,      # None = task.default_train_max_len
-    "train_max_len_cap": None,  # if set, the default train_max_len is capped at this value
-    "random_offsets": False,    # Zhou et al.: random position offsets (absolute PEs see all positions)
-    "eval_samples": 100,        # samples per evaluated length
-    "eval_stride": 1,           # evaluate every k-th length
-    "eval_max_factor": 2.0,     # OOD lengths up to this x train_max_len
-    "eval_batch_size": 256,
-    "log_every": 50,            # metrics.jsonl line every k steps
-    "checkpoint_every": 500,    # checkpoint every k steps (and at the end)
-    "probe_every": 500,         # quick ID exact-match probe (greedy) every k steps, 0 = off
-    "probe_samples": 64,
-}
-"""Training settings of the default preset."""
+_SCHEDULES = ("cosine", "linear", "constant")
 
-PRESETS: dict = {
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Training settings of one run (defaults: the ``"default"`` preset).
+
+    Attributes:
+        steps: optimizer steps.
+        batch_size: sequences per step.
+        lr: peak learning rate of AdamW.
+        weight_decay: AdamW weight decay on weight matrices (Kazemnejad et al.: 0.05).
+        betas: AdamW betas.
+        warmup_steps: linear warmup steps.
+        schedule: decay after warmup, ``"cosine"``, ``"linear"`` or ``"constant"``.
+        min_lr_ratio: final lr = ``lr * min_lr_ratio``.
+        grad_clip: maximum global gradient norm (0 = off).
+        train_min_len, train_max_len: training lengths drawn uniformly from this range
+            (``train_max_len`` None = the task's ``default_train_max_len``).
+        train_max_len_cap: if set, caps the task's default ``train_max_len``.
+        random_offsets: Zhou et al.'s random position offsets (every absolute position row is
+            trained).
+        eval_samples: samples per evaluated length; ``eval_stride``: evaluate every k-th
+            length; ``eval_max_factor``: OOD lengths up to this x ``train_max_len``;
+            ``eval_batch_size``: prompts per decoding batch.
+        log_every: a ``metrics.jsonl`` line every k steps; ``checkpoint_every``: a checkpoint
+            every k steps; ``probe_every``: a greedy ID exact-match probe every k steps
+            (0 = off) on ``probe_samples`` prompts.
+    Raises:
+        ConfigError: a value of the wrong type or out of range (the message names the key).
+    """
+
+    steps: int = 3000
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 0.05
+    betas: tuple = (0.9, 0.98)
+    warmup_steps: int = 150
+    schedule: str = "cosine"
+    min_lr_ratio: float = 0.05
+    grad_clip: float = 1.0
+    train_min_len: int = 1
+    train_max_len: int | None = None
+    train_max_len_cap: int | None = None
+    random_offsets: bool = False
+    eval_samples: int = 100
+    eval_stride: int = 1
+    eval_max_factor: float = 2.0
+    eval_batch_size: int = 256
+    log_every: int = 50
+    checkpoint_every: int = 500
+    probe_every: int = 500
+    probe_samples: int = 64
+
+    def __post_init__(self):
+        def integer(name, lo, optional=False):
+            v = getattr(self, name)
+            if optional and v is None:
+                return
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ConfigError(f"{name} must be an integer >= {lo}, got {v!r}")
+
+        def number(name, lo, hi=math.inf, lo_open=False):
+            v = getattr(self, name)
+            ok = (not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+                  and (v > lo if lo_open else v >= lo) and v <= hi)
+            if not ok:
+                rng = f"{'(' if lo_open else '['}{lo}, {hi}]"
+                raise ConfigError(f"{name} must be a finite number in {rng}, got {v!r}")
+
+        for name in ("steps", "batch_size", "eval_samples", "eval_stride", "eval_batch_size",
+                     "log_every", "checkpoint_every", "probe_samples", "train_min_len"):
+            integer(name, 1)
+        for name in ("warmup_steps", "probe_every"):
+            integer(name, 0)
+        for name in ("train_max_len", "train_max_len_cap"):
+            integer(name, 1, optional=True)
+        number("lr", 0.0, lo_open=True)
+        number("weight_decay", 0.0)
+        number("min_lr_ratio", 0.0, 1.0)
+        number("grad_clip", 0.0)
+        number("eval_max_factor", 1.0)
+        if self.schedule not in _SCHEDULES:
+            raise ConfigError(f"schedule must be cosine, linear or constant, got "
+                              f"{self.schedule!r}")
+        if not isinstance(self.random_offsets, bool):
+            raise ConfigError(f"random_offsets must be true or false, got "
+                              f"{self.random_offsets!r}")
+        b = self.betas
+        if (not isinstance(b, (list, tuple)) or len(b) != 2 or any(
+                isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x < 1
+                for x in b)):
+            raise ConfigError(f"betas must be two numbers in [0, 1), got {b!r}")
+        object.__setattr__(self, "betas", tuple(float(x) for x in b))
+
+    def to_dict(self) -> dict:
+        """Plain JSON-able dict (``betas`` as a list)."""
+        d = dataclasses.asdict(self)
+        d["betas"] = list(self.betas)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        """Inverse of :meth:`to_dict`; missing keys take their defaults, unknown keys raise
+        :class:`ConfigError`."""
+        unknown = set(d) - TRAIN_KEYS
+        if unknown:
+            raise ConfigError(f"unknown training keys: {', '.join(sorted(unknown))}")
+        return cls(**d)
+
+    def replace(self, **changes) -> "TrainConfig":
+        """A copy with some settings changed (validated)."""
+        return dataclasses.replace(self, **changes)
+
+
+TRAIN_KEYS = frozenset(f.name for f in dataclasses.fields(TrainConfig))
+MODEL_KEYS = frozenset(f.name for f in dataclasses.fields(TransformerConfig))
+
+TRAIN_PRESETS: dict = {
     "default": {},
     # ~30 s per run on a 2-core CPU: the report demo trains 13 of these.
     "quick": {
@@ -80,44 +186,17 @@ PRESETS: dict = {
         "probe_every": 300, "probe_samples": 32,
     },
 }
-"""Named presets (flat dicts of model and training keys)."""
-
-TASK_CONFIGS: dict = {
-    # task -> overrides for the default preset (measured choices; see docs/training.md)
-}
-"""Per-task overrides of the default preset."""
-
-PE_CONFIGS: dict = {
-    # Measured and rejected (docs/results.md): ape_sinusoidal with a T5-scale token embedding
-    # (embed_init_std=1.0) at lr 1e-3 did no better on copy_unique (ID EM 0.00) and worse on
-    # count (0.60 vs 1.00) in the quick budget, so every PE shares the same settings.
-}
-"""Per-positional-encoding overrides (applied after the preset, before per-task choices)."""
-
-PRESET_TASK_CONFIGS: dict = {
-    "quick": {},
-}
-"""Per-task overrides that apply only with a given preset."""
-
-
-class ConfigError(ValueError):
-    """Unknown preset or configuration key, or an invalid value."""
-
-
-MODEL_KEYS = {f.name for f in dataclasses.fields(TransformerConfig)}
-TRAIN_KEYS = set(TRAIN_DEFAULTS)
+"""Named training presets (flat dicts of model and training keys). The report's presets
+(seeds, probe sizes) are :data:`analysis.report.REPORT_PRESETS`."""
 
 
 def split_overrides(overrides: dict | None) -> tuple[dict, dict]:
-    """Split a flat override dict into (model keys, training keys); ConfigError on unknown
-    keys. A nested ``{"model": {...}, "train": {...}}`` form is accepted too."""
+    """Split a flat override dict into ``(model keys, training keys)``.
+
+    Raises :class:`ConfigError` for an unknown key (the message lists the known ones)."""
     model, train = {}, {}
     for k, v in (overrides or {}).items():
-        if k in ("model", "train") and isinstance(v, dict):
-            m, t = split_overrides(v)
-            model.update(m)
-            train.update(t)
-        elif k in MODEL_KEYS:
+        if k in MODEL_KEYS:
             model[k] = v
         elif k in TRAIN_KEYS:
             train[k] = v
@@ -128,27 +207,94 @@ def split_overrides(overrides: dict | None) -> tuple[dict, dict]:
     return model, train
 
 
-def resolve(task_name: str, preset: str = "default", task_default_config: dict | None = None,
-            overrides: dict | None = None, pe: str | None = None) -> tuple[dict, dict]:
-    """Resolved ``(model_settings, train_settings)`` for a task (see module docstring)."""
-    if preset not in PRESETS:
-        raise ConfigError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
-    model = copy.deepcopy(MODEL_DEFAULTS)
-    train = copy.deepcopy(TRAIN_DEFAULTS)
-    # keys of the task owner's default_config that are not ours are ignored (not an error)
-    # (applied with the default preset only, so presets keep their time budget)
-    task_cfg = {k: v for k, v in (task_default_config or {}).items()
-                if k in MODEL_KEYS or k in TRAIN_KEYS} if preset == "default" else {}
-    layers = [PRESETS[preset], PE_CONFIGS.get(pe, {}), TASK_CONFIGS.get(task_name, {}) if preset == "default" else {},
-              task_cfg, PRESET_TASK_CONFIGS.get(preset, {}).get(task_name, {}),
-              overrides or {}]
-    for layer in layers:
+def resolve(preset: str = "default", overrides: dict | None = None) -> tuple[dict, TrainConfig]:
+    """Resolved ``(model settings, TrainConfig)`` of a preset plus overrides (module docstring).
+
+    The model settings are :class:`~model.TransformerConfig` keyword arguments
+    without ``d_vocab``, ``n_ctx`` and ``pe`` (set per run). Raises :class:`ConfigError` for an
+    unknown preset or key, or a bad training value."""
+    if preset not in TRAIN_PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}; known: {', '.join(TRAIN_PRESETS)}")
+    model = dict(MODEL_DEFAULTS)
+    train: dict = {}
+    for layer in (TRAIN_PRESETS[preset], overrides or {}):
         m, t = split_overrides(layer)
         model.update(m)
         train.update(t)
-    if train["steps"] is not None and int(train["steps"]) < 1:
-        raise ConfigError(f"steps must be >= 1, got {train['steps']}")
-    if train["schedule"] not in ("cosine", "linear", "constant"):
-        raise ConfigError(f"schedule must be cosine, linear or constant, got "
-                          f"{train['schedule']!r}")
-    return model, train
+    try:
+        return model, TrainConfig(**train)
+    except TypeError as e:                       # pragma: no cover - keys are checked above
+        raise ConfigError(str(e)) from None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that defines a run; ``config.json`` holds :meth:`to_dict` plus provenance.
+
+    Attributes:
+        task, pe, seed, preset: what was trained (``pe`` one of
+            :data:`model.PE_NAMES`).
+        model: the :class:`~model.TransformerConfig` (``n_ctx`` = the longest
+            evaluated sequence).
+        train: the resolved :class:`TrainConfig` (``train_max_len`` set).
+        train_lengths: ``(min, max)`` training input length.
+        eval_lengths: ``((length, "id"|"ood"), ...)`` evaluated lengths.
+    """
+
+    task: str
+    pe: str
+    seed: int
+    preset: str
+    model: TransformerConfig
+    train: TrainConfig
+    train_lengths: tuple
+    eval_lengths: tuple = field(default_factory=tuple)
+
+    def to_dict(self) -> dict:
+        """The JSON form written to ``config.json`` (``optimizer`` and ``steps`` repeat
+        training settings for readers of the file)."""
+        tr = self.train
+        return {"task": self.task, "pe": self.pe, "seed": int(self.seed),
+                "preset": self.preset, "model": self.model.to_dict(),
+                "optimizer": {"name": "AdamW", "lr": tr.lr, "betas": list(tr.betas),
+                              "weight_decay": tr.weight_decay, "warmup_steps": tr.warmup_steps,
+                              "schedule": tr.schedule, "min_lr_ratio": tr.min_lr_ratio,
+                              "grad_clip": tr.grad_clip},
+                "train": tr.to_dict(), "steps": tr.steps,
+                "train_lengths": list(self.train_lengths),
+                "eval_lengths": [[n, s] for n, s in self.eval_lengths]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunSpec":
+        """Read :meth:`to_dict`'s form (extra provenance keys are ignored; settings missing
+        from an older file take their defaults).
+
+        Raises:
+            ConfigError: a missing or malformed field, or a bad setting.
+        """
+        if not isinstance(d, dict):
+            raise ConfigError("not a JSON object")
+        try:
+            seed, lengths = d["seed"], d["train_lengths"]
+            if isinstance(seed, bool) or not isinstance(seed, int):
+                raise ConfigError(f"seed must be an integer, got {seed!r}")
+            if (not isinstance(lengths, list) or len(lengths) != 2
+                    or not all(isinstance(x, int) and x >= 0 for x in lengths)
+                    or lengths[0] > lengths[1]):
+                raise ConfigError(f"train_lengths must be [min, max], got {lengths!r}")
+            evals = tuple((int(n), str(s)) for n, s in d.get("eval_lengths", []))
+            if any(s not in ("id", "ood") for _, s in evals):
+                raise ConfigError("eval_lengths splits must be 'id' or 'ood'")
+            for key in ("task", "pe", "preset"):
+                if not isinstance(d.get(key, "default"), str):
+                    raise ConfigError(f"{key} must be a string")
+            return cls(task=d["task"], pe=d["pe"], seed=seed, preset=d.get("preset", "default"),
+                       model=TransformerConfig.from_dict(dict(d["model"])),
+                       train=TrainConfig.from_dict(dict(d["train"])),
+                       train_lengths=tuple(lengths), eval_lengths=evals)
+        except KeyError as e:
+            raise ConfigError(f"missing field {e.args[0]!r}") from None
+        except (TransformerConfigError, TypeError, ValueError) as e:
+            if isinstance(e, ConfigError):
+                raise
+            raise ConfigError(str(e)) from None

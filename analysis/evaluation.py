@@ -11,12 +11,13 @@ reports the number of samples and a Wilson 95% confidence interval of the exact 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from model import ContextLengthError, Transformer
+from rasp.decode import greedy_decode as rasp_greedy_decode
+from tasks import LengthResult
 
 EVAL_SEED = 20231016
 """Base seed of the evaluation sets (shared by all runs so that PEs see the same inputs)."""
@@ -35,76 +36,39 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     return float(ci.low), float(ci.high)
 
 
-def _model_device(model):
-    return next(model.parameters()).device
-
-
 @torch.no_grad()
 def greedy_decode(model: Transformer, prompts: list[list[int]], max_new_tokens: int, eos: int,
-                  pad: int | None = None, batch_size: int = 256,
-                  pos_offset: int = 0) -> list[list[int]]:
-    """Greedy next-token decoding from each prompt, batched.
+                  batch_size: int = 256, pos_offset: int = 0) -> list[list[int]]:
+    """Greedy next-token decoding of a trained model from each prompt, batched.
 
-    Prompts of equal length share a batch (the model is causal, so no padding is needed); a
-    sequence stops at its first ``eos`` (included in the output) or after ``max_new_tokens``.
-    Returns the generated tokens per prompt (without the prompt). Raises
-    :class:`ContextLengthError` when an ``ape_learned`` model would need positions beyond n_ctx.
+    The loop is the one greedy decoder (:func:`rasp.decode.greedy_decode`): prompts of equal
+    length share a batch (the model is causal, so no padding is needed); a sequence stops at
+    its first ``eos`` (included in the output) or after ``max_new_tokens``; an ``ape_learned``
+    model stops where it would need positions beyond its ``n_ctx`` (answer incomplete).
+
+    Args:
+        model: a trained :class:`~model.Transformer` (restored to its
+            train/eval mode afterwards).
+        prompts: token-id lists.
+        pos_offset: position of the first token (random-offset protocols evaluate at 0).
+
+    Returns:
+        the generated tokens per prompt (without the prompt).
     """
     was_training = model.training
     model.eval()
-    device = _model_device(model)
-    out: list[list[int] | None] = [None] * len(prompts)
-    by_len: dict[int, list[int]] = {}
-    for i, p in enumerate(prompts):
-        by_len.setdefault(len(p), []).append(i)
+    device = next(model.parameters()).device
+    limit = model.cfg.n_ctx - pos_offset if model.cfg.pe == "ape_learned" else None
+
+    def next_ids(ids: np.ndarray) -> np.ndarray:
+        seq = torch.from_numpy(ids).to(device)
+        return model(seq, pos_offset=pos_offset or None)[:, -1].argmax(-1).cpu().numpy()
+
     try:
-        for plen, idx in sorted(by_len.items()):
-            for s in range(0, len(idx), batch_size):
-                chunk = idx[s:s + batch_size]
-                seq = torch.tensor([prompts[i] for i in chunk], dtype=torch.long, device=device)
-                done = torch.zeros(len(chunk), dtype=torch.bool, device=device)
-                gen = []
-                # ape_learned cannot read positions >= n_ctx: stop there (answer incomplete)
-                limit = model.cfg.n_ctx if model.cfg.pe == "ape_learned" else None
-                for _ in range(max_new_tokens):
-                    if limit is not None and seq.shape[1] + pos_offset > limit:
-                        break
-                    nxt = model(seq, pos_offset=pos_offset or None)[:, -1].argmax(-1)
-                    if pad is not None:
-                        nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
-                    gen.append(nxt)
-                    done = done | (nxt == eos)
-                    seq = torch.cat([seq, nxt[:, None]], dim=1)
-                    if bool(done.all()):
-                        break
-                g = torch.stack(gen, 1).cpu().tolist() if gen else [[] for _ in chunk]
-                for j, i in enumerate(chunk):
-                    row = g[j]
-                    out[i] = row[: row.index(eos) + 1] if eos in row else row
+        return rasp_greedy_decode(next_ids, prompts, max_new_tokens, eos, max_seq_len=limit,
+                                  batch_size=batch_size)
     finally:
         model.train(was_training)
-    return out  # type: ignore[return-value]
-
-
-@dataclass
-class LengthResult:
-    """Exact match at one input length. ``em`` is None when the model cannot be evaluated there
-    (``note`` says why, e.g. ape_learned beyond n_ctx)."""
-
-    length: int
-    split: str
-    em: float | None
-    n: int
-    ci_low: float | None
-    ci_high: float | None
-    note: str | None = None
-
-    def to_dict(self) -> dict:
-        d = {"length": self.length, "split": self.split, "em": self.em, "n": self.n,
-             "ci_low": self.ci_low, "ci_high": self.ci_high}
-        if self.note:
-            d["note"] = self.note
-        return d
 
 
 def eval_lengths(task, train_max_len: int, train_min_len: int = 1, max_factor: float = 2.0,
@@ -114,9 +78,9 @@ def eval_lengths(task, train_max_len: int, train_min_len: int = 1, max_factor: f
     ``stride``-th length (the training maximum and the largest OOD length always included);
     only lengths the task accepts (``task.length_ok``)."""
     top = int(math.floor(max_factor * train_max_len))
-    if getattr(task, "max_length", None) is not None:
+    if task.max_length is not None:
         top = min(top, task.max_length)
-    lo = max(train_min_len, getattr(task, "min_length", 1) or 1)
+    lo = max(train_min_len, task.min_length or 1)
     pairs = []
     for n in range(lo, top + 1):
         keep = (n - lo) % stride == 0 or n in (train_max_len, top)
@@ -144,7 +108,6 @@ def evaluate(model: Transformer, task, lengths: list[tuple[int, str]], samples: 
     from tqdm.auto import tqdm
 
     eos = task.vocab.eos
-    pad = task.vocab.pad
     results = []
     it = tqdm(lengths, desc="eval", leave=False, disable=not progress)
     for length, split in it:
@@ -154,20 +117,19 @@ def evaluate(model: Transformer, task, lengths: list[tuple[int, str]], samples: 
         n_ctx = model.cfg.n_ctx
         if model.cfg.pe == "ape_learned" and longest - 1 > n_ctx:
             results.append(LengthResult(
-                length, split, None, len(data), None, None,
+                length, len(data), None, split,
                 note=f"ape_learned has {n_ctx} learned positions; sequences of length "
                      f"{length} need {longest - 1}: not evaluated"))
             continue
         max_new = max(len(a) for _, a in data) + max_answer_slack
         try:
-            gen = greedy_decode(model, prompts, max_new, eos, pad, batch_size)
+            gen = greedy_decode(model, prompts, max_new, eos, batch_size)
         except ContextLengthError as e:
-            results.append(LengthResult(length, split, None, len(data), None, None,
-                                        note=str(e)))
+            results.append(LengthResult(length, len(data), None, split, note=str(e)))
             continue
         k = sum(g == list(a) for g, (_, a) in zip(gen, data))
         lo, hi = wilson_interval(k, len(data))
-        results.append(LengthResult(length, split, k / len(data), len(data), lo, hi))
+        results.append(LengthResult(length, len(data), k, split, lo, hi))
         it.set_postfix(length=length, em=f"{k / len(data):.2f}")
     return results
 

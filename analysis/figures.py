@@ -16,11 +16,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["PE_ORDER", "PE_COLORS", "PE_NAMES", "accuracy_figure", "heatmap_figure",
+__all__ = ["PE_ORDER", "PE_COLORS", "PE_LABELS", "accuracy_figure", "heatmap_figure",
            "distance_chart", "layer_diagram", "save"]
 
 PE_ORDER = ["nope", "t5", "alibi", "rope", "ape_sinusoidal", "ape_learned"]
-PE_NAMES = {"nope": "NoPE", "t5": "T5 bias", "alibi": "ALiBi", "rope": "RoPE (Rotary)",
+PE_LABELS = {"nope": "NoPE", "t5": "T5 bias", "alibi": "ALiBi", "rope": "RoPE (Rotary)",
             "ape_sinusoidal": "APE (sinusoidal)", "ape_learned": "APE (learned)"}
 PE_COLORS = {"nope": "#d62728", "t5": "#1f77b4", "alibi": "#2ca02c", "rope": "#9467bd",
              "ape_sinusoidal": "#ff7f0e", "ape_learned": "#8c564b"}
@@ -66,7 +66,7 @@ def accuracy_figure(curves: dict[str, list[dict]], train_range: tuple[int, int],
         xs = sorted(by_len)
         ys = [float(np.mean(by_len[x])) for x in xs]
         color = PE_COLORS.get(pe)
-        ax.plot(xs, ys, marker="o", ms=3, lw=1.6, color=color, label=PE_NAMES.get(pe, pe))
+        ax.plot(xs, ys, marker="o", ms=3, lw=1.6, color=color, label=PE_LABELS.get(pe, pe))
         if band:
             bx = [x for x in xs if x in band]
             ax.fill_between(bx, [band[x][0] for x in bx], [band[x][1] for x in bx],
@@ -140,10 +140,10 @@ def distance_chart(distances: dict[str, list[float]], path: str | os.PathLike,
     if baseline:
         b = float(np.nanmean(baseline))
         ax.axhline(b, ls="--", color=PE_COLORS.get(reference, "black"),
-                   label=f"{PE_NAMES.get(reference, reference)} other seed: {b:.3f}")
+                   label=f"{PE_LABELS.get(reference, reference)} other seed: {b:.3f}")
     ax.set_xticks(xs)
-    ax.set_xticklabels([PE_NAMES.get(p, p) for p in pes], fontsize=8, rotation=15)
-    ax.set_ylabel(f"JSD from {PE_NAMES.get(reference, reference)} (bits)")
+    ax.set_xticklabels([PE_LABELS.get(p, p) for p in pes], fontsize=8, rotation=15)
+    ax.set_ylabel(f"JSD from {PE_LABELS.get(reference, reference)} (bits)")
     ax.set_ylim(0, max([1.0] + [m for m in means if np.isfinite(m)]) * 1.05)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7)

@@ -5,23 +5,22 @@
 reuses finished runs, and writes ``reports/report.html`` (figures embedded as base64 PNG, styles
 inline, no network reference) and ``reports/*.png``.
 
-The pipeline is split in two so that tests and other callers can render synthetic data:
+The report has two jobs, kept apart so that tests and other callers can render synthetic data:
 
 * :func:`collect_task` gathers one task's data into a plain dict (a *section*);
 * :func:`render_report` turns sections into figures and the HTML page (jinja2 template
   ``analysis/templates/report.html.j2``).
 
-Run directories are those of ``rasp train`` (contract F): ``runs/<task>/<pe>/seed<k>/`` for the
-training defaults (``--full``) and ``runs/<task>/<pe>/seed<k>-quick/`` for the quick preset
-(the default of ``rasp report`` and ``rasp demo``), so runs made by either command are reused.
+Run directories are those of ``rasp train`` (:mod:`analysis.runs`): ``runs/<task>/<pe>/seed<k>/``
+for the training defaults (``--full``) and ``runs/<task>/<pe>/seed<k>-quick/`` for the quick
+preset (the default of ``rasp report`` and ``rasp demo``), so runs made by either command are
+reused. The probing of trained against compiled models is :mod:`analysis.alignment`.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as _dt
-import html
-import inspect
 import json
 import os
 import sys
@@ -29,15 +28,21 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from analysis import figures, probing
+import tasks
+from analysis import alignment, figures, predict, probing, training
+from analysis.runs import (RunDirError, default_run_dir, is_finished, load_run, read_accuracy,
+                           read_task_name)
+from compiler.errors import CompilerError
+from rasp import measures, raspl
+from rasp.ir import RASPError
 
 __all__ = ["ReportError", "ReportOptions", "collect_task", "render_report", "generate_report",
-           "DEFAULT_TASKS", "FULL_TASKS", "run_dir_for", "measured_outcome", "PRESETS", "wanted_runs",
-           "train_missing", "probe_task_runs", "probe_run_dirs"]
+           "DEFAULT_TASKS", "FULL_TASKS", "measured_outcome", "REPORT_PRESETS", "wanted_runs",
+           "train_missing"]
 
 #: The demo's default: one task predicted to generalize, one predicted to fail (Zhou et al.).
 #: count (Zhou's flagship short RASP-L program) fits its training lengths within the quick
@@ -47,8 +52,9 @@ DEFAULT_TASKS = ["count", "copy_repeat"]
 #: The larger grid (``rasp demo --full``), the tasks of docs/results.md.
 FULL_TASKS = ["count", "copy_unique", "sort_unique", "copy_repeat", "parity", "reverse"]
 
-#: Report presets: seeds per PE, extra NoPE seeds (for the other-seed baseline), probe size.
-PRESETS = {
+#: Report presets: seeds per PE, extra NoPE seeds (for the other-seed baseline), probe size, and
+#: the training preset of the runs (:data:`analysis.configs.TRAIN_PRESETS`).
+REPORT_PRESETS = {
     "quick": {"seeds": [0], "nope_seeds": 2, "probe_per_length": 3, "train_preset": "quick",
               "runs_root": "runs"},
     "full": {"seeds": [0, 1, 2], "nope_seeds": 3, "probe_per_length": 8,
@@ -72,7 +78,7 @@ class ReportError(Exception):
 
 @dataclass
 class ReportOptions:
-    """How a report is produced (see :data:`PRESETS`)."""
+    """How a report is produced (see :data:`REPORT_PRESETS`)."""
 
     preset: str = "quick"
     pes: list[str] = field(default_factory=lambda: list(figures.PE_ORDER))
@@ -97,11 +103,13 @@ class ReportOptions:
     budget_s: float | None = None
 
     def resolved(self) -> dict:
-        if self.preset not in PRESETS:
-            raise ReportError(f"unknown preset {self.preset!r}; choose one of {sorted(PRESETS)}")
-        p = dict(PRESETS[self.preset])
-        for k in ("seeds", "nope_seeds", "runs_root", "probe_per_length"):
-            v = getattr(self, k)
+        """The report preset with this object's explicit choices applied."""
+        if self.preset not in REPORT_PRESETS:
+            raise ReportError(f"unknown preset {self.preset!r}; choose one of "
+                              f"{sorted(REPORT_PRESETS)}")
+        p = dict(REPORT_PRESETS[self.preset])
+        for k, v in (("seeds", self.seeds), ("nope_seeds", self.nope_seeds),
+                     ("runs_root", self.runs_root), ("probe_per_length", self.probe_per_length)):
             if v is not None:
                 p[k] = v
         return p
@@ -112,27 +120,14 @@ def _log(opts: ReportOptions | None, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def run_dir_for(runs_root: str | os.PathLike, task: str, pe: str, seed: int,
-                preset: str = "default") -> Path:
-    """The run directory of (task, PE, seed, training preset), as ``rasp train`` names it:
-    ``runs_root/<task>/<pe>/seed<k>`` (``seed<k>-<preset>`` for a non-default preset)."""
-    leaf = f"seed{seed}" if preset in (None, "default") else f"seed{seed}-{preset}"
-    return Path(runs_root) / task / pe / leaf
-
-
 # --------------------------------------------------------------------------------------------
 # Collecting one task
 # --------------------------------------------------------------------------------------------
 
 def _to_plain(obj: Any) -> Any:
-    """Best-effort conversion of a result object into JSON-able data."""
+    """JSON-able copy of plain data holding NumPy values (other objects become strings)."""
     if obj is None or isinstance(obj, (str, int, float, bool)):
         return obj
-    if hasattr(obj, "to_dict"):
-        try:
-            return _to_plain(obj.to_dict())
-        except Exception:  # noqa: BLE001 - fall back to the fields
-            pass
     if isinstance(obj, dict):
         return {str(k): _to_plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):
@@ -141,24 +136,7 @@ def _to_plain(obj: Any) -> Any:
         return obj.item()
     if isinstance(obj, np.ndarray):
         return obj.tolist()
-    if hasattr(obj, "__dataclass_fields__"):
-        return {k: _to_plain(getattr(obj, k)) for k in obj.__dataclass_fields__}
     return str(obj)
-
-
-def _read_json(path: Path) -> Any:
-    with open(path) as f:
-        return json.load(f)
-
-
-def _load_program(task) -> tuple[Any, str]:
-    """The task's reference s-op and its source listing (contract C)."""
-    if getattr(task, "reference_path", None) is not None and hasattr(task, "load_reference"):
-        return task.load_reference(), task.reference_source()
-    import rasp
-    path = Path(task.reference_file)
-    env = rasp.run_file(str(path), causal=bool(getattr(task, "causal", False)))
-    return env[task.reference_name], path.read_text()
 
 
 def measured_outcome(accuracy: dict[str, list[dict]]) -> dict:
@@ -193,159 +171,6 @@ def measured_outcome(accuracy: dict[str, list[dict]]) -> dict:
     return {"per_pe": per_pe, "best_pe": best, "outcome": outcome}
 
 
-def _call_train(task_name: str, pe: str, seed: int, run_dir: Path, opts: ReportOptions,
-                train_preset: str | None, threads: int | None = None, quiet: bool = False):
-    from analysis import training
-
-    kwargs = dict(seed=seed, out_dir=str(run_dir), device=opts.device,
-                  progress=opts.progress and not quiet, verbose=opts.progress and not quiet,
-                  threads=threads)
-    if train_preset:
-        kwargs["preset"] = train_preset
-    if opts.train_overrides:
-        kwargs["config_overrides"] = dict(opts.train_overrides)
-    params = inspect.signature(training.train).parameters
-    kwargs = {k: v for k, v in kwargs.items() if k in params and v is not None}
-    return training.train(task_name, pe, **kwargs)
-
-
-def check_run_dir(run_dir: Path, task_name: str | None = None) -> dict:
-    """Read a finished run's ``config.json`` and check it belongs to ``task_name``.
-
-    Raises:
-        ReportError: no config, not finished (no ``DONE``), or another task's run.
-    """
-    cfg_path = run_dir / "config.json"
-    if not cfg_path.exists():
-        raise ReportError(f"{run_dir}: not a run directory (no config.json)")
-    try:
-        cfg = _read_json(cfg_path)
-    except (OSError, ValueError) as e:
-        raise ReportError(f"{run_dir}: config.json is unreadable ({e})")
-    if task_name is not None and cfg.get("task") not in (None, task_name):
-        raise ReportError(f"{run_dir}: this run is of task {cfg.get('task')!r}, not "
-                          f"{task_name!r}")
-    if not (run_dir / "DONE").exists():
-        raise ReportError(f"{run_dir}: the run is not finished (no DONE marker)")
-    return cfg
-
-
-def _train_range(cfg: dict, rows: list[dict]) -> tuple[int, int] | None:
-    for key in ("train_lengths", "train_range", "train_length_range"):
-        v = cfg.get(key)
-        if isinstance(v, (list, tuple)) and v:
-            return int(min(v)), int(max(v))
-        if isinstance(v, dict) and "min" in v and "max" in v:
-            return int(v["min"]), int(v["max"])
-    if "train_min_len" in cfg and "train_max_len" in cfg:
-        return int(cfg["train_min_len"]), int(cfg["train_max_len"])
-    ids = [int(r["length"]) for r in rows if r.get("split") == "id"]
-    return (min(ids), max(ids)) if ids else None
-
-
-def _align_compiled(compiled: list[np.ndarray], seq: int) -> list[np.ndarray]:
-    """Align a compiled model's patterns to trained patterns of length ``seq``.
-
-    When the compiled model prepends its own BOS in front of the task's BOS (one position more),
-    the two BOS keys are merged into key 0 and the compiled BOS query row is dropped, so query i
-    of both models reads the same token.
-    """
-    out = []
-    for arr in compiled:
-        if arr.shape[-1] == seq + 1:
-            a = arr[:, :, 1:, 1:].copy()
-            a[..., 0] += arr[:, :, 1:, 0]
-            out.append(a)
-        elif arr.shape[-1] == seq:
-            out.append(arr)
-        else:
-            raise probing.ProbingError(f"compiled patterns have {arr.shape[-1]} positions, the "
-                                       f"trained ones {seq}: the sequences do not align")
-    return out
-
-
-def _compile_reference(task, sop, max_seq_len: int):
-    import compiler
-
-    vocab = None
-    if hasattr(task, "program_vocab"):
-        vocab = set(task.program_vocab(max_seq_len))
-    else:
-        vocab = {task.program_tokens([i])[-1] for i in range(len(task.vocab))}
-    return compiler.compile_program(sop, vocab, max_seq_len,
-                                    causal=bool(getattr(task, "causal", False)))
-
-
-def _compiled_size(compiled) -> dict:
-    stats = _to_plain(getattr(compiled, "stats", {}) or {})
-    cfg = getattr(getattr(compiled, "model", None), "cfg", None)
-    if cfg is None:
-        cfg = getattr(getattr(compiled, "model", None), "config", None)
-    heads, mlp = [], []
-    if cfg is not None:
-        n = cfg.n_layers
-        heads = [cfg.heads(l) if hasattr(cfg, "heads") else
-                 (cfg.n_heads[l] if isinstance(cfg.n_heads, list) else cfg.n_heads)
-                 for l in range(n)]
-        mlp = [cfg.mlp_width(l) if hasattr(cfg, "mlp_width") else
-               (cfg.d_mlp[l] if isinstance(cfg.d_mlp, list) else cfg.d_mlp) for l in range(n)]
-    names = getattr(compiled, "head_nodes", None)
-    head_names = {}
-    if isinstance(names, (list, tuple)):
-        for l, layer in enumerate(names):
-            for h, nm in enumerate(layer or []):
-                head_names[f"{l},{h}"] = str(nm)
-    return {"stats": stats, "heads": heads, "mlp": mlp, "head_names": head_names}
-
-
-def _is_compiled(obj) -> bool:
-    return hasattr(obj, "attention") and hasattr(obj, "run") and not hasattr(obj, "attention_patterns")
-
-
-def _capture_compiled_aligned(task, compiled, seqs) -> list[np.ndarray]:
-    """Compiled patterns on the program tokens of ``seqs``, aligned to the token positions."""
-    per_example = []
-    for s in seqs:
-        prog = list(task.program_tokens(list(s)))
-        pats = probing.capture_compiled(compiled, [prog])
-        per_example.append([a[0] for a in _align_compiled(pats, len(s))])
-    return probing.pad_patterns(per_example)
-
-
-def probe_task_runs(task, runs: dict[str, Any], compiled=None, lengths: Sequence[int] = (),
-                    per_length: int = 3, seed: int = 1234, variant: str = "standard",
-                    ) -> probing.ProbeResult:
-    """Capture and compare attention for loaded trained models and the compiled model.
-
-    Args:
-        task: a contract-C task.
-        runs: label (``"<pe>/seed<k>"``) -> trained ``Transformer``.
-        compiled: a ``CompiledModel`` or None.
-        lengths: input lengths to probe (task lengths, not sequence lengths).
-
-    Returns:
-        :class:`analysis.probing.ProbeResult` (``notes`` record what could not be compared).
-    """
-    seqs = probing.probe_sequences(task, lengths, per_length=per_length, seed=seed)
-    notes = []
-    trained = {}
-    for label, model in runs.items():
-        if _is_compiled(model):                      # a compiled model probed like a trained one
-            trained[label] = _capture_compiled_aligned(task, model, seqs)
-        else:
-            trained[label] = probing.capture_trained(model, seqs)
-    comp = None
-    if compiled is not None:
-        try:
-            comp = _capture_compiled_aligned(task, compiled, seqs)
-        except Exception as e:  # noqa: BLE001 - reported in the page
-            notes.append(f"compiled model could not be probed: {e}")
-            comp = None
-    res = probing.probe(task.name, seqs, trained, comp, variant=variant)
-    res.notes = notes + res.notes
-    return res
-
-
 def wanted_runs(task_name: str, opts: ReportOptions) -> list[tuple[str, int, Path]]:
     """The (PE, seed, run directory) triples a report on ``task_name`` needs."""
     preset = opts.resolved()
@@ -354,22 +179,26 @@ def wanted_runs(task_name: str, opts: ReportOptions) -> list[tuple[str, int, Pat
         seeds = list(preset["seeds"])
         if pe == "nope":
             seeds = sorted(set(seeds) | set(range(int(preset["nope_seeds"]))))
-        out += [(pe, s, run_dir_for(preset["runs_root"], task_name, pe, s,
-                                    preset.get("train_preset"))) for s in seeds]
+        out += [(pe, s, default_run_dir(task_name, pe, s, preset["train_preset"],
+                                        preset["runs_root"])) for s in seeds]
     return out
 
 
 def _train_worker(job: tuple) -> dict:
-    """Run one training job in a worker process (module level so it can be pickled)."""
+    """Run one training job in a worker process (module level so it can be pickled). A run
+    that fails is reported (status ``"failed"`` and its error), never raised: one failed run
+    does not stop the others."""
     task_name, pe, seed, rd, opts, train_preset, threads = job
     t0 = time.time()
     state = "resumed" if Path(rd).exists() else "trained"
     try:
-        res = _call_train(task_name, pe, seed, Path(rd), opts, train_preset, threads=threads,
-                          quiet=True)
-        line = res.summary_line() if hasattr(res, "summary_line") else ""
-        return {"dir": str(rd), "status": state, "seconds": time.time() - t0, "line": line}
-    except Exception as e:  # noqa: BLE001 - reported in the page
+        res = training.train(task_name, pe, seed=seed, out_dir=str(rd), device=opts.device,
+                             config_overrides=opts.train_overrides, preset=train_preset,
+                             progress=False, verbose=False, threads=threads)
+        return {"dir": str(rd), "status": state, "seconds": time.time() - t0,
+                "line": res.summary_line()}
+    except (training.TrainingError, RunDirError, RASPError, OSError, RuntimeError,
+            ValueError) as e:
         return {"dir": str(rd), "status": "failed", "error": str(e),
                 "seconds": time.time() - t0}
 
@@ -412,8 +241,8 @@ def train_missing(task_names: Sequence[str], opts: ReportOptions,
     for name in task_names:
         for pe, seed, rd in wanted_runs(name, opts):
             _check_owner(rd, name)
-            if not (rd / "DONE").exists():
-                jobs.append((name, pe, seed, str(rd), opts, preset.get("train_preset")))
+            if not is_finished(rd):
+                jobs.append((name, pe, seed, str(rd), opts, preset["train_preset"]))
     if not jobs or not opts.train_missing:
         return {}
     jobs.sort(key=_job_rank)
@@ -464,7 +293,7 @@ def train_missing(task_names: Sequence[str], opts: ReportOptions,
                     job = running.pop(fut)
                     try:
                         r = fut.result()
-                    except Exception as e:  # noqa: BLE001 - a crashed worker
+                    except (cf.BrokenExecutor, OSError) as e:     # a crashed worker process
                         r = {"dir": job[3], "status": "failed", "seconds": 0.0,
                              "error": f"worker crashed: {e}"}
                     finished(len(done) + 1, job, r)
@@ -478,11 +307,15 @@ def train_missing(task_names: Sequence[str], opts: ReportOptions,
 
 
 def _check_owner(rd: Path, task_name: str) -> None:
+    """Refuse a run directory that holds another task's run (:class:`ReportError`)."""
     if (rd / "config.json").exists():
-        cfg = _read_json(rd / "config.json") if _safe_json(rd / "config.json") else {}
-        if cfg.get("task") not in (None, task_name):
-            raise ReportError(f"{rd} holds a run of task {cfg.get('task')!r}, not "
-                              f"{task_name!r}; move it away or choose another --runs dir")
+        try:
+            owner = read_task_name(rd)
+        except RunDirError:
+            return                       # a corrupt directory: training says so clearly
+        if owner != task_name:
+            raise ReportError(f"{rd} holds a run of task {owner!r}, not {task_name!r}; move "
+                              f"it away or choose another --runs dir")
 
 
 def collect_task(task_name: str, opts: ReportOptions | None = None,
@@ -503,46 +336,38 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
     opts = opts or ReportOptions()
     preset = opts.resolved()
     try:
-        import tasks as _tasks
-    except ImportError as e:
-        raise ReportError(f"the task catalogue is not available ({e})")
-    try:
-        task = _tasks.get_task(task_name)
-    except KeyError as e:
-        raise ReportError(str(e))
+        task = tasks.get_task(task_name)
+    except tasks.UnknownTaskError as e:
+        raise ReportError(str(e.args[0] if e.args else e)) from None
     t0 = time.time()
-    sec: dict[str, Any] = {"name": task.name, "description": getattr(task, "description", ""),
-                           "source": getattr(task, "source", ""), "problems": [],
-                           "paper": _to_plain(getattr(task, "paper", {})), "runs": [],
+    sec: dict[str, Any] = {"name": task.name, "description": task.description,
+                           "source": task.source, "problems": [],
+                           "paper": _to_plain(task.paper), "runs": [],
                            "accuracy": {}, "train_range": None}
     _log(opts, f"[report] {task.name}: program, measures, RASP-L check, prediction")
     sop = None
     try:
-        sop, listing = _load_program(task)
+        sop, listing = task.load_reference(), task.reference_source()
         sec["program"] = {"file": str(task.reference_file), "name": task.reference_name,
-                          "listing": listing, "causal": bool(getattr(task, "causal", False))}
-    except Exception as e:  # noqa: BLE001
+                          "listing": listing, "causal": task.causal}
+    except (RASPError, OSError, tasks.TaskInputError) as e:
         sec["program"] = None
         sec["problems"].append(f"reference program could not be loaded: {e}")
     if sop is not None:
         try:
-            from rasp import measures
-            sec["measures"] = _to_plain(measures.measure(sop))
-        except Exception as e:  # noqa: BLE001
+            sec["measures"] = _to_plain(measures.measure(sop).to_dict())
+        except RASPError as e:
             sec["problems"].append(f"measures unavailable: {e}")
         try:
-            from rasp import raspl
-            rep = raspl.check(sop, causal=bool(getattr(task, "causal", False)) or None)
+            rep = raspl.check(sop, causal=task.causal or None)
             sec["raspl"] = {"valid": bool(rep.valid), "violations": [
-                {"rule": str(getattr(v, "rule", "")), "operation": str(getattr(v, "operation", "")),
-                 "span": str(getattr(v, "span", "") or ""), "message": str(getattr(v, "message", ""))}
-                for v in rep.violations]}
-        except Exception as e:  # noqa: BLE001
+                {"rule": str(v.rule), "operation": v.operation, "span": str(v.span or ""),
+                 "message": v.message} for v in rep.violations]}
+        except RASPError as e:
             sec["problems"].append(f"RASP-L check unavailable: {e}")
     try:
-        from analysis import predict as _predict
-        sec["prediction"] = _to_plain(_predict.predict(task))
-    except Exception as e:  # noqa: BLE001
+        sec["prediction"] = _to_plain(predict.predict(task).to_dict())
+    except (RASPError, predict.PredictError, ValueError) as e:
         sec["problems"].append(f"prediction unavailable: {e}")
 
     # --- training runs -------------------------------------------------------------------
@@ -552,7 +377,7 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
     if trained is None:                       # not trained up front by generate_report
         trained = train_missing([task.name], opts)
     models: dict[str, Any] = {}
-    for i, (pe, seed, rd) in enumerate(wanted):
+    for pe, seed, rd in wanted:
         label = f"{pe}/seed{seed}"
         entry = {"pe": pe, "seed": seed, "dir": str(rd), "status": "missing"}
         if str(rd) in trained:
@@ -565,7 +390,7 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
             elif r["status"] == "skipped":
                 entry["error"] = r.get("error", "")
                 sec["problems"].append(f"run {label} not trained: {r.get('error', '')}")
-        elif (rd / "DONE").exists():
+        elif is_finished(rd):
             entry["status"] = "reused"
             _log(opts, f"[report] {task.name} {label}: reusing {rd}")
         else:
@@ -573,42 +398,40 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
                                    "--no-train or `rasp train` to produce it")
         if entry["status"] in ("reused", "trained", "resumed"):
             try:
-                from analysis import training
-                model, cfg, _ = training.load_run(str(rd))
-                rows = _read_json(rd / "accuracy.json")
-                sec["accuracy"].setdefault(pe, []).extend(rows)
-                sec["train_range"] = sec["train_range"] or _train_range(cfg, rows)
-                models[label] = model
-                entry.update(_run_summary(rows))
-            except Exception as e:  # noqa: BLE001
+                model, cfg, _ = load_run(rd, task=task)
+                rows = read_accuracy(rd)
+            except RunDirError as e:
                 entry["status"] = "unreadable"
                 sec["problems"].append(f"run {label} at {rd} cannot be read: {e}")
+            else:
+                sec["accuracy"].setdefault(pe, []).extend(rows)
+                sec["train_range"] = sec["train_range"] or tuple(cfg["train_lengths"])
+                models[label] = model
+                entry.update(_run_summary(rows))
         sec["runs"].append(entry)
     sec["measured"] = measured_outcome(sec["accuracy"])
 
     # --- compile and probe ----------------------------------------------------------------
-    lo, hi = sec["train_range"] or (getattr(task, "min_length", 1) or 1,
-                                    getattr(task, "default_train_max_len", 10) or 10)
-    lengths = opts.probe_lengths or sorted({max(lo, hi // 2), hi, hi + max(1, hi // 2)})
+    lengths = opts.probe_lengths or alignment.probe_lengths(sec["train_range"], task)
     compiled = None
     if sop is not None:
         _log(opts, f"[report] {task.name}: compiling the reference program")
         try:
             seqs = probing.probe_sequences(task, lengths, per_length=1, seed=0)
-            compiled = _compile_reference(task, sop, max(len(s) for s in seqs) + 4)
-            sec["compiled"] = _compiled_size(compiled)
-        except Exception as e:  # noqa: BLE001
+            compiled = alignment.compile_reference(task, sop, max(len(s) for s in seqs) + 4)
+            sec["compiled"] = alignment.compiled_size(compiled)
+        except (RASPError, CompilerError) as e:
             sec["compiled"] = {"error": str(e)}
             sec["problems"].append(f"the reference program was not compiled: {e}")
     if models:
         _log(opts, f"[report] {task.name}: probing {len(models)} models at lengths {lengths}")
         try:
-            res = probe_task_runs(task, models, compiled, lengths,
-                                  per_length=int(preset["probe_per_length"]),
-                                  variant=opts.variant)
+            res = alignment.probe_task_runs(task, models, compiled, lengths,
+                                            per_length=int(preset["probe_per_length"]),
+                                            variant=opts.variant)
             sec["probe"] = res
-            sec["token_names"] = _token_names(task, res.sequences)
-        except Exception as e:  # noqa: BLE001
+            sec["token_names"] = [task.vocab.decode(list(s)) for s in res.sequences]
+        except (probing.ProbingError, RASPError) as e:
             sec["problems"].append(f"probing failed: {e}")
     else:
         sec["problems"].append("no trained run available: nothing to probe")
@@ -616,26 +439,11 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
     return sec
 
 
-def _safe_json(path: Path) -> bool:
-    try:
-        _read_json(path)
-        return True
-    except (OSError, ValueError):
-        return False
-
-
 def _run_summary(rows: list[dict]) -> dict:
-    ids = [r["em"] for r in rows if r.get("split") == "id" and r.get("em") is not None]
-    oods = [r["em"] for r in rows if r.get("split") == "ood" and r.get("em") is not None]
+    ids = [r["em"] for r in rows if r["split"] == "id" and r["em"] is not None]
+    oods = [r["em"] for r in rows if r["split"] == "ood" and r["em"] is not None]
     return {"id_em": float(np.mean(ids)) if ids else None,
             "ood_em": float(np.mean(oods)) if oods else None}
-
-
-def _token_names(task, sequences) -> list[list[str]] | None:
-    try:
-        return [list(task.vocab.decode(list(s))) for s in sequences]
-    except Exception:  # noqa: BLE001
-        return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -769,7 +577,7 @@ def _section_view(sec: dict) -> dict:
                               f"{res.variant}; BOS query row left out")
         view["probe_notes"] = list(res.notes)
     meas = sec.get("measured") or {}
-    view["per_pe"] = [{"pe": figures.PE_NAMES.get(pe, pe), "id_em": _fmt(v["id_em"], 2),
+    view["per_pe"] = [{"pe": figures.PE_LABELS.get(pe, pe), "id_em": _fmt(v["id_em"], 2),
                        "ood_em": _fmt(v["ood_em"], 2)}
                       for pe, v in sorted((meas.get("per_pe") or {}).items(),
                                           key=lambda kv: figures.PE_ORDER.index(kv[0])
@@ -832,7 +640,7 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
         autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.ChainableUndefined)
     env.filters["fmt"] = _fmt
-    env.filters["pename"] = lambda pe: figures.PE_NAMES.get(pe, pe)
+    env.filters["pename"] = lambda pe: figures.PE_LABELS.get(pe, pe)
     page = env.get_template("report.html.j2").render(
         title=title, sections=views, meta=meta or {},
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -871,15 +679,11 @@ def generate_report(task_names: Sequence[str] | None = None,
     names = list(task_names or DEFAULT_TASKS)
     out = Path(out_dir)
     _check_writable(out)
-    try:
-        import tasks as _tasks
-        known = set(_tasks.list_tasks())
-        unknown = [n for n in names if n not in known]
-        if unknown:
-            raise ReportError(f"unknown task(s) {', '.join(unknown)}; known tasks: "
-                              f"{', '.join(sorted(known))}")
-    except ImportError as e:
-        raise ReportError(f"the task catalogue is not available ({e})")
+    known = set(tasks.list_tasks())
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ReportError(f"unknown task(s) {', '.join(unknown)}; known tasks: "
+                          f"{', '.join(sorted(known))}")
     t0 = time.time()
     trained = train_missing(names, opts, budget_s=(None if opts.budget_s is None else
                                                    max(0.0, opts.budget_s - RENDER_RESERVE_S)))
@@ -891,105 +695,3 @@ def generate_report(task_names: Sequence[str] | None = None,
     return path
 
 
-# --------------------------------------------------------------------------------------------
-# Probing run directories (``rasp probe``)
-# --------------------------------------------------------------------------------------------
-
-def _load_target(path: Path):
-    """(label, model, task name or None) for a training run dir or a compiled export dir."""
-    if (path / "config.json").exists():
-        cfg = check_run_dir(path)
-        from analysis import training
-        try:
-            model, cfg2, _ = training.load_run(str(path))
-        except Exception as e:  # noqa: BLE001 - RunDirError and friends
-            msg = str(e)
-            raise ReportError(msg if msg.startswith(str(path)) else f"{path}: {msg}")
-        cfg = cfg2 or cfg
-        label = f"{cfg.get('pe', path.parent.name)}/seed{cfg.get('seed', '?')}"
-        return label, model, cfg.get("task"), cfg
-    if (path / "model.json").exists():
-        import compiler
-        try:
-            compiled = compiler.load_compiled(str(path))
-        except Exception as e:  # noqa: BLE001
-            raise ReportError(f"{path}: cannot load the compiled model ({e})")
-        return f"compiled:{path.name}", compiled, None, {}
-    if not path.exists():
-        raise ReportError(f"{path}: no such directory")
-    raise ReportError(f"{path}: neither a training run (config.json) nor a compiled model "
-                      "(model.json)")
-
-
-def probe_run_dirs(paths: Sequence[str | os.PathLike], task_name: str | None = None,
-                   lengths: Sequence[int] | None = None, per_length: int = 3,
-                   variant: str = "standard", compile_reference: bool = True,
-                   ) -> tuple[probing.ProbeResult, dict]:
-    """Probe finished training runs (and/or compiled model exports) of one task.
-
-    Args:
-        paths: run directories (``config.json`` + ``DONE``) or compiled export directories
-            (``model.json``, loaded with ``compiler.load_compiled``).
-        task_name: the task (default: the runs' own; required for compiled dirs alone).
-        lengths: input lengths to probe (default: middle and end of the training range and
-            1.5x its end).
-        compile_reference: also compile the task's reference program and match heads to it.
-
-    Returns:
-        (ProbeResult, info dict with ``task``, ``lengths``, ``compiled`` size or error).
-
-    Raises:
-        ReportError: missing/partial/corrupt run directories, runs of different tasks, an
-            unknown task.
-    """
-    if not paths:
-        raise ReportError("give at least one run directory")
-    # the tasks first (cheap), so runs of different tasks are refused before loading weights
-    owners = {}
-    for p in paths:
-        if (Path(p) / "config.json").exists():
-            owners[str(p)] = check_run_dir(Path(p)).get("task")
-    run_tasks = {t for t in owners.values() if t}
-    if len(run_tasks) > 1:
-        raise ReportError("the run directories belong to different tasks: "
-                          + ", ".join(f"{p} ({t})" for p, t in owners.items()))
-    if task_name and run_tasks and run_tasks != {task_name}:
-        raise ReportError(f"the runs are of task {run_tasks.pop()!r}, not {task_name!r}")
-    loaded = [_load_target(Path(p)) for p in paths]
-    name = task_name or (run_tasks.pop() if run_tasks else None)
-    if not name:
-        raise ReportError("compiled model directories need --task")
-    import tasks as _tasks
-    try:
-        task = _tasks.get_task(name)
-    except KeyError as e:
-        raise ReportError(str(e))
-    models: dict[str, Any] = {}
-    train_range = None
-    for path, (label, model, _, cfg) in zip(paths, loaded):
-        while label in models:
-            label += "'"
-        models[label] = model
-        if cfg and train_range is None:
-            rows = []
-            rd = Path(path)
-            if (rd / "accuracy.json").exists() and _safe_json(rd / "accuracy.json"):
-                rows = _read_json(rd / "accuracy.json")
-            train_range = _train_range(cfg, rows)
-    if lengths is None:
-        lo, hi = train_range or (getattr(task, "min_length", 1) or 1,
-                                 getattr(task, "default_train_max_len", 10) or 10)
-        lengths = sorted({max(lo, hi // 2), hi, hi + max(1, hi // 2)})
-    info: dict[str, Any] = {"task": name, "lengths": list(lengths)}
-    compiled = None
-    if compile_reference:
-        try:
-            sop, _ = _load_program(task)
-            seqs = probing.probe_sequences(task, lengths, per_length=1, seed=0)
-            compiled = _compile_reference(task, sop, max(len(s) for s in seqs) + 4)
-            info["compiled"] = _compiled_size(compiled)["stats"]
-        except Exception as e:  # noqa: BLE001
-            info["compiled_error"] = str(e)
-    res = probe_task_runs(task, models, compiled, lengths, per_length=per_length,
-                          variant=variant)
-    return res, info

@@ -17,8 +17,11 @@ with ``tasks.decode_with_program`` so the reported output is the real greedy out
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Iterable
+
+import tasks
+from rasp.ir import RASPError
+from tasks import LengthResult, VerifyResult
 
 __all__ = ["VerifyResult", "LengthResult", "verify_task", "verify_program_on_task",
            "VerifyError"]
@@ -28,109 +31,7 @@ class VerifyError(ValueError):
     """Bad verification request: a length the task cannot produce, bad sample count, ..."""
 
 
-@dataclass
-class LengthResult:
-    """Outcome at one length: ``correct`` of ``checked`` examples decoded exactly."""
-
-    length: int
-    correct: int
-    checked: int
-
-    @property
-    def ok(self) -> bool:
-        return self.correct == self.checked
-
-    def to_dict(self) -> dict:
-        return {"length": self.length, "correct": self.correct, "checked": self.checked,
-                "ok": self.ok}
-
-
-@dataclass
-class VerifyResult:
-    """Result of :func:`verify_task`.
-
-    Attributes:
-        task: task name. ``program``: ``"reference"`` or a label of the checked program.
-        method: ``"teacher_forcing"`` (exactly greedy decoding for prefix-causal programs),
-            ``"greedy"`` or ``"per_position"`` (part-B sequence programs).
-        per_length: one :class:`LengthResult` per checked length, increasing.
-        counterexample: the first failure (smallest length), a dict with ``length``,
-            ``prompt``, ``expected``, ``got`` (token names), or ``None``.
-        error: a program error (message) that stopped the verification, or ``None``.
-        samples, seed: the sampling parameters.
-    """
-
-    task: str
-    program: str
-    method: str
-    samples: int
-    seed: int
-    per_length: list[LengthResult] = field(default_factory=list)
-    counterexample: dict | None = None
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """Every example at every checked length decoded exactly and no error occurred."""
-        return self.error is None and bool(self.per_length) and \
-            all(r.ok for r in self.per_length)
-
-    @property
-    def lengths(self) -> list[int]:
-        return [r.length for r in self.per_length]
-
-    @property
-    def failed_lengths(self) -> list[int]:
-        return [r.length for r in self.per_length if not r.ok]
-
-    @property
-    def max_length(self) -> int | None:
-        return max(self.lengths) if self.per_length else None
-
-    @property
-    def n_checked(self) -> int:
-        return sum(r.checked for r in self.per_length)
-
-    def to_dict(self) -> dict:
-        return {"task": self.task, "program": self.program, "method": self.method,
-                "ok": self.ok, "samples": self.samples, "seed": self.seed,
-                "lengths": [self.lengths[0], self.lengths[-1]] if self.per_length else [],
-                "n_checked": self.n_checked, "failed_lengths": self.failed_lengths,
-                "per_length": [r.to_dict() for r in self.per_length],
-                "counterexample": self.counterexample, "error": self.error}
-
-    def summary(self) -> str:
-        """One line: ``task: OK, N examples at lengths a..b`` or the first counterexample."""
-        span = f"lengths {self.lengths[0]}..{self.lengths[-1]}" if self.per_length else \
-            "no length"
-        if self.error:
-            return f"{self.task}: ERROR ({self.error})"
-        if self.ok:
-            return f"{self.task}: OK, {self.n_checked} examples at {span} ({self.method})"
-        c = self.counterexample or {}
-        return (f"{self.task}: MISMATCH at lengths {_ranges(self.failed_lengths)} "
-                f"(checked {span}); first counterexample at length {c.get('length')}: "
-                f"{' '.join(c.get('prompt', []))} -> expected {' '.join(c.get('expected', []))}"
-                f", got {' '.join(c.get('got', []))}")
-
-
-def _ranges(xs: list[int]) -> str:
-    out, start, prev = [], None, None
-    for x in xs:
-        if start is None:
-            start = prev = x
-        elif x == prev + 1:
-            prev = x
-        else:
-            out.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = x
-    if start is not None:
-        out.append(f"{start}" if start == prev else f"{start}-{prev}")
-    return ",".join(out)
-
-
 def _task(task):
-    import tasks
     return tasks.get_task(task) if isinstance(task, str) else task
 
 
@@ -158,8 +59,6 @@ def verify_program_on_task(task, sop, max_length: int = 100, samples: int = 5, s
             length the task cannot produce.
         tasks.UnknownTaskError: unknown task name.
     """
-    import tasks
-    from rasp.ir import RASPError
     task = _task(task)
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise VerifyError(f"samples must be a positive integer, got {samples!r}")
@@ -197,12 +96,13 @@ def verify_program_on_task(task, sop, max_length: int = 100, samples: int = 5, s
                                            method=method)
             except (RASPError, ValueError, TypeError) as e:
                 res.error = f"length {n}: {e}"
-                res.per_length.append(LengthResult(n, 0, samples))
+                res.per_length.append(LengthResult(n, samples, 0))
                 break
             res.method = rep.method
-            c, k = rep.per_length[n]
-            res.per_length.append(LengthResult(n, c, k))
-            if c != k and res.counterexample is None and rep.failures:
+            (r,) = rep.per_length
+            res.per_length.append(r)
+            res.failures += rep.failures[:max(0, 5 - len(res.failures))]
+            if not r.ok and res.counterexample is None and rep.failures:
                 res.counterexample = _greedy_counterexample(task, sop, rep.failures[0], n)
     finally:
         if bar is not None:
@@ -212,7 +112,6 @@ def verify_program_on_task(task, sop, max_length: int = 100, samples: int = 5, s
 
 def _greedy_counterexample(task, sop, failure: dict, n: int) -> dict:
     """Re-decode a failure greedily (``tasks.decode_with_program``) to report the real output."""
-    import tasks
     out = dict(failure)
     out["length"] = n
     if task.kind == "sequence":
@@ -222,7 +121,7 @@ def _greedy_counterexample(task, sop, failure: dict, n: int) -> dict:
         expected = task.vocab.encode(failure["expected"])
         got = tasks.decode_with_program(task, sop, prompt, len(expected) + 1)
         out["got"] = task.vocab.decode(got)
-    except Exception as e:  # noqa: BLE001 - keep the teacher-forced output, note why
+    except (RASPError, ValueError, TypeError) as e:  # keep the teacher-forced output, note why
         out["greedy_error"] = str(e)
     return out
 

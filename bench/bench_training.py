@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -35,43 +34,30 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from analysis import configs  # noqa: E402
-from analysis.evaluation import eval_lengths, evaluate  # noqa: E402
-from analysis.training import (PE_NAMES, _n_ctx_for, _optimizer, make_batch,  # noqa: E402
+from analysis.evaluation import evaluate  # noqa: E402
+from analysis.training import (make_batch, make_optimizer, resolve_spec,  # noqa: E402
                                resolve_task, train)
-from model import Transformer, TransformerConfig  # noqa: E402
-
-
-def _cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from bench import cpu_model  # noqa: E402
+from model import PE_NAMES, Transformer  # noqa: E402
 
 
 def measure_pe(task, pe: str, steps: int, threads: int, preset: str = "default") -> dict:
     """Throughput of ``steps`` training steps of the resolved config for (task, pe)."""
     torch.set_num_threads(threads)
-    model_s, tr = configs.resolve(task.name, preset, getattr(task, "default_config", {}),
-                                  pe=pe)
-    hi = tr["train_max_len"] or task.default_train_max_len
-    if not tr["train_max_len"] and tr.get("train_max_len_cap"):
-        hi = min(hi, tr["train_max_len_cap"])
-    lengths = [n for n in range(1, hi + 1) if task.length_ok(n)]
-    pairs = eval_lengths(task, hi, 1, tr["eval_max_factor"], tr["eval_stride"])
-    cfg = TransformerConfig(**{**model_s, "d_vocab": len(task.vocab), "pe": pe,
-                               "n_ctx": _n_ctx_for(task, pairs, hi)})
+    spec = resolve_spec(task, pe, 0, preset)
+    tr = spec.train
+    lo, hi = spec.train_lengths
+    lengths = [n for n in range(lo, hi + 1) if task.length_ok(n)]
+    pairs = list(spec.eval_lengths)
     torch.manual_seed(0)
-    model = Transformer(cfg)
-    opt = _optimizer(model, tr)
+    model = Transformer(spec.model)
+    opt = make_optimizer(model, tr)
     tokens = 0
     t0 = None
     for s in range(steps + 5):
         if s == 5:
             t0, tokens = time.perf_counter(), 0
-        inp, tgt, mask, _ = make_batch(task, lengths, tr["batch_size"],
+        inp, tgt, mask, _ = make_batch(task, lengths, tr.batch_size,
                                        np.random.default_rng([0, s]))
         logits = model(inp)
         ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
@@ -84,12 +70,12 @@ def measure_pe(task, pe: str, steps: int, threads: int, preset: str = "default")
         tokens += inp.numel()
     dt = time.perf_counter() - t0
     t1 = time.perf_counter()
-    evaluate(model, task, pairs, samples=tr["eval_samples"], batch_size=tr["eval_batch_size"])
+    evaluate(model, task, pairs, samples=tr.eval_samples, batch_size=tr.eval_batch_size)
     eval_s = time.perf_counter() - t1
     sps = dt / steps
     return {"pe": pe, "threads": threads, "params": model.num_parameters(),
             "tokens_per_s": tokens / dt, "s_per_step": sps, "eval_s": eval_s,
-            "run_steps": tr["steps"], "projected_run_s": tr["steps"] * sps + eval_s}
+            "run_steps": tr.steps, "projected_run_s": tr.steps * sps + eval_s}
 
 
 def main(argv=None) -> int:
@@ -123,10 +109,10 @@ def main(argv=None) -> int:
                               "id_em": res.id_em, "ood_em": res.ood_em})
                 print(f"quick run {a.task} {pe:<15} {quick[-1]['wall_s']:>6.1f} s  "
                       f"ID EM {res.id_em:.2f}  OOD EM {res.ood_em:.2f}", flush=True)
-    result = {"task": a.task, "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(),
+    result = {"task": a.task, "machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
                                           "torch": torch.__version__,
                                           "load_avg": os.getloadavg()},
-              "default_config": {**configs.MODEL_DEFAULTS, **configs.TRAIN_DEFAULTS},
+              "default_config": {**configs.MODEL_DEFAULTS, **configs.TrainConfig().to_dict()},
               "throughput": rows, "quick_runs": quick}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(result, indent=2))

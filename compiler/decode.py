@@ -1,10 +1,11 @@
 """Greedy next-token decoding with a compiled RASP-L program.
 
 A RASP-L program is a next-token function (Zhou et al. 2023): its value at the last position
-of a prefix is the next token. :func:`generate` runs the compiled model on the growing prefix
-(of program values), appends the value at the last position and stops at ``eos`` — exactly
-what ``tasks.decode_with_program`` does with the interpreter. :func:`decode_task` does it on a
-task's token ids (duck-typed: the compiler does not import ``tasks``).
+of a prefix is the next token. Both functions here hand the loop to the one greedy decoder,
+:func:`rasp.decode.greedy_decode`, with a ``next_ids`` callback that runs the compiled model —
+exactly what ``tasks.decode_batch`` does with the interpreter. :func:`decode_task` works on a
+task's token ids (the compiler does not import ``tasks``: it reads ``task.program_tokens``,
+``task.program_output_to_id`` and ``task.vocab.eos``); :func:`generate` on program values.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from rasp.decode import NO_TOKEN, greedy_decode
+
 __all__ = ["generate", "decode_task"]
 
 
-def _eq(a, b) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001
-        return False
+def _py(v):
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def generate(compiled, prefix: Sequence[Any], max_new_tokens: int, eos: Any = None) -> list:
@@ -33,42 +33,44 @@ def generate(compiled, prefix: Sequence[Any], max_new_tokens: int, eos: Any = No
         eos: stop after generating this value (None: never).
 
     Returns:
-        The generated values (including ``eos`` when reached).
+        The generated values (including ``eos`` when reached); generation stops before a value
+        that is not in the compiled vocabulary.
 
     Raises:
-        CompiledRuntimeError: a generated value is not in the compiled vocabulary, or the
+        CompiledRuntimeError: a prefix value is not in the compiled vocabulary, or the
             sequence grows beyond ``max_seq_len``.
     """
-    seq = list(prefix)
-    out: list = []
-    for _ in range(max_new_tokens):
-        y = compiled.run([seq])[0][-1]
-        y = y.item() if isinstance(y, np.generic) else y
-        out.append(y)
-        if eos is not None and _eq(y, eos):
-            break
-        seq.append(y)
-    return out
+    vocab = list(compiled.vocab)
+    index = {compiled._key(v): i for i, v in enumerate(vocab)}
+
+    def ids_of(values) -> list[int]:
+        return [index.get(compiled._key(_py(v)), NO_TOKEN) for v in values]
+
+    def next_ids(ids: np.ndarray) -> list[int]:
+        return ids_of(compiled.run([[vocab[i] for i in row] for row in ids.tolist()])[:, -1])
+
+    prompt = ids_of(prefix)
+    if NO_TOKEN in prompt:
+        compiled.run([list(prefix)])             # raises CompiledRuntimeError naming the value
+    eos_id = None if eos is None else index.get(compiled._key(_py(eos)), NO_TOKEN - 1)
+    out = greedy_decode(next_ids, [prompt], max_new_tokens, eos_id)[0]
+    return [vocab[i] for i in out]
 
 
 def decode_task(task, compiled, prompt: Sequence[int], max_new_tokens: int) -> list[int]:
     """Greedy decoding of a task prompt (token ids, BOS first) with a compiled next-token
     program; returns the generated token ids (ending with EOS when reached), like
-    ``tasks.decode_with_program(task, sop, prompt, max_new_tokens)``.
+    ``tasks.decode_with_program(task, sop, prompt, max_new_tokens)`` (generation stops at an
+    output that is not a token)."""
 
-    Uses ``task.program_tokens``, ``task.program_output_to_id`` and ``task.vocab.eos``."""
-    ids = list(prompt)
-    out: list[int] = []
-    for _ in range(max_new_tokens):
-        vals = task.program_tokens(ids)
-        y = compiled.run([vals])[0][-1]
-        y = y.item() if isinstance(y, np.generic) else y
+    def to_id(y) -> int:
         try:
-            tid = task.program_output_to_id(y)
+            return int(task.program_output_to_id(_py(y)))
         except (ValueError, TypeError, KeyError):
-            break
-        out.append(tid)
-        ids.append(tid)
-        if tid == task.vocab.eos:
-            break
-    return out
+            return NO_TOKEN
+
+    def next_ids(ids: np.ndarray) -> list[int]:
+        ys = compiled.run([task.program_tokens(row) for row in ids.tolist()])[:, -1]
+        return [to_id(y) for y in ys]
+
+    return greedy_decode(next_ids, [list(prompt)], max_new_tokens, task.vocab.eos)[0]

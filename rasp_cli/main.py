@@ -40,17 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for mod in sorted(pkgutil.iter_modules(_commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"rasp_cli.commands.{mod.name}")
-        if hasattr(module, "register"):
-            module.register(sub)
+        module.register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "command", None):
-        from rasp_cli.commands import repl as _repl  # the REPL is the default
-        return _repl.run_repl(args) if hasattr(_repl, "run_repl") else 0
+    if args.command is None:                       # the REPL is the default
+        args = parser.parse_args(["repl"])
     try:
         return int(args.func(args) or 0)
     except UsageError as e:

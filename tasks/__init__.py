@@ -1,4 +1,4 @@
-"""rasp-lab's task catalogue (contract C).
+"""rasp-lab's task catalogue.
 
 Part A (:data:`GENERALIZATION_TASKS`): the length-generalization tasks of Zhou et al. 2023 and
 Kazemnejad et al. 2023 in next-token format ``BOS prompt SEP answer EOS``, each with a seeded
@@ -19,9 +19,9 @@ from .base import (BOS, EOS, PAD, PLUS, SEP, SPECIAL_VALUES, Task, TaskInputErro
                    UnknownTaskError, Vocab)
 from .catalogue import GENERALIZATION_TASKS, SEQUENCE_PROGRAMS, TASKS, get_task, list_tasks
 from .decode import (decode_batch, decode_with_program, evaluate_sequence_program,
-                     is_prefix_causal, verify_program, VerifyReport)
+                     is_prefix_causal, verify_program, LengthResult, VerifyResult)
 
 __all__ = ["Task", "Vocab", "TaskInputError", "UnknownTaskError", "TASKS", "get_task",
            "list_tasks", "GENERALIZATION_TASKS", "SEQUENCE_PROGRAMS", "decode_with_program",
-           "decode_batch", "verify_program", "VerifyReport", "evaluate_sequence_program",
+           "decode_batch", "verify_program", "VerifyResult", "LengthResult", "evaluate_sequence_program",
            "is_prefix_causal", "BOS", "SEP", "EOS", "PAD", "PLUS", "SPECIAL_VALUES"]

@@ -158,7 +158,7 @@ def numeric_vocab(n_content: int, names: Sequence[str] | None = None, hints: int
 
 @dataclass(eq=False, repr=False)
 class Task:
-    """A task of the catalogue (contract C). Subclasses implement :meth:`_generate` and
+    """A task of the catalogue. Subclasses implement :meth:`_generate` and
     :meth:`_solve`.
 
     Attributes:
@@ -178,7 +178,6 @@ class Task:
             (part B: one output value per input position).
         paper: what the papers report: ``{"zhou": ..., "kazemnejad": ..., "sources": {...}}``.
         default_train_max_len: train lengths 1..L (Kazemnejad et al.: L = 20, 8 for math).
-        default_config: training overrides (may be empty).
     """
 
     name: str
@@ -195,7 +194,6 @@ class Task:
     kind: str = "next_token"
     paper: dict = field(default_factory=dict)
     default_train_max_len: int = 20
-    default_config: dict = field(default_factory=dict)
     example_length: int = 4
 
     # ---------------------------------------------------------------------------------------
@@ -340,8 +338,7 @@ class Task:
                 "length_definition": self.length_definition,
                 "reference_file": self.reference_file, "reference_name": self.reference_name,
                 "causal": self.causal, "valid_raspl": self.valid_raspl, "paper": self.paper,
-                "default_train_max_len": self.default_train_max_len,
-                "default_config": self.default_config}
+                "default_train_max_len": self.default_train_max_len}
 
     # subclasses -----------------------------------------------------------------------------
     def _generate(self, length: int, rng: np.random.Generator) -> list[int]:

@@ -1,4 +1,4 @@
-"""The task registry (contract C): :data:`TASKS`, :func:`get_task`, :func:`list_tasks`."""
+"""The task registry: :data:`TASKS`, :func:`get_task`, :func:`list_tasks`."""
 
 from __future__ import annotations
 

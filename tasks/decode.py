@@ -2,8 +2,9 @@
 
 A part-A RASP-L program is a next-token function (Zhou et al. 2023): run on a prefix, its value
 at the last position is the next token. :func:`decode_with_program` appends that token and runs
-again until EOS. :func:`decode_batch` does the same for many prompts at once, evaluating all
-unfinished prompts of one length in one batched :func:`rasp.evaluate` call.
+again until EOS. :func:`decode_batch` does the same for many prompts at once with the one greedy
+decoder (:func:`rasp.decode.greedy_decode`): all unfinished prompts of one length are evaluated
+in one batched :func:`rasp.evaluate` call.
 
 :func:`verify_program` checks a program against a task's ground truth on sampled inputs at every
 requested length. When the program is *prefix-causal* (every attention selector causal and no
@@ -24,8 +25,8 @@ from rasp.equality import values_equal
 
 from .base import Task, TaskInputError
 
-__all__ = ["decode_with_program", "decode_batch", "verify_program", "VerifyReport",
-           "is_prefix_causal", "evaluate_sequence_program"]
+__all__ = ["decode_with_program", "decode_batch", "verify_program", "VerifyResult",
+           "LengthResult", "is_prefix_causal", "evaluate_sequence_program"]
 
 
 def is_prefix_causal(sop) -> bool:
@@ -59,7 +60,8 @@ def _program_array(task: Task, rows: Sequence[Sequence[int]]) -> np.ndarray:
 
 def decode_batch(task: Task, sop, prompts: Sequence[Sequence[int]], max_new_tokens: int,
                  on_invalid: str = "stop") -> list[list[int]]:
-    """Greedy decoding of many prompts with a RASP program (batched by prefix length).
+    """Greedy decoding of many prompts with a RASP program (:func:`rasp.decode.greedy_decode`,
+    prompts grouped by length, one batched :func:`rasp.evaluate` per step).
 
     Args:
         task: the :class:`~tasks.base.Task` (gives ``program_tokens`` and
@@ -75,57 +77,31 @@ def decode_batch(task: Task, sop, prompts: Sequence[Sequence[int]], max_new_toke
         One list of generated token ids per prompt (ending with EOS unless stopped).
 
     Raises:
+        TaskInputError: an empty prompt.
         rasp.ir.RASPError subclasses when the program fails to evaluate.
     """
     import rasp
+    from rasp.decode import NO_TOKEN, greedy_decode
     if on_invalid not in ("stop", "raise"):
         raise ValueError("on_invalid is 'stop' or 'raise'")
-    prompts = [[int(t) for t in p] for p in prompts]
-    outs: list[list[int]] = [[] for _ in prompts]
-    eos = task.vocab.eos
-    by_len: dict[int, list[int]] = {}
-    for i, p in enumerate(prompts):
-        if not p:
-            raise TaskInputError("empty prompt")
-        by_len.setdefault(len(p), []).append(i)
-    for _, idx in sorted(by_len.items()):
-        rows = [list(prompts[i]) for i in idx]
-        active = list(range(len(idx)))
-        arr = _program_array(task, rows)
-        for _step in range(max_new_tokens):
-            if not active:
-                break
-            res = rasp.evaluate(sop, arr[active])
-            nxt = _to_ids(task, res[:, -1])
-            still = []
-            new_cols = []
-            for j, a in enumerate(active):
-                tok = int(nxt[j])
-                if tok < 0:
-                    if on_invalid == "raise":
-                        raise ValueError(
-                            f"{task.name}: program output {res[j, -1]!r} at position "
-                            f"{arr.shape[1] - 1} is not a token of the vocabulary")
-                    continue
-                outs[idx[a]].append(tok)
-                if tok != eos:
-                    still.append(a)
-                    new_cols.append(task.vocab.values[tok])
-            if not still:
-                break
-            # keep only the unfinished rows, each extended by its new token
-            arr = np.concatenate([arr[still], np.asarray(new_cols)[:, None]], axis=1) \
-                if arr.dtype.kind != "U" else \
-                np.concatenate([arr[still].astype(object), np.asarray(new_cols, dtype=object)
-                                [:, None]], axis=1)
-            idx = [idx[a] for a in still]
-            active = list(range(len(idx)))
-    return outs
+    if any(len(p) == 0 for p in prompts):
+        raise TaskInputError("empty prompt")
+
+    def next_ids(ids: np.ndarray) -> np.ndarray:
+        res = rasp.evaluate(sop, _program_array(task, ids.tolist()))
+        nxt = _to_ids(task, res[:, -1])
+        if on_invalid == "raise" and (nxt == NO_TOKEN).any():
+            j = int(np.argmax(nxt == NO_TOKEN))
+            raise ValueError(f"{task.name}: program output {res[j, -1]!r} at position "
+                             f"{ids.shape[1] - 1} is not a token of the vocabulary")
+        return nxt
+
+    return greedy_decode(next_ids, prompts, max_new_tokens, task.vocab.eos)
 
 
 def decode_with_program(task: Task, sop, prompt: Sequence[int], max_new_tokens: int
                         ) -> list[int]:
-    """Greedy next-token decoding of one prompt with a RASP program (contract C).
+    """Greedy next-token decoding of one prompt with a RASP program.
 
     Runs the program on the growing prefix, takes its value at the last position as the next
     token, appends it and stops at EOS or after ``max_new_tokens`` tokens.
@@ -149,45 +125,143 @@ def evaluate_sequence_program(task: Task, sop, prompts: Sequence[Sequence[int]])
         arr = _program_array(task, [prompts[i] for i in idx])
         res = rasp.evaluate(sop, arr)
         for j, i in enumerate(idx):
-            outs[i] = [v.item() if hasattr(v, "item") else v for v in res[j]]
+            outs[i] = [v.item() if isinstance(v, np.generic) else v for v in res[j]]
     return outs
 
 
 @dataclass
-class VerifyReport:
-    """Result of :func:`verify_program`.
+class LengthResult:
+    """Exact match at one input length: ``correct`` of ``n`` examples (the one per-length
+    result type: program verification here, trained-model evaluation in
+    :mod:`analysis.evaluation`, rows of a run's ``accuracy.json``).
 
-    ``per_length[n] = (n_correct, n_checked)``; ``failures`` lists up to 5 dicts with ``length``,
-    ``prompt``, ``expected``, ``got`` (readable token names / values); ``method`` is
-    ``"teacher_forcing"`` (exactly equivalent to greedy decoding for prefix-causal programs),
-    ``"greedy"`` or ``"per_position"`` (part B).
+    Attributes:
+        length: the task's input length.
+        n: examples checked.
+        correct: examples whose whole answer was exact; None when the length could not be
+            evaluated (``note`` says why, e.g. ``ape_learned`` beyond its positions).
+        split: ``"id"`` / ``"ood"`` for trained models (None for program verification).
+        ci_low, ci_high: the Wilson 95% interval of ``em`` when computed
+            (:func:`analysis.evaluation.wilson_interval`).
+    """
+
+    length: int
+    n: int
+    correct: int | None
+    split: str | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    note: str | None = None
+
+    @property
+    def em(self) -> float | None:
+        """Exact match ``correct / n`` (None when not evaluated)."""
+        return None if self.correct is None else self.correct / self.n
+
+    @property
+    def ok(self) -> bool:
+        """Every example exact."""
+        return self.correct == self.n
+
+    def to_dict(self) -> dict:
+        """``{length, split, em, n, ci_low, ci_high, correct[, note]}`` (an ``accuracy.json``
+        row when ``split`` is set)."""
+        d = {"length": self.length, "split": self.split, "em": self.em, "n": self.n,
+             "ci_low": self.ci_low, "ci_high": self.ci_high, "correct": self.correct}
+        if self.note:
+            d["note"] = self.note
+        return d
+
+
+@dataclass
+class VerifyResult:
+    """Result of verifying a program against a task's ground truth (:func:`verify_program`,
+    :func:`analysis.verify.verify_task`).
+
+    Attributes:
+        task: task name. ``program``: a label of the checked program.
+        method: ``"teacher_forcing"`` (exactly greedy decoding for prefix-causal programs),
+            ``"greedy"`` or ``"per_position"`` (part-B sequence programs).
+        samples, seed: the sampling parameters.
+        per_length: one :class:`LengthResult` per checked length, in the order checked.
+        failures: up to 5 failing examples (dicts with ``length``, ``prompt``, ``expected``,
+            ``got`` as readable token names / values).
+        counterexample: the first failure re-decoded greedily, or None.
+        error: a program error (message) that stopped the verification, or None.
     """
 
     task: str
     method: str
-    per_length: dict = field(default_factory=dict)
+    program: str = "program"
+    samples: int = 0
+    seed: int = 0
+    per_length: list = field(default_factory=list)
     failures: list = field(default_factory=list)
+    counterexample: dict | None = None
+    error: str | None = None
 
     @property
     def ok(self) -> bool:
-        return all(c == n for c, n in self.per_length.values())
+        """Every example at every checked length decoded exactly and no error occurred."""
+        return self.error is None and bool(self.per_length) and \
+            all(r.ok for r in self.per_length)
 
     @property
-    def n_checked(self) -> int:
-        return sum(n for _, n in self.per_length.values())
+    def lengths(self) -> list[int]:
+        return [r.length for r in self.per_length]
 
     @property
     def failed_lengths(self) -> list[int]:
-        return [k for k, (c, n) in sorted(self.per_length.items()) if c != n]
+        return [r.length for r in self.per_length if not r.ok]
+
+    @property
+    def max_length(self) -> int | None:
+        return max(self.lengths) if self.per_length else None
+
+    @property
+    def n_checked(self) -> int:
+        return sum(r.n for r in self.per_length)
 
     def to_dict(self) -> dict:
-        return {"task": self.task, "method": self.method, "ok": self.ok,
-                "per_length": {str(k): list(v) for k, v in self.per_length.items()},
-                "failed_lengths": self.failed_lengths, "failures": self.failures}
+        return {"task": self.task, "program": self.program, "method": self.method,
+                "ok": self.ok, "samples": self.samples, "seed": self.seed,
+                "lengths": [self.lengths[0], self.lengths[-1]] if self.per_length else [],
+                "n_checked": self.n_checked, "failed_lengths": self.failed_lengths,
+                "per_length": [r.to_dict() for r in self.per_length],
+                "counterexample": self.counterexample, "error": self.error}
+
+    def summary(self) -> str:
+        """One line: ``task: OK, N examples at lengths a..b`` or the first counterexample."""
+        span = f"lengths {self.lengths[0]}..{self.lengths[-1]}" if self.per_length else \
+            "no length"
+        if self.error:
+            return f"{self.task}: ERROR ({self.error})"
+        if self.ok:
+            return f"{self.task}: OK, {self.n_checked} examples at {span} ({self.method})"
+        c = self.counterexample or (self.failures[0] if self.failures else {})
+        return (f"{self.task}: MISMATCH at lengths {_ranges(self.failed_lengths)} "
+                f"(checked {span}); first counterexample at length {c.get('length')}: "
+                f"{' '.join(c.get('prompt', []))} -> expected {' '.join(c.get('expected', []))}"
+                f", got {' '.join(c.get('got', []))}")
+
+
+def _ranges(xs: list[int]) -> str:
+    out, start, prev = [], None, None
+    for x in xs:
+        if start is None:
+            start = prev = x
+        elif x == prev + 1:
+            prev = x
+        else:
+            out.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = x
+    if start is not None:
+        out.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ",".join(out)
 
 
 def verify_program(task: Task, sop, lengths: Sequence[int], samples: int = 10, seed: int = 0,
-                   method: str = "auto") -> VerifyReport:
+                   method: str = "auto") -> VerifyResult:
     """Check a program against the task's ground truth on ``samples`` random inputs per length.
 
     Args:
@@ -200,7 +274,7 @@ def verify_program(task: Task, sop, lengths: Sequence[int], samples: int = 10, s
             ``"greedy"`` or ``"teacher_forcing"``.
 
     Returns:
-        a :class:`VerifyReport`.
+        a :class:`VerifyResult`.
     """
     import rasp
     rng = np.random.default_rng(seed)
@@ -210,7 +284,7 @@ def verify_program(task: Task, sop, lengths: Sequence[int], samples: int = 10, s
         method = "teacher_forcing" if is_prefix_causal(sop) else "greedy"
     elif method not in ("greedy", "teacher_forcing"):
         raise ValueError("method is 'auto', 'greedy' or 'teacher_forcing'")
-    report = VerifyReport(task=task.name, method=method)
+    report = VerifyResult(task=task.name, method=method, samples=samples, seed=seed)
     for n in lengths:
         task.check_length(n)
         examples = [task.sample(n, rng) for _ in range(samples)]
@@ -234,7 +308,7 @@ def verify_program(task: Task, sop, lengths: Sequence[int], samples: int = 10, s
                     p, a = examples[i]
                     got[i] = _to_ids(task, res[j, len(p) - 1:]).tolist()
             ok = [g == a for g, (_, a) in zip(got, examples)]
-        report.per_length[n] = (sum(ok), len(ok))
+        report.per_length.append(LengthResult(n, len(ok), sum(ok)))
         for g, (p, a), good in zip(got, examples, ok):
             if not good and len(report.failures) < 5:
                 if task.kind == "sequence":

@@ -15,8 +15,6 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Callable
 
-import numpy as np
-
 from .base import Task, TaskInputError, Vocab
 
 WEISS = "Weiss et al. 2021 (original RASP, paper_examples.rasp / rasplib.rasp)"

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from analysis import probing, report
+from analysis import alignment, probing, report
+from analysis.runs import default_run_dir
 from rasp_cli.main import main as rasp_main
 
 from test_report_cdp import find_chromium, open_page
@@ -76,10 +77,9 @@ def test_report_page_opens_in_chromium(tiny):
 
 def test_compiled_model_probed_against_itself_is_a_perfect_match(tmp_path):
     import tasks
-    from analysis.report import _compile_reference
     task = tasks.get_task(TASK)
-    compiled = _compile_reference(task, task.load_reference(), 16)
-    res = report.probe_task_runs(task, {"compiled-self": compiled}, compiled, lengths=[2, 3],
+    compiled = alignment.compile_reference(task, task.load_reference(), 16)
+    res = alignment.probe_task_runs(task, {"compiled-self": compiled}, compiled, lengths=[2, 3],
                                  per_length=2)
     m = res.matchings["compiled-self"]
     assert len(m.pairs) == sum(a.shape[1] for a in res.models["compiled"])
@@ -92,13 +92,12 @@ def test_compiled_model_probed_against_itself_is_a_perfect_match(tmp_path):
 def test_compiled_patterns_align_with_token_positions():
     """The compiled induction head, at the SEP position, attends to the first prompt token."""
     import tasks
-    from analysis.report import _capture_compiled_aligned, _compile_reference
     task = tasks.get_task(TASK)
-    compiled = _compile_reference(task, task.load_reference(), 16)
+    compiled = alignment.compile_reference(task, task.load_reference(), 16)
     rng = np.random.default_rng(0)
     prompt, answer = task.sample(4, rng)           # BOS x1 x2 x3 x4 SEP
     seq = (prompt + answer)[:-1]
-    pats = _capture_compiled_aligned(task, compiled, [seq])
+    pats = alignment.capture_compiled_aligned(task, compiled, [seq])
     sep = prompt.index(task.vocab.sep)
     assert all(a.shape[-1] == len(seq) for a in pats)
     rows = [a[0, h, sep] for a in pats for h in range(a.shape[1])]
@@ -108,7 +107,7 @@ def test_compiled_patterns_align_with_token_positions():
 
 
 def test_runs_of_another_task_are_refused(tmp_path):
-    rd = report.run_dir_for(tmp_path, TASK, "nope", 0, "quick")
+    rd = default_run_dir(TASK, "nope", 0, "quick", tmp_path)
     rd.mkdir(parents=True)
     (rd / "config.json").write_text(json.dumps({"task": "copy_repeat", "pe": "nope"}))
     with pytest.raises(report.ReportError, match="copy_repeat"):
@@ -125,7 +124,7 @@ def test_missing_runs_are_named_when_not_training(tmp_path):
 
 def test_partial_run_is_resumed(tmp_path):
     from analysis import training
-    rd = report.run_dir_for(tmp_path, TASK, "alibi", 0, "quick")
+    rd = default_run_dir(TASK, "alibi", 0, "quick", tmp_path)
     longer = {**TINY, "steps": 8}
     res = training.train(TASK, "alibi", seed=0, out_dir=str(rd), preset="quick",
                          config_overrides=longer, progress=False, verbose=False, stop_after=4)
@@ -202,9 +201,8 @@ def test_missing_runs_are_trained_nope_and_t5_first():
 def test_cli_probe_of_an_exported_compiled_model_matches_the_reference(tmp_path, capsys):
     """`rasp probe DIR --task T` on the compiled export of T's own program: JSD 0 everywhere."""
     import tasks
-    from analysis.report import _compile_reference
     task = tasks.get_task(TASK)
-    _compile_reference(task, task.load_reference(), 16).save(tmp_path / "export")
+    alignment.compile_reference(task, task.load_reference(), 16).save(tmp_path / "export")
     assert rasp_main(["probe", str(tmp_path / "export"), "--task", TASK, "--lengths", "2,3",
                       "--per-length", "1"]) == 0
     out = capsys.readouterr().out

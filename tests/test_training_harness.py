@@ -1,4 +1,4 @@
-"""Training harness: run directory, resume, reuse, evaluation, bad input (contract F).
+"""Training harness: run directory, resume, reuse, evaluation, bad input.
 
 Uses a tiny local copy task (duck-typed to contract C) so these tests do not depend on the
 task catalogue and stay fast.
@@ -13,7 +13,9 @@ import torch
 
 from analysis.evaluation import (eval_lengths, evaluate, greedy_decode, summarize,
                                  wilson_interval)
-from analysis.training import (RunDirError, TrainingError, load_run, lr_at, make_batch, train)
+from analysis.configs import TrainConfig
+from analysis.runs import RunDirError, load_run
+from analysis.training import TrainingError, lr_at, make_batch, train
 from model import Transformer, TransformerConfig
 
 
@@ -31,7 +33,6 @@ class CopyUnique:
     name = "local_copy_unique"
     kind = "next_token"
     min_length = 1
-    default_config = {}
 
     def __init__(self, n=8, train_max=3, max_length=6):
         self.vocab = _Vocab(n)
@@ -180,13 +181,12 @@ def test_make_batch_masks_answer_tokens_only():
 
 
 def test_lr_schedule_warmup_and_cosine():
-    tr = {"lr": 1.0, "steps": 110, "warmup_steps": 10, "schedule": "cosine",
-          "min_lr_ratio": 0.1}
+    tr = TrainConfig(lr=1.0, steps=110, warmup_steps=10, schedule="cosine", min_lr_ratio=0.1)
     assert lr_at(0, tr) == pytest.approx(0.1)
     assert lr_at(9, tr) == pytest.approx(1.0)
     assert lr_at(60, tr) == pytest.approx(0.1 + 0.9 * 0.5)   # half-way: cos(pi/2) = 0
     assert lr_at(110, tr) == pytest.approx(0.1)
-    assert lr_at(60, {**tr, "schedule": "linear"}) == pytest.approx(0.55)
+    assert lr_at(60, tr.replace(schedule="linear")) == pytest.approx(0.55)
 
 
 def test_greedy_decode_and_ape_learned_beyond_context():

@@ -102,4 +102,4 @@ def test_seeded_examples_are_reproducible():
     a = verify_task("boolean_and", max_length=5, samples=2, seed=3).to_dict()
     b = verify_task("boolean_and", max_length=5, samples=2, seed=3).to_dict()
     assert a == b
-    assert np.all([r["checked"] == 2 for r in a["per_length"]])
+    assert np.all([r["n"] == 2 for r in a["per_length"]])

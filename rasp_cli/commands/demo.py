@@ -3,7 +3,7 @@
 Runs `rasp report` with its defaults: count (predicted to generalize: Zhou et al.'s short RASP-L
 program, which the quick preset fits) and copy_repeat (predicted to fail: no RASP-L program), all six
 positional encodings, one seed each plus a second NoPE seed for the other-seed baseline, with the
-training engineer's quick preset, two runs side by side. A time budget of 570 s keeps it under
+quick training preset, two runs side by side. A time budget of 570 s keeps it under
 10 minutes on 2 CPU cores: on a busy machine the runs that do not fit are named in the report
 and trained by the next `make demo` (finished runs are reused). `--full` runs the larger grid of
 docs/results.md (count, copy_unique, sort_unique, copy_repeat, parity, reverse; 3 seeds per PE;

@@ -49,17 +49,18 @@ def _lengths(text):
 
 def run(args) -> int:
     from rasp_cli.main import UsageError
-    from analysis import probing, report
+    from analysis import alignment, probing
+    from analysis.runs import RunDirError
 
     if args.per_length < 1:
         raise UsageError("--per-length must be >= 1")
     try:
-        res, info = report.probe_run_dirs(args.runs, task_name=args.task,
-                                          lengths=_lengths(args.lengths),
-                                          per_length=args.per_length, variant=args.variant,
-                                          compile_reference=not args.no_compile)
-    except (report.ReportError, probing.ProbingError) as e:
-        raise UsageError(str(e))
+        res, info = alignment.probe_run_dirs(
+            args.runs, task_name=args.task, lengths=_lengths(args.lengths),
+            per_length=args.per_length, variant=args.variant,
+            compile_reference_program=not args.no_compile)
+    except (RunDirError, probing.ProbingError) as e:
+        raise UsageError(str(e)) from None
     if args.json:
         out = res.to_dict()
         out["info"] = info

@@ -15,8 +15,12 @@ from __future__ import annotations
 import os
 import sys
 
+import compiler
+from rasp.display import format_sop_value
 from rasp.equality import values_equal
 from rasp.ir import RASPError
+from rasp.parser import directives
+from rasp.runtime import Session
 
 
 def register(sub) -> None:
@@ -43,13 +47,8 @@ def compile_command(repl, argtext: str) -> str:
     from rasp.ir import SOp
     if not isinstance(a.value, SOp):
         raise ReplError(f"{a.name} is not an s-op; compile takes an s-op")
-    try:
-        import compiler
-        compile_program = compiler.compile_program
-    except (ImportError, AttributeError):
-        raise ReplError("the compiler is not available (compiler.compile_program is missing)")
-    cm = compile_program(a.value, a.vocab, a.max_len, causal=repl.causal)
-    stats = dict(getattr(cm, "stats", {}) or {})
+    cm = compiler.compile_program(a.value, a.vocab, a.max_len, causal=repl.causal)
+    stats = dict(cm.stats)
     lines = [f"  compiled {a.name} (vocab {_fmt(a.vocab)}, max_len {a.max_len}"
              f"{', causal' if repl.causal else ''})"]
     order = ["layers", "heads", "d_model", "d_head", "mlp_hidden", "params", "nonzero_params",
@@ -68,7 +67,6 @@ def compile_command(repl, argtext: str) -> str:
             got = cm.run([ex])[0]
             want = repl.eval_on_example(a.value)
             same = len(got) == len(want) and values_equal(list(got), list(want))
-            from rasp.display import format_sop_value
             lines.append(f"  compiled model on the example: {format_sop_value(got)} "
                          f"({'matches' if same else 'DIFFERS from'} the interpreter)")
         except RASPError as e:
@@ -84,30 +82,19 @@ def _fmt(v) -> str:
 
 
 def _is_causal_file(text: str) -> bool:
-    try:
-        from rasp.parser import directives
-    except ImportError:  # pragma: no cover - parser absent
-        return False
     return "causal" in directives(text)
 
 
 def run_repl(args) -> int:
-    """Start the REPL (``args`` may lack this subcommand's options: defaults are used).
+    """Start the REPL (``args``: this subcommand's options).
 
     Returns 0; 2 when a FILE cannot be read or fails; in the non-interactive mode 1 when a
     statement read from stdin failed.
     """
     from rasp.repl import Repl
+    files = list(args.files)
     try:
-        from rasp.runtime import Session
-    except ImportError as e:
-        print(f"rasp repl: error: the RASP runtime is not available ({e})", file=sys.stderr)
-        return 2
-    causal = bool(getattr(args, "causal", False))
-    files = list(getattr(args, "files", None) or [])
-    no_history = bool(getattr(args, "no_history", False))
-    try:
-        session = Session(causal=causal)
+        session = Session(causal=args.causal)
     except RASPError as e:
         print(f"rasp repl: {e}", file=sys.stderr)
         return 2
@@ -126,7 +113,7 @@ def run_repl(args) -> int:
         if not session.causal and _is_causal_file(text):
             session.causal = True     # a RASP-L file (#!causal) puts the session in causal mode
     repl = Repl(session=session, extra_commands={"compile": compile_command},
-                history_file=False if no_history else None)
+                history_file=False if args.no_history else None)
     if files and sys.stdin is not None and sys.stdin.isatty():
         print("loaded " + ", ".join(os.path.basename(p) for p in files))
     try:

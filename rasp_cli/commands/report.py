@@ -8,8 +8,6 @@ accuracy by length, the compiled model, and the attention comparison. Writes DIR
 
 from __future__ import annotations
 
-import sys
-
 
 def register(sub) -> None:
     """Add the ``report`` subcommand."""
@@ -66,7 +64,7 @@ def options_from_args(args):
     return ReportOptions(preset=args.preset, pes=pes, runs_root=args.runs, device=args.device,
                          train_missing=not args.no_train, variant=args.variant,
                          progress=not args.quiet, jobs=args.jobs,
-                         budget_s=getattr(args, "budget", None))
+                         budget_s=args.budget)
 
 
 def run(args) -> int:

@@ -51,7 +51,7 @@ def register(sub) -> None:
 
 
 def _pes(text):
-    from analysis.training import PE_NAMES
+    from model import PE_NAMES
     from rasp_cli.main import UsageError
     if not text:
         raise UsageError(f"--pe is required: {PE_HELP}")
@@ -92,7 +92,7 @@ def _overrides(items):
 
 def format_grid(results) -> str:
     """Table task x PE of mean ID / OOD exact match over seeds (``RunResult`` list)."""
-    from analysis.training import PE_NAMES
+    from model import PE_NAMES
     cells = {}
     for r in results:
         cells.setdefault((r.task, r.pe), []).append(r)
@@ -121,7 +121,8 @@ def format_grid(results) -> str:
 
 def train_command(args) -> int:
     """Run ``rasp train``; returns the exit code."""
-    from analysis.training import RunDirError, TrainingError, train
+    from analysis.runs import RunDirError
+    from analysis.training import TrainingError, train
     from rasp_cli.main import UsageError
 
     if args.grid and args.task:

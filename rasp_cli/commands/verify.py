@@ -62,7 +62,7 @@ def load_program(task, path: str, name: str | None):
     env = rasp.run_file(path, causal=bool(task.causal))
     name = name or task.reference_name
     if name is None or name not in env:
-        own = [n for n in getattr(env, "own_names", lambda: [])() if not n.startswith("_")]
+        own = [n for n in env.own_names() if not n.startswith("_")]
         raise UsageError(f"{path} defines no s-op {name!r}; defined: "
                          + (", ".join(own) if own else "(nothing)") + " (choose with --name)")
     sop = env[name]

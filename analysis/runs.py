@@ -1,0 +1,528 @@
+"""Run directories: the one owner of their naming, locking, writing, validation and loading.
+
+A training run (:func:`analysis.training.train`) writes one directory, by default
+``runs/<task>/<pe>/seed<k>/`` (``seed<k>-<preset>`` for a non-default training preset)::
+
+    config.json        the RunSpec (analysis.configs) + git commit, creation time, device, torch
+    metrics.jsonl      one JSON object per log step and per greedy probe
+    accuracy.json      [{length, split: "id"|"ood", em, n, ci_low, ci_high[, note]}]
+    model.safetensors  final weights (safetensors; the model config in the metadata)
+    checkpoint/        model.safetensors + optimizer.pt (read with weights_only=True) +
+                       state.json, while the run is unfinished
+    DONE               written last: a finished run (JSON summary)
+    .lock              the lock of the process writing the directory (its PID)
+
+Guarantees (tested in ``tests/test_faults_runs.py``):
+
+* **Locked.** A process writing a run holds an exclusive ``fcntl.flock`` on ``.lock``
+  (:class:`RunLock`); a second writer fails at once with ``RunDirError: ... in use by PID n``.
+  The kernel drops the lock when its process dies, so a killed run leaves no stale lock.
+* **Atomic.** Every file is written to a temporary file in the same directory and moved into
+  place with ``os.replace``; a checkpoint is written to ``checkpoint.tmp/`` and swapped in.
+* **Validated.** Every file read is checked: JSON syntax and schema, value ranges (exact match
+  and interval bounds in [0, 1], sample counts >= 1), finiteness of numbers and of weights.
+  A file that fails raises :class:`RunDirError` naming the file and what is wrong.
+
+Readers: the report and ``rasp probe`` use :func:`check_finished` and :func:`load_run`;
+``rasp train`` uses :func:`read_result` to reuse a finished run.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import math
+import os
+import pickle
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from analysis.configs import ConfigError, RunSpec
+from model import Transformer, load_safetensors, save_safetensors
+
+__all__ = ["RunDirError", "RUNS_ROOT", "default_run_dir", "RunLock", "RunResult",
+           "atomic_write_text", "atomic_json", "read_json", "read_spec", "read_accuracy",
+           "validate_accuracy", "read_done", "read_task_name", "read_result", "check_finished", "load_model",
+           "load_run", "clear_run", "clear_checkpoints", "save_checkpoint", "load_checkpoint", "has_checkpoint",
+           "is_finished"]
+
+RUNS_ROOT = Path("runs")
+"""Default root of run directories (relative to the working directory)."""
+
+RUN_FILES = ("DONE", "accuracy.json", "model.safetensors", "metrics.jsonl", "config.json")
+CHECKPOINT_DIRS = ("checkpoint", "checkpoint.tmp", "checkpoint.old")
+
+
+class RunDirError(RuntimeError):
+    """A run directory that is in use, corrupt, partial, implausible, or holds a run with
+    another configuration. The message names the directory or file and how to fix it."""
+
+
+def default_run_dir(task: str, pe: str, seed: int, preset: str | None = "default",
+                    root: str | os.PathLike = RUNS_ROOT) -> Path:
+    """``root/<task>/<pe>/seed<k>`` (``seed<k>-<preset>`` for a non-default preset)."""
+    leaf = f"seed{seed}" if preset in (None, "default") else f"seed{seed}-{preset}"
+    return Path(root) / task / pe / leaf
+
+
+def is_finished(run_dir: str | os.PathLike) -> bool:
+    """Whether ``run_dir`` holds a ``DONE`` marker (not validated; see :func:`read_result`)."""
+    return (Path(run_dir) / "DONE").exists()
+
+
+def has_checkpoint(run_dir: str | os.PathLike) -> bool:
+    """Whether ``run_dir`` holds a checkpoint to resume from."""
+    run_dir = Path(run_dir)
+    return (run_dir / "checkpoint").exists() or (run_dir / "checkpoint.old").exists()
+
+
+# ------------------------------------------------------------------------------------------
+# locking
+# ------------------------------------------------------------------------------------------
+
+class RunLock:
+    """Exclusive lock of a run directory for the writing process (a context manager).
+
+    Creates the directory, opens ``.lock`` and takes a non-blocking ``fcntl.flock``; writes
+    the PID into the file. The lock is released on :meth:`release`, on exit of the ``with``
+    block, or by the kernel when the process dies (no stale lock survives a crash).
+
+    Raises:
+        RunDirError: the directory is locked by another process (the message gives its PID),
+            or it cannot be created / is not a directory.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike):
+        self.run_dir = Path(run_dir)
+        self._fd: int | None = None
+
+    def acquire(self) -> "RunLock":
+        make_run_dir(self.run_dir)
+        path = self.run_dir / ".lock"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise RunDirError(f"{self.run_dir}: cannot create the lock file "
+                              f"({e.strerror or e})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            pid = _read_pid(fd)
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                who = f"PID {pid}" if pid else "another process"
+                raise RunDirError(f"{self.run_dir} is in use by {who} (another training is "
+                                  f"writing it); wait for it to finish or choose another "
+                                  f"output directory") from None
+            raise RunDirError(f"{self.run_dir}: cannot lock ({e.strerror or e})") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "RunLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        return int(text) if text.isdigit() else None
+    except OSError:
+        return None
+
+
+def make_run_dir(run_dir: Path) -> None:
+    """Create ``run_dir`` (and parents); :class:`RunDirError` with a one-line reason when the
+    path cannot be a directory (an existing file, a read-only or virtual file system)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunDirError(f"{run_dir} exists and is not a directory; choose another output "
+                          f"directory")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RunDirError(f"cannot create the run directory {run_dir}: "
+                          f"{e.strerror or e}") from None
+
+
+# ------------------------------------------------------------------------------------------
+# atomic writes
+# ------------------------------------------------------------------------------------------
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file in the same directory, fsync,
+    then ``os.replace`` (readers see the old or the new file, never a part)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def atomic_json(path: Path, obj) -> None:
+    """:func:`atomic_write_text` of ``obj`` as indented JSON (NaN and inf refused)."""
+    atomic_write_text(path, json.dumps(obj, indent=1, allow_nan=False) + "\n")
+
+
+def _atomic_torch_save(path: Path, obj) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pt")
+    os.close(fd)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+# ------------------------------------------------------------------------------------------
+# reading and validation
+# ------------------------------------------------------------------------------------------
+
+def read_json(path: Path, what: str):
+    """Parse a run file; :class:`RunDirError` for a missing, unreadable or non-JSON file
+    (``NaN``/``Infinity`` literals are refused)."""
+    def no_constants(name):
+        raise ValueError(f"non-finite number {name}")
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"), parse_constant=no_constants)
+    except FileNotFoundError:
+        raise RunDirError(f"{Path(path).parent}: missing {Path(path).name} ({what})") from None
+    except (ValueError, UnicodeDecodeError, OSError) as e:
+        raise RunDirError(f"{path}: corrupt {what} ({e}); delete the run directory or rerun "
+                          f"with --force") from None
+
+
+def _finite(x, lo=-math.inf, hi=math.inf, optional=True) -> bool:
+    if x is None:
+        return optional
+    return (not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x)
+            and lo <= x <= hi)
+
+
+def _count(x, lo=0) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= lo
+
+
+def read_spec(run_dir: str | os.PathLike) -> tuple[RunSpec, dict]:
+    """``config.json`` as ``(RunSpec, raw dict)``; :class:`RunDirError` when missing, corrupt
+    or not a valid run configuration."""
+    run_dir = Path(run_dir)
+    raw = read_json(run_dir / "config.json", "run configuration")
+    try:
+        return RunSpec.from_dict(raw), raw
+    except ConfigError as e:
+        raise RunDirError(f"{run_dir}/config.json: not a valid rasp-lab run configuration "
+                          f"({e})") from None
+
+
+def validate_accuracy(rows, where: str) -> list[dict]:
+    """Check accuracy rows (``accuracy.json``): a list of ``{length >= 0, split "id"|"ood",
+    n >= 1, em in [0, 1] or null, ci_low <= em <= ci_high in [0, 1] or null}``.
+
+    Returns the rows; raises :class:`RunDirError` naming the first bad row."""
+    if not isinstance(rows, list):
+        raise RunDirError(f"{where}: not a list of per-length results")
+    for i, r in enumerate(rows):
+        def bad(msg, r=r, i=i):
+            raise RunDirError(f"{where}: row {i} ({json.dumps(r)[:120]}): {msg}")
+        if not isinstance(r, dict):
+            bad("not an object")
+        if not _count(r.get("length")):
+            bad("length must be an integer >= 0")
+        if r.get("split") not in ("id", "ood"):
+            bad("split must be 'id' or 'ood'")
+        if not _count(r.get("n"), 1):
+            bad("n (samples) must be an integer >= 1")
+        em, lo, hi = r.get("em"), r.get("ci_low"), r.get("ci_high")
+        for name, v in (("em", em), ("ci_low", lo), ("ci_high", hi)):
+            if not _finite(v, 0.0, 1.0):
+                bad(f"{name} must be a number in [0, 1] or null")
+        if em is not None and (lo is None or hi is None or not lo - 1e-9 <= em <= hi + 1e-9):
+            bad("the confidence interval must contain em")
+        if em is not None and abs(em * r["n"] - round(em * r["n"])) > 1e-6 * r["n"]:
+            bad("em is not a fraction of n samples")
+    return rows
+
+
+def read_accuracy(run_dir: str | os.PathLike) -> list[dict]:
+    """``accuracy.json`` of a finished run, validated (:func:`validate_accuracy`)."""
+    path = Path(run_dir) / "accuracy.json"
+    return validate_accuracy(read_json(path, "accuracy by length"), str(path))
+
+
+def read_done(run_dir: str | os.PathLike) -> dict:
+    """The ``DONE`` marker, validated (task, pe, seed, steps, exact-match means in [0, 1])."""
+    path = Path(run_dir) / "DONE"
+    done = read_json(path, "finished-run marker")
+    problems = []
+    if not isinstance(done, dict):
+        raise RunDirError(f"{path}: corrupt marker (not a JSON object)")
+    for key in ("task", "pe"):
+        if not isinstance(done.get(key), str):
+            problems.append(f"{key} must be a string")
+    for key in ("seed", "steps"):
+        if not _count(done.get(key)):
+            problems.append(f"{key} must be an integer >= 0")
+    for key in ("id_em", "ood_em"):
+        if not _finite(done.get(key), 0.0, 1.0):
+            problems.append(f"{key} must be a number in [0, 1] or null")
+    for key in ("final_loss", "wall_seconds", "train_seconds", "tokens_per_second"):
+        if not _finite(done.get(key), 0.0):
+            problems.append(f"{key} must be a finite number >= 0 or null")
+    if done.get("params") is not None and not _count(done.get("params")):
+        problems.append("params must be an integer >= 0")
+    if problems:
+        raise RunDirError(f"{path}: corrupt marker ({'; '.join(problems)})")
+    return done
+
+
+@dataclass
+class RunResult:
+    """Outcome of a training run (:func:`analysis.training.train`, :func:`read_result`).
+
+    ``accuracy`` is the list of ``accuracy.json``; ``id_em`` / ``ood_em`` are means over
+    lengths; ``reused`` is True when an existing finished run was returned; ``finished`` is
+    False when training stopped early (``stop_after``)."""
+
+    run_dir: str
+    task: str
+    pe: str
+    seed: int
+    preset: str
+    steps: int
+    accuracy: list = field(default_factory=list)
+    id_em: float | None = None
+    ood_em: float | None = None
+    final_loss: float | None = None
+    wall_seconds: float = 0.0
+    train_seconds: float = 0.0
+    tokens_per_second: float | None = None
+    params: int = 0
+    reused: bool = False
+    finished: bool = True
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def summary_line(self) -> str:
+        """One line: task, PE, seed, ID/OOD exact match, time, throughput, directory."""
+        def f(x):
+            return "n/a" if x is None else f"{x:.3f}"
+        tps = f"{self.tokens_per_second / 1000:.1f}k tok/s" if self.tokens_per_second else "-"
+        state = "reused" if self.reused else ("done" if self.finished else "stopped")
+        return (f"{self.task} {self.pe} seed{self.seed} [{self.preset}]: ID EM {f(self.id_em)}"
+                f"  OOD EM {f(self.ood_em)}  ({self.steps} steps, {self.train_seconds:.0f} s "
+                f"train, {tps}, {state}) -> {self.run_dir}")
+
+
+def read_result(run_dir: str | os.PathLike, reused: bool = True) -> RunResult:
+    """The :class:`RunResult` of a finished run (``DONE`` + ``accuracy.json``, validated)."""
+    run_dir = Path(run_dir)
+    done = read_done(run_dir)
+    acc = read_accuracy(run_dir)
+    return RunResult(str(run_dir), done["task"], done["pe"], int(done["seed"]),
+                     done.get("preset", "default"), int(done["steps"]), acc,
+                     done.get("id_em"), done.get("ood_em"), done.get("final_loss"),
+                     float(done.get("wall_seconds") or 0.0),
+                     float(done.get("train_seconds") or 0.0), done.get("tokens_per_second"),
+                     int(done.get("params") or 0), reused=reused, finished=True)
+
+
+def read_task_name(run_dir: str | os.PathLike) -> str:
+    """The task of the run in ``run_dir`` (``config.json``'s ``task``), without validating
+    the rest: cheap, to refuse another task's runs early. :class:`RunDirError` if unreadable."""
+    path = Path(run_dir) / "config.json"
+    raw = read_json(path, "run configuration")
+    if not isinstance(raw, dict) or not isinstance(raw.get("task"), str):
+        raise RunDirError(f"{path}: not a rasp-lab run configuration (no task)")
+    return raw["task"]
+
+
+def check_finished(run_dir: str | os.PathLike, task_name: str | None = None) -> dict:
+    """The raw ``config.json`` of a finished run of ``task_name`` (any task when None).
+
+    Cheap (no weights are read): used to refuse runs of other tasks before loading.
+
+    Raises:
+        RunDirError: not a run directory, unreadable or invalid configuration, another task's
+            run, or not finished (no ``DONE``).
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir}: no such run directory")
+    if not (run_dir / "config.json").exists():
+        raise RunDirError(f"{run_dir}: not a run directory (no config.json)")
+    name = read_task_name(run_dir)
+    if task_name is not None and name != task_name:
+        raise RunDirError(f"{run_dir}: this run is of task {name!r}, not {task_name!r}")
+    if not (run_dir / "DONE").exists():
+        raise RunDirError(f"{run_dir}: run not finished (no DONE marker); rerun the same "
+                          f"`rasp train` command to resume it")
+    return read_json(run_dir / "config.json", "run configuration")
+
+
+def load_model(path: str | os.PathLike) -> Transformer:
+    """A trained model's weights (safetensors), refusing non-finite (NaN / inf) weights.
+
+    Raises:
+        RunDirError: a missing, unreadable or implausible weights file.
+    """
+    path = Path(path)
+    try:
+        model = load_safetensors(path)
+    except (ValueError, OSError) as e:
+        raise RunDirError(f"{path.parent}: cannot load {path.name} ({e})") from None
+    bad = [name for name, p in model.state_dict().items() if not bool(torch.isfinite(p).all())]
+    if bad:
+        raise RunDirError(f"{path}: non-finite weights (NaN or inf) in {', '.join(bad[:3])}"
+                          f"{' ...' if len(bad) > 3 else ''}; the run diverged or the file is "
+                          f"corrupt")
+    return model
+
+
+def load_run(run_dir: str | os.PathLike, task=None):
+    """Load a finished run: ``(model, config_dict, task)``.
+
+    ``model`` is the trained :class:`Transformer` (eval mode, on CPU), ``config_dict`` the
+    contents of ``config.json``, ``task`` the task object (``tasks.get_task(config["task"])``
+    unless given). Every file is validated (module docstring).
+
+    Raises:
+        RunDirError: the directory is missing, unfinished (no ``DONE``), or has a corrupt or
+            implausible config, marker, accuracy or weights file; an unknown task.
+    """
+    run_dir = Path(run_dir)
+    check_finished(run_dir)
+    spec, raw = read_spec(run_dir)
+    read_done(run_dir)
+    read_accuracy(run_dir)
+    model = load_model(run_dir / "model.safetensors")
+    if model.cfg.to_dict() != spec.model.to_dict():
+        raise RunDirError(f"{run_dir}: model.safetensors does not match config.json")
+    if task is None:
+        import tasks
+        try:
+            task = tasks.get_task(spec.task)
+        except tasks.UnknownTaskError as e:
+            raise RunDirError(f"{run_dir}: {e.args[0] if e.args else e}") from None
+    return model, raw, task
+
+
+def clear_run(run_dir: str | os.PathLike) -> None:
+    """Delete every run file and checkpoint of ``run_dir`` (the lock is kept)."""
+    run_dir = Path(run_dir)
+    for name in RUN_FILES:
+        p = run_dir / name
+        if p.exists():
+            p.unlink()
+    clear_checkpoints(run_dir)
+
+
+def clear_checkpoints(run_dir: str | os.PathLike) -> None:
+    """Delete ``checkpoint/`` and any half-swapped ``checkpoint.tmp/`` / ``.old/``."""
+    for name in CHECKPOINT_DIRS:
+        if (Path(run_dir) / name).exists():
+            shutil.rmtree(Path(run_dir) / name)
+
+
+# ------------------------------------------------------------------------------------------
+# checkpoints
+# ------------------------------------------------------------------------------------------
+
+def save_checkpoint(run_dir: Path, model, opt: torch.optim.Optimizer, state: dict) -> None:
+    """Write ``checkpoint/`` atomically: model weights, optimizer state + torch RNG, and
+    ``state`` (JSON: step, elapsed, tokens_seen, metrics_bytes, last_loss).
+
+    The new checkpoint is written to ``checkpoint.tmp/`` and swapped in with two renames;
+    :func:`load_checkpoint` falls back to ``checkpoint.old/`` if interrupted between them."""
+    run_dir = Path(run_dir)
+    tmp = run_dir / "checkpoint.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    save_safetensors(model, tmp / "model.safetensors", {"step": state["step"]})
+    _atomic_torch_save(tmp / "optimizer.pt", {"optimizer": opt.state_dict(),
+                                              "torch_rng": torch.get_rng_state()})
+    atomic_json(tmp / "state.json", state)
+    final, old = run_dir / "checkpoint", run_dir / "checkpoint.old"
+    if old.exists():
+        shutil.rmtree(old)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def _validate_state(state, path: Path) -> dict:
+    ok = (isinstance(state, dict) and _count(state.get("step"))
+          and _finite(state.get("elapsed"), 0.0, optional=False)
+          and _count(state.get("tokens_seen")) and _count(state.get("metrics_bytes"))
+          and _finite(state.get("last_loss"), 0.0))
+    if not ok:
+        raise RunDirError(f"{path}: corrupt checkpoint state (needs step, elapsed, "
+                          f"tokens_seen, metrics_bytes >= 0); rerun with --force")
+    return state
+
+
+def load_checkpoint(run_dir: Path, model, opt: torch.optim.Optimizer, total_steps: int) -> dict:
+    """Restore ``model``, ``opt`` and the torch RNG from the run's checkpoint; returns its
+    validated state dict.
+
+    ``optimizer.pt`` is read with ``torch.load(weights_only=True)`` (tensors and plain
+    containers only; a pickle with code is refused).
+
+    Raises:
+        RunDirError: a missing, corrupt or empty file, weights of another shape or non-finite,
+            or a state beyond ``total_steps``.
+    """
+    run_dir = Path(run_dir)
+    ck = run_dir / "checkpoint"
+    if not ck.exists() and (run_dir / "checkpoint.old").exists():
+        ck = run_dir / "checkpoint.old"  # interrupted while swapping: the previous one is whole
+    state = _validate_state(read_json(ck / "state.json", "checkpoint state"), ck / "state.json")
+    if state["step"] > total_steps:
+        raise RunDirError(f"{ck}/state.json: step {state['step']} is beyond the run's "
+                          f"{total_steps} steps; rerun with --force")
+    saved = load_model(ck / "model.safetensors")
+    try:
+        model.load_state_dict(saved.state_dict())
+    except RuntimeError:
+        raise RunDirError(f"{ck}/model.safetensors does not match the run's model; rerun "
+                          f"with --force") from None
+    try:
+        blob = torch.load(ck / "optimizer.pt", weights_only=True)
+        opt.load_state_dict(blob["optimizer"])
+        torch.set_rng_state(blob["torch_rng"])
+    except FileNotFoundError:
+        raise RunDirError(f"{ck}: missing optimizer.pt; rerun with --force") from None
+    except (pickle.UnpicklingError, EOFError, RuntimeError, ValueError, KeyError, TypeError,
+            IndexError, OSError) as e:
+        # the text of torch's unpickling errors suggests weights_only=False: never shown
+        raise RunDirError(f"{ck}/optimizer.pt: corrupt or not a rasp-lab optimizer state "
+                          f"({type(e).__name__}); rerun with --force") from None
+    return state
