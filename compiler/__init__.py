@@ -13,11 +13,14 @@ does not import torch until the compiler is used.
 from .errors import CompiledRuntimeError, CompilerError, ModelTooLargeError, UnsupportedError
 
 __all__ = ["compile_program", "CompiledModel", "load_compiled", "CompilerError",
-           "UnsupportedError", "ModelTooLargeError", "CompiledRuntimeError"]
+           "UnsupportedError", "ModelTooLargeError", "CompiledRuntimeError", "to_transformer_lens"]
 
 
 def __getattr__(name):
     if name in ("compile_program", "CompiledModel", "load_compiled"):
         from . import compile as _c
         return getattr(_c, name)
+    if name == "to_transformer_lens":
+        from .export import to_transformer_lens
+        return to_transformer_lens
     raise AttributeError(f"module 'compiler' has no attribute {name!r}")

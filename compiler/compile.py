@@ -242,9 +242,11 @@ class CompiledModel:
 
     def save(self, directory: str | os.PathLike) -> None:
         """Write ``DIR/model.safetensors`` (TransformerLens names and shapes, float64, incl.
-        ``W_U``) and ``DIR/model.json`` (config, vocabulary, residual labels, output
-        encoding)."""
+        ``W_U``), ``DIR/model.json`` (config, vocabulary, residual labels, output
+        encoding), and the TransformerLens export ``DIR/tl_config.json`` +
+        ``DIR/tl_model.safetensors`` (:func:`compiler.export.save_transformer_lens`)."""
         from model import save_safetensors
+        from .export import save_transformer_lens
         os.makedirs(directory, exist_ok=True)
         meta = self.metadata()
         save_safetensors(self.model, os.path.join(directory, "model.safetensors"),
@@ -254,6 +256,7 @@ class CompiledModel:
         with open(tmp, "w") as f:
             json.dump(meta, f, indent=1)
         os.replace(tmp, os.path.join(directory, "model.json"))
+        save_transformer_lens(self, directory)
 
     def size_table(self) -> str:
         """A one-row text table of the model's size."""

@@ -190,11 +190,12 @@ def apply_rotary(x: torch.Tensor, positions: torch.Tensor, rot_dim: int,
 
     ``x`` is ``[batch, head, seq, d_head]``; ``positions`` is ``[seq]`` or ``[batch, seq]``
     (absolute positions). Dimensions ``>= rot_dim`` pass through (GPT-J style partial rotary).
+    Angles are computed in float64 for a float64 ``x``, else float32 (as TransformerLens).
     The dot product of a rotated query at position m and key at n depends on m - n only.
     """
-    inv_freq = base ** (-torch.arange(0, rot_dim, 2, device=x.device, dtype=torch.float32)
-                        / rot_dim)
-    pos = positions.to(x.device).float()
+    prec = torch.float64 if x.dtype == torch.float64 else torch.float32
+    inv_freq = base ** (-torch.arange(0, rot_dim, 2, device=x.device, dtype=prec) / rot_dim)
+    pos = positions.to(x.device, prec)
     angles = pos[..., None] * inv_freq  # [seq, rot/2] or [batch, seq, rot/2]
     if angles.dim() == 3:
         angles = angles[:, None]  # [batch, 1, seq, rot/2]

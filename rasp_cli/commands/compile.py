@@ -4,7 +4,10 @@ compile an s-op of a .rasp file into transformer weights.
 Prints the size table (layers, heads, d_model, d_head, MLP hidden, parameters, non-zero
 parameters, compile time). ``-o DIR`` writes ``DIR/model.safetensors`` (TransformerLens names and
 shapes, with ``W_U``) and ``DIR/model.json`` (config, vocabulary, residual labels, output
-encoding); ``compiler.load_compiled(DIR)`` loads it back. ``--verify K`` runs K random inputs
+encoding); ``compiler.load_compiled(DIR)`` loads it back. It also writes the TransformerLens
+export ``DIR/tl_config.json`` + ``DIR/tl_model.safetensors`` (heads and MLP units zero-padded to
+uniform widths, zero biases, TransformerLens's config names), which ``HookedTransformer`` loads
+strictly; see docs/compiler.md or ``compiler.to_transformer_lens``. ``--verify K`` runs K random inputs
 per length 1..N through the compiled model and the interpreter and compares them.
 
 A file whose selects are all causal (``#!causal``) is compiled to a causal (decoder-only)
@@ -27,7 +30,14 @@ def register(sub) -> None:
         "compile", help="compile an s-op of a .rasp file into transformer weights",
         description="Compile an s-op into the weights of a transformer (safetensors + JSON), "
                     "print its size, optionally verify it against the interpreter. Exit 0 ok, "
-                    "1 verification mismatch, 2 bad input.")
+                    "1 verification mismatch, 2 bad input.",
+        epilog="TransformerLens: -o DIR also writes DIR/tl_config.json and "
+               "DIR/tl_model.safetensors, which TransformerLens loads strictly: "
+               "cfg = json.load(open('DIR/tl_config.json')); cfg['dtype'] = getattr(torch, "
+               "cfg['dtype']); model = HookedTransformer(HookedTransformerConfig(**cfg)); "
+               "model.load_state_dict(safetensors.torch.load_file('DIR/tl_model.safetensors'), "
+               "strict=True). Token ids: BOS 0, vocabulary values 1..n in --vocab order, PAD "
+               "n+1 (DIR/model.json). In Python: compiler.to_transformer_lens(model).")
     p.add_argument("file", metavar="FILE", help="the .rasp program")
     p.add_argument("--name", "-n", required=True, help="the s-op to compile")
     p.add_argument("--vocab", required=True, metavar="a,b,c",
@@ -38,7 +48,8 @@ def register(sub) -> None:
     p.add_argument("--causal", action="store_true",
                    help="run the file in RASP-L causal mode and compile a decoder-only model")
     p.add_argument("-o", "--out", metavar="DIR", default=None,
-                   help="write DIR/model.safetensors and DIR/model.json")
+                   help="write DIR/model.safetensors and DIR/model.json, and the "
+                        "TransformerLens export DIR/tl_config.json + DIR/tl_model.safetensors")
     p.add_argument("--verify", type=int, default=0, metavar="K",
                    help="check K random inputs per length against the interpreter")
     p.add_argument("--seed", type=int, default=0, help="seed of --verify's inputs")
@@ -116,8 +127,10 @@ def compile_command(args) -> int:
     print(cm.size_table())
     if args.out:
         cm.save(args.out)
-        print(f"wrote {os.path.join(args.out, 'model.safetensors')} and "
-              f"{os.path.join(args.out, 'model.json')}")
+        print(f"wrote {os.path.join(args.out, 'model.safetensors')}, "
+              f"{os.path.join(args.out, 'model.json')} and, for TransformerLens, "
+              f"{os.path.join(args.out, 'tl_config.json')} + "
+              f"{os.path.join(args.out, 'tl_model.safetensors')}")
     if args.verify:
         bad, total, first = verify(cm, sop, vocab, args.max_len, args.verify, args.seed, causal)
         print(f"verify: {total - bad}/{total} inputs equal to the interpreter"
