@@ -1,4 +1,4 @@
-"""rasp-lab: the compiler of RASP / RASP-L programs into transformer weights (contract E).
+"""rasp-lab: the compiler of RASP / RASP-L programs into transformer weights.
 
 Pipeline (Tracr's shape; see ``docs/compiler.md``): :mod:`compiler.rasp_to_graph` (IR -> networkx
 graph, rewrites, fusion), :mod:`rasp.value_sets` (value sets), :mod:`compiler.encoding`,

@@ -1,4 +1,4 @@
-"""Stage 7: ``compile_program`` (contract E) and the compiled model.
+"""Stage 7: ``compile_program`` and the compiled model.
 
 >>> from rasp import tokens, indices, length, select, aggregate
 >>> from compiler import compile_program
@@ -22,6 +22,7 @@ from rasp.interpreter import to_batch
 from rasp.ops import homogeneous_array
 from rasp.ir import Select, SOp, topological_order
 
+from .basis_inference import infer_bases
 from .blocks_to_model import Assembly, assemble
 from .graph_to_blocks import build_head, build_mlp
 from .encoding import CATEGORICAL
@@ -57,7 +58,7 @@ class CompiledModel:
 
     def __init__(self, model, vocab, residual_labels, output_values, output_encoding, causal,
                  max_seq_len, stats, checks=None, head_nodes=None, node_dirs=None,
-                 output_name=None):
+                 output_name=None, error_dirs=None):
         self.model = model
         self.vocab = list(vocab)
         self.residual_labels = list(residual_labels)
@@ -70,6 +71,7 @@ class CompiledModel:
         self.head_nodes = head_nodes or []
         self.node_dirs = node_dirs or {}          # name -> {"values": [...], "dirs": [...]}
         self.output_name = output_name
+        self.error_dirs = [tuple(e) for e in (error_dirs or [])]   # [(name, dir, message)]
         self._ids = {self._key(v): i + 1 for i, v in enumerate(self.vocab)}
 
     # -- inputs --------------------------------------------------------------------------------
@@ -165,6 +167,13 @@ class CompiledModel:
         return out
 
     def _check(self, resid, lens):
+        for name, d, message in self.error_dirs:
+            for b, n in enumerate(lens):
+                bad = np.flatnonzero(resid[b, 1: 1 + n, d] > 0.5)
+                if bad.size:
+                    raise CompiledRuntimeError(
+                        f"{message} (at position {int(bad[0])} of input {b}; the interpreter "
+                        "raises here too)")
         for name, dirs in self.checks:
             for b, n in enumerate(lens):
                 block = resid[b, 1: 1 + n][:, dirs]
@@ -236,6 +245,7 @@ class CompiledModel:
             "max_seq_len": self.max_seq_len,
             "stats": self.stats,
             "checks": [[n, list(map(int, d))] for n, d in self.checks],
+            "errors": [[n, int(d), m] for n, d, m in self.error_dirs],
             "head_nodes": self.head_nodes,
             "node_dirs": self.node_dirs,
         }
@@ -309,7 +319,12 @@ def load_compiled(directory: str | os.PathLike) -> CompiledModel:
                          meta["output"]["values"], meta["output"]["encoding"], meta["causal"],
                          meta["max_seq_len"], meta["stats"],
                          [(n, d) for n, d in meta.get("checks", [])], meta.get("head_nodes"),
-                         meta.get("node_dirs"), meta["output"].get("name"))
+                         meta.get("node_dirs"), meta["output"].get("name"),
+                         meta.get("errors"))
+
+
+def _at(node) -> str:
+    return f" at {node.span.line}:{node.span.column}" if node is not None and node.span else ""
 
 
 def _estimate(cg: CompilerGraph, space: ResidualSpace, vocab_size: int, n: int) -> int:
@@ -330,7 +345,7 @@ def _estimate(cg: CompilerGraph, space: ResidualSpace, vocab_size: int, n: int) 
 def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bool = False,
                     allow_noncausal: bool = False, max_params: int = DEFAULT_MAX_PARAMS
                     ) -> CompiledModel:
-    """Compile an s-op into transformer weights (contract E).
+    """Compile an s-op into transformer weights.
 
     Args:
         sop: the program's output s-op (IR node, e.g. from the Python API or
@@ -385,7 +400,8 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
                     "causal mode, compile it with causal=False, or pass allow_noncausal=True "
                     "to compile its prefix semantics (rasp.evaluate(..., causal=True))",
                     None, node.span)
-    cg = build_graph(sop, vocab, max_seq_len, causal)
+    value_sets = infer_bases(sop, vocab, max_seq_len, causal)
+    cg = build_graph(sop, vocab, max_seq_len, causal, value_sets)
     space = ResidualSpace(cg.nodes)
     est = _estimate(cg, space, len(vocab), max_seq_len)
     if est > max_params:
@@ -400,6 +416,10 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
     idx = [n for n in cg.nodes if n.kind == "indices"]
     asm: Assembly = assemble(plan, space, heads, mlps, vocab, tokens_nodes,
                              idx[0] if idx else None, cg.output, max_seq_len, causal)
+    error_dirs = [(n.name, space.err[n.name],
+                   f"{n.ir.kind if n.ir is not None else 'map'} "
+                   f"'{n.ir.label if n.ir is not None else n.name}'"
+                   f"{_at(n.ir)}: {n.error}") for n in cg.nodes if n.name in space.err]
     checks = [(n.name, space.node_slice(n)) for n in cg.nodes
               if n.kind == "aggregate" and n.may_average and space.is_categorical(n)]
     node_dirs = {}
@@ -435,4 +455,4 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
     }
     return CompiledModel(model, vocab, space.labels, asm.output_values, asm.output_encoding,
                          causal, max_seq_len, stats, checks, asm.head_nodes, node_dirs,
-                         cg.output.name)
+                         cg.output.name, error_dirs)

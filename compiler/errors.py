@@ -1,4 +1,4 @@
-"""Errors of the compiler (contract E)."""
+"""Errors of the compiler."""
 
 from __future__ import annotations
 

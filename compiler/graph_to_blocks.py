@@ -186,8 +186,13 @@ def build_mlp(node: CNode, space: ResidualSpace) -> MLPBlock:
         cols = [[c[i] for c in combos] for i in range(len(cat))]
         rows = apply_elementwise_table(f, cols) if cat else [_const_row(f)]
         k = len(cat)
+        err = space.err.get(node.name)
         for combo, (ok, y) in zip(combos, rows):
             if not ok:
+                if err is not None:   # flag the interpreter's error at this combination
+                    w_in = _merge_in(cat, combo, space)
+                    w_in[ResidualSpace.ONE] = w_in.get(ResidualSpace.ONE, 0.0) - (k - 1)
+                    units.add(w_in, {err: 1.0})
                 continue
             out = _out_vec(node, space, y)
             if not out:
@@ -213,25 +218,31 @@ def build_mlp(node: CNode, space: ResidualSpace) -> MLPBlock:
     table = {}
     for (c, u), r in zip(combos_x, rows):
         table[(c, u)] = r
+    err = space.err.get(node.name)
     for c in combos:
-        seq = []                                 # (lowest, highest value of a group, output)
+        seq = []                      # (lowest, highest value of a group, output vector)
         for g, cs in zip(groups, cands):
+            vec = None
             for u in cs:
                 ok, y = table[(c, u)]
                 if ok and _representable(node, space, y):
-                    seq.append((g[0], g[-1], y))
+                    vec = _out_vec(node, space, y)
                     break
+            if vec is None:
+                if err is None:
+                    continue
+                vec = {err: 1.0}      # the function fails here: flag the interpreter's error
+            seq.append((g[0], g[-1], vec))
         if not seq:
             continue
         gate = _merge_in(cat, c, space)          # sum of matching directions
         base_in = dict(gate)
         base_in[ResidualSpace.ONE] = base_in.get(ResidualSpace.ONE, 0.0) - (k - 1)
-        y0 = seq[0][2]
-        out0 = _out_vec(node, space, y0)
-        if out0:
-            units.add(base_in, out0)
-        for (_, u1, y1), (u2, _, y2) in zip(seq, seq[1:]):
-            if _same(y1, y2):
+        if seq[0][2]:
+            units.add(base_in, seq[0][2])
+        for (_, u1, v1), (u2, _, v2) in zip(seq, seq[1:]):
+            delta = _sub(v2, v1)
+            if not delta:
                 continue
             # the step sits midway between the two groups and is flat (exact) within a
             # quarter gap of it: every known value maps exactly to its own group's output
@@ -239,7 +250,6 @@ def build_mlp(node: CNode, space: ResidualSpace) -> MLPBlock:
             a = 2.0 / gap
             t = (u1 + u2) / 2.0
             M = a * span + 4.0
-            delta = _sub(_out_vec(node, space, y2), _out_vec(node, space, y1))
             for off, sign in ((0.5, 1.0), (-0.5, -1.0)):
                 w_in = {d: M * w for d, w in gate.items()}
                 w_in[xdir] = w_in.get(xdir, 0.0) + a
@@ -312,18 +322,8 @@ def _representable(node: CNode, space: ResidualSpace, y) -> bool:
 
 
 def _const_row(f):
-    try:
-        return True, np.asarray(f()).reshape(-1)[0].item()
-    except Exception:  # noqa: BLE001 - a constant expression failing: no unit
-        return False, None
-
-
-def _same(a, b) -> bool:
-    try:
-        return bool(a == b) and type(a) is type(b) or (
-            _is_number(a) and _is_number(b) and float(a) == float(b))
-    except Exception:  # noqa: BLE001
-        return False
+    rows = apply_elementwise_table(lambda *_: f(), [[0]])
+    return rows[0]
 
 
 def _merge_in(cat: list, combo, space: ResidualSpace) -> dict:
@@ -348,11 +348,11 @@ def _try_affine(node: CNode, leaves: list, space: ResidualSpace, units: _Units) 
     samples = [[rng.choice(l.values) if l.values else rng.uniform(-2, 2) for l in leaves]
                for _ in range(24)]
     for s in samples:
-        try:
-            y = eval_expr(node.expr, {i: np.asarray([v]) for i, v in zip(ids, s)})
-            y = float(np.asarray(y).reshape(-1)[0])
-        except Exception:  # noqa: BLE001
+        ok, y = apply_elementwise_table(
+            lambda *arrays: eval_expr(node.expr, dict(zip(ids, arrays))), [[v] for v in s])[0]
+        if not ok or not _is_number(y):
             continue
+        y = float(y)
         pred = const + sum(coefs.get(i, 0.0) * float(v) for i, v in zip(ids, s))
         if not math.isclose(y, pred, rel_tol=1e-9, abs_tol=1e-9):
             return False

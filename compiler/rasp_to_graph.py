@@ -41,10 +41,10 @@ from rasp.ops import compare, homogeneous_array
 from rasp.ir import (Aggregate, Elementwise, Full, Indices, Length, Map, Node, Select,
                      Selector, SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap,
                      SOp, Tokens, topological_order)
-from rasp.value_sets import (ValueSetError, apply_elementwise_table, mean_values,
-                             selects_at_least_one, selects_at_most_one,
-                             selects_equal_values, sort_values,
-                             token_values)
+from rasp.value_sets import (ValueSets, apply_elementwise_table, selects_at_least_one,
+                             selects_at_most_one,
+                             selects_equal_values, sort_values, values_array,
+                             kind_groups)
 
 from .encoding import CATEGORICAL, NUMERICAL, aggregate_encoding, explicit_encoding
 from .errors import CompilerError, UnsupportedError
@@ -164,22 +164,19 @@ class Factor:
     desc: str = ""
 
     def table(self) -> np.ndarray:
-        kv = self.key.values if self.key is not None else [0]
-        qv = self.query.values if self.query is not None else [0]
-        K = _values_array(list(kv))
-        Q = _values_array(list(qv))
-        return np.asarray(self.pred(K, Q), dtype=bool).reshape(len(qv), len(kv))
-
-
-def _values_array(vals: list) -> np.ndarray:
-    """A 1-D array of values: homogeneous scalars as the interpreter builds them, tuples (of
-    a joint key/query space) as an object array."""
-    if vals and isinstance(vals[0], tuple):
-        arr = np.empty(len(vals), dtype=object)
-        for i, v in enumerate(vals):
-            arr[i] = v
-        return arr
-    return homogeneous_array(vals)
+        """``[Q, K]`` booleans over the query's and key's values. The predicate is applied per
+        kind of value (bools, numbers, strings, tuples by their components' kinds), as the
+        interpreter compares sequences of one kind: never to a mixed array as a whole."""
+        kv = list(self.key.values) if self.key is not None else [0]
+        qv = list(self.query.values) if self.query is not None else [0]
+        out = np.zeros((len(qv), len(kv)), dtype=bool)
+        for qi in kind_groups(qv):
+            Q = values_array([qv[i] for i in qi])
+            for ki in kind_groups(kv):
+                K = values_array([kv[i] for i in ki])
+                block = np.asarray(self.pred(K, Q), dtype=bool).reshape(len(qi), len(ki))
+                out[np.ix_(qi, ki)] = block
+        return out
 
 
 def _tuple_fn(*arrays):
@@ -218,6 +215,7 @@ class CNode:
     may_average: bool = False              # aggregate: several different values may be averaged
     internal: bool = False                 # created by the compiler (conversion, sw/trunc MLP)
     unbounded: bool = False                # numerical, value set too large to enumerate
+    error: str | None = None               # mlp: the interpreter's error on some input values
 
     def deps(self) -> list["CNode"]:
         """The nodes this node reads."""
@@ -305,14 +303,14 @@ def _cmp_pred(op: str) -> Callable:
 # --------------------------------------------------------------------------------------------
 
 class _Lowerer:
-    def __init__(self, vocab, max_seq_len: int, causal: bool):
+    def __init__(self, vocab, max_seq_len: int, causal: bool, vs: ValueSets):
         self.vocab = list(vocab)
         self.n = max_seq_len
         self.causal = causal
+        self.vs = vs
         self.memo: dict[int, CNode] = {}
         self.names: set[str] = set()
         self.conv_memo: dict[int, CNode] = {}
-        self.ir_sets: dict[int, frozenset] = {}
         self.warnings: list[str] = []
         self._indices: CNode | None = None
 
@@ -340,16 +338,12 @@ class _Lowerer:
             if isinstance(node, SOp) and node.id not in self.memo:
                 c = self._lower_sop(node)
                 self.memo[node.id] = c
-                self.ir_sets[node.id] = frozenset(c.values)
         return self.memo[root.id]
 
     def _lower_sop(self, node: SOp) -> CNode:
         enc = explicit_encoding(node)
         if isinstance(node, Tokens):
-            try:
-                vals = token_values(self.vocab, node.conversion)
-            except ValueSetError as e:
-                raise CompilerError(e.message, node.span) from None
+            vals = self.vs.sets[node.id]
             if node.conversion == "str" and "tokens" not in self.names:
                 name = self.fresh("tokens")
             else:
@@ -377,56 +371,28 @@ class _Lowerer:
                     "cannot know at earlier positions; use the prefix length "
                     "selector_width(select(indices, indices, <=)) in RASP-L", node)
             spec = SelectorSpec([], None)
-            return self._selector_width(node, spec, list(range(1, self.n + 1)), enc)
+            return self._selector_width(node, spec, self.vs.sets[node.id], enc)
         if isinstance(node, (Map, SequenceMap)):
             inputs = [node.inner] if isinstance(node, Map) else list(node.inputs)
             leaves = [self.memo[x.id] for x in inputs]
             expr = Expr(fn=_ew_fn(node.fn), args=tuple(Expr(leaf=l) for l in leaves),
                         ew=node.fn, desc=node.fn.describe(*[l.name for l in leaves]))
-            total = math.prod(max(len(l.values), 1) for l in leaves)
-            unb = [l for l in leaves if l.unbounded]
-            if enc == NUMERICAL and (unb or total > MLP_TABLE_LIMIT) and affine_form(
-                    expr) is not None and all(l.unbounded or _is_numeric_values(l.values)
-                                              for l in leaves):
+            if node.id in self.vs.unbounded:
                 # an affine map of numbers whose value set is too large to enumerate: one
                 # numerical direction, computed exactly by an affine MLP; only consumers that
                 # need the values (a discretising MLP, a select) are refused.
                 return CNode("mlp", self.fresh(node.label), node, NUMERICAL, [], expr=expr,
                              unbounded=True)
-            if unb:
-                raise _unbounded_error(node, unb[0])
-            vals = self._mlp_values(node, expr)
-            return CNode("mlp", self.fresh(node.label), node, enc or CATEGORICAL, vals,
-                         expr=expr)
+            c = CNode("mlp", self.fresh(node.label), node, enc or CATEGORICAL,
+                      self.vs.sets[node.id], expr=expr)
+            c.error = self.vs.errors.get(node.id)
+            return c
         if isinstance(node, SelectorWidth):
             spec = self.lower_selector(node.selector)
-            lo = 1 if selects_at_least_one(node.selector) else 0
-            hi = 1 if selects_at_most_one(node.selector, self.ir_sets) else self.n
-            return self._selector_width(node, spec, list(range(lo, hi + 1)), enc)
+            return self._selector_width(node, spec, self.vs.sets[node.id], enc)
         if isinstance(node, Aggregate):
             return self._aggregate(node, enc)
         raise UnsupportedError("no compilation rule for this node kind", node)
-
-    def _mlp_values(self, node: Node | None, expr: Expr) -> list:
-        leaves = expr.leaves()
-        total = math.prod(len(l.values) for l in leaves)
-        if total > MLP_TABLE_LIMIT:
-            raise CompilerError(
-                f"'{node.label if node is not None else expr.describe()}' reads {len(leaves)} s-ops whose "
-                f"value sets give {total} combinations (limit {MLP_TABLE_LIMIT})",
-                node.span if node is not None else None)
-        combos = list(itertools.product(*[l.values for l in leaves]))
-        cols = [[c[i] for c in combos] for i in range(len(leaves))]
-        ids = [id(l) for l in leaves]
-
-        def f(*arrays):
-            return eval_expr(expr, dict(zip(ids, arrays)))
-        rows = apply_elementwise_table(f, cols)
-        outs = [v for ok, v in rows if ok]
-        if not outs:
-            raise CompilerError(f"'{node.label if node is not None else expr.describe()}' fails on every "
-                                "possible input value", node.span if node is not None else None)
-        return sort_values(outs)
 
     def _selector_width(self, node: SOp, spec: SelectorSpec, widths: list, enc) -> CNode:
         tvals = sort_values(1.0 / (w + 1) for w in widths)
@@ -439,37 +405,26 @@ class _Lowerer:
     def _aggregate(self, node: Aggregate, enc) -> CNode:
         vals_c = self.memo[node.values.id]
         spec = self.lower_selector(node.selector)
-        if vals_c.unbounded:
-            if node.reduction != "mean" or node.truncate or enc == CATEGORICAL or isinstance(
-                    node.default, str):
-                raise _unbounded_error(node, vals_c)
+        if node.id in self.vs.unbounded:
+            # a numerical mean whose value set is too large to enumerate (the value-set pass
+            # accepted it: mean reduction, numeric default, no truncation)
             return CNode("aggregate", self.fresh(node.label), node, NUMERICAL, [],
                          selector=spec, values_node=vals_c, default=node.default,
                          reduction="mean", unbounded=True)
         V = vals_c.values
         numeric = _is_numeric_values(V)
-        at_most_one = selects_at_most_one(node.selector, self.ir_sets) or \
+        at_most_one = selects_at_most_one(node.selector, self.vs.sets) or \
             selects_equal_values(node.selector, node.values)
         empty_possible = not selects_at_least_one(node.selector)
         default = node.default.item() if isinstance(node.default, np.generic) else node.default
         may_average = (node.reduction == "mean" and len(V) > 1 and not at_most_one)
-        out_vals: list = [default] if empty_possible else []
-        if node.reduction != "mean" or not numeric or not may_average:
-            out_vals.extend(V)
-        else:
-            try:
-                out_vals.extend(mean_values(V, self.n))
-            except ValueSetError as e:
-                raise CompilerError(f"aggregate '{node.label}': {e.message}", node.span) from None
-        out_vals = sort_values(out_vals)
+        out_vals = self.vs.means.get(node.id, self.vs.sets[node.id])
         needs_trunc = node.truncate and any(
             isinstance(v, float) and not float(v).is_integer() for v in out_vals)
         if needs_trunc:
             agg_enc = NUMERICAL
         else:
             agg_enc = aggregate_encoding(node, numeric, may_average)
-        if node.reduction in ("max", "min") and not numeric and False:
-            pass
         if agg_enc == CATEGORICAL and may_average and numeric:
             raise UnsupportedError(
                 "a categorical aggregate that averages: the selector may select several keys "
@@ -543,8 +498,8 @@ class _Lowerer:
         while c.kind == "mlp":
             leaves = c.expr.leaves()
             if len(leaves) != 1 or leaves[0].encoding != CATEGORICAL or len(
-                    leaves[0].values) > FUSE_LIMIT:
-                break
+                    leaves[0].values) > FUSE_LIMIT or c.error is not None:
+                break   # (a map failing on some values keeps its MLP, which flags the error)
             expr = expr.substitute(c, c.expr)
             c = leaves[0]
             absorbed = True
@@ -612,7 +567,7 @@ class _Lowerer:
             if pos is None:
                 return arr
             i = pos[id(node)]
-            return _values_array([t[i] for t in arr.tolist()])
+            return values_array([t[i] for t in arr.tolist()])
 
         def pred(K, Q, sel=sel):
             def ev(s):
@@ -754,6 +709,7 @@ def _fuse(nodes: list, output: CNode) -> int:
                         break
             if len(tree) > 2 and _fusion_ok(p, expr, old_cost):
                 p.expr = expr
+                p.error = p.error or next((t.error for t in tree.values() if t.error), None)
                 fused += len(tree) - 1
                 changed = True
             else:
@@ -765,6 +721,7 @@ def _fuse(nodes: list, output: CNode) -> int:
                     if not _fusion_ok(p, new_expr, old):
                         continue
                     p.expr = new_expr
+                    p.error = p.error or leaf.error
                     fused += 1
                     changed = True
                     break
@@ -790,18 +747,23 @@ def _convert_extra_numericals(low: _Lowerer, nodes: list) -> None:
                 p.expr = p.expr.substitute(l, Expr(leaf=low.categorical(l)))
 
 
-def build_graph(sop: SOp, vocab, max_seq_len: int, causal: bool = False) -> CompilerGraph:
+def build_graph(sop: SOp, vocab, max_seq_len: int, causal: bool = False,
+                value_sets: ValueSets | None = None) -> CompilerGraph:
     """Lower the IR rooted at ``sop`` to a :class:`CompilerGraph`.
+
+    Args:
+        value_sets: the result of the value-set pass
+            (:func:`compiler.basis_inference.infer_bases`); computed here when None.
 
     Raises :class:`~compiler.errors.UnsupportedError` naming the operation, its
     ``line:column`` and why, or :class:`~compiler.errors.CompilerError`."""
     if not isinstance(sop, SOp):
         raise CompilerError(f"compile_program expects an s-op, got {type(sop).__name__}")
-    low = _Lowerer(vocab, max_seq_len, causal)
-    try:
-        out = low.lower(sop)
-    except ValueSetError as e:
-        raise CompilerError(e.message, e.span) from None
+    if value_sets is None:
+        from .basis_inference import infer_bases
+        value_sets = infer_bases(sop, vocab, max_seq_len, causal)
+    low = _Lowerer(vocab, max_seq_len, causal, value_sets)
+    out = low.lower(sop)
     nodes = _reachable(out)
     _fuse(nodes, out)
     _convert_extra_numericals(low, nodes)

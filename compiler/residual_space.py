@@ -9,7 +9,9 @@ Every compiler node gets its own subspace of the residual stream, labelled as in
 * ``pad``: 1 at PAD tokens only: every head gives PAD keys a large negative logit;
 * a categorical s-op ``x`` with values ``v1..vk``: directions ``x:v1`` ... ``x:vk``;
 * a numerical s-op ``x``: one direction ``x``;
-* a constant s-op (``full``) uses the ``one`` direction itself (no dimension).
+* a constant s-op (``full``) uses the ``one`` direction itself (no dimension);
+* ``x!error``: 1 where the MLP of ``x`` met input values its function fails on (the
+  interpreter raises there; the compiled model raises too).
 
 :class:`ResidualSpace` maps ``(node, value)`` to a direction index and keeps the labels.
 """
@@ -40,6 +42,9 @@ class ResidualSpace:
         self.labels: list[str] = ["one", "bos", "pad"]
         self.cat: dict[str, dict[Any, int]] = {}
         self.num: dict[str, int] = {}
+        #: ``{name: direction}`` of the error flag of an MLP whose function fails (the
+        #: interpreter raises) on some combination of its input values
+        self.err: dict[str, int] = {}
         for n in nodes:
             if n.kind == "full":
                 self.cat[n.name] = {n.value: self.ONE}
@@ -54,6 +59,9 @@ class ResidualSpace:
             else:
                 self.num[n.name] = len(self.labels)
                 self.labels.append(n.name)
+            if n.kind == "mlp" and n.error is not None:
+                self.err[n.name] = len(self.labels)
+                self.labels.append(f"{n.name}!error")
 
     @property
     def d_model(self) -> int:

@@ -34,10 +34,10 @@ from .ir import (Aggregate, Elementwise, Full, Indices, Length, Map, Node, RASPE
                  SelectorAnd, SelectorOr, SelectorWidth, SequenceMap, SOp, Tokens,
                  topological_order)
 
-__all__ = ["ValueSetError", "infer_value_sets", "apply_elementwise_table", "mean_values",
-           "token_values", "selects_at_most_one", "selects_at_least_one", "selects_equal_values",
-           "MAX_VALUE_SET",
-           "sort_values"]
+__all__ = ["ValueSetError", "ValueSets", "infer_value_sets", "value_set_pass",
+           "apply_elementwise_table", "mean_values", "token_values", "selects_at_most_one",
+           "selects_at_least_one", "selects_equal_values", "sequence_kind", "kind_groups",
+           "values_array", "MAX_VALUE_SET", "sort_values"]
 
 #: the largest value set (and the largest product of input sets of a sequence map) inferred.
 MAX_VALUE_SET = 200_000
@@ -87,39 +87,89 @@ def token_values(vocab: Iterable[Any], conversion: str) -> list:
     return sort_values(_py(v) for v in conv.reshape(-1).tolist())
 
 
+def sequence_kind(v: Any) -> Any:
+    """The dialect's type of one value, as a sequence of the interpreter holds it: ``"bool"``,
+    ``"num"`` (ints and floats share arrays), ``"str"``; a tuple (of a combined key/query
+    space) gives the tuple of its components' kinds. Values of different kinds never share an
+    interpreter array, so they are evaluated apart (:func:`apply_elementwise_table`)."""
+    if isinstance(v, tuple):
+        return tuple(sequence_kind(x) for x in v)
+    if isinstance(v, (bool, np.bool_)):
+        return "bool"
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return "num"
+    if isinstance(v, str):
+        return "str"
+    return type(v).__name__
+
+
+def kind_groups(values: Sequence[Any]) -> list[list[int]]:
+    """Positions of ``values`` grouped by :func:`sequence_kind` (first-occurrence order)."""
+    groups: dict[Any, list[int]] = {}
+    for i, v in enumerate(values):
+        groups.setdefault(sequence_kind(v), []).append(i)
+    return list(groups.values())
+
+
+def values_array(vals: Sequence[Any]) -> np.ndarray:
+    """A 1-D array of values of one kind as the interpreter builds it (``[k]``); tuples (of a
+    combined key/query space) as an object array. Raises :class:`~rasp.ir.RASPTypeError` for
+    mixed kinds: group them with :func:`kind_groups` first."""
+    from .ops import homogeneous_array
+    vals = [_py(v) for v in vals]
+    if vals and isinstance(vals[0], tuple):
+        arr = np.empty(len(vals), dtype=object)
+        for i, v in enumerate(vals):
+            arr[i] = v
+        return arr
+    return homogeneous_array(vals)
+
+
+#: the errors an elementwise function of the dialect raises on values it is not defined for
+_EVAL_ERRORS = (RASPError, TypeError, ValueError, ZeroDivisionError, KeyError, IndexError,
+                OverflowError, ArithmeticError)
+
+
 def apply_elementwise_table(fn: Callable[..., np.ndarray], columns: Sequence[Sequence[Any]]
                             ) -> list[tuple[bool, Any]]:
-    """Apply ``fn`` (arrays -> array) to rows of ``columns`` (one list per input, equal length).
+    """Apply ``fn`` (arrays -> array, elementwise) to the rows of ``columns`` (one list per
+    input, equal length), with the interpreter's semantics *per value*.
 
-    Returns one ``(ok, value)`` per row; rows on which the function raises a
-    :class:`~rasp.ir.RASPError` (division by zero, failed lookup, ...) give ``(False, None)``.
-    The batched call is tried first; on an error every row is evaluated on its own.
+    Rows are grouped by the kinds of their values (:func:`sequence_kind`): each group is evaluated
+    as one batch of homogeneous ``[1, rows]`` arrays, as the interpreter would see those values
+    in a sequence, so a mixed set such as ``{0, "a"}`` (a string aggregate with the default 0)
+    is never evaluated as one mixed NumPy array.
+
+    Returns one ``(ok, value)`` per row; a row on which the function raises (division by zero,
+    failed lookup, a type error, ...) gives ``(False, message)``. When a group's batched call
+    raises, its rows are evaluated one by one.
     """
-    from .ops import homogeneous_array
     n = len(columns[0]) if columns else 0
     if n == 0:
         return []
-    arrays = []
-    for col in columns:
-        try:
-            arrays.append(homogeneous_array([_py(c) for c in col])[None, :])
-        except RASPError:
-            arrays.append(np.array([_py(c) for c in col], dtype=object)[None, :])
-    try:
-        with np.errstate(all="ignore"):
-            out = np.asarray(fn(*arrays)).reshape(-1)
-        if out.shape[0] == n:
-            return [(True, _py(v)) for v in out.tolist()]
-    except (RASPError, TypeError, ValueError, ZeroDivisionError, KeyError, IndexError):
-        pass
-    res = []
+    cols = [[_py(c) for c in col] for col in columns]
+    groups: dict[Any, list[int]] = {}
     for i in range(n):
+        groups.setdefault(tuple(sequence_kind(c[i]) for c in cols), []).append(i)
+    res: list = [None] * n
+    for rows in groups.values():
+        arrays = [values_array([c[i] for i in rows])[None, :] for c in cols]
         try:
             with np.errstate(all="ignore"):
-                o = np.asarray(fn(*[a[:, i:i + 1] for a in arrays])).reshape(-1)
-            res.append((True, _py(o[0])))
-        except (RASPError, TypeError, ValueError, ZeroDivisionError, KeyError, IndexError):
-            res.append((False, None))
+                out = np.asarray(fn(*arrays)).reshape(-1)
+            if out.shape[0] == len(rows):
+                for i, v in zip(rows, out.tolist()):
+                    res[i] = (True, _py(v))
+                continue
+        except _EVAL_ERRORS:
+            pass
+        for j, i in enumerate(rows):
+            try:
+                with np.errstate(all="ignore"):
+                    o = np.asarray(fn(*[a[:, j:j + 1] for a in arrays])).reshape(-1)
+                res[i] = (True, _py(o[0]))
+            except _EVAL_ERRORS as e:
+                res[i] = (False, getattr(e, "message", None) or str(e) or type(e).__name__)
     return res
 
 
@@ -127,47 +177,109 @@ def _elementwise_fn(fn: Elementwise) -> Callable[..., np.ndarray]:
     return fn.apply
 
 
+#: enumerating the means stops (refusal) once one level of sums would need more additions
+MEAN_WORK_LIMIT = 40_000_000
+
+
 def mean_values(values: Iterable[Any], max_count: int, limit: int = MAX_VALUE_SET) -> list:
     """Every arithmetic mean of a multiset of ``1..max_count`` elements of ``values``.
 
-    Exact (computed with fractions): ``{0, 1}`` with ``max_count = 5`` gives every ``k/n``,
-    ``0 <= k <= n <= 5``. Integral means are returned as ints, others as floats (as the
-    interpreter's ``float`` division gives). Bools count as 0/1. Raises :class:`ValueSetError`
-    when more than ``limit`` values would result.
+    Exact: the values are scaled to integers by their common denominator, and the sums of
+    ``k`` values are enumerated level by level as NumPy integer arrays (Python fractions when
+    the scaled integers do not fit in int64). ``{0, 1}`` with ``max_count = 5`` gives every
+    ``k/n``, ``0 <= k <= n <= 5``. Integral means are returned as ints, others as floats (as
+    the interpreter's ``float`` division gives). Bools count as 0/1.
+
+    Growth is bounded before it is enumerated: the distinct sums of ``k`` values give
+    distinct means, so a level with more than ``limit`` sums refuses at once, and a level whose
+    enumeration would need more than :data:`MEAN_WORK_LIMIT` additions refuses with that
+    estimate (seconds, not minutes).
+
+    Raises:
+        ValueSetError: more than ``limit`` values would result (or, estimated, too much work);
+            a string value.
     """
     vals = []
     for v in values:
         v = _py(v)
         if isinstance(v, str):
             raise ValueSetError(f"cannot average string values ({v!r})")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueSetError(f"cannot average the non-finite value {v!r}")
         vals.append(Fraction(v) if not isinstance(v, bool) else Fraction(int(v)))
     vals = sorted(set(vals))
     if not vals:
         return []
     if len(vals) == 1:
         return [_frac_out(vals[0])]
-    all_int = all(v.denominator == 1 for v in vals)
-    means: set = set()
-    if all_int:
-        ints = [int(v) for v in vals]
-        sums = set(ints)
-        for k in range(1, max_count + 1):
-            if k > 1:
-                sums = {s + v for s in sums for v in ints}
-            for s in sums:
-                means.add(Fraction(s, k))
-            if len(means) > limit:
-                raise ValueSetError(f"more than {limit} possible means")
-    else:
-        sums = set(vals)
-        for k in range(1, max_count + 1):
-            if k > 1:
-                sums = {s + v for s in sums for v in vals}
-            for s in sums:
-                means.add(s / k)
-            if len(means) > limit:
-                raise ValueSetError(f"more than {limit} possible means")
-    return sort_values(_frac_out(m) for m in means)
+    D = 1
+    for v in vals:
+        D = D * v.denominator // math.gcd(D, v.denominator)
+    ints = [int(v * D) for v in vals]
+    big = max(abs(i) for i in ints) * max_count * max(D, max_count)
+    if big < 2 ** 62:
+        return _int_means(ints, D, max_count, limit)
+    return _fraction_means(vals, max_count, limit)
+
+
+def _too_many(limit: int, k: int, found: int) -> ValueSetError:
+    return ValueSetError(f"more than {limit} possible means (already {found} distinct sums of "
+                         f"{k} values)")
+
+
+def _int_means(ints: list[int], D: int, max_count: int, limit: int) -> list:
+    a = np.asarray(sorted(set(ints)), dtype=np.int64)
+    m = len(a)
+    keys: np.ndarray = np.zeros(0, dtype=np.int64)
+    Q = max_count * D + 1
+    sums = a
+    nums, dens = [], []
+    for k in range(1, max_count + 1):
+        if k > 1:
+            work = len(sums) * m
+            if work > MEAN_WORK_LIMIT:
+                raise ValueSetError(
+                    f"more than {limit} possible means (estimated: {len(sums)} distinct sums "
+                    f"of {k - 1} values x {m} values; enumerating would take more than "
+                    f"{MEAN_WORK_LIMIT:,} additions)")
+            chunk = max(1, 4_000_000 // m)
+            parts = [np.unique((sums[i:i + chunk, None] + a[None, :]).reshape(-1))
+                     for i in range(0, len(sums), chunk)]
+            sums = np.unique(np.concatenate(parts))
+        if len(sums) > limit:
+            raise _too_many(limit, k, len(sums))
+        den = np.full(len(sums), k * D, dtype=np.int64)
+        g = np.gcd(sums, den)
+        p, q = sums // g, den // g
+        keys = np.unique(np.concatenate([keys, p * Q + q]))
+        if len(keys) > limit:
+            raise ValueSetError(f"more than {limit} possible means")
+    p, q = np.divmod(keys, Q)
+    if np.all(np.abs(p) < 2 ** 53):
+        # correctly rounded like Python's int / int: both operands are exact in float64
+        fl = p.astype(np.float64) / q.astype(np.float64)
+        order = np.argsort(fl, kind="stable")
+        return [int(p[i]) if q[i] == 1 else float(fl[i]) for i in order.tolist()]
+    out = [_frac_out(Fraction(int(pp), int(qq))) for pp, qq in zip(p.tolist(), q.tolist())]
+    return sort_values(out)
+
+
+def _fraction_means(vals: list[Fraction], max_count: int, limit: int) -> list:
+    means: set = set(vals)
+    sums = set(vals)
+    m = len(vals)
+    for k in range(2, max_count + 1):
+        if len(sums) * m > MEAN_WORK_LIMIT // 20:
+            raise ValueSetError(
+                f"more than {limit} possible means (estimated: {len(sums)} distinct sums of "
+                f"{k - 1} values x {m} values)")
+        sums = {s + v for s in sums for v in vals}
+        if len(sums) > limit:
+            raise _too_many(limit, k, len(sums))
+        means.update(s / k for s in sums)
+        if len(means) > limit:
+            raise ValueSetError(f"more than {limit} possible means")
+    return sort_values(_frac_out(x) for x in means)
 
 
 def _frac_out(f: Fraction):
@@ -226,10 +338,34 @@ def selects_at_least_one(sel: Node) -> bool:
     return False
 
 
-def _check_size(node: Node, n: int):
+def _check_size(node: Node, n: int, what: str = "value set"):
     if n > MAX_VALUE_SET:
-        raise ValueSetError(f"the value set of '{node.label}' would have {n} values "
-                            f"(limit {MAX_VALUE_SET})", node.span)
+        raise ValueSetError(f"the {what} of {node.kind} '{node.label}' would have {n:,} values "
+                            f"(limit {MAX_VALUE_SET:,})", node.span)
+
+
+class ValueSets:
+    """The result of the value-set pass over a program (:func:`value_set_pass`).
+
+    Attributes:
+        sets: ``{node.id: sorted list of values}`` for every s-op whose set was enumerated.
+        unbounded: ids of numerical s-ops whose set is too large to enumerate and that the
+            caller accepted as unbounded (an affine map or a mean of such values).
+        means: ``{node.id: sorted list}`` for a truncating (``kqv``) aggregate: its means
+            before truncation.
+        errors: ``{node.id: message}`` for a map that fails (the interpreter raises) on some
+            combination of possible input values.
+    """
+
+    def __init__(self):
+        self.sets: dict[int, list] = {}
+        self.unbounded: set[int] = set()
+        self.means: dict[int, list] = {}
+        self.errors: dict[int, str] = {}
+
+    def values(self, node: Node) -> list | None:
+        """The sorted values of ``node``; None when it is unbounded."""
+        return None if node.id in self.unbounded else self.sets[node.id]
 
 
 def infer_value_sets(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bool = False,
@@ -253,21 +389,77 @@ def infer_value_sets(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: b
         ValueSetError: a set larger than :data:`MAX_VALUE_SET`, a map failing on every input
             value, or a length below 1.
     """
-    if not isinstance(max_seq_len, int) or max_seq_len < 1:
-        raise ValueSetError(f"max_seq_len must be a positive int, got {max_seq_len!r}")
     vocab = list(vocab)
     if input_conversion is not None:
         vocab = [input_conversion(v) for v in vocab]
-    n = max_seq_len
-    sets: dict[int, frozenset] = {}
+    vs = value_set_pass(sop, vocab, max_seq_len, causal)
+    return {k: frozenset(v) for k, v in vs.sets.items()}
+
+
+def value_set_pass(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bool = False,
+                   accept_unbounded: Callable[[SOp], bool] | None = None) -> ValueSets:
+    """Value-set inference over the program rooted at ``sop``, once, in topological order.
+
+    Values are kept per value with the dialect's semantics: a default of another type is its
+    own value (``{0, "a", "b"}`` for a string aggregate whose default is 0), and maps and
+    comparisons are applied per kind of value (:func:`apply_elementwise_table`), never to a
+    mixed NumPy array as a whole. A mean of bools with a non-bool default, or one that may
+    average, takes ints and floats as the interpreter returns them.
+
+    Args:
+        sop, vocab, max_seq_len, causal: as :func:`infer_value_sets`.
+        accept_unbounded: called for a numerical s-op whose set is too large to enumerate (a
+            map over too many input combinations, a mean with too many possible results, or a
+            map / mean of an unbounded s-op); when it returns True the node is recorded in
+            ``ValueSets.unbounded`` instead of refusing. Only the compiler uses it (an affine
+            map is computed exactly without its values).
+
+    Raises:
+        ValueSetError: naming the operation and its position, when a set would be larger than
+            :data:`MAX_VALUE_SET` (estimated before enumerating), a map fails on every
+            possible input value, or ``max_seq_len < 1``.
+    """
+    if not isinstance(max_seq_len, int) or isinstance(max_seq_len, bool) or max_seq_len < 1:
+        raise ValueSetError(f"max_seq_len must be a positive int, got {max_seq_len!r}")
+    vocab = list(vocab)
+    vs = ValueSets()
     for node in topological_order(sop):
         if not isinstance(node, SOp):
             continue
-        sets[node.id] = frozenset(_node_values(node, sets, vocab, n))
-    return sets
+        try:
+            vals = _node_values(node, vs, vocab, max_seq_len)
+        except _Unbounded as u:
+            if accept_unbounded is None or not accept_unbounded(node):
+                raise ValueSetError(f"{node.kind} '{node.label}'"
+                                    f"{_where(node)}: {u.reason}", node.span) from None
+            vs.unbounded.add(node.id)
+            continue
+        except ValueSetError as e:
+            if e.span is None and node.span is not None:
+                raise ValueSetError(f"{node.kind} '{node.label}'{_where(node)}: {e.message}",
+                                    node.span) from None
+            raise
+        vs.sets[node.id] = sort_values(vals)
+    return vs
 
 
-def _node_values(node: SOp, sets, vocab, n) -> list:
+def _where(node: Node) -> str:
+    return f" at {node.span.line}:{node.span.column}" if node.span else ""
+
+
+class _Unbounded(Exception):
+    """A numerical set too large to enumerate (the caller may accept it as unbounded)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating))
+
+
+def _node_values(node: SOp, vs: ValueSets, vocab, n) -> list:
     if isinstance(node, Tokens):
         return token_values(vocab, node.conversion)
     if isinstance(node, Indices):
@@ -278,38 +470,72 @@ def _node_values(node: SOp, sets, vocab, n) -> list:
         return [_py(node.value)]
     if isinstance(node, (Map, SequenceMap)):
         inputs = [node.inner] if isinstance(node, Map) else list(node.inputs)
-        cols_in = [sort_values(sets[x.id]) for x in inputs]
+        unb = [x for x in inputs if x.id in vs.unbounded]
+        if unb:
+            raise _Unbounded(f"it needs the individual values of '{unb[0].label}', whose value "
+                             f"set is too large to enumerate (more than {MAX_VALUE_SET:,})")
+        cols_in = [vs.sets[x.id] for x in inputs]
         total = math.prod(len(c) for c in cols_in)
-        _check_size(node, total)
+        if total > MAX_VALUE_SET:
+            if all(_is_number(v) for c in cols_in for v in c):
+                raise _Unbounded(f"its inputs' value sets give {total:,} combinations (limit "
+                                 f"{MAX_VALUE_SET:,})")
+            _check_size(node, total, "input table")
         combos = list(itertools.product(*cols_in))
         columns = [[c[i] for c in combos] for i in range(len(inputs))]
         rows = apply_elementwise_table(_elementwise_fn(node.fn), columns)
         outs = [v for ok, v in rows if ok]
         if not outs and combos:
-            raise ValueSetError(f"'{node.label}' fails on every possible input value",
-                                node.span)
-        return sort_values(outs)
+            raise ValueSetError(f"{node.kind} '{node.label}'{_where(node)} fails on every "
+                                f"possible input value ({rows[0][1]})", node.span)
+        if len(outs) < len(rows):
+            vs.errors[node.id] = next(v for ok, v in rows if not ok)
+        return outs
     if isinstance(node, SelectorWidth):
         lo = 1 if selects_at_least_one(node.selector) else 0
-        hi = 1 if selects_at_most_one(node.selector, sets) else n
+        hi = 1 if selects_at_most_one(node.selector, vs.sets) else n
         return list(range(lo, hi + 1))
     if isinstance(node, Aggregate):
-        vals = sort_values(sets[node.values.id])
-        out: list = []
-        if not selects_at_least_one(node.selector):
-            out.append(_py(node.default))
-        if node.reduction in ("max", "min") or any(isinstance(v, str) for v in vals) \
-                or len(vals) <= 1 or selects_at_most_one(node.selector, sets) \
-                or selects_equal_values(node.selector, node.values):
-            out.extend(vals)
+        return _aggregate_values(node, vs, n)
+    raise ValueSetError(f"no value-set rule for node kind {node.kind}", node.span)
+
+
+def _aggregate_values(node: Aggregate, vs: ValueSets, n: int) -> list:
+    default = _py(node.default)
+    empty = not selects_at_least_one(node.selector)
+    if node.values.id in vs.unbounded:
+        if node.reduction == "mean" and not node.truncate and _is_number(default):
+            raise _Unbounded(f"it averages '{node.values.label}', whose value set is too large "
+                             "to enumerate")
+        raise ValueSetError(f"aggregate '{node.label}'{_where(node)} needs the individual "
+                            f"values of '{node.values.label}', whose value set is too large "
+                            f"to enumerate (more than {MAX_VALUE_SET:,})", node.span)
+    V = vs.sets[node.values.id]
+    out: list = [default] if empty else []
+    if node.reduction in ("max", "min"):
+        out.extend(V)
+        return out
+    strs = [v for v in V if isinstance(v, str)]
+    nums = [v for v in V if not isinstance(v, str)]
+    single = (len(V) <= 1 or selects_at_most_one(node.selector, vs.sets)
+              or selects_equal_values(node.selector, node.values))
+    # strings move (a mean of several raises in the interpreter); numbers move or average
+    out.extend(strs)
+    if nums:
+        if single:
+            bools = all(isinstance(v, (bool, np.bool_)) for v in nums)
+            if bools and not isinstance(default, (bool, np.bool_)):
+                # the interpreter returns a moved bool with a non-bool default as 0/1 ints
+                nums = [int(v) for v in nums]
+            out.extend(nums)
         else:
             try:
-                means = mean_values(vals, n)
+                means = mean_values(nums, n)
             except ValueSetError as e:
-                raise ValueSetError(f"'{node.label}': {e.message}", node.span) from None
+                raise _Unbounded(e.message) from None
             out.extend(means)
-        if node.truncate:
-            out = [int(math.trunc(v)) if not isinstance(v, str) else v for v in out]
-        _check_size(node, len(out))
-        return sort_values(out)
-    raise ValueSetError(f"no value-set rule for node kind {node.kind}", node.span)
+    if node.truncate:
+        vs.means[node.id] = sort_values(out)
+        out = [int(math.trunc(v)) if not isinstance(v, str) else v for v in out]
+    _check_size(node, len(set(map(repr, out))))
+    return out

@@ -1,0 +1,53 @@
+"""Stage 2: value sets (Tracr's ``basis_inference``), computed once per compilation.
+
+Runs :func:`rasp.value_sets.value_set_pass` over the IR and returns its
+:class:`~rasp.value_sets.ValueSets`: the sorted values of every s-op (the basis of its
+categorical residual subspace, or the known values of a numerical one), the untruncated means
+of a ``kqv`` aggregate, the maps that fail on some input values, and the numerical s-ops whose
+sets are too large to enumerate but that the compiler computes without their values (an
+explicitly ``numerical`` affine map such as ``opens - closes``, or a numerical mean). Every
+later stage reads these sets; none recomputes them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rasp.ir import Aggregate, Map, SequenceMap, SOp
+from rasp.value_sets import ValueSetError, ValueSets, value_set_pass
+
+from .encoding import CATEGORICAL, NUMERICAL, explicit_encoding
+from .errors import UnsupportedError
+
+__all__ = ["infer_bases"]
+
+
+def _accept_unbounded(node: SOp) -> bool:
+    """Whether the compiler can compute ``node`` without enumerating its values."""
+    from .rasp_to_graph import Expr, affine_form
+    if isinstance(node, (Map, SequenceMap)):
+        if explicit_encoding(node) != NUMERICAL:
+            return False
+        inputs = [node.inner] if isinstance(node, Map) else list(node.inputs)
+        expr = Expr(fn=None, args=tuple(Expr(leaf=x) for x in inputs), ew=node.fn)
+        return affine_form(expr) is not None
+    if isinstance(node, Aggregate):
+        return (node.reduction == "mean" and not node.truncate
+                and explicit_encoding(node) != CATEGORICAL
+                and not isinstance(node.default, str))
+    return False
+
+
+def infer_bases(sop: SOp, vocab: list[Any], max_seq_len: int, causal: bool = False
+                ) -> ValueSets:
+    """The value sets of every s-op of the program rooted at ``sop``.
+
+    Raises:
+        UnsupportedError: (a :class:`CompilerError`) a value set that cannot be made exact or is too large (the message
+            names the operation and its ``line:column``), estimated before enumerating.
+    """
+    try:
+        return value_set_pass(sop, vocab, max_seq_len, causal,
+                              accept_unbounded=_accept_unbounded)
+    except ValueSetError as e:
+        raise UnsupportedError(e.message, None, e.span) from None
