@@ -20,12 +20,13 @@ import torch
 
 from rasp.interpreter import to_batch
 from rasp.ops import homogeneous_array
-from rasp.ir import Select, SOp, topological_order
+from rasp.ir import RASPError, Select, SOp, topological_order
 
 from .basis_inference import infer_bases
 from .blocks_to_model import Assembly, assemble
 from .graph_to_blocks import build_head, build_mlp
 from .encoding import CATEGORICAL
+from .verification import GATE_SAMPLES, verify_compiled
 from .errors import CompiledRuntimeError, CompilerError, ModelTooLargeError, UnsupportedError
 from .rasp_to_graph import CompilerGraph, build_graph, mlp_cost
 from .layer_allocation import allocate_layers
@@ -58,7 +59,7 @@ class CompiledModel:
 
     def __init__(self, model, vocab, residual_labels, output_values, output_encoding, causal,
                  max_seq_len, stats, checks=None, head_nodes=None, node_dirs=None,
-                 output_name=None, error_dirs=None):
+                 output_name=None, error_dirs=None, count_checks=None):
         self.model = model
         self.vocab = list(vocab)
         self.residual_labels = list(residual_labels)
@@ -72,6 +73,7 @@ class CompiledModel:
         self.node_dirs = node_dirs or {}          # name -> {"values": [...], "dirs": [...]}
         self.output_name = output_name
         self.error_dirs = [tuple(e) for e in (error_dirs or [])]   # [(name, dir, message)]
+        self.count_checks = [tuple(e) for e in (count_checks or [])]  # [(aggregate, dir)]
         self._ids = {self._key(v): i + 1 for i, v in enumerate(self.vocab)}
 
     # -- inputs --------------------------------------------------------------------------------
@@ -174,6 +176,14 @@ class CompiledModel:
                     raise CompiledRuntimeError(
                         f"{message} (at position {int(bad[0])} of input {b}; the interpreter "
                         "raises here too)")
+        for name, d in self.count_checks:
+            for b, n in enumerate(lens):
+                bad = np.flatnonzero(resid[b, 1: 1 + n, d] < 0.45)   # 1/(w+1): w >= 2
+                if bad.size:
+                    raise CompiledRuntimeError(
+                        f"aggregate '{name}' asked to average several string values at query "
+                        f"position {int(bad[0])} of input {b}; a mean needs numbers (the "
+                        "interpreter raises here too)")
         for name, dirs in self.checks:
             for b, n in enumerate(lens):
                 block = resid[b, 1: 1 + n][:, dirs]
@@ -246,6 +256,7 @@ class CompiledModel:
             "stats": self.stats,
             "checks": [[n, list(map(int, d))] for n, d in self.checks],
             "errors": [[n, int(d), m] for n, d, m in self.error_dirs],
+            "count_checks": [[n, int(d)] for n, d in self.count_checks],
             "head_nodes": self.head_nodes,
             "node_dirs": self.node_dirs,
         }
@@ -320,7 +331,7 @@ def load_compiled(directory: str | os.PathLike) -> CompiledModel:
                          meta["max_seq_len"], meta["stats"],
                          [(n, d) for n, d in meta.get("checks", [])], meta.get("head_nodes"),
                          meta.get("node_dirs"), meta["output"].get("name"),
-                         meta.get("errors"))
+                         meta.get("errors"), meta.get("count_checks"))
 
 
 def _at(node) -> str:
@@ -343,8 +354,8 @@ def _estimate(cg: CompilerGraph, space: ResidualSpace, vocab_size: int, n: int) 
 
 
 def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bool = False,
-                    allow_noncausal: bool = False, max_params: int = DEFAULT_MAX_PARAMS
-                    ) -> CompiledModel:
+                    allow_noncausal: bool = False, max_params: int = DEFAULT_MAX_PARAMS,
+                    verify_samples: int = GATE_SAMPLES) -> CompiledModel:
     """Compile an s-op into transformer weights.
 
     Args:
@@ -358,16 +369,62 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
             (it would silently compute prefix results: Tracr's failure mode 8) unless
             ``allow_noncausal=True``; ``length`` is always refused in a causal model.
         max_params: refuse (before allocating) models estimated larger than this.
+        verify_samples: random inputs per length of the verification gate (at least 1). The
+            gate (:func:`compiler.verification.verify_compiled`) compares the assembled model
+            with the interpreter exhaustively where all inputs up to ``max_seq_len`` number
+            at most ``EXHAUSTIVE_LIMIT``, else on this many seeded random inputs (and the
+            constant sequences) at every length.
 
     Returns:
         :class:`CompiledModel` whose ``.run(inputs)`` equals ``rasp.evaluate(sop, inputs)``
-        (``causal=True``: ``rasp.evaluate(sop, inputs, causal=True)``).
+        (``causal=True``: ``rasp.evaluate(sop, inputs, causal=True)``), raising where the
+        interpreter raises. ``stats`` includes ``verify_seconds`` and ``verified_inputs``.
 
     Raises:
-        UnsupportedError: a construct that cannot be compiled (names the op, line:column, why).
+        UnsupportedError: a construct that cannot be compiled, or a value set that cannot be
+            made exact (names the op, line:column, why).
         ModelTooLargeError: the estimated size exceeds ``max_params``.
-        CompilerError: bad arguments.
+        CompilerError: bad arguments, or the verification gate found an input on which the
+            compiled model differs from the interpreter (the message gives it). No other
+            exception escapes.
     """
+    if not isinstance(verify_samples, int) or isinstance(verify_samples, bool) or \
+            verify_samples < 1:
+        raise CompilerError(f"verify_samples must be a positive int, got {verify_samples!r}")
+    try:
+        cm = _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params)
+    except CompilerError:
+        raise
+    except RASPError as e:
+        raise CompilerError(f"cannot compile: {e.message}", e.span) from None
+    except _INTERNAL as e:
+        raise CompilerError(f"cannot compile: internal error {type(e).__name__}: {e}",
+                            sop.span if isinstance(sop, SOp) else None) from None
+    t1 = time.perf_counter()
+    try:
+        check = verify_compiled(cm, sop, samples=verify_samples)
+    except _INTERNAL as e:
+        raise CompilerError(f"verification of the compiled model failed: "
+                            f"{type(e).__name__}: {e}", sop.span) from None
+    cm.stats["verify_seconds"] = time.perf_counter() - t1
+    cm.stats["verified_inputs"] = check.checked
+    cm.stats["verified_exhaustively"] = check.exhaustive
+    if not check.ok:
+        raise CompilerError(
+            f"the compiled model differs from the interpreter on {check.mismatches} of "
+            f"{check.checked} inputs checked ({'all inputs' if check.exhaustive else 'sampled'}"
+            f"); refusing to return it. First counterexample: {check.counterexample}",
+            sop.span)
+    return cm
+
+
+#: exceptions of a compiler stage that are bugs or unforeseen inputs, reported as
+#: :class:`CompilerError` (only the toolkit's errors escape ``compile_program``)
+_INTERNAL = (ValueError, TypeError, ArithmeticError, IndexError, KeyError, AssertionError,
+             RecursionError, np.linalg.LinAlgError, RuntimeError)
+
+
+def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params) -> CompiledModel:
     t0 = time.perf_counter()
     if not isinstance(max_seq_len, int) or isinstance(max_seq_len, bool) or max_seq_len < 1:
         raise CompilerError(f"max_seq_len must be a positive int, got {max_seq_len!r}")
@@ -420,6 +477,8 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
                    f"{n.ir.kind if n.ir is not None else 'map'} "
                    f"'{n.ir.label if n.ir is not None else n.name}'"
                    f"{_at(n.ir)}: {n.error}") for n in cg.nodes if n.name in space.err]
+    count_checks = [(n.name, space.dir(n.count_check)) for n in cg.nodes
+                    if n.kind == "aggregate" and n.count_check is not None]
     checks = [(n.name, space.node_slice(n)) for n in cg.nodes
               if n.kind == "aggregate" and n.may_average and space.is_categorical(n)]
     node_dirs = {}
@@ -455,4 +514,4 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
     }
     return CompiledModel(model, vocab, space.labels, asm.output_values, asm.output_encoding,
                          causal, max_seq_len, stats, checks, asm.head_nodes, node_dirs,
-                         cg.output.name, error_dirs)
+                         cg.output.name, error_dirs, count_checks)

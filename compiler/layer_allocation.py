@@ -53,4 +53,6 @@ def allocate_layers(cg: CompilerGraph) -> LayerPlan:
             continue
         n = g.nodes[name]["cnode"]
         (heads if s % 2 == 0 else mlps)[s // 2].append(n)
+    for hs in heads:            # check heads (read only by the runtime checks) last
+        hs.sort(key=lambda n: n.is_check)
     return LayerPlan(n_layers, heads, mlps, slot)

@@ -216,6 +216,8 @@ class CNode:
     internal: bool = False                 # created by the compiler (conversion, sw/trunc MLP)
     unbounded: bool = False                # numerical, value set too large to enumerate
     error: str | None = None               # mlp: the interpreter's error on some input values
+    count_check: "CNode | None" = None     # aggregate of strings: its selector width head
+    is_check: bool = False                 # a head only read by the runtime checks
 
     def deps(self) -> list["CNode"]:
         """The nodes this node reads."""
@@ -444,6 +446,14 @@ class _Lowerer:
         agg = CNode("aggregate", name, node, agg_enc, out_vals, selector=spec,
                     values_node=vals_c, default=default, reduction=node.reduction,
                     may_average=may_average and not numeric, internal=needs_trunc)
+        if node.reduction == "mean" and any(isinstance(v, str) for v in V) and not (
+                selects_at_most_one(node.selector, self.vs.sets)):
+            # the interpreter raises when a mean of strings selects several keys (even equal
+            # ones): a head computing 1/(w+1) lets the compiled model raise there too
+            agg.count_check = CNode(
+                "sw_attn", self.fresh(f"{name}_count"), node, NUMERICAL,
+                sort_values(1.0 / (w + 1) for w in range(self.n + 1)), selector=spec,
+                internal=True, is_check=True)
         if not needs_trunc:
             return agg
         expr = Expr(fn=_trunc_fn, args=(Expr(leaf=agg),), desc=f"trunc({agg.name})")
@@ -641,7 +651,8 @@ def _reachable(output: CNode) -> list:
             continue
         seen.add(id(n))
         stack.append((n, True))
-        for d in n.deps():
+        extra = [n.count_check] if n.count_check is not None else []
+        for d in n.deps() + extra:
             if id(d) not in seen:
                 stack.append((d, False))
     return order

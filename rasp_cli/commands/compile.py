@@ -7,8 +7,10 @@ shapes, with ``W_U``) and ``DIR/model.json`` (config, vocabulary, residual label
 encoding); ``compiler.load_compiled(DIR)`` loads it back. It also writes the TransformerLens
 export ``DIR/tl_config.json`` + ``DIR/tl_model.safetensors`` (heads and MLP units zero-padded to
 uniform widths, zero biases, TransformerLens's config names), which ``HookedTransformer`` loads
-strictly; see docs/compiler.md or ``compiler.to_transformer_lens``. ``--verify K`` runs K random inputs
-per length 1..N through the compiled model and the interpreter and compares them.
+strictly; see docs/compiler.md or ``compiler.to_transformer_lens``. Compilation itself verifies
+the model against the interpreter (exhaustively for small input spaces, else 8 random inputs per
+length) and refuses one that differs; ``--verify K`` repeats that check with K random inputs per
+length 1..N.
 
 A file whose selects are all causal (``#!causal``) is compiled to a causal (decoder-only)
 model even without ``--causal``.
@@ -20,8 +22,6 @@ name, bad vocabulary / length, a construct the compiler refuses).
 from __future__ import annotations
 
 import os
-
-import numpy as np
 
 
 def register(sub) -> None:
@@ -51,7 +51,9 @@ def register(sub) -> None:
                    help="write DIR/model.safetensors and DIR/model.json, and the "
                         "TransformerLens export DIR/tl_config.json + DIR/tl_model.safetensors")
     p.add_argument("--verify", type=int, default=0, metavar="K",
-                   help="check K random inputs per length against the interpreter")
+                   help="after compiling (which already checks 8 random inputs per length, or "
+                        "all inputs when few), check K random inputs per length against the "
+                        "interpreter")
     p.add_argument("--seed", type=int, default=0, help="seed of --verify's inputs")
     p.set_defaults(func=compile_command)
 
@@ -65,38 +67,13 @@ def _parse_vocab(text: str) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def verify(cm, sop, vocab: list, max_len: int, k: int, seed: int = 0, causal: bool = False
-           ) -> tuple[int, int, str | None]:
-    """Compare ``cm.run`` with ``rasp.evaluate`` on ``k`` random inputs per length
-    ``1..max_len``. Returns ``(mismatches, total, first mismatch description or None)``."""
-    import rasp
-    from rasp.equality import values_equal
-    from rasp.ir import RASPError
-    rng = np.random.default_rng(seed)
-    bad, total, first = 0, 0, None
-    for n in range(1, max_len + 1):
-        batch = [[vocab[i] for i in rng.integers(0, len(vocab), n)] for _ in range(k)]
-        try:
-            ref = rasp.evaluate(sop, batch, causal=True if causal else None)
-        except RASPError:
-            # inputs the interpreter rejects (e.g. averaging strings): compare one by one
-            rows = []
-            for b in batch:
-                try:
-                    rows.append((b, rasp.evaluate(sop, [b], causal=True if causal else None)[0]))
-                except RASPError:
-                    pass
-            pairs = [(b, r, cm.run([b])[0]) for b, r in rows]
-        else:
-            got = cm.run(batch)
-            pairs = list(zip(batch, ref, got))
-        for b, r, g in pairs:
-            total += 1
-            if not values_equal(r, g):
-                bad += 1
-                if first is None:
-                    first = f"input {b}: interpreter {list(r)}, compiled {list(g)}"
-    return bad, total, first
+def verify(cm, sop, k: int, seed: int = 0) -> tuple[int, int, str | None]:
+    """The compiler's verification gate with ``k`` random inputs per length
+    (:func:`compiler.verification.verify_compiled`; exhaustive when the input space is small).
+    Returns ``(mismatches, total, first mismatch description or None)``."""
+    from compiler.verification import verify_compiled
+    res = verify_compiled(cm, sop, samples=k, seed=seed, progress=True)
+    return res.mismatches, res.checked, res.counterexample
 
 
 def compile_command(args) -> int:
@@ -132,7 +109,7 @@ def compile_command(args) -> int:
               f"{os.path.join(args.out, 'tl_config.json')} + "
               f"{os.path.join(args.out, 'tl_model.safetensors')}")
     if args.verify:
-        bad, total, first = verify(cm, sop, vocab, args.max_len, args.verify, args.seed, causal)
+        bad, total, first = verify(cm, sop, args.verify, args.seed)
         print(f"verify: {total - bad}/{total} inputs equal to the interpreter"
               + (f"; first mismatch: {first}" if first else ""))
         return 1 if bad else 0

@@ -1,0 +1,144 @@
+"""Stage 8: the verification gate. The compiled model against the interpreter.
+
+:func:`verify_compiled` runs a compiled model and ``rasp.evaluate`` on the same inputs and
+compares them with :func:`rasp.equality.values_equal`: **exhaustively** when every input over
+the vocabulary up to ``max_seq_len`` fits in :data:`EXHAUSTIVE_LIMIT` sequences, otherwise on a
+seeded random sample at **every** length ``1..max_seq_len`` (plus, per length, the constant
+sequences of every token, where ties and empty selections concentrate). An input the
+interpreter rejects (a :class:`~rasp.ir.RASPError`) must be rejected by the compiled model too,
+and vice versa.
+
+``compile_program`` runs it on every model before returning it (:data:`GATE_SAMPLES` inputs per
+length) and refuses a model that differs, with the counterexample; ``rasp compile --verify K``
+runs the same check with ``K`` inputs per length.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rasp.equality import values_equal
+from rasp.interpreter import evaluate
+from rasp.ir import RASPError, SOp
+
+__all__ = ["verify_compiled", "VerificationResult", "EXHAUSTIVE_LIMIT", "GATE_SAMPLES"]
+
+#: inputs are enumerated exhaustively when there are at most this many (all lengths together)
+EXHAUSTIVE_LIMIT = 1024
+#: random inputs per length checked by ``compile_program``'s gate when not exhaustive
+GATE_SAMPLES = 8
+
+
+@dataclass
+class VerificationResult:
+    """What :func:`verify_compiled` checked.
+
+    Attributes:
+        checked: inputs compared; mismatches: inputs where the two differ.
+        exhaustive: whether every input up to ``max_seq_len`` was compared.
+        per_length: ``{length: (mismatches, checked)}``.
+        counterexample: the first mismatch, as text (input, interpreter's value or error,
+            compiled model's value or error); None when there is none.
+        seconds: wall time of the check.
+    """
+
+    checked: int = 0
+    mismatches: int = 0
+    exhaustive: bool = False
+    per_length: dict = field(default_factory=dict)
+    counterexample: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatches == 0
+
+
+def _outcome(fn, batch):
+    """``(values per sequence, None)`` or, when the batch raises, one outcome per sequence:
+    a value or the error."""
+    try:
+        out = fn(batch)
+        return [out[i] for i in range(len(batch))]
+    except RASPError:
+        pass
+    res = []
+    for seq in batch:
+        try:
+            res.append(fn([seq])[0])
+        except RASPError as e:
+            res.append(e)
+    return res
+
+
+def _show(x) -> str:
+    if isinstance(x, BaseException):
+        return f"raises {type(x).__name__}: {getattr(x, 'message', x)}"
+    return "[" + ", ".join(repr(v.item() if isinstance(v, np.generic) else v)
+                           for v in np.asarray(x).tolist()) + "]"
+
+
+def _inputs(vocab: list, n: int, samples: int, rng: np.random.Generator,
+            exhaustive: bool) -> list[list]:
+    import itertools
+    if exhaustive:
+        return [list(x) for x in itertools.product(vocab, repeat=n)]
+    batch = [[v] * n for v in vocab]
+    idx = rng.integers(0, len(vocab), size=(samples, n))
+    batch.extend([[vocab[i] for i in row] for row in idx])
+    return batch
+
+
+def verify_compiled(cm, sop: SOp, samples: int = GATE_SAMPLES, seed: int = 0,
+                    exhaustive_limit: int = EXHAUSTIVE_LIMIT, progress: bool = False
+                    ) -> VerificationResult:
+    """Compare a compiled model with the interpreter.
+
+    Args:
+        cm: a :class:`~compiler.compile.CompiledModel` (its ``vocab``, ``max_seq_len`` and
+            ``causal`` give the input space and the interpreter's mode: a causal model is
+            compared with ``rasp.evaluate(sop, inputs, causal=True)``).
+        sop: the compiled s-op.
+        samples: random inputs per length when the input space is not enumerated.
+        seed: seed of the random inputs.
+        exhaustive_limit: enumerate every input when there are at most this many.
+        progress: show a tqdm bar over the lengths.
+
+    Returns:
+        :class:`VerificationResult` (``mismatches == 0`` when the two agree everywhere checked).
+    """
+    t0 = time.perf_counter()
+    vocab = list(cm.vocab)
+    N = cm.max_seq_len
+    V = len(vocab)
+    total = sum(V ** n for n in range(1, N + 1)) if V > 1 else N
+    exhaustive = total <= exhaustive_limit
+    causal = True if cm.causal else None
+    rng = np.random.default_rng(seed)
+    res = VerificationResult(exhaustive=exhaustive)
+    lengths = range(1, N + 1)
+    if progress:
+        from tqdm import tqdm
+        lengths = tqdm(lengths, desc="verify", unit="length")
+    for n in lengths:
+        batch = _inputs(vocab, n, samples, rng, exhaustive)
+        want = _outcome(lambda b: evaluate(sop, b, causal=causal), batch)
+        got = _outcome(cm.run, batch)
+        bad = 0
+        for x, w, g in zip(batch, want, got):
+            w_err, g_err = isinstance(w, BaseException), isinstance(g, BaseException)
+            same = (w_err and g_err) or (not w_err and not g_err and values_equal(w, g))
+            if not same:
+                bad += 1
+                if res.counterexample is None:
+                    res.counterexample = (f"input {x!r}: interpreter {_show(w)}, compiled model "
+                                          f"{_show(g)}")
+        res.per_length[n] = (bad, len(batch))
+        res.checked += len(batch)
+        res.mismatches += bad
+    res.seconds = time.perf_counter() - t0
+    return res
