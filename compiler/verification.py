@@ -3,14 +3,15 @@
 :func:`verify_compiled` runs a compiled model and ``rasp.evaluate`` on the same inputs and
 compares them with :func:`rasp.equality.values_equal`: **exhaustively** when every input over
 the vocabulary up to ``max_seq_len`` fits in :data:`EXHAUSTIVE_LIMIT` sequences, otherwise on a
-seeded random sample at **every** length ``1..max_seq_len`` (plus, per length, the constant
-sequences of every token, where ties and empty selections concentrate). An input the
+seeded random sample at **every** length ``1..max_seq_len`` (the first input of a length, when
+there are several, is a constant sequence: ties and empty selections concentrate there). An input the
 interpreter rejects (a :class:`~rasp.ir.RASPError`) must be rejected by the compiled model too,
 and vice versa.
 
-``compile_program`` runs it on every model before returning it (:data:`GATE_SAMPLES` inputs per
-length) and refuses a model that differs, with the counterexample; ``rasp compile --verify K``
-runs the same check with ``K`` inputs per length.
+``compile_program`` runs it on every model before returning it (at most :data:`GATE_SAMPLES`
+inputs per length, fewer at long lengths within :data:`GATE_TOKENS` positions, at least one)
+and refuses a model that differs, with the counterexample; ``rasp compile --verify K`` runs the
+same check with ``K`` inputs at every length.
 """
 
 from __future__ import annotations
@@ -29,8 +30,13 @@ __all__ = ["verify_compiled", "VerificationResult", "EXHAUSTIVE_LIMIT", "GATE_SA
 
 #: inputs are enumerated exhaustively when there are at most this many (all lengths together)
 EXHAUSTIVE_LIMIT = 1024
-#: random inputs per length checked by ``compile_program``'s gate when not exhaustive
+#: random inputs per length checked by ``compile_program``'s gate when not exhaustive (the
+#: most; long lengths get fewer, see :data:`GATE_TOKENS`)
 GATE_SAMPLES = 8
+#: the gate's budget in token positions: at length ``n`` of ``N`` it checks
+#: ``clamp(GATE_TOKENS // (N * (n + 1)), 1, samples)`` inputs, so its cost stays near that of
+#: compiling (a compiled model of max_seq_len 64 runs ~1,000 positions in 0.02-0.2 s)
+GATE_TOKENS = 2048
 
 
 @dataclass
@@ -82,20 +88,23 @@ def _show(x) -> str:
                            for v in np.asarray(x).tolist()) + "]"
 
 
-def _inputs(vocab: list, n: int, samples: int, rng: np.random.Generator,
+def _inputs(vocab: list, n: int, k: int, rng: np.random.Generator,
             exhaustive: bool) -> list[list]:
+    """Every input of length ``n``, or ``k`` inputs: the first (when ``k >= 2``) the constant
+    sequence of one token (ties, empty selections), the others uniformly random."""
     import itertools
     if exhaustive:
         return [list(x) for x in itertools.product(vocab, repeat=n)]
-    batch = [[v] * n for v in vocab]
-    idx = rng.integers(0, len(vocab), size=(samples, n))
-    batch.extend([[vocab[i] for i in row] for row in idx])
+    idx = rng.integers(0, len(vocab), size=(k, n))
+    batch = [[vocab[i] for i in row] for row in idx]
+    if k >= 2:
+        batch[0] = [vocab[n % len(vocab)]] * n
     return batch
 
 
 def verify_compiled(cm, sop: SOp, samples: int = GATE_SAMPLES, seed: int = 0,
-                    exhaustive_limit: int = EXHAUSTIVE_LIMIT, progress: bool = False
-                    ) -> VerificationResult:
+                    exhaustive_limit: int = EXHAUSTIVE_LIMIT, progress: bool = False,
+                    token_budget: int | None = GATE_TOKENS) -> VerificationResult:
     """Compare a compiled model with the interpreter.
 
     Args:
@@ -107,6 +116,9 @@ def verify_compiled(cm, sop: SOp, samples: int = GATE_SAMPLES, seed: int = 0,
         seed: seed of the random inputs.
         exhaustive_limit: enumerate every input when there are at most this many.
         progress: show a tqdm bar over the lengths.
+        token_budget: bound the sampled inputs (not the exhaustive check) to about this many
+            token positions over all lengths, at least one input per length; None: exactly
+            ``samples`` per length (``rasp compile --verify K``).
 
     Returns:
         :class:`VerificationResult` (``mismatches == 0`` when the two agree everywhere checked).
@@ -125,7 +137,10 @@ def verify_compiled(cm, sop: SOp, samples: int = GATE_SAMPLES, seed: int = 0,
         from tqdm import tqdm
         lengths = tqdm(lengths, desc="verify", unit="length")
     for n in lengths:
-        batch = _inputs(vocab, n, samples, rng, exhaustive)
+        k = samples
+        if token_budget is not None:
+            k = max(1, min(samples, token_budget // (N * (n + 1))))
+        batch = _inputs(vocab, n, k, rng, exhaustive)
         want = _outcome(lambda b: evaluate(sop, b, causal=causal), batch)
         got = _outcome(cm.run, batch)
         bad = 0

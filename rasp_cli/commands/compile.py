@@ -72,7 +72,7 @@ def verify(cm, sop, k: int, seed: int = 0) -> tuple[int, int, str | None]:
     (:func:`compiler.verification.verify_compiled`; exhaustive when the input space is small).
     Returns ``(mismatches, total, first mismatch description or None)``."""
     from compiler.verification import verify_compiled
-    res = verify_compiled(cm, sop, samples=k, seed=seed, progress=True)
+    res = verify_compiled(cm, sop, samples=k, seed=seed, progress=True, token_budget=None)
     return res.mismatches, res.checked, res.counterexample
 
 
