@@ -18,7 +18,7 @@ from typing import Any, Iterable
 import numpy as np
 import torch
 
-from rasp.interpreter import to_batch
+from rasp.interpreter import stack_sequences, to_batch
 from rasp.ops import homogeneous_array
 from rasp.ir import RASPError, Select, SOp, topological_order
 
@@ -59,7 +59,7 @@ class CompiledModel:
 
     def __init__(self, model, vocab, residual_labels, output_values, output_encoding, causal,
                  max_seq_len, stats, checks=None, head_nodes=None, node_dirs=None,
-                 output_name=None, error_dirs=None, count_checks=None):
+                 output_name=None, error_dirs=None, count_checks=None, kind_checks=None):
         self.model = model
         self.vocab = list(vocab)
         self.residual_labels = list(residual_labels)
@@ -74,6 +74,8 @@ class CompiledModel:
         self.output_name = output_name
         self.error_dirs = [tuple(e) for e in (error_dirs or [])]   # [(name, dir, message)]
         self.count_checks = [tuple(e) for e in (count_checks or [])]  # [(aggregate, dir)]
+        #: [(s-op, string dirs, number dirs)]: a sequence cannot mix strings and numbers
+        self.kind_checks = [tuple(e) for e in (kind_checks or [])]
         self._ids = {self._key(v): i + 1 for i, v in enumerate(self.vocab)}
 
     # -- inputs --------------------------------------------------------------------------------
@@ -148,8 +150,7 @@ class CompiledModel:
         self._check(resid, lens)
         outs = [self._decode(logits[b, 1: 1 + n], n) for b, n in enumerate(lens)]
         if len(set(lens)) == 1:
-            return np.stack(outs) if outs[0].dtype.kind != "U" else np.array(
-                [o.tolist() for o in outs])
+            return stack_sequences([o[None, :] for o in outs])
         return outs
 
     def run_nodes(self, inputs: Any) -> dict[str, np.ndarray]:
@@ -176,6 +177,14 @@ class CompiledModel:
                     raise CompiledRuntimeError(
                         f"{message} (at position {int(bad[0])} of input {b}; the interpreter "
                         "raises here too)")
+        for name, sdirs, ndirs in self.kind_checks:
+            for b, n in enumerate(lens):
+                block = resid[b, 1: 1 + n]
+                if np.any(block[:, sdirs] > 0.5) and np.any(block[:, ndirs] > 0.5):
+                    raise CompiledRuntimeError(
+                        f"'{name}' would mix strings and numbers in input {b} (some queries "
+                        "select nothing and get a default of the other type); a sequence cannot "
+                        "mix strings and numbers (the interpreter raises here too)")
         for name, d in self.count_checks:
             for b, n in enumerate(lens):
                 bad = np.flatnonzero(resid[b, 1: 1 + n, d] < 0.45)   # 1/(w+1): w >= 2
@@ -257,6 +266,8 @@ class CompiledModel:
             "checks": [[n, list(map(int, d))] for n, d in self.checks],
             "errors": [[n, int(d), m] for n, d, m in self.error_dirs],
             "count_checks": [[n, int(d)] for n, d in self.count_checks],
+            "kind_checks": [[n, list(map(int, a)), list(map(int, b))]
+                            for n, a, b in self.kind_checks],
             "head_nodes": self.head_nodes,
             "node_dirs": self.node_dirs,
         }
@@ -331,7 +342,8 @@ def load_compiled(directory: str | os.PathLike) -> CompiledModel:
                          meta["max_seq_len"], meta["stats"],
                          [(n, d) for n, d in meta.get("checks", [])], meta.get("head_nodes"),
                          meta.get("node_dirs"), meta["output"].get("name"),
-                         meta.get("errors"), meta.get("count_checks"))
+                         meta.get("errors"), meta.get("count_checks"),
+                         meta.get("kind_checks"))
 
 
 def _at(node) -> str:
@@ -477,6 +489,14 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params) -> Co
                    f"{n.ir.kind if n.ir is not None else 'map'} "
                    f"'{n.ir.label if n.ir is not None else n.name}'"
                    f"{_at(n.ir)}: {n.error}") for n in cg.nodes if n.name in space.err]
+    kind_checks = []
+    for n in cg.nodes:
+        if n.kind != "full" and space.is_categorical(n):
+            dirs = space.dirs(n)
+            sd = [d for v, d in dirs.items() if isinstance(v, str)]
+            nd = [d for v, d in dirs.items() if not isinstance(v, str)]
+            if sd and nd:
+                kind_checks.append((n.name, sd, nd))
     count_checks = [(n.name, space.dir(n.count_check)) for n in cg.nodes
                     if n.kind == "aggregate" and n.count_check is not None]
     checks = [(n.name, space.node_slice(n)) for n in cg.nodes
@@ -514,4 +534,4 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params) -> Co
     }
     return CompiledModel(model, vocab, space.labels, asm.output_values, asm.output_encoding,
                          causal, max_seq_len, stats, checks, asm.head_nodes, node_dirs,
-                         cg.output.name, error_dirs, count_checks)
+                         cg.output.name, error_dirs, count_checks, kind_checks)
