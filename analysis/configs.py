@@ -122,8 +122,9 @@ class TrainConfig:
             ok = (not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
                   and (v > lo if lo_open else v >= lo) and v <= hi)
             if not ok:
-                rng = f"{'(' if lo_open else '['}{lo}, {hi}]"
-                raise ConfigError(f"{name} must be a finite number in {rng}, got {v!r}")
+                rng = (f"> {lo:g}" if lo_open else f">= {lo:g}") + \
+                    (f" and <= {hi:g}" if hi != math.inf else "")
+                raise ConfigError(f"{name} must be a finite number {rng}, got {v!r}")
 
         for name in ("steps", "batch_size", "eval_samples", "eval_stride", "eval_batch_size",
                      "log_every", "checkpoint_every", "probe_samples", "train_min_len"):
@@ -173,6 +174,9 @@ class TrainConfig:
 TRAIN_KEYS = frozenset(f.name for f in dataclasses.fields(TrainConfig))
 MODEL_KEYS = frozenset(f.name for f in dataclasses.fields(TransformerConfig))
 
+PER_RUN_KEYS = frozenset({"pe", "d_vocab", "d_vocab_out", "n_ctx"})
+"""Model keys every run sets itself (from the task, the evaluated lengths and the PE)."""
+
 TRAIN_PRESETS: dict = {
     "default": {},
     # ~30 s per run on a 2-core CPU: the report demo trains 13 of these.
@@ -196,6 +200,9 @@ def split_overrides(overrides: dict | None) -> tuple[dict, dict]:
     Raises :class:`ConfigError` for an unknown key (the message lists the known ones)."""
     model, train = {}, {}
     for k, v in (overrides or {}).items():
+        if k in PER_RUN_KEYS:
+            raise ConfigError(f"{k!r} is set by the run itself (the task's vocabulary, the "
+                              f"evaluated lengths, --pe), not by an override")
         if k in MODEL_KEYS:
             model[k] = v
         elif k in TRAIN_KEYS:

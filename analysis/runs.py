@@ -37,6 +37,7 @@ import os
 import pickle
 import shutil
 import tempfile
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -395,7 +396,8 @@ def load_model(path: str | os.PathLike) -> Transformer:
     try:
         model = load_safetensors(path)
     except (ValueError, OSError) as e:
-        raise RunDirError(f"{path.parent}: cannot load {path.name} ({e})") from None
+        reason = str(e).removeprefix(f"{path}: ")
+        raise RunDirError(f"{path}: cannot load the weights ({reason})") from None
     bad = [name for name, p in model.state_dict().items() if not bool(torch.isfinite(p).all())]
     if bad:
         raise RunDirError(f"{path}: non-finite weights (NaN or inf) in {', '.join(bad[:3])}"
@@ -508,14 +510,19 @@ def load_checkpoint(run_dir: Path, model, opt: torch.optim.Optimizer, total_step
     if state["step"] > total_steps:
         raise RunDirError(f"{ck}/state.json: step {state['step']} is beyond the run's "
                           f"{total_steps} steps; rerun with --force")
-    saved = load_model(ck / "model.safetensors")
+    try:
+        saved = load_model(ck / "model.safetensors")
+    except RunDirError as e:
+        raise RunDirError(f"{e}; rerun with --force") from None
     try:
         model.load_state_dict(saved.state_dict())
     except RuntimeError:
         raise RunDirError(f"{ck}/model.safetensors does not match the run's model; rerun "
                           f"with --force") from None
     try:
-        blob = torch.load(ck / "optimizer.pt", weights_only=True)
+        with warnings.catch_warnings():        # torch warns about foreign pickle protocols
+            warnings.simplefilter("ignore")
+            blob = torch.load(ck / "optimizer.pt", weights_only=True)
         opt.load_state_dict(blob["optimizer"])
         torch.set_rng_state(blob["torch_rng"])
     except FileNotFoundError:

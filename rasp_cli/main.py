@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -21,6 +22,20 @@ import rasp_cli.commands as _commands
 
 class UsageError(Exception):
     """Bad input detected by a subcommand: printed, exit code 2."""
+
+
+def output_dir(path: str) -> str:
+    """Create the output directory ``path`` (and parents) or raise :class:`UsageError` with a
+    one-line reason (an existing file, a read-only or virtual file system such as /proc)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"{path} exists and is not a directory; choose another output "
+                         f"directory with -o")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create the output directory {path}: {e.strerror or e}") \
+            from None
+    return path
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,10 +72,17 @@ def main(argv: list[str] | None = None) -> int:
     except RASPError as e:
         print(f"rasp {args.command}: {e}", file=sys.stderr)
         return 2
+    except OSError as e:                 # a file the command cannot read or write
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"rasp {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # `python -m rasp_cli.main`: run the package module, so that the commands' UsageError (from
+    # rasp_cli.main) is the class caught here, not a second copy in __main__
+    from rasp_cli.main import main as _main
+    sys.exit(_main())

@@ -1,8 +1,10 @@
 """`rasp train`: bad input exits 2 with a message; the grid table lists tasks x PEs."""
 
+import json
+
 import pytest
 
-from analysis.training import RunResult
+from analysis.runs import RunResult
 from rasp_cli.commands.train import format_grid
 from rasp_cli.main import main
 
@@ -35,3 +37,21 @@ def test_grid_table_has_one_row_per_task_and_means_over_seeds():
     assert "0.75 / 0.38" in count and "0.90 /   -" in count
     parity = [l for l in lines if l.startswith("parity")][0]
     assert "0.60 / 0.40" in parity
+
+
+def test_rasp_tasks_lists_every_task_with_group_length_and_source(capsys):
+    import tasks
+    assert main(["tasks", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(rows) == set(tasks.list_tasks())
+    for name in tasks.GENERALIZATION_TASKS:
+        t = tasks.get_task(name)
+        assert rows[name]["group"] == "A" and rows[name]["length"] == t.length_definition
+        assert rows[name]["source"] == t.source
+    assert {r["group"] for n, r in rows.items() if n in tasks.SEQUENCE_PROGRAMS} == {"B"}
+    assert main(["tasks", "--group", "A"]) == 0
+    out = capsys.readouterr().out
+    assert "copy_unique" in out and "dyck2" not in out
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--help"])
+    assert e.value.code == 0 and "rasp tasks --group A" in capsys.readouterr().out

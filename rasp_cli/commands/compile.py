@@ -78,7 +78,7 @@ def verify(cm, sop, k: int, seed: int = 0) -> tuple[int, int, str | None]:
 
 def compile_command(args) -> int:
     """Compile ``args.name`` of ``args.file``; returns 0, or 1 on a verification mismatch."""
-    from rasp_cli.main import UsageError
+    from rasp_cli.main import UsageError, output_dir
     from rasp.ir import Select, SOp, topological_order
     from rasp.runtime import run_file
     import compiler
@@ -90,6 +90,8 @@ def compile_command(args) -> int:
     if args.verify < 0:
         raise UsageError("--verify must be >= 0")
     vocab = _parse_vocab(args.vocab)
+    if args.out:
+        output_dir(args.out)                 # refuse a bad -o before compiling
     env = run_file(args.file, causal=args.causal)
     if args.name not in env:
         raise UsageError(f"unknown name {args.name!r} in {args.file}")

@@ -20,13 +20,20 @@ PE_HELP = "nope, ape_learned, ape_sinusoidal, t5, alibi, rope, or 'all' (comma-s
 
 def register(sub) -> None:
     """Add the ``train`` subcommand to the CLI's subparsers."""
+    from analysis.configs import MODEL_KEYS, PER_RUN_KEYS, TRAIN_KEYS, TRAIN_PRESETS
     p = sub.add_parser(
         "train", help="train transformers with a positional encoding on a task",
         description="Train a small decoder transformer on a generalization task with one of six "
                     "positional encodings, evaluate exact match per length (ID and OOD up to 2x "
-                    "the training length), and write a run directory. --grid trains several "
-                    "tasks x PEs x seeds and prints a table.")
-    p.add_argument("task", nargs="?", metavar="TASK", help="task name (see `rasp tasks`)")
+                    "the training length), and write a run directory (default "
+                    "runs/TASK/PE/seed<k>/; locked while training, resumed after an interrupt, "
+                    "reused when finished). --grid trains several tasks x PEs x seeds and prints "
+                    "a table.",
+        epilog=f"--set keys: model {', '.join(sorted(MODEL_KEYS - PER_RUN_KEYS))}; training "
+               f"{', '.join(sorted(TRAIN_KEYS))} (docs/training.md). Exit codes: 0 done, "
+               f"2 bad input or an unusable run directory, 130 interrupted (checkpoint saved).")
+    p.add_argument("task", nargs="?", metavar="TASK",
+                   help="task name: a part-A task of `rasp tasks --group A`")
     p.add_argument("--grid", metavar="TASKS", default=None,
                    help="comma-separated tasks to train as a grid (instead of TASK)")
     p.add_argument("--pe", default=None, help=PE_HELP)
@@ -37,7 +44,9 @@ def register(sub) -> None:
     p.add_argument("--train-max-len", type=int, default=None, metavar="L",
                    help="train on lengths 1..L (default: the task's)")
     p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda")
-    p.add_argument("--preset", default="default", help="default or quick (~30 s per run)")
+    p.add_argument("--preset", default="default",
+                   help=f"training preset: {' or '.join(TRAIN_PRESETS)} (quick: ~30 s per run "
+                        f"on 2 cores)")
     p.add_argument("-o", "--out", default=None, metavar="DIR",
                    help="run directory (single run) or runs root (--grid); default runs/")
     p.add_argument("--force", action="store_true",
@@ -128,7 +137,7 @@ def train_command(args) -> int:
     if args.grid and args.task:
         raise UsageError("give either TASK or --grid TASKS, not both")
     if not args.grid and not args.task:
-        raise UsageError("give a TASK (or --grid TASKS); see `rasp tasks` for names")
+        raise UsageError("give a TASK (or --grid TASKS); `rasp tasks --group A` lists them")
     pes = _pes(args.pe)
     overrides = _overrides(args.set)
     seeds = _ints(args.seeds, "--seeds") if args.seeds else [args.seed]
