@@ -34,8 +34,8 @@ import numpy as np
 
 import tasks
 from analysis import alignment, figures, predict, probing, training
-from analysis.runs import (RunDirError, default_run_dir, is_finished, load_run, read_accuracy,
-                           read_task_name)
+from analysis.runs import (RunDirError, atomic_write_text, default_run_dir, is_finished,
+                           load_run, read_accuracy, read_task_name)
 from compiler.errors import CompilerError
 from rasp import measures, raspl
 from rasp.ir import RASPError
@@ -646,9 +646,7 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         thresholds={"ood": OOD_GENERALIZES, "id": ID_FIT})
     path = out / "report.html"
-    tmp = out / ".report.html.tmp"
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, page)
     summary = [{"task": s["sec"]["name"], "measured": (s["sec"].get("measured") or {}),
                 "predicted": s["view"].get("predicted"),
                 "probe": s["sec"]["probe"].to_dict() if s["sec"].get("probe") is not None
@@ -656,7 +654,7 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
                 "compiled": (s["sec"].get("compiled") or {}).get("stats"),
                 "runs": s["sec"].get("runs"), "problems": s["sec"].get("problems")}
                for s in views]
-    (out / "report.json").write_text(json.dumps(_to_plain(summary), indent=1))
+    atomic_write_text(out / "report.json", json.dumps(_to_plain(summary), indent=1))
     return path
 
 
