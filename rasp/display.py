@@ -14,6 +14,7 @@ Public API: :func:`format_sop_value`, :func:`format_selector_value`, :func:`form
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -26,8 +27,10 @@ from .ops import value_type
 from .values import Builtin, RASPFunction, SelOp, kind_of
 
 __all__ = ["format_sop_value", "format_selector_value", "format_atom", "format_example",
-           "format_function", "format_result", "example_value", "short_value",
-           "describe_value", "describe_node", "draw_text", "indent"]
+           "format_function", "example_value", "short_value", "describe_value",
+           "describe_node", "draw_text", "indent", "DisplaySettings", "formatstr", "small_str",
+           "type_name", "sequence_str", "original_values", "original_name", "strdesc", "function_origin", "format_named",
+           "format_application", "format_show_example", "format_error"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -149,42 +152,352 @@ def example_value(node: SOp | Selector, example: Any) -> np.ndarray:
     return evaluate(node, [list(example)], causal=None)[0]
 
 
-def format_result(name: str | None, value: Any, example: Any, kind: str | None = None) -> str:
-    """Text shown for a statement's value, as the original REPL prints it:
-    ``s-op: NAME`` + ``Example: NAME("hello") = [...] (type)``, ``selector: NAME`` + the
-    matrix, ``value: NAME = 3``, ``list: NAME = [...]``, ``dict: ...``, ``function: ...``;
-    empty for a statement without a value. An example that fails is reported in the text."""
-    kind = kind or kind_of(value)
-    if kind == "none" or value is None and kind != "atom":
-        return ""
-    label = name or (value.label if isinstance(value, Node) else None) or "out"
-    if kind == "sop":
-        head = f"     s-op: {label}"
-        try:
-            vals = example_value(value, example)
-        except RASPError as e:
-            return head + f"\n  !! statement executed, but the example fails: {e}"
-        return (head + f"\n         Example: {label}({format_example(example)}) = "
-                + format_sop_value(vals))
-    if kind == "selector":
-        head = f"     selector: {label}"
-        try:
-            m = example_value(value, example)
-        except RASPError as e:
-            return head + f"\n  !! statement executed, but the example fails: {e}"
-        toks = [str(t) for t in example]
-        matrix = format_selector_value(m, keys=toks, queries=toks)
-        return head + "\n         Example:\n" + indent(matrix, 13)
-    if kind == "function":
-        return f"     {format_function(value)}"
-    if kind == "list":
-        return f"     list: {label} = [" + ", ".join(short_value(v, None, True)
-                                                     for v in value) + "]"
-    if kind == "dict":
-        return (f"     dict: {label} = {{" + ", ".join(
-            f"{short_value(k, None, True)}: {short_value(v, None, True)}"
-            for k, v in value.items()) + "}")
-    return f"     value: {label} = {format_atom(value)}"
+# --------------------------------------------------------------------------------------------
+# The REPL's display, as the original REPL prints (tech-srl/RASP RASP_support/REPL.py:
+# print_named_val, print_just_val, print_example, print_seq, print_select; Support.py:
+# Sequence.__str__, small_str, lazy_type_check), character for character
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class DisplaySettings:
+    """What the REPL shows, as switched by the original REPL's commands.
+
+    ``sop_example`` / ``selector_example``: the running examples on which new s-ops /
+    selectors are shown (``set s-op example``, ``set selector example``; ``set example`` sets
+    both); ``show_sop_examples`` / ``show_selector_examples``: whether they are shown at all
+    (``s-op examples on|off``, ``selector examples on|off``, ``examples on|off``);
+    ``full_seq_display``: an s-op's value as two aligned rows, input over output
+    (``full seq display on|off``)."""
+
+    sop_example: Any = "hello"
+    selector_example: Any = "hello"
+    show_sop_examples: bool = True
+    show_selector_examples: bool = True
+    full_seq_display: bool = False
+
+
+def _plain(v: Any) -> Any:
+    """``v`` with NumPy scalars made Python values (lists and dicts element by element)."""
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {_plain(k): _plain(x) for k, x in v.items()}
+    return v
+
+
+def formatstr(v: Any) -> str:
+    """The original's ``formatstr``: a string in double quotes, anything else as Python's
+    ``str`` (so a list example prints as ``[1, 2, 3]`` or ``['a', 'b']``)."""
+    v = _plain(v)
+    if isinstance(v, str):
+        return '"' + v + '"'
+    return str(v)
+
+
+def small_str(v: Any) -> str:
+    """One s-op value as the original shows it: floats rounded to 3 digits, booleans T/F."""
+    v = _plain(v)
+    if isinstance(v, bool):
+        return "T" if v else "F"
+    if isinstance(v, float):
+        return str(round(v, 3))
+    return str(v)
+
+
+def type_name(values: Sequence) -> str:
+    """The original's ``lazy_type_check``: ``string``, ``bool``, ``int`` or ``float`` (ints
+    and floats together are floats)."""
+    values = [_plain(v) for v in values]
+    for t, name in ((str, "string"), (bool, "bool"), (int, "int"), (float, "float")):
+        if all(isinstance(v, t) for v in values):
+            return name
+    if all(isinstance(v, (int, float)) for v in values):
+        return "float"
+    return "mismatched"
+
+
+def sequence_str(values: Sequence) -> str:
+    """An s-op's values as the original's ``Sequence.__str__``: ``[h, e, l, l, o] (strings)``;
+    two or more identical values as ``[5]*5 (ints)``."""
+    values = [_plain(v) for v in values]
+    if len(values) > 1 and len(set(values)) == 1:
+        body = "[" + small_str(values[0]) + "]*" + str(len(values))
+    else:
+        body = "[" + ", ".join(small_str(v) for v in values) + "]"
+    return body + " (" + type_name(values) + "s)"
+
+
+def _floatness(n: Node, arr: np.ndarray, ev: Evaluator, done: dict[int, np.ndarray],
+               example: list) -> np.ndarray:
+    """Which positions of a numeric s-op's value the original computes as a Python float
+    (``[seq]`` bools): a mean of two or more values is a float, a mean of one value is that
+    value, ``/`` gives floats, ``round``, ``indicator``, ``indices``, ``length`` and selector
+    widths give ints, other arithmetic is a float where an operand is."""
+    base = np.full(arr.shape, arr.dtype.kind == "f")
+
+    def of(child: Node) -> np.ndarray:
+        if child.id in done:
+            return done[child.id]
+        v = ev.values[child.id][0]
+        return np.full(v.shape, v.dtype.kind == "f")
+
+    def nonintegral() -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            return np.asarray(arr != np.round(arr)) if arr.dtype.kind == "f" else \
+                np.zeros(arr.shape, bool)
+
+    if isinstance(n, (Indices, Length, SelectorWidth)):
+        return np.zeros(arr.shape, bool)
+    if isinstance(n, Tokens):
+        if n.conversion in ("int", "float"):
+            return np.full(arr.shape, n.conversion == "float")
+        return np.array([isinstance(_plain(v), float) for v in example], bool)
+    if isinstance(n, Full):
+        return np.full(arr.shape, isinstance(n.value, float))
+    if isinstance(n, (Map, SequenceMap)):
+        op = n.fn.op
+        inputs = [n.inner] if isinstance(n, Map) else list(n.inputs)
+        if op == "div":
+            return np.ones(arr.shape, bool)
+        if op in ("round", "indicator"):
+            return np.zeros(arr.shape, bool)
+        if op == "ternary":
+            cond = ev.values[inputs[0].id][0].astype(bool)
+            return np.where(cond, of(inputs[1]), of(inputs[2]))
+        if op in ("add", "sub", "mul", "mod", "pow", "neg", "pos", "identity"):
+            f = np.zeros(arr.shape, bool)
+            for c in inputs:
+                f = f | of(c)
+            if isinstance(n, Map) and isinstance(n.fn.const, float):
+                f = f | True
+            return f | nonintegral() if op == "pow" else f
+        if op == "lookup" and isinstance(n.fn.container, (list, dict, str)):
+            keys = ev.values[inputs[0].id][0].tolist()
+            try:
+                return np.array([isinstance(n.fn.container[k], float) for k in keys], bool)
+            except (KeyError, IndexError, TypeError):
+                return base
+        return base
+    if isinstance(n, Aggregate) and n.reduction == "mean" and not n.truncate:
+        sel = ev.values[n.selector.id][0]
+        count = sel.sum(axis=1)
+        vf = of(n.values)
+        out = np.empty(arr.shape, bool)
+        for q in range(arr.shape[0]):
+            if count[q] == 0:
+                out[q] = isinstance(n.default, float)
+            elif count[q] == 1:
+                out[q] = vf[int(np.flatnonzero(sel[q])[0])]
+            else:
+                out[q] = True
+        return out
+    return base
+
+
+def original_values(node: SOp, example: Any) -> list:
+    """An s-op's values on one example (a string or a list of atoms) as the original REPL
+    computes them: Python values, ints and floats per position as the original types them (a
+    mean of several values is a float, ``[2.0]*5``; of one value that value, ``0``). Raises
+    RASPError when the s-op fails on the example."""
+    seq = list(example)
+    ev = Evaluator([seq], causal=None)
+    ev(node)
+    done: dict[int, np.ndarray] = {}
+    for n in topological_order(node):
+        if isinstance(n, SOp):
+            arr = ev.values[n.id][0]
+            if arr.dtype.kind in "iuf":
+                done[n.id] = _floatness(n, arr, ev, done, seq)
+    values = _plain(ev.values[node.id][0].tolist())
+    if node.id in done:
+        values = [float(v) if f else (int(v) if float(v).is_integer() else v)
+                  for v, f in zip(values, done[node.id])]
+    return values
+
+
+def _verbose_seq(example: Any, values: list, still_on_prev_line: bool = False,
+                 extra_pref: str = "", lastpref_if_shortprint: str = "") -> str:
+    """The original's ``print_seq`` (``full seq display on``): input and output rows, or one
+    ``[v]*n`` line for identical values."""
+    if len(set(values)) == 1:
+        return ((extra_pref if not still_on_prev_line else "") + " " + lastpref_if_shortprint
+                + " " + sequence_str(values) + " [skipped full display: identical values]")
+    lines = [""] if still_on_prev_line else []
+
+    def clean_bools(seq):
+        if seq and isinstance(seq[0], bool):
+            t = "T" if seq.count(True) <= seq.count(False) else ""
+            f = "F" if seq.count(False) <= seq.count(True) else ""
+            return [t if v else f for v in seq]
+        return seq
+
+    ex = clean_bools(_plain(list(example)))
+    seqtype = type_name(values)
+    out = [str(v) for v in clean_bools(list(values))]
+    ex = [str(v) for v in ex]
+    width = max(len(v) for v in ex + out)
+
+    def neat(row):
+        return " ".join(" " * (width - len(v)) + v for v in row)
+    lines.append(f"{extra_pref} \t\tinput:   {neat(ex)} \t ({type_name(ex)}s)")
+    lines.append(f"{extra_pref} \t\toutput:  {neat(out)} \t ({seqtype}s)")
+    return "\n".join(lines)
+
+
+def _select_matrix(example: Any, matrix: Any, extra_pref: str = "") -> str:
+    """The original's ``print_select``: the example's tokens over the columns (keys), one row
+    per query: ``1`` where the query selects the key, blank where not."""
+    ex = _plain(list(example))
+    lines = [f"{extra_pref} \t\t\t     " + " ".join(str(v) for v in ex)]
+    for v, row in zip(ex, np.asarray(matrix)):
+        lines.append(f"{extra_pref} \t\t\t {v} | " + " ".join("1" if x else " " for x in row))
+    return "\n".join(lines)
+
+
+def strdesc(o: Any, desc_cap: int | None = None) -> str:
+    """The original's ``strdesc`` (how a call's arguments appear in the name of its result,
+    ``f(tokens , "l")``): an s-op or selector by its name, a string quoted, a list or dict
+    element by element, or ``(list)`` / ``(dict)`` when longer than ``desc_cap``."""
+    if isinstance(o, Node):
+        return o.label
+    if isinstance(o, (list, dict)):
+        if isinstance(o, list):
+            res = "[" + ", ".join(strdesc(v) for v in o) + "]"
+        else:
+            res = "{" + ", ".join(strdesc(k) + ": " + strdesc(v) for k, v in o.items()) + "}"
+        if desc_cap is not None and len(res) > desc_cap:
+            return "(list)" if isinstance(o, list) else "(dict)"
+        return res
+    if isinstance(o, (RASPFunction, Builtin)):
+        return o.name
+    return formatstr(o)
+
+
+#: Built-ins that the original defines in its library (shown as its library functions, with
+#: their parameters there).
+LIBRARY_BUILTINS = {"selector_width": ("sel",)}
+
+
+def original_name(node: Node) -> str:
+    """The name the original shows for an s-op or selector shown without one (an element of
+    a list or dict): its own name, else ``plain select`` (a select), ``sel`` (another
+    selector) or ``s-op``; names longer than 30 characters are shortened to the latter two."""
+    name = node.name
+    if name is None:
+        return "plain select" if isinstance(node, Select) else \
+            "sel" if isinstance(node, Selector) else "s-op"
+    if len(name) > 30:
+        return "sel" if isinstance(node, Selector) else "s-op"
+    return name
+
+
+def function_origin(fn: RASPFunction) -> str:
+    """Where a function was defined, as the original names it: ``console`` (the REPL),
+    the name given to ``load`` for a loaded file, ``RASP_support/rasplib`` for the library,
+    with a ``'`` per enclosing function."""
+    return fn.closure.name if fn.closure is not None else "console"
+
+
+def format_named(name: str | None, value: Any, settings: DisplaySettings, ntabs: int = 0,
+                 extra_first_pref: str = "") -> str:
+    """A named value as the original's ``print_named_val``: ``s-op: NAME`` and its value on
+    the s-op example, ``selector: NAME`` and its matrix on the selector example,
+    ``console function: f(a, b)``, ``list: NAME = [...]`` / ``dict: NAME = {...}`` (element by
+    element when they hold lists, dicts, s-ops or selectors), ``value: NAME =  3``.
+
+    Raises RASPError when an s-op or selector fails on its example."""
+    pref = "\t" * ntabs
+    if name is None and isinstance(value, Node):
+        name = original_name(value)
+    if isinstance(value, SOp):
+        lines = [f"{pref} {extra_first_pref}    s-op: {name}"]
+        if settings.show_sop_examples:
+            ex = settings.sop_example
+            vals = original_values(value, ex)
+            desc = f"{name}({formatstr(ex)}) ="
+            if settings.full_seq_display:
+                lines.append(f"{pref} \t Example:" + _verbose_seq(
+                    settings.selector_example, vals, True, pref, desc))
+            else:
+                lines.append(f"{pref} \t Example: {desc} {sequence_str(vals)}")
+        return "\n".join(lines)
+    if isinstance(value, Selector):
+        lines = [f"{pref} {extra_first_pref}    selector: {name}"]
+        if settings.show_selector_examples:
+            ex = settings.selector_example
+            lines.append(f"{pref} \t Example:")
+            lines.append(_select_matrix(ex, example_value(value, ex), pref))
+        return "\n".join(lines)
+    if isinstance(value, RASPFunction):
+        return (f"{pref} {extra_first_pref}    {function_origin(value)} function: "
+                f"{value.name}({', '.join(value.params)})")
+    if isinstance(value, Builtin):
+        if value.name in LIBRARY_BUILTINS:   # a function of the original's library
+            return (f"{pref} {extra_first_pref}    RASP_support/rasplib function: "
+                    f"{value.name}({', '.join(LIBRARY_BUILTINS[value.name])})")
+        return f"{pref} {extra_first_pref}    built-in function: {value.name}"
+    if isinstance(value, (list, dict)):
+        is_list = isinstance(value, list)
+        named = ("   list: " if is_list else "   dict: ") + (
+            (name + " = ") if name is not None else "")
+        head = f"{pref} {extra_first_pref} {named}"
+        items = value if is_list else list(value.values())
+        if not any(isinstance(v, (list, dict, Node)) for v in items):
+            return head + _python_str(value)
+        lines = [head + f"{pref} " + ("[" if is_list else "{")]
+        if is_list:
+            for v in value:
+                lines.append(format_named(None, v, settings, ntabs + 2))
+        else:
+            for k, v in value.items():
+                lines.append(format_named(None, v, settings, ntabs + 3, formatstr(k) + " : "))
+        lines.append(pref + " " * (len(named) + 2) + ("]" if is_list else "}"))
+        return "\n".join(lines)
+    namestr = (name + " = ") if name is not None else ""
+    return f"{pref}    value: {namestr} {formatstr(value)}"
+
+
+def _python_str(v: Any) -> str:
+    """Python's ``str`` of a list or dict of atoms (functions inside by their description)."""
+    v = _plain(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_python_item(x) for x in v) + "]"
+    return "{" + ", ".join(f"{_python_item(k)}: {_python_item(x)}" for k, x in v.items()) + "}"
+
+
+def _python_item(x: Any) -> str:
+    if isinstance(x, (RASPFunction, Builtin)):
+        return repr(x)
+    return repr(x)
+
+
+def format_application(value: list, node: Node, inp: Any, settings: DisplaySettings) -> str:
+    """The value of an s-op or selector applied to an input (``sop("abc");``), as the
+    original's ``print_just_val``: ``\\t =  [a, b, c] (strings)`` or ``\\t = `` and the
+    selector's matrix over the input."""
+    if isinstance(node, Selector):
+        return "\t = \n" + _select_matrix(inp, value)
+    if settings.full_seq_display:
+        return "\t = " + _verbose_seq(inp, value, still_on_prev_line=True)
+    return "\t =  " + sequence_str(value)
+
+
+def format_show_example(subset: str, settings: DisplaySettings) -> str:
+    """``show example`` as the original's ``print_example``."""
+    lines = []
+    if subset in ("both", "s-op"):
+        lines.append(f"\ts-op example: {formatstr(settings.sop_example)}")
+    if subset in ("both", "selector"):
+        lines.append(f"\tselector example: {formatstr(settings.selector_example)}")
+    return "\n".join(lines)
+
+
+def format_error(message: str) -> str:
+    """An error as the original REPL frames a rejected input: ``\\t\\t!!ignoring input:`` and
+    the message, each of its lines after a tab and a space."""
+    return "\t\t!!ignoring input:\n\t " + str(message).replace("\n", "\n\t ")
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,27 +1,28 @@
-"""The rasp-lab REPL: an interactive read-eval-print loop for the RASP dialect.
+"""The rasp-lab REPL: the original RASP REPL (Weiss et al. 2021, ``tech-srl/RASP``,
+``RASP_support/REPL.py``), faithfully, plus line editing, history, completion and analysis.
 
-Modelled on the original RASP REPL (Weiss et al. 2021, ``tech-srl/RASP``,
-``RASP_support/REPL.py``): prompt ``>> ``, continuation prompt ``.. `` while a statement, ``def``
-or ``for`` block is incomplete, a running example (``"hello"`` by default) on which every new
-s-op is shown::
+Input is read as the original reads it (:mod:`rasp.reader`): prompt ``>> ``, continuation
+``.. `` (two more spaces per ``def``) while a statement or block is unfinished; the original's
+commands (``set [s-op|selector] example EXPR``, ``show [s-op|selector] example``,
+``[s-op|selector] examples on|off``, ``full seq display on|off``, ``exit``) stand wherever a
+statement may, in loaded files too. Values print exactly as the original prints them
+(:func:`rasp.display.format_named`)::
 
     >> reverse = aggregate(select(indices, length - indices - 1, ==), tokens);
          s-op: reverse
-             Example: reverse("hello") = [o, l, l, e, h] (strings)
+     \t Example: reverse("hello") = [o, l, l, e, h] (strings)
 
-and selectors shown as a ``[query, key]`` matrix with the example's tokens as key labels on top
-and query labels on the left. Errors are printed as one message and survived; a failed statement
-leaves the environment unchanged (guaranteed by :class:`rasp.runtime.Session`).
+As in the original, a statement whose s-ops fail on the running example is rejected, the
+library's names are reserved, ``load`` prints the values of the names a file defines and goes
+on after a failing statement, and errors are printed as ``\t\t!!ignoring input:`` and the
+message (ours carries ``file:line:col``). When standard input is not a terminal
+(``rasp < session.rasp``) the prompts and everything else go to standard output exactly as
+the original writes them, so a piped session reads like the original's.
 
-On top of the original: line editing and persistent history (prompt_toolkit ``FileHistory`` at
-``$RASP_HISTORY`` or ``~/.rasp_history``), tab completion of names and commands, ``info NAME``
-(layers, heads per layer, program length, attention/MLP ops, RASP-L verdict with violations),
-``set causal on|off`` (RASP-L mode), and commands injected from outside (the CLI injects
-``compile NAME [vocab] [max_len]``, because ``rasp`` may not import ``compiler``).
-
-When standard input is not a terminal (``rasp < prog.rasp``, ``echo ... | rasp``) the REPL reads
-statements from it without prompts, prints results and exits with status 1 if any statement
-failed, else 0.
+On top of the original: prompt_toolkit line editing and persistent history (``$RASP_HISTORY``
+or ``~/.rasp_history``), tab completion of names and command words, ``info NAME`` (layers,
+heads, length, RASP-L verdict), ``set causal on|off``, ``names``, ``help`` and commands
+injected from outside (the CLI injects ``compile``; ``rasp`` may not import ``compiler``).
 
 Public API: :class:`Repl`, :func:`needs_more_input`, :func:`parse_literal`, :class:`ReplError`,
 :func:`default_history_path`, :data:`COMMANDS`.
@@ -39,17 +40,16 @@ from lark import Lark, Tree
 from lark.exceptions import LarkError, UnexpectedInput
 
 from . import measures, raspl
-from .display import example_value, format_atom, format_example, format_result, short_value
-from .ir import RASPError, Selector, SOp
-from .parser import needs_more_input
-from .runtime import Session
-from .values import kind_of
+from .display import (example_value, format_application, format_atom, format_error,
+                      format_example, format_named, format_show_example, short_value)
+from .ir import RASPError, Selector, SOp, Span
+from .parser import RASPSyntaxError, needs_more_input, parse
+from .reader import CONTINUATION, PROMPT, Chunk, LineReader, match_command
+from .runtime import ExitRequest, Session
+from .values import StatementResult, kind_of
 
 __all__ = ["Repl", "ReplError", "needs_more_input", "parse_literal", "default_history_path",
            "COMMANDS", "ExtraCommand", "CommandArgs"]
-
-PROMPT = ">> "
-CONTINUATION = ".. "
 
 #: An injected command: called as ``fn(repl, argtext)`` where ``argtext`` is the text after the
 #: command word; returns text to print (or ``None``). It may raise :class:`~rasp.ir.RASPError`
@@ -61,13 +61,26 @@ COMMANDS: dict[str, list[tuple[str, str]]] = {
     "help": [("help", "list the commands")],
     "info": [("info NAME [vocab] [max_len]",
               "layers, heads per layer, length, attention/MLP ops, RASP-L verdict")],
-    "set": [('set example "text" | [1, 2]', "change the running example"),
+    "set": [("set [s-op|selector] example EXPR",
+             "change the running example(s): a string or a list, e.g. \"abc\", [1, 2, 3]"),
             ("set causal on|off", "RASP-L causal mode: every new select is causal")],
-    "show": [("show example | causal", "print the running example / the causal mode")],
+    "show": [("show [s-op|selector] example", "print the running example(s)"),
+             ("show causal", "print the causal mode")],
+    "examples": [("[s-op|selector] examples on|off",
+                  "show new s-ops / selectors on the running example, or not")],
+    "full": [("full seq display on|off", "show s-op values as input / output rows")],
     "names": [("names", "list the names defined in this session")],
     "exit": [("exit | quit | Ctrl-D", "leave the REPL")],
     "quit": [],
 }
+
+#: Command words offered by tab completion at the start of a line.
+COMMAND_WORDS = ["help", "info", "names", "set example", "set s-op example",
+                 "set selector example", "set causal", "show example", "show s-op example",
+                 "show selector example", "show causal", "examples on", "examples off",
+                 "s-op examples on", "s-op examples off", "selector examples on",
+                 "selector examples off", "full seq display on", "full seq display off",
+                 "exit", "quit"]
 
 _NO_ARG_COMMANDS = ("help", "names", "exit", "quit")
 
@@ -80,8 +93,8 @@ class ReplError(RASPError):
     """A bad REPL command (unknown name, malformed example or arguments)."""
 
 
-class _Exit(Exception):
-    """Raised by the exit command to end the loop."""
+class _Cancel(Exception):
+    """Ctrl-D on a continuation line: drop the pending input (as Ctrl-C does)."""
 
 
 def default_history_path() -> str:
@@ -238,31 +251,38 @@ class Repl:
     """The RASP REPL.
 
     Args:
-        session: a :class:`rasp.runtime.Session` (a fresh one, non-causal, when ``None``).
+        session: a :class:`rasp.runtime.Session` (a fresh one when ``None``, built with
+            ``causal`` and ``base_library``). The REPL makes it behave as the original REPL:
+            statements failing on the running example are rejected
+            (``session.check_example``), the library's names are reserved
+            (``session.reserve_library``, unless ``reserve_library=False``) and ``load``
+            reports through the REPL (``session.reporter``).
         extra_commands: commands injected from outside, ``{name: fn}`` with
             ``fn(repl, argtext) -> str | None`` (see :data:`ExtraCommand`); the CLI injects
             ``compile``. They override nothing built in (a clash raises ``ValueError``).
         input, output: prompt_toolkit ``Input``/``Output`` (e.g. ``create_pipe_input()`` and
-            ``DummyOutput()`` in tests); ``None`` uses the terminal, or the non-interactive mode
-            when standard input is not a TTY.
-        stdout: where results are printed (default ``sys.stdout``).
-        stderr: where errors go in the non-interactive mode (default ``sys.stderr``); in the
-            interactive mode errors are printed to ``stdout`` between the results.
+            ``DummyOutput()`` in tests); ``None`` uses the terminal, or the piped mode when
+            standard input is not a TTY.
+        stdout: where prompts (piped mode), results and errors are printed (default
+            ``sys.stdout``).
         history_file: path of the persistent history (default :func:`default_history_path`);
             ``False`` disables the file (in-memory history).
+        causal, base_library: for a session built here (see :class:`~rasp.runtime.Session`);
+            a broken base library reports each error and the REPL still starts.
+        reserve_library: reserve the library's names, as the original (default ``True``).
 
     Attributes:
         session: the Session; ``session.example`` is the running example,
-            ``session.causal`` the RASP-L mode.
-        errors: number of inputs that failed so far.
+            ``session.display`` what is shown, ``session.causal`` the RASP-L mode.
+        errors: number of errors reported so far.
     """
 
-    def __init__(self, session: Session | None = None, extra_commands: Mapping[str, ExtraCommand] | None = None,
+    def __init__(self, session: Session | None = None,
+                 extra_commands: Mapping[str, ExtraCommand] | None = None,
                  input=None, output=None, stdout: TextIO | None = None,
-                 stderr: TextIO | None = None, history_file: str | bool | None = None):
-        if session is None:
-            session = Session()
-        self.session = session
+                 stderr: TextIO | None = None, history_file: str | bool | None = None,
+                 causal: bool = False, base_library: str | None = None,
+                 reserve_library: bool = True):
         self.extra_commands: dict[str, ExtraCommand] = dict(extra_commands or {})
         for name in self.extra_commands:
             if name in COMMANDS:
@@ -270,12 +290,21 @@ class Repl:
         self.input = input
         self.output = output
         self._stdout = stdout
-        self._stderr = stderr
         self.history_file = history_file
         self.errors = 0
         self._interactive = True
         self.completer = _make_completer(self)
+        fresh = session is None
+        if session is None:
+            session = Session(causal=causal, base_library=base_library, reporter=self)
+        self.session = session
+        session.reporter = self
+        session.check_example = True
+        session.reserve_library = bool(reserve_library)
         session.output = self.write     # `draw(...)` prints through the REPL
+        if fresh and base_library is not None:
+            # as the original REPL, which runs `tokens = tokens_str;` after its library
+            self.handle_text("tokens = tokens_str;", "<start>", quiet=True)
 
     # ---- output ------------------------------------------------------------------------
     @property
@@ -284,23 +313,50 @@ class Repl:
 
     @property
     def stderr(self) -> TextIO:
-        if self._interactive:
-            return self.stdout
-        return self._stderr if self._stderr is not None else sys.stderr
+        """Errors go to :attr:`stdout`, between the results, as in the original."""
+        return self.stdout
 
-    def write(self, text: str = "") -> None:
-        """Print ``text`` (and a newline) to the REPL's output."""
-        print(text, file=self.stdout, flush=True)
+    def write(self, text: str = "", end: str = "\n") -> None:
+        """Print ``text`` (and ``end``) to the REPL's output."""
+        self.stdout.write(text + end)
+        self.stdout.flush()
 
-    def error(self, message: str) -> None:
-        """Print an error message (counted in :attr:`errors`)."""
+    def error(self, message: Any) -> None:
+        """Print an error as the original frames a rejected input (counted in
+        :attr:`errors`)."""
         self.errors += 1
-        print(f"  !! {message}", file=self.stderr, flush=True)
+        self.write(format_error(str(message)))
+
+    # ---- the session's reporter (load) --------------------------------------------------
+    def syntax_error(self, err: RASPError) -> None:
+        """A loaded file's syntax error: printed at once, as the original."""
+        self.error(err)
+
+    def dump(self, items: list, silent: bool = False) -> None:
+        """What a loaded file reports when it ends, as the original's
+        ``filter_and_dump_prints``: the values of the names it defined (the last value of
+        each, unless the file had errors), its ``show example`` s and its errors, in order.
+        ``silent``: errors only (the base library)."""
+        if not any(kind == "error" for kind, _ in items):
+            seen: set[str] = set()
+            kept = []
+            for kind, r in reversed(items):
+                if r.name is not None:
+                    if r.name in seen:
+                        continue
+                    seen.add(r.name)
+                kept.append((kind, r))
+            items = kept[::-1]
+        for kind, item in items:
+            if kind == "error":
+                self.error(item)
+            elif not silent:
+                self.show_result(item)
 
     # ---- state --------------------------------------------------------------------------
     @property
     def example(self) -> Any:
-        """The running example (a string or a list of atoms)."""
+        """The running example of s-ops (a string or a list of atoms)."""
         return self.session.example
 
     @property
@@ -311,19 +367,18 @@ class Repl:
         return sorted(set(COMMANDS) | set(self.extra_commands))
 
     def completion_candidates(self, command_position: bool = True) -> list[str]:
-        """Names for tab completion: commands (at the start of a line), then the environment's
-        names and the dialect's keywords."""
+        """Names for tab completion: command words (at the start of a line), then the
+        environment's names and the dialect's keywords."""
         names: list[str] = []
         if command_position:
-            names += self.command_names()
+            names += COMMAND_WORDS + sorted(self.extra_commands)
         names += sorted(self.session.env.keys())
         names += _KEYWORDS
         return names
 
     # ---- display ------------------------------------------------------------------------
     def _example_tokens(self) -> list:
-        ex = self.example
-        return list(ex)
+        return list(self.example)
 
     def eval_on_example(self, value: SOp | Selector) -> np.ndarray:
         """Evaluate an s-op (``[seq]``) or selector (``[query, key]``) on the running example.
@@ -331,53 +386,105 @@ class Repl:
         return example_value(value, self._example_tokens())
 
     def format_value(self, name: str | None, value: Any, kind: str | None = None) -> str:
-        """Text shown for a statement's value on the running example
-        (:func:`rasp.display.format_result`)."""
-        return format_result(name, value, self.example, kind)
+        """Text shown for a named value, as the original (:func:`rasp.display.format_named`)."""
+        return format_named(name, value, self.session.display)
+
+    def show_result(self, r: StatementResult) -> None:
+        """Print one statement's result as the original: a named value, an application's
+        value (``\t =  [...]``), ``show example``, or a ``draw``."""
+        d = self.session.display
+        try:
+            if r.kind == "example":
+                self.write(format_show_example(r.value, d))
+            elif r.kind == "application":
+                self.write(format_application(list(r.value), r.value.node, r.value.input, d))
+            elif r.kind == "none":
+                if r.text:
+                    self.write(r.text)
+            else:
+                self.write(format_named(r.name, r.value, d))
+        except RASPError as e:
+            self.errors += 1
+            self.write("\t!!statement executed, but result fails on evaluation:\n\t\t "
+                       + str(e).replace("\n", "\n\t\t "))
 
     # ---- one complete input -------------------------------------------------------------
-    def handle(self, text: str, filename: str = "<repl>") -> bool:
-        """Run one complete input: a command or one or more statements; print the results.
-
-        Returns ``False`` when the input asks to leave (``exit``), else ``True``. Errors are
-        printed (never raised) and counted in :attr:`errors`.
-        """
-        stripped = _strip_comments(text).strip()
-        if not stripped:
+    def run_chunk(self, chunk: Chunk, filename: str) -> bool:
+        """Run one unit read by the :class:`~rasp.reader.LineReader` and print what it gives.
+        Returns ``False`` when it asks to leave (``exit``), else ``True``. Errors are printed
+        (never raised) and counted in :attr:`errors`."""
+        if chunk.kind == "error":
+            self.error(chunk.error)
             return True
         try:
-            cmd = self._match_command(stripped)
-            if cmd is not None:
-                name, argtext = cmd
-                out = self.run_command(name, argtext)
+            if chunk.extra:
+                try:
+                    name, argtext = self._match_command(chunk.text.strip())
+                    out = self.run_command(name, argtext)
+                except RASPError as e:
+                    if e.span is None:
+                        e.span = Span(filename, chunk.line, 1)
+                    raise
                 if out:
                     self.write(out)
                 return True
-            results = self.session.execute(text, filename=filename)
-        except _Exit:
+            results = self.session.execute(chunk.text, filename=filename,
+                                           first_line=chunk.line)
+        except ExitRequest:
             return False
         except RASPError as e:
-            # earlier statements of a multi-statement input ran: show them, then the error
-            self._show_results(e.partial_results)
-            self.error(str(e))
+            for r in e.partial_results:  # statements of the input that ran before the error
+                self.show_result(r)
+            self.error(e)
             return True
-        except RecursionError:
-            self.error("recursion too deep (a recursive definition?); input ignored")
-            return True
-        self._show_results(results)
+        for r in results:
+            self.show_result(r)
         return True
 
-    def _show_results(self, results) -> None:
-        for r in results:
-            shown = self.format_value(r.name, r.value, r.kind)
-            if shown:
-                self.write(shown)
+    def handle(self, text: str, filename: str = "<repl>") -> bool:
+        """Run a complete input (statements and commands, possibly several lines) and print
+        what it gives, as if typed. Returns ``False`` when it asks to leave."""
+        return self.handle_text(text, filename)
+
+    def handle_text(self, text: str, filename: str = "<repl>", quiet: bool = False) -> bool:
+        lines = iter(text.split("\n"))
+        reader = LineReader(lambda prompt: next(lines, None), filename, self._is_extra_command)
+        for chunk in reader:
+            if quiet:
+                try:
+                    self.session.execute(chunk.text, filename, chunk.line)
+                except RASPError as e:
+                    self.error(e)
+                continue
+            if not self.run_chunk(chunk, filename):
+                return False
+        if reader.pending:
+            self._unfinished(reader, filename)
+        return True
+
+    def _unfinished(self, reader: LineReader, filename: str) -> None:
+        start = reader.lineno - reader.pending.count("\n")
+        try:
+            parse("\n" * (start - 1) + reader.pending, filename)
+        except RASPSyntaxError as e:
+            self.error(e)
+
+    def _is_extra_command(self, line: str) -> bool:
+        """Whether a one-line input is a command of this REPL (not of the original, which
+        the session runs): ``help``, ``info``, ``names``, ``set/show causal``, injected
+        commands, or any command forced by a leading ``:``."""
+        try:
+            return self._match_command(line.strip()) is not None
+        except ReplError:
+            return True
 
     def _match_command(self, text: str) -> tuple[str, str] | None:
-        """``(command, argtext)`` when ``text`` is a REPL command, else ``None`` (a statement).
-        A leading ``:`` forces a command; otherwise the first word must be a command and the
-        line must not be an assignment or a call (so ``help = 3;`` stays a statement, and
-        ``help;`` evaluates a variable named ``help`` if the user defined one)."""
+        """``(command, argtext)`` when ``text`` is a command of this REPL, else ``None`` (a
+        statement, or one of the original's commands). A leading ``:`` forces a command;
+        otherwise the first word must be a command and the line must not be an assignment or
+        a call (so ``help = 3;`` stays a statement, and ``help;`` evaluates a variable named
+        ``help`` if the user defined one)."""
+        text = _strip_comments(text).strip()
         forced = text.startswith(":")
         body = text[1:].lstrip() if forced else text
         body = body.rstrip()
@@ -397,17 +504,17 @@ class Repl:
                 raise ReplError(f"unknown command {word!r}; known: "
                                 + ", ".join(self.command_names()))
             return word, rest
-        if not known:
-            return None
+        if not known or word in ("exit", "quit", "examples", "full"):
+            return None   # the original's commands: the session runs them
+        if word == "set":
+            return (word, rest) if rest.split(None, 1)[:1] == ["causal"] else None
+        if word == "show":
+            return (word, rest) if rest == "causal" else None
         if not rest and had_semicolon and word in self.session_names_defined():
             return None   # `help;` evaluates the user's own variable of that name
         if rest and word in _NO_ARG_COMMANDS:
             return None   # `names = [1, 2];`, `help if c else d;`: statements
         if rest and (rest.startswith(("=", "(", ",", "[", ".")) or rest[0] in "+-*/%^<>!"):
-            return None
-        if word == "set" and not rest.startswith(("example", "causal")):
-            return None
-        if word == "show" and not rest.startswith(("example", "causal")):
             return None
         return word, rest
 
@@ -424,19 +531,24 @@ class Repl:
     def _commands(self) -> dict[str, Callable[[str], "str | None"]]:
         return {"help": self.cmd_help, "info": self.cmd_info, "set": self.cmd_set,
                 "show": self.cmd_show, "names": self.cmd_names, "exit": self.cmd_exit,
-                "quit": self.cmd_exit}
+                "quit": self.cmd_exit, "examples": self.cmd_original,
+                "full": self.cmd_original}
+
+    def cmd_original(self, argtext: str) -> str | None:  # pragma: no cover - never forced
+        raise ReplError("write this command without ':'")
 
     def cmd_help(self, argtext: str = "") -> str:
         lines = ["Statements end in ';' (def/for blocks end at their '}') and may span "
                  "several lines ('.. ' prompt).",
-                 "Commands (a leading ':' is optional: ':info x' = 'info x'):"]
-        rows = [r for k in ("help", "info", "set", "show", "names") for r in COMMANDS[k]]
+                 "Commands (a leading ':' forces one of ours: ':info x' = 'info x'):"]
+        rows = [r for k in ("help", "info", "set", "show", "examples", "full", "names")
+                for r in COMMANDS[k]]
         for name, fn in sorted(self.extra_commands.items()):
             doc = (fn.__doc__ or "").strip().splitlines()
             usage = getattr(fn, "usage", name)   # an injected function may carry its usage
             rows.append((usage, doc[0] if doc else ""))
         rows += COMMANDS["exit"]
-        rows.append(('load "file";', "(a statement) run file.rasp, import its names"))
+        rows.append(('load "file";', "(a statement) run file.rasp, print and import its names"))
         rows.append(("draw(sop);", "(a statement) the computation flow on the example"))
         w = max(len(u) for u, _ in rows)
         lines += [f"  {u.ljust(w)}  {d}" for u, d in rows]
@@ -449,7 +561,7 @@ class Repl:
         return f"kept in {self.history_file or default_history_path()}"
 
     def cmd_exit(self, argtext: str = "") -> str:
-        raise _Exit()
+        raise ExitRequest()
 
     cmd_quit = cmd_exit
 
@@ -464,32 +576,12 @@ class Repl:
         return sorted(self.session.names())
 
     def cmd_show(self, argtext: str) -> str:
-        what = argtext.strip().rstrip(";").strip()
-        if what == "example":
-            return f"  running example: {format_example(self.example)}"
-        if what == "causal":
+        if argtext.strip().rstrip(";").strip() == "causal":
             return f"  causal (RASP-L) mode: {'on' if self.causal else 'off'}"
-        raise ReplError("usage: show example | show causal")
+        raise ReplError("usage: show [s-op|selector] example | show causal")
 
     def cmd_set(self, argtext: str) -> str:
         what, _, rest = argtext.strip().partition(" ")
-        rest = rest.strip()
-        if what == "example":
-            if not rest:
-                raise ReplError('usage: set example "hello"  or  set example [1, 2, 3]')
-            ex = parse_literal(rest)
-            if isinstance(ex, (int, float, bool)):
-                raise ReplError(f"the example must be a string or a list, not {format_atom(ex)}")
-            if len(ex) == 0:
-                raise ReplError("the example must not be empty")
-            if isinstance(ex, list):
-                kinds = {("num" if isinstance(x, (int, float)) and not isinstance(x, bool)
-                          else type(x).__name__) for x in ex}
-                if len(kinds) > 1 or any(isinstance(x, list) for x in ex):
-                    raise ReplError("the example's tokens must all be of one type "
-                                    "(all strings, all numbers or all booleans)")
-            self.session.example = ex
-            return f"  running example: {format_example(ex)}"
         if what == "causal":
             sw = rest.rstrip(";").strip().lower()
             if sw not in ("on", "off"):
@@ -498,7 +590,7 @@ class Repl:
             extra = (" (every new select is causal: key index <= query index)"
                      if sw == "on" else "")
             return f"  causal (RASP-L) mode: {sw}{extra}"
-        raise ReplError('usage: set example "text" | set example [1, 2, 3] | set causal on|off')
+        raise ReplError("usage: set [s-op|selector] example EXPR | set causal on|off")
 
     def parse_name_args(self, argtext: str, command: str) -> CommandArgs:
         """Read ``NAME [vocab] [max_len]`` (for ``info`` and injected commands such as
@@ -538,8 +630,12 @@ class Repl:
         v = a.value
         kind = kind_of(v)
         if kind not in ("sop", "selector"):
-            return (f"  {a.name} is a {kind}, not an s-op; info measures s-ops "
-                    "(apply a function to s-ops first)")
+            what = {"function": "a function", "list": "a list", "dict": "a dict",
+                    "atom": "an atom", "none": "nothing"}[kind]
+            hint = (f" (call it on s-ops first: x = {a.name}(tokens, ...); info x)"
+                    if kind == "function" else "")
+            return (f"  {a.name} is {what}, not an s-op or a selector; info measures s-ops "
+                    f"and selectors{hint}")
         lines = [f"  {a.name}: {'s-op' if kind == 'sop' else 'selector'}"]
         try:
             d = measures.measure(v).to_dict()
@@ -576,47 +672,46 @@ class Repl:
 
     def run(self) -> int:
         """Run the loop until ``exit`` or end of input. Interactive (prompt_toolkit) unless
-        no ``input`` was given and standard input is not a TTY, in which case statements are
-        read from stdin without prompts.
+        no ``input`` was given and standard input is not a TTY: then the piped mode.
 
-        Returns the exit status: 0, or 1 in the non-interactive mode when an input failed.
+        Returns the exit status: 0, or 1 in the piped mode when an error was reported.
         """
         if self.input is None and not _stdin_is_tty():
             return self.run_lines(sys.stdin)
         return self.run_interactive()
 
     def run_lines(self, lines: Iterable[str], filename: str = "<stdin>") -> int:
-        """Non-interactive mode: read statements from ``lines`` (no prompts), print results.
-        Returns 1 if any input failed, else 0."""
+        """Piped mode: read ``lines`` as the original REPL reads its standard input, writing
+        its prompts (``>> ``, ``.. ``) to the output before each line as Python's ``input``
+        does, the results and errors after them, and a newline at the end of input (not after
+        ``exit``). An unfinished statement at the end of input is reported. Returns 1 if an
+        error was reported, else 0."""
         self._interactive = False
         start_errors = self.errors
-        buf = ""
-        for line in lines:
-            buf += line if line.endswith("\n") else line + "\n"
-            if self._match_line_command(buf) or not needs_more_input(buf):
-                keep = self.handle(buf, filename=filename)
-                buf = ""
-                if not keep:
-                    break
-        else:
-            if _strip_comments(buf).strip():
-                self.handle(buf, filename=filename)   # the parser reports what is missing
-        return 1 if self.errors > start_errors else 0
+        it = iter(lines)
 
-    def _match_line_command(self, buf: str) -> bool:
-        """A REPL command is one line: complete as soon as it is typed."""
-        s = _strip_comments(buf).strip()
-        if not s or "\n" in s:
-            return False
-        try:
-            return self._match_command(s) is not None
-        except ReplError:
-            return True
+        def read_line(prompt: str) -> str | None:
+            self.write(prompt, end="")
+            return next(it, None)
+
+        reader = LineReader(read_line, filename, self._is_extra_command)
+        while True:
+            chunk = reader.next_chunk()
+            if chunk is None:
+                self.write("")
+                if reader.pending:
+                    self._unfinished(reader, filename)
+                break
+            if not self.run_chunk(chunk, filename):
+                break
+        return 1 if self.errors > start_errors else 0
 
     def run_interactive(self) -> int:
         """Interactive mode with prompt_toolkit: line editing, persistent history, tab
-        completion; ``>> `` and ``.. `` prompts. Ctrl-C drops the current input, Ctrl-D
-        leaves. Returns 0."""
+        completion; the original's ``>> `` and ``.. `` prompts. Ctrl-C drops the input typed
+        so far (or interrupts a running statement, which is then rolled back); Ctrl-D on an
+        empty ``>>`` line leaves, on a ``..`` line drops the pending input as Ctrl-C does.
+        Returns 0."""
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory, InMemoryHistory
 
@@ -636,28 +731,31 @@ class Repl:
                 history = InMemoryHistory()
         ps = PromptSession(history=history, completer=self.completer, input=self.input,
                            output=self.output, complete_while_typing=False)
+
+        def read_line(prompt: str) -> str | None:
+            try:
+                return ps.prompt(prompt)
+            except EOFError:
+                if prompt.startswith(CONTINUATION):
+                    raise _Cancel() from None
+                return None
+
         self.write(self.banner())
-        buf = ""
+        reader = LineReader(read_line, "<repl>", self._is_extra_command)
         while True:
             try:
-                line = ps.prompt(CONTINUATION if buf else PROMPT)
-            except KeyboardInterrupt:
-                buf = ""
-                continue
-            except EOFError:
-                if buf.strip():
-                    self.handle(buf)
+                chunk = reader.next_chunk()
+            except (KeyboardInterrupt, _Cancel):
+                continue                    # the pending input is dropped
+            if chunk is None:
                 break
-            buf += line + "\n"
-            if self._match_line_command(buf) or not needs_more_input(buf):
-                text, buf = buf, ""
-                try:
-                    keep = self.handle(text)
-                except KeyboardInterrupt:   # Ctrl-C during a long evaluation
-                    self.write("  interrupted")
-                    keep = True
-                if not keep:
-                    break
+            try:
+                keep = self.run_chunk(chunk, "<repl>")
+            except KeyboardInterrupt:       # Ctrl-C during a long evaluation: rolled back
+                self.write("  interrupted (the statement was rolled back)")
+                keep = True
+            if not keep:
+                break
         return 0
 
 

@@ -37,6 +37,7 @@ Public API: :func:`run_source`, :func:`run_file`, :func:`load_library`, :class:`
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Callable
 
 import lark
@@ -44,18 +45,46 @@ import numpy as np
 
 from . import ir, limits, ops
 from .builtins import BUILTIN_NODE_IDS, BUILTINS, CONSTANTS, RESERVED, binop, need_sop_or_atom, unop
-from .display import describe_value, short_value
+from .display import (LIBRARY_BUILTINS, DisplaySettings, describe_value, example_value,
+                      short_value, strdesc)
 from .interpreter import evaluate
 from .ir import (Aggregate, Elementwise, Full, Map, Node, RASPError, RASPNameError,
                  RASPResourceError, RASPTypeError, RASPValueError, Select, Selector, SequenceMap,
                  SOp, Span, causal_mode)
-from .parser import directives, parse
+from .parser import RASPSyntaxError, directives, parse
+from .reader import Chunk, Command, LineReader, strip_comment
 from .values import Builtin, Environment, RASPFunction, SelOp, StatementResult, is_atom, kind_of
 
 __all__ = ["run_source", "run_file", "load_library", "Session", "base_environment",
-           "apply_to_input", "STDLIB_DIR"]
+           "apply_to_input", "Applied", "ExitRequest", "STDLIB_DIR", "LIBRARY_ORIGIN"]
 
 STDLIB_DIR = os.path.join(os.path.dirname(__file__), "stdlib")
+
+#: The scope name of the base library's functions, as the original REPL shows them
+#: (``RASP_support/rasplib function: count(seq, atom)``).
+LIBRARY_ORIGIN = "RASP_support/rasplib"
+
+#: Names the original REPL reserves besides the library's and ours (``Environment.py``).
+ORIGINAL_RESERVED = frozenset({"get"})
+
+#: Source lines that may be REPL commands (only then is a source read unit by unit).
+_COMMAND_LINE = re.compile(r"^[ \t]*(set|show|full|examples|s-op|selector|exit|quit)\b", re.M)
+
+
+class ExitRequest(Exception):
+    """The ``exit`` / ``quit`` command: stops the input it stands in (the REPL, or the rest of
+    a loaded file or source text, as in the original REPL). Not an error."""
+
+
+class Applied(list):
+    """The value of an s-op or selector applied to an input (``sop("abc")``): a list of values
+    (``[query][key]`` bools for a selector) that remembers ``node`` and ``input`` for the
+    REPL's display."""
+
+    def __init__(self, values: list, node: Node, inp: Any):
+        super().__init__(values)
+        self.node = node
+        self.input = inp
 
 
 
@@ -113,6 +142,7 @@ class _Interp:
         self.loading: list[str] = []
         self.last_draw: str | None = None
         self.iterations = 0          # loop iterations + comprehension items of this statement
+        self.library_mode = False
 
     def count_iteration(self) -> None:
         """Count one loop iteration or comprehension item; refuse past
@@ -153,6 +183,8 @@ class _Interp:
                 return [StatementResult(None, None, "none", span, text)]
             if value is None:
                 return [StatementResult(None, None, "none", span)]
+            if isinstance(value, Applied):
+                return [StatementResult(None, value, "application", span)]
             name = "out"
             if expr.data == "var":
                 name = str(expr.children[0])
@@ -200,7 +232,7 @@ class _Interp:
                 params.append(p)
             fn = RASPFunction(fname, params, t.children[2].children, t.children[3], env, ctx,
                               True if ctx.causal else None, defaults)
-            env.vars[fname] = fn
+            self._set(env, fname, fn)
             return [StatementResult(fname, fn, "function", span)]
         if kind == "forloop":
             names = [str(n) for n in t.children[0].children]
@@ -220,6 +252,8 @@ class _Interp:
         raise AssertionError(kind)  # pragma: no cover
 
     def _check_assignable(self, name: str, t, ctx) -> None:
+        if self.library_mode and name in BUILTINS:
+            return    # a base library may define a built-in (the original's defines selector_width)
         if name in RESERVED and name != "tokens":
             raise RASPNameError(f"cannot assign to the reserved name '{name}'", _span(ctx, t))
 
@@ -227,7 +261,19 @@ class _Interp:
         if isinstance(value, Node) and value.id not in BUILTIN_NODE_IDS and (
                 value.id > mark or value.name == "out"):
             value.named(name)   # a new node, or one only named `out` by a bare expression
+        self._set(env, name, value)
+
+    def _set(self, env: Environment, name: str, value: Any) -> None:
+        """Bind ``name`` in ``env`` and in the scopes it exports to (a loaded file's names
+        reach the loading scope binding by binding, as in the original REPL). A name of the
+        RASP library cannot be bound in a session that reserves them."""
+        self.session.check_library_name(name, env)
         env.vars[name] = value
+        target = env.exports_to
+        while target is not None and not name.startswith("_") and name != "out":
+            self.session.check_library_name(name, target)
+            target.vars[name] = value
+            target = target.exports_to
 
     def _iterate(self, iterable, what):
         if isinstance(iterable, (list, dict)):
@@ -246,37 +292,137 @@ class _Interp:
 
     # ---- load -----------------------------------------------------------------------------
     def resolve(self, name: str, ctx: _Ctx) -> str:
-        cands = [name] if name.endswith(".rasp") else [name + ".rasp", name]
+        """The file that ``load "name";`` runs: ``name.rasp`` (``name`` itself when it ends in
+        ``.rasp``), next to the loading file, else in the working directory, else in the
+        standard library. Only ``.rasp`` files are loaded, as in the original (which appends
+        ``.rasp`` to the name), so ``load "/etc/passwd";`` looks for ``/etc/passwd.rasp``."""
+        fname = name if name.endswith(".rasp") else name + ".rasp"
         dirs = ([ctx.dir] if ctx.dir else []) + [os.getcwd(), STDLIB_DIR]
         for d in dirs:
-            for c in cands:
-                p = os.path.join(d, c)
-                if os.path.isfile(p):
-                    return os.path.abspath(p)
-        raise RASPNameError(f"cannot load \"{name}\": no file {cands[0]} next to "
-                            f"{ctx.filename}, in the working directory or in the stdlib")
+            p = os.path.join(d, fname)
+            if os.path.isfile(p):
+                return os.path.abspath(p)
+        where = f"next to {ctx.filename}, " if ctx.dir else ""
+        raise RASPNameError(f"could not find file: {fname} (looked {where}in the working "
+                            "directory and in the standard library)")
 
     def load(self, name: str, env: Environment, ctx: _Ctx) -> list[str]:
+        """Run ``name.rasp`` in a fresh scope whose parent is the base environment; each of its
+        bindings whose name does not start with ``_`` (and is not ``out``) reaches ``env`` as
+        it is made. In a session with a :attr:`Session.reporter` (the REPL) the file runs as
+        in the original REPL: a failing statement is reported and the rest of the file runs,
+        and the values of the names it defined are reported when it ends; otherwise the first
+        error is raised. Returns the names exported."""
         path = self.resolve(name, ctx)
         if path in self.loading:
             raise RASPValueError(f"circular load of {path}")
-        text = _read(path)
+        text = read_source(path)
         causal = ctx.causal or "causal" in directives(text)
-        scope = Environment(self.session._base(causal), name=f"load {name}")
-        sub = _Ctx(path, text, causal)
+        scope = Environment(self.session._base(causal), name=name)
+        scope.exports_to = env
         self.loading.append(path)
         try:
-            for st in _parse_cached(text, path).children:
-                self.exec_stmt(st, scope, sub)
+            if self.session.reporter is None:
+                self.run_units(text, path, scope, causal)
+            else:
+                self.run_reporting(text, path, scope, causal)
         finally:
             self.loading.pop()
-        imported = []
-        for k, v in scope.vars.items():
-            if k.startswith("_") or k in ("tokens", "out"):
-                continue
-            env.vars[k] = v
-            imported.append(k)
-        return imported
+        return [k for k in scope.vars if not k.startswith("_") and k != "out"]
+
+    def units(self, text: str, filename: str, first_line: int = 1,
+              quote: bool = True) -> list[Chunk]:
+        """``text`` as the units the original REPL reads (commands, statements, syntax
+        errors). Parsed whole when no line can be a command. ``quote=False`` (loaded files):
+        syntax errors do not quote the file."""
+        if first_line == 1 and not _COMMAND_LINE.search(text):
+            try:
+                return [Chunk("statements", text, 1, tree=_parse_cached(text, filename))]
+            except RASPSyntaxError:
+                pass                       # read unit by unit: report each error where it is
+        reader = LineReader.from_text(text, filename, first_line)
+        chunks = list(reader)
+        if reader.pending:
+            start = reader.lineno - reader.pending.count("\n")
+            try:
+                parse("\n" * (start - 1) + reader.pending, filename)
+            except RASPSyntaxError as e:
+                chunks.append(Chunk("error", reader.pending, start, error=e))
+        if not quote:
+            for c in chunks:
+                if c.kind == "error":
+                    c.error = _unquoted(c.error)
+        return chunks
+
+    def run_units(self, text: str, filename: str, env: Environment, causal: bool,
+                  first_line: int = 1, quote: bool = False) -> list[StatementResult]:
+        """Run a source strictly: its first syntax error is raised before anything runs,
+        then its units run in order (``exit`` stops them); the first error is raised."""
+        return self.run_chunks(self.units(text, filename, first_line, quote), filename, env,
+                               causal)
+
+    def run_chunks(self, chunks: list[Chunk], filename: str, env: Environment,
+                   causal: bool) -> list[StatementResult]:
+        """Run units strictly (see :meth:`run_units`)."""
+        for c in chunks:
+            if c.kind == "error":
+                raise c.error
+        results: list[StatementResult] = []
+        for c in chunks:
+            try:
+                if c.kind == "command":
+                    results.extend(self.session.run_command(c, filename, env))
+                    continue
+                ctx = _Ctx(filename, _padded(c), causal)
+                for st in c.tree.children:
+                    results.extend(self.session.run_guarded(st, env, ctx))
+            except ExitRequest:
+                break
+            except RASPError as e:
+                e.partial_results = list(results)
+                raise
+        return results
+
+    def run_reporting(self, text: str, filename: str, env: Environment, causal: bool,
+                      silent: bool = False) -> None:
+        """Run a loaded file as the original REPL does (``REPL.loadFile``): examples off while
+        it runs; a syntax error is reported at once; a failing statement is reported and
+        rolled back and the file goes on; ``exit`` stops the file; at its end the session's
+        pending reports (the values of the names it defined, its ``show example`` s, its
+        errors) go to the reporter."""
+        session = self.session
+        d = session.display
+        saved = (d.show_sop_examples, d.show_selector_examples)
+        d.show_sop_examples = d.show_selector_examples = False
+        try:
+            for c in self.units(text, filename, quote=False):
+                if c.kind == "error":
+                    session.reporter.syntax_error(c.error)
+                    continue
+                if c.kind == "command":
+                    try:
+                        res = session.run_command(c, filename, env)
+                    except ExitRequest:
+                        break
+                    except RASPError as e:
+                        session.pending.append(("error", e))
+                        continue
+                    session.pending.extend(("result", r) for r in res if r.kind == "example")
+                    continue
+                ctx = _Ctx(filename, _padded(c), causal)
+                for st in c.tree.children:
+                    try:
+                        res = session.run_guarded(st, env, ctx)
+                    except RASPError as e:
+                        session.pending.append(("error", e))
+                        continue
+                    session.pending.extend(("result", r) for r in res if _reported(r))
+            pending, session.pending = session.pending, []
+            session.reporter.dump(pending, silent)
+        finally:
+            d.show_sop_examples, d.show_selector_examples = saved
+            if session.pending and not self.loading[:-1]:
+                session.pending = []
 
     # ---- expressions ----------------------------------------------------------------------
     def ev(self, t, env: Environment, ctx: _Ctx) -> Any:
@@ -338,7 +484,7 @@ class _Interp:
         mark = _mark()
         for item in items:
             self.count_iteration()
-            scope = env.child("comprehension")
+            scope = env.child(f"{env.name}'")
             self._bind_iter(scope, names, item, mark)
             if kind == "list":
                 res_l.append(self.ev(t.children[0], scope, ctx))
@@ -454,7 +600,7 @@ class _Interp:
         if isinstance(fn, Node):
             if len(args) != 1:
                 raise RASPTypeError(f"applying {describe_value(fn)} takes one input, got {len(args)}")
-            return apply_to_input(fn, args[0])
+            return Applied(apply_to_input(fn, args[0]), fn, args[0])
         raise RASPTypeError(f"{describe_value(fn)} is not callable")
 
     def call(self, fn: RASPFunction, args: list) -> Any:
@@ -464,6 +610,7 @@ class _Interp:
             want = str(n_max) if n_min == n_max else f"{n_min} to {n_max}"
             raise RASPTypeError(f"{fn.name} takes {want} argument"
                                 f"{'s' if n_max != 1 else ''}, got {len(args)}")
+        given = list(args)
         args = list(args) + [fn.defaults[p] for p in fn.params[len(args):]]
         for a in args:
             if isinstance(a, SelOp):
@@ -473,7 +620,7 @@ class _Interp:
             raise RASPValueError(f"calls nested too deeply in {fn.name} (recursion is not "
                                  "supported in RASP)")
         mark = _mark()
-        scope = Environment(fn.closure, name=fn.name)
+        scope = Environment(fn.closure, name=f"{fn.closure.name}'")
         for p, a in zip(fn.params, args):
             scope.vars[p] = a
         ctx = fn.ctx
@@ -486,8 +633,9 @@ class _Interp:
         finally:
             self.depth -= 1
         res = rets[0] if len(rets) == 1 else rets
-        if isinstance(res, Node) and res.id > mark and res.name is None:
-            res.named(f"{fn.name}({', '.join(short_value(a, 20) for a in args)})")
+        if isinstance(res, Node) and res.id > mark:
+            # the original's name of a call's result: `f(tokens , "l")` (given arguments)
+            res.named(f"{fn.name}(" + " , ".join(strdesc(a, desc_cap=20) for a in given) + ")")
         return res
 
 
@@ -557,6 +705,59 @@ def _parse_cached(text: str, filename: str) -> lark.Tree:
     return tree
 
 
+def read_source(path: str) -> str:
+    """The text of a ``.rasp`` file to load. A file that is not text (NUL bytes, not UTF-8)
+    is refused with a message that quotes none of it."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise RASPValueError(f"cannot read {path}: {e.strerror or 'unreadable'}") from None
+    if b"\0" in data:
+        raise RASPValueError(f"{path} is not RASP source (binary content); nothing loaded")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RASPValueError(f"{path} is not RASP source (not UTF-8 text); nothing loaded") \
+            from None
+
+
+def _unquoted(err: RASPSyntaxError) -> RASPSyntaxError:
+    """A syntax error of a loaded file without the file's text: position and what the
+    grammar expected only (an error must not print a file that may not be RASP source)."""
+    span = err.span
+    expected = sorted(err.expected)
+    msg = "syntax error" + ("; expected " + ", ".join(expected[:10]) if expected else "")
+    if span is not None:
+        span = Span(span.file, span.line, span.column)
+    out = RASPSyntaxError(msg, span, err.expected, err.at_end)
+    return out
+
+
+def _padded(chunk: Chunk) -> str:
+    """A unit's text at its place in the source (its tree's positions index this text)."""
+    return "\n" * (chunk.line - 1) + chunk.text
+
+
+def _reported(r: StatementResult) -> bool:
+    """Whether a loaded file's statement result is shown when the file ends (the original's
+    ``assigned_to_top``: a named value not starting with ``_`` and not ``out``)."""
+    return r.name is not None and not r.name.startswith("_") and r.name != "out" and \
+        r.kind not in ("none", "application")
+
+
+def _nodes(value: Any):
+    """The s-ops and selectors in a value (lists and dicts searched)."""
+    if isinstance(value, Node):
+        yield value
+    elif isinstance(value, list) and not isinstance(value, Applied):
+        for v in value:
+            yield from _nodes(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _nodes(v)
+
+
 _BASES: dict[bool, Environment] = {}
 
 
@@ -576,7 +777,7 @@ def base_environment(causal: bool = False) -> Environment:
     causal = bool(causal)
     if causal not in _BASES:
         builtins = _builtins_env()
-        lib = Environment(builtins, name="rasplib" + (" (causal)" if causal else ""))
+        lib = Environment(builtins, name=LIBRARY_ORIGIN)
         sess = Session.__new__(Session)
         sess._init_fields(causal, example="hello", output=print)
         it = _Interp(sess)
@@ -597,28 +798,78 @@ class Session:
         causal: RASP-L causal mode (every select created is causal); settable later.
         example: the running example shown by the REPL (default ``"hello"``).
         output: where ``draw`` prints (default ``print``).
+        base_library: a ``.rasp`` file to use as the base library instead of ``rasplib``
+            (run as the original REPL runs its library: each failing statement is reported
+            to ``reporter`` and the rest runs).
+        reporter: see :attr:`reporter`.
 
-    Attributes: ``env`` (the session's :class:`Environment`; its parent is the base
-    environment), ``base_env``, ``example``, ``causal``.
+    Attributes:
+        env: the session's :class:`Environment` (named ``console``, as in the original); its
+            parent is the base environment. ``base_env``, ``causal``.
+        display: the :class:`~rasp.display.DisplaySettings` (running examples of s-ops and
+            selectors, what is shown); ``example`` is the s-op example (setting it sets both).
+        check_example: reject a statement whose s-ops or selectors fail on the running
+            example, as the original REPL does (default ``False``; the REPL turns it on).
+        reserve_library: the base library's names cannot be assigned in the session, as in
+            the original REPL (default ``False``; the REPL turns it on).
+        reporter: ``None`` (errors raise), or an object with ``syntax_error(err)`` and
+            ``dump(items, silent)`` (the REPL): ``load`` then runs files as the original REPL
+            (see :meth:`_Interp.run_reporting`); ``items`` are ``("result",
+            StatementResult)`` and ``("error", RASPError)`` pairs in order.
     """
 
     def __init__(self, causal: bool = False, example: Any = "hello",
-                 output: Callable[[str], None] | None = None):
+                 output: Callable[[str], None] | None = None, base_library: str | None = None,
+                 reporter: Any = None):
         self._init_fields(causal, example, output or print)
-        self.env = Environment(self._base(self._causal), name="session")
+        self.reporter = reporter
+        if base_library is not None:
+            self._custom_base = self._build_library(base_library)
+        self.env = Environment(self._base(self._causal), name="console")
 
     def _init_fields(self, causal, example, output):
         self._causal = bool(causal)
-        self.example = example
+        self.display = DisplaySettings(example, example)
         self.output = output
+        self.check_example = False
+        self.reserve_library = False
+        self.reporter = None
+        self.pending: list = []
+        self._custom_base: Environment | None = None
         self._interp = _Interp(self)
 
+    def _build_library(self, path: str) -> Environment:
+        text = read_source(path)
+        lib = Environment(_builtins_env(), name=LIBRARY_ORIGIN)
+        self._interp.library_mode = True
+        try:
+            if self.reporter is None:
+                self._interp.run_units(text, path, lib, self._causal)
+            else:
+                self._interp.run_reporting(text, path, lib, self._causal, silent=True)
+        finally:
+            self._interp.library_mode = False
+        lib.vars.pop("out", None)
+        return lib
+
     def _base(self, causal: bool) -> Environment:
+        if self._custom_base is not None:
+            return self._custom_base
         return base_environment(causal)
 
     @property
     def base_env(self) -> Environment:
         return self._base(self._causal)
+
+    @property
+    def example(self) -> Any:
+        """The running example of s-ops (``display.sop_example``); setting it sets the
+        selectors' one too, as ``set example``."""
+        return self.display.sop_example
+
+    @example.setter
+    def example(self, value: Any) -> None:
+        self.display.sop_example = self.display.selector_example = value
 
     @property
     def causal(self) -> bool:
@@ -634,44 +885,156 @@ class Session:
         """Names defined in this session (not the base environment's)."""
         return self.env.own_names()
 
-    def execute(self, text: str, filename: str = "<repl>") -> list[StatementResult]:
-        """Parse and run ``text`` (one or more statements) in this session.
+    def library_names(self) -> set[str]:
+        """The names the base library defines (reserved when :attr:`reserve_library`)."""
+        return set(self.base_env.own_names())
 
-        Returns one :class:`StatementResult` per assigned name / expression / definition.
-        Raises :class:`~rasp.parser.RASPSyntaxError` (nothing runs) or another
+    def check_library_name(self, name: str, env: Environment) -> None:
+        """Raise RASPNameError when ``name`` may not be bound in ``env``: a library name in
+        the session's own scope of a session that reserves them."""
+        if self.reserve_library and env is getattr(self, "env", None) and \
+                (name in self.library_names() or name in ORIGINAL_RESERVED):
+            what = "a name of the RASP library" if name in self.library_names() else \
+                "a word the original REPL reserves"
+            raise RASPNameError(
+                f"cannot assign to the reserved name '{name}' ({what}, reserved as in the "
+                "original REPL; `rasp repl --allow-library-override` allows it)")
+
+    def execute(self, text: str, filename: str = "<repl>",
+                first_line: int = 1) -> list[StatementResult]:
+        """Parse and run ``text`` (statements, and the original REPL's commands such as
+        ``set example "abc"``; ``exit`` ends the text) in this session; ``first_line`` is
+        the number of its first line in ``filename`` (for positions).
+
+        Returns one :class:`StatementResult` per assigned name / expression / definition /
+        ``show example`` (kind ``"example"``, value the subset). Raises
+        :class:`~rasp.parser.RASPSyntaxError` (nothing runs) or another
         :class:`~rasp.ir.RASPError` (message ``file:line:col: ...``); the failed statement's
         bindings are rolled back, earlier statements of ``text`` stay (their results are in the
-        error's ``partial_results``).
+        error's ``partial_results``). Raises :class:`ExitRequest` when ``text`` is an
+        ``exit`` command alone.
         """
-        tree = parse(text, filename)
-        ctx = _Ctx(filename, text, self._causal or "causal" in directives(text))
-        results: list[StatementResult] = []
-        for st in tree.children:
-            try:
-                results.extend(self._run_statement(st, ctx))
-            except RASPError as e:
-                e.partial_results = list(results)
-                raise
-        return results
+        causal = self._causal or "causal" in directives(text)
+        chunks = self._interp.units(text, filename, first_line)
+        if len(chunks) == 1 and chunks[0].kind == "command" and \
+                chunks[0].command.word == "exit":
+            raise ExitRequest()
+        return self._interp.run_chunks(chunks, filename, self.env, causal)
 
-    def _run_statement(self, st, ctx) -> list[StatementResult]:
-        snapshot = dict(self.env.vars)
-        self._interp.iterations = 0
+    def run_guarded(self, st, env: Environment, ctx: _Ctx) -> list[StatementResult]:
+        """Run one statement in ``env``; on any failure (an error, or an interrupt such as
+        Ctrl-C) every binding it made, in ``env`` and in the scopes ``env`` exports to, is
+        rolled back. With :attr:`check_example`, its s-ops and selectors must work on the
+        running example, else it fails."""
+        chain = []
+        e: Environment | None = env
+        while e is not None:
+            chain.append((e, dict(e.vars)))
+            e = e.exports_to
+        saved_iterations, self._interp.iterations = self._interp.iterations, 0
         try:
-            return self._interp.exec_stmt(st, self.env, ctx)
-        except RASPError:
-            self.env.vars.clear()
-            self.env.vars.update(snapshot)
+            results = self._interp.exec_stmt(st, env, ctx)
+            if self.check_example:
+                self._check_on_example(results, ctx, st)
+            return results
+        except BaseException as exc:
+            for scope, snapshot in chain:
+                scope.vars.clear()
+                scope.vars.update(snapshot)
+            if isinstance(exc, RecursionError):
+                raise RASPValueError("program nested too deeply", _span(ctx, st)) from None
             raise
-        except RecursionError:
-            self.env.vars.clear()
-            self.env.vars.update(snapshot)
-            raise RASPValueError("program nested too deeply", _span(ctx, st)) from None
+        finally:
+            self._interp.iterations = saved_iterations
+
+    def _check_on_example(self, results: list[StatementResult], ctx: _Ctx, st) -> None:
+        for r in results:
+            if isinstance(r.value, Builtin) and r.value.name not in LIBRARY_BUILTINS:
+                raise RASPNameError(
+                    f"'{r.value.name}' is a built-in function, not a value (as in the original "
+                    f"REPL): call it, e.g. {r.value.name}(...)", _span(ctx, st))
+            for node in _nodes(r.value):
+                try:
+                    example_value(node, self.display.sop_example)
+                except RASPError as e:
+                    if e.span is None:
+                        e.span = _span(ctx, st)
+                    e.message = f"{e.message} (on the running example " \
+                                f"{short_value(self.display.sop_example, 40)})"
+                    raise
+
+    # ---- the original REPL's commands -----------------------------------------------------
+    def run_command(self, chunk: Chunk, filename: str = "<repl>",
+                    env: Environment | None = None) -> list[StatementResult]:
+        """Run one of the original REPL's commands (:class:`~rasp.reader.Command`): ``set
+        [s-op|selector] example EXPR`` (EXPR evaluated in ``env``; it must give a non-empty
+        string or list of atoms of one type, else RASPTypeError and the example is
+        unchanged), ``show [s-op|selector] example`` (a result of kind ``"example"``),
+        ``[s-op|selector] examples on|off``, ``full seq display on|off``, ``exit`` (raises
+        :class:`ExitRequest`)."""
+        cmd: Command = chunk.command
+        d = self.display
+        word = cmd.word
+        if word == "exit":
+            raise ExitRequest()
+        if word == "show_example":
+            return [StatementResult(None, cmd.subset, "example")]
+        if word == "examples":
+            if cmd.subset in ("both", "s-op"):
+                d.show_sop_examples = cmd.switch
+            if cmd.subset in ("both", "selector"):
+                d.show_selector_examples = cmd.switch
+            return []
+        if word == "full_seq_display":
+            d.full_seq_display = cmd.switch
+            return []
+        # set example EXPR: the expression at its place in the source, for positions
+        head = chunk.text[:cmd.expr_offset]
+        expr = strip_comment(cmd.expr).rstrip()
+        if expr.endswith(";"):
+            expr = expr[:-1]
+        src = "\n" * (chunk.line - 1) + "".join(c if c == "\n" else " " for c in head) + \
+            expr + "\n;"
+        tree = parse(src, filename)
+        ctx = _Ctx(filename, src, self._causal)
+        stmt = tree.children[0]
+        if len(tree.children) != 1 or stmt.data != "expr_stmt":
+            raise RASPTypeError("set example takes one expression", _span(ctx, stmt))
+        value = self._interp.ev(stmt.children[0], env if env is not None else self.env, ctx)
+        value = _example_value_checked(value, _span(ctx, stmt.children[0]))
+        if cmd.subset in ("both", "s-op"):
+            d.sop_example = value
+        if cmd.subset in ("both", "selector"):
+            d.selector_example = value
+        return []
 
     def run_file(self, path: str) -> list[StatementResult]:
         """Run a file in this session (its ``#!causal`` directive applies to the file)."""
         text = _read(path)
         return self.execute(text, filename=path)
+
+
+def _example_value_checked(value: Any, span: Span | None) -> Any:
+    """A running example: a non-empty string, or a non-empty list of atoms of one type."""
+    if isinstance(value, str) and not isinstance(value, SelOp):
+        if not value:
+            raise RASPValueError("the example must not be empty", span)
+        return str(value)
+    if isinstance(value, list) and not isinstance(value, Applied):
+        if not value:
+            raise RASPValueError("the example must not be empty", span)
+        if not all(is_atom(v) for v in value):
+            raise RASPTypeError("the example must be a string or a list of atoms, got a list "
+                                f"holding {describe_value(next(v for v in value if not is_atom(v)))}",
+                                span)
+        kinds = {"number" if isinstance(v, (int, float)) and not isinstance(v, bool)
+                 else type(v).__name__ for v in value}
+        if len(kinds) > 1:
+            raise RASPTypeError("the example's tokens must be of one type (all strings, all "
+                                "numbers or all booleans)", span)
+        return list(value)
+    raise RASPTypeError(f"example not iterable: set example needs a string or a list of atoms, "
+                        f"got {describe_value(value)}", span)
 
 
 def run_source(text: str, filename: str = "<string>", causal: bool = False) -> Environment:

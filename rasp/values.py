@@ -73,6 +73,10 @@ class Environment(Mapping):
         self.vars: dict[str, Any] = {}
         self.parent = parent
         self.name = name
+        #: the scope that also receives every binding made here whose name does not start
+        #: with ``_`` and is not ``out`` (a loaded file's scope exports to the loading scope,
+        #: binding by binding, as the original RASP's ``stealing_env``); ``None``: none
+        self.exports_to: Environment | None = None
 
     def lookup(self, name: str) -> Any:
         env: Environment | None = self

@@ -22,7 +22,9 @@ def test_rasp_with_piped_stdin_prints_values_and_exits_0(tmp_path):
     p = rasp([], REVERSE + "n = 1 +\n  2;\n", tmp_path)
     assert p.returncode == 0, p.stderr
     assert 'reverse("hello") = [o, l, l, e, h] (strings)' in p.stdout
-    assert "value: n = 3" in p.stdout
+    assert "value: n =  3" in p.stdout
+    # the original's prompts, written before each line is read, and a newline at the end
+    assert p.stdout.startswith(">>      s-op: reverse\n") and p.stdout.endswith(">> \n")
     assert "Traceback" not in p.stderr
     assert not (tmp_path / "history").exists()   # piped input is not typed history
 
@@ -30,8 +32,10 @@ def test_rasp_with_piped_stdin_prints_values_and_exits_0(tmp_path):
 def test_rasp_repl_failed_statement_exits_1_with_one_message(tmp_path):
     p = rasp(["repl", "--no-history"], "x = nope;\ny = 2;\n", tmp_path)
     assert p.returncode == 1
-    assert "unknown name 'nope'" in p.stderr and "Traceback" not in p.stderr
-    assert "value: y = 2" in p.stdout            # the REPL went on after the error
+    # errors go to standard output framed as the original frames them, with a position
+    assert ">> \t\t!!ignoring input:\n\t <stdin>:1:5: unknown name 'nope'" in p.stdout
+    assert p.stderr == "" and "Traceback" not in p.stdout
+    assert "value: y =  2" in p.stdout            # the REPL went on after the error
 
 
 def test_rasp_repl_loads_files_first(tmp_path):
@@ -69,4 +73,6 @@ def test_load_statement_in_the_repl(tmp_path):
     (tmp_path / "mylib.rasp").write_text("def inc(x) { return x + 1; }\n_hidden = 3;\n")
     p = rasp([], 'load "mylib";\nk = inc(41);\n', tmp_path)
     assert p.returncode == 0, p.stderr
-    assert "value: k = 42" in p.stdout
+    # load prints the names the file defines (not the private ones), as the original
+    assert p.stdout.startswith(">>      mylib function: inc(x)\n>>     value: k =  42")
+    assert "_hidden" not in p.stdout

@@ -25,15 +25,22 @@ REVERSE = "reverse = aggregate(select(indices, length - indices - 1, ==), tokens
 
 
 def make_repl(**kw):
-    out, err = io.StringIO(), io.StringIO()
-    repl = Repl(session=Session(), stdout=out, stderr=err, history_file=False, **kw)
-    return repl, out, err
+    out = io.StringIO()
+    repl = Repl(session=Session(), stdout=out, history_file=False, **kw)
+    return repl, out
+
+
+ERROR = "\t\t!!ignoring input:"
 
 
 def run(lines, **kw):
-    repl, out, err = make_repl(**kw)
+    """Run ``lines`` in the piped mode; returns the REPL, its output, the error messages
+    (the lines after each error header, as the original frames them) and the exit status."""
+    repl, out = make_repl(**kw)
     rc = repl.run_lines(lines)
-    return repl, out.getvalue(), err.getvalue(), rc
+    text = out.getvalue()
+    errors = re.findall(re.escape(ERROR) + r"\n\t (.*)", text)
+    return repl, text, "\n".join(errors), rc
 
 
 def expected_list(seq, typ):
@@ -43,11 +50,12 @@ def expected_list(seq, typ):
 def selector_rows(text: str, name: str) -> list[list[int]]:
     """The 0/1 rows printed under `selector: NAME`."""
     lines = text.splitlines()
-    start = next(i for i, l in enumerate(lines) if l.strip() == f"selector: {name}")
+    start = next(i for i, l in enumerate(lines) if l.strip().endswith(f"selector: {name}"))
     rows = []
     for line in lines[start + 1:]:
-        if "|" in line:
-            rows.append([int(x) for x in line.split("|", 1)[1].split()])
+        if "|" in line:       # the original's rows: `1` where selected, a blank where not
+            cells = line.split("| ", 1)[1]
+            rows.append([1 if cells[i] == "1" else 0 for i in range(0, len(cells), 2)])
         elif rows:
             break
     return rows
@@ -68,7 +76,8 @@ def test_selector_is_shown_as_a_query_by_key_matrix():
     n = len("hello")
     assert rows == [[1 if k == n - 1 - q else 0 for k in range(n)] for q in range(n)]
     # the keys (the example's tokens) label the columns on top
-    header = out.splitlines()[out.splitlines().index("     selector: flip") + 2]
+    lines = out.splitlines()
+    header = lines[next(i for i, l in enumerate(lines) if l.endswith("selector: flip")) + 2]
     assert header.split() == list("hello")
 
 
@@ -85,27 +94,42 @@ def test_multiline_def_and_set_example():
              "d = double(tokens_int);\n"]
     repl, out, err, rc = run(lines)
     assert rc == 0, err
-    assert "function: double(x)" in out
+    assert "console function: double(x)" in out
     assert f"Example: d([1, 2, 3, 4]) = {expected_list([2, 4, 6, 8], 'ints')}" in out
     assert repl.session.example == [1, 2, 3, 4]
 
 
 def test_frac_prevs_matches_the_rasp_paper():
-    # Weiss et al. 2021, section 2: frac_prevs("hello", "l") = [0, 0, 1/3, 1/2, 2/5]
+    # Weiss et al. 2021, section 2: frac_prevs("hello", "l") = [0, 0, 1/3, 1/2, 2/5]; the
+    # original prints the first position, a mean of one int, as the int 0 and the others,
+    # means of several values, as floats
     lines = ["def frac_prevs(sop, val) {\n", "  prevs = select(indices, indices, <=);\n",
              "  return numerical(aggregate(prevs, indicator(sop == val)));\n", "}\n",
              'f = frac_prevs(tokens, "l");\n']
     repl, out, err, rc = run(lines)
     assert rc == 0, err
-    assert 'f("hello") = [0.0, 0.0, 0.333, 0.5, 0.4] (floats)' in out
+    assert 'f("hello") = [0, 0.0, 0.333, 0.5, 0.4] (floats)' in out
 
 
 def test_set_example_string_and_errors():
     repl, out, err, rc = run(['set example "abc";\n', "r = tokens;\n", "set example 3\n",
-                              "set example [1, \"a\"]\n", "set example []\n"])
+                              "set example [1, \"a\"]\n", "set example []\n",
+                              "set example undefined_thing\n", "set example tokens\n"])
     assert 'r("abc") = [a, b, c] (strings)' in out
-    assert repl.session.example == "abc"
-    assert err.count("!!") == 3 and rc == 1
+    assert repl.session.example == "abc"          # every refused example left it unchanged
+    assert out.count(ERROR) == 5 and rc == 1
+    assert re.search(r"<stdin>:3:13: example not iterable: .* got int 3", err)
+    assert "unknown name 'undefined_thing'" in err and "got an s-op" in err
+
+
+def test_set_example_takes_any_expression_and_subsets():
+    repl, out, err, rc = run(['ex = "xyz";\n', "set example ex\n", 'set selector example "ab" + "c"\n',
+                              "show example\n", "show s-op example\n"])
+    assert rc == 0, err
+    assert repl.session.display.sop_example == "xyz"
+    assert repl.session.display.selector_example == "abc"
+    assert '\ts-op example: "xyz"\n\tselector example: "abc"' in out
+    assert out.rstrip().endswith('>> \ts-op example: "xyz"\n>>')
 
 
 def test_errors_are_survived_and_leave_the_environment_unchanged():
@@ -125,7 +149,7 @@ def test_errors_are_survived_and_leave_the_environment_unchanged():
 def test_error_message_is_one_message_with_position_no_traceback():
     _, out, err, rc = run(["x = nope;\n"])
     assert rc == 1
-    assert "Traceback" not in err + out
+    assert "Traceback" not in out
     assert re.search(r"<stdin>:1:\d+: .*nope", err)
 
 
@@ -137,10 +161,10 @@ def test_exit_stops_reading():
 def test_commands_do_not_shadow_assignments():
     repl, out, _, rc = run(["help = 2;\n", "help;\n", "names = [1, 2];\n", "names\n"])
     assert rc == 0
+    assert out.count("value: help =  2") == 2 and "list: names = [1, 2]" in out
     assert repl.session.env["help"] == 2 and repl.session.env["names"] == [1, 2]
-    assert "value: help = 2" in out and "list: names = [1, 2]" in out
     # the `names` command (the bare expression `help;` also stored `out`)
-    assert out.splitlines()[-1].strip() == "help, names, out"
+    assert out.splitlines()[-2] == ">>   help, names, out"
 
 
 def test_info_reports_layers_and_raspl_verdict():
@@ -223,7 +247,7 @@ def test_interactive_ctrl_d_leaves_and_history_env_var(tmp_path, monkeypatch):
         inp.send_text("\x04")             # Ctrl-D
         repl = Repl(session=Session(), input=inp, output=DummyOutput(), stdout=out)
         assert repl.run() == 0
-    assert "value: z = 7" in out.getvalue()
+    assert "value: z =  7" in out.getvalue()
     assert "z = 7;" in hist.read_text()
 
 
@@ -271,5 +295,32 @@ def test_prompts_are_the_original_ones():
         repl.run()
     shown = screen.getvalue()
     assert ">> def f(x) {" in shown          # the prompt
-    assert "..   return x;" in shown and ".. }" in shown     # the continuation prompt
+    # the continuation prompt, two spaces further in per `def` (the original's nest depth)
+    assert "..     return x;" in shown and "..   }" in shown
     assert "f" in repl.session.env
+
+
+def test_completion_offers_the_original_command_words():
+    repl, _ = make_repl()
+    comp = [c.text for c in repl.completer.get_completions(Document("full"), CompleteEvent())]
+    assert "full seq display on" in comp and "full seq display off" in comp
+    comp = [c.text for c in repl.completer.get_completions(Document("s-op ex"), CompleteEvent())]
+    assert comp == []               # not a word start: names only
+    comp = [c.text for c in repl.completer.get_completions(Document("sel"), CompleteEvent())]
+    assert "selector examples off" in comp and "select" in comp
+    comp = [c.text for c in repl.completer.get_completions(Document("set "), CompleteEvent())]
+    assert comp == [] or all(not c.startswith("set") for c in comp)
+
+
+def test_interactive_original_commands_and_set_example_expression():
+    out = io.StringIO()
+    with create_pipe_input() as inp:
+        inp.send_text('w = "abc";\nset example w\nshow example\ntokens;\nexamples off\n'
+                      "tokens;\nexit\n")
+        repl = Repl(session=Session(), input=inp, output=DummyOutput(), stdout=out,
+                    history_file=False)
+        assert repl.run() == 0
+    text = out.getvalue()
+    assert '\ts-op example: "abc"\n\tselector example: "abc"' in text
+    assert 'tokens("abc") = [a, b, c] (strings)' in text
+    assert text.rstrip().endswith("     s-op: tokens")      # examples off: the name only

@@ -20,7 +20,6 @@ from rasp.display import format_sop_value
 from rasp.equality import values_equal
 from rasp.ir import RASPError
 from rasp.parser import directives
-from rasp.runtime import Session
 
 
 def register(sub) -> None:
@@ -37,6 +36,13 @@ def register(sub) -> None:
                    help="start in RASP-L causal mode (every select is causal)")
     p.add_argument("--no-history", action="store_true",
                    help="do not read or write the history file")
+    p.add_argument("--allow-library-override", action="store_true",
+                   help="let statements assign the names of the RASP library (count, sort, "
+                        "...); the original REPL reserves them, and so do we by default")
+    p.add_argument("--base-library", metavar="FILE",
+                   help="a .rasp file to use as the base library instead of rasplib (run as "
+                        "the original runs its library: every error is reported, then the "
+                        "REPL starts)")
     p.set_defaults(func=run_repl)
 
 
@@ -88,32 +94,44 @@ def _is_causal_file(text: str) -> bool:
 def run_repl(args) -> int:
     """Start the REPL (``args``: this subcommand's options).
 
-    Returns 0; 2 when a FILE cannot be read or fails; in the non-interactive mode 1 when a
-    statement read from stdin failed.
+    Returns 0; 2 when a FILE or the base library cannot be read, or a FILE fails; in the
+    piped mode 1 when an error was reported.
     """
     from rasp.repl import Repl
     files = list(args.files)
+    if args.base_library is not None and not os.path.isfile(args.base_library):
+        print(f"rasp repl: error: cannot read the base library {args.base_library}: no such "
+              "file", file=sys.stderr)
+        return 2
     try:
-        session = Session(causal=args.causal)
+        repl = Repl(extra_commands={"compile": compile_command},
+                    history_file=False if args.no_history else None, causal=args.causal,
+                    base_library=args.base_library,
+                    reserve_library=not args.allow_library_override)
     except RASPError as e:
         print(f"rasp repl: {e}", file=sys.stderr)
         return 2
+    session = repl.session
     for path in files:
         try:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
-        except OSError as e:
-            print(f"rasp repl: error: cannot read {path}: {e.strerror or e}", file=sys.stderr)
+        except (OSError, UnicodeDecodeError) as e:
+            print(f"rasp repl: error: cannot read {path}: {getattr(e, 'strerror', None) or e}",
+                  file=sys.stderr)
             return 2
+        # FILEs run as programs (like `python -i`): strictly, not checked on the example
+        reporter, check = session.reporter, session.check_example
+        session.reporter, session.check_example = None, False
         try:
             session.execute(text, filename=path)
         except RASPError as e:
             print(f"rasp repl: {e}", file=sys.stderr)
             return 2
+        finally:
+            session.reporter, session.check_example = reporter, check
         if not session.causal and _is_causal_file(text):
             session.causal = True     # a RASP-L file (#!causal) puts the session in causal mode
-    repl = Repl(session=session, extra_commands={"compile": compile_command},
-                history_file=False if args.no_history else None)
     if files and sys.stdin is not None and sys.stdin.isatty():
         print("loaded " + ", ".join(os.path.basename(p) for p in files))
     try:
