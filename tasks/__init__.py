@@ -17,11 +17,13 @@ Quick use::
 
 from .base import (BOS, EOS, PAD, PLUS, SEP, SPECIAL_VALUES, Task, TaskInputError,
                    UnknownTaskError, Vocab)
-from .catalogue import GENERALIZATION_TASKS, SEQUENCE_PROGRAMS, TASKS, get_task, list_tasks
+from .catalogue import (GENERALIZATION_TASKS, HUANG_TASKS, SEQUENCE_PROGRAMS, TASKS, get_task,
+                        list_tasks)
 from .decode import (decode_batch, decode_with_program, evaluate_sequence_program,
                      is_prefix_causal, verify_program, LengthResult, VerifyResult)
 
 __all__ = ["Task", "Vocab", "TaskInputError", "UnknownTaskError", "TASKS", "get_task",
-           "list_tasks", "GENERALIZATION_TASKS", "SEQUENCE_PROGRAMS", "decode_with_program",
-           "decode_batch", "verify_program", "VerifyResult", "LengthResult", "evaluate_sequence_program",
+           "list_tasks", "GENERALIZATION_TASKS", "SEQUENCE_PROGRAMS", "HUANG_TASKS",
+           "decode_with_program", "decode_batch", "verify_program", "VerifyResult",
+           "LengthResult", "evaluate_sequence_program",
            "is_prefix_causal", "BOS", "SEP", "EOS", "PAD", "PLUS", "SPECIAL_VALUES"]

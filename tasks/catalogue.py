@@ -6,12 +6,15 @@ import re
 
 from .base import Task, UnknownTaskError
 from .generalization import make_generalization_tasks
+from .huang import make_huang_tasks
 from .sequence import PARAMETRIC, make_sequence_tasks
 
-__all__ = ["TASKS", "GENERALIZATION_TASKS", "SEQUENCE_PROGRAMS", "get_task", "list_tasks"]
+__all__ = ["TASKS", "GENERALIZATION_TASKS", "SEQUENCE_PROGRAMS", "HUANG_TASKS", "get_task",
+           "list_tasks"]
 
 _A = make_generalization_tasks()
 _B = make_sequence_tasks()
+_H = make_huang_tasks()
 
 #: Part A names (tasks.md table A), in the table's order.
 GENERALIZATION_TASKS: list[str] = list(_A)
@@ -19,14 +22,17 @@ GENERALIZATION_TASKS: list[str] = list(_A)
 #: ``sort_unique_seq`` here, ``shift_by`` = shift_by(1), ``count_less_freq`` = (2),
 #: ``count_token`` = ("a"); other parameters via ``get_task("shift_by(3)")``.
 SEQUENCE_PROGRAMS: list[str] = list(_B)
+#: The tasks of Huang et al. 2025 (``tasks/huang.py``): next-token format, no shipped
+#: program (predictions come from the search and the checkers).
+HUANG_TASKS: list[str] = list(_H)
 #: Every registered task by name.
-TASKS: dict[str, Task] = {**_A, **_B}
+TASKS: dict[str, Task] = {**_A, **_B, **_H}
 
 _PARAM_RE = re.compile(r"^\s*([a-z_]+)\s*[\(_]\s*([A-Za-z0-9]+)\s*\)?\s*$")
 
 
 def list_tasks() -> list[str]:
-    """All registered task names: part A first, then part B."""
+    """All registered task names: part A first, then part B, then Huang et al.'s."""
     return list(TASKS)
 
 

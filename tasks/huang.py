@@ -1,0 +1,422 @@
+"""Tasks of Huang et al. 2025 in the catalogue's next-token format.
+
+Source: Huang, Yang, Hahn, Hahn et al., "A Formal Framework for Understanding Length
+Generalization in Transformers", ICLR 2025 (arXiv 2410.02140), and their released generators
+(github.com/lacoco-lab/length_generalization: ``algorithmic/language_modeling_train.py`` for the
+algorithmic tasks, ``formal_lang_suite/generators`` and ``configs/dataset`` for the languages).
+
+Algorithmic tasks follow their generators exactly (``BOS x SEP answer EOS``; the loss and exact
+match are on the answer):
+
+* ``majority_binary``: n bits, ties excluded, answer the majority bit (their ``bin_majority``);
+* ``majority``: n symbols of ``a..z`` with a unique most frequent one (``majority``);
+* ``majority_interleave``: three interleaved bit strings of n/3 bits each (period 3, ties
+  excluded per string), answer the three majority bits (``bin_majority_interleave``);
+* ``sort_150`` / ``copy_unique_150``: n distinct tokens of 150 (``sort`` / ``unique_copy``);
+* ``copy_ab``: n tokens over ``{a, b}`` copied (``repeat_copy``);
+* ``parity_bits``: n bits, answer ``e`` or ``o`` (``parity``);
+* ``addition_binary``: ``BOS a + b = c EOS``, most significant bit first, no hints, operands
+  without leading zeros (``addition``); length = ``len(a) + len(b) + 2`` as in their generator.
+
+Formal languages (Bhattamishra et al. 2020 suite as Huang et al. use it): every language is a
+DFA (Tomita 3 copied from their ``tomita_generator.py``). **Format difference**: Huang et al.
+train next-character-set prediction on positive strings; here each language is a *membership*
+task, ``BOS w SEP -> yes|no EOS`` (the spec's "a language task is one Boolean at the last
+position"), with strings drawn uniformly among the members (probability 1/2, when a member of
+that length exists) or among the non-members of the length. Outcomes therefore need not match
+theirs; the difference is stated wherever these tasks are compared with the paper.
+
+Token values: content symbols 0..k-1 (id = value); the labels ``no``/``yes`` and ``e``/``o``
+follow the content symbols; BOS = -1, SEP = -2 (also ``=`` of addition), EOS = -3, PAD = -4,
+``+`` = -5. ``sort_150`` and ``copy_unique_150`` have values up to 149: outside RASP-L's int8
+range (rule 2), which the checkers report.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from .base import BOS, EOS, PAD, PLUS, SEP, Task, TaskInputError, Vocab
+
+HUANG = "Huang et al. 2025 (ICLR, arXiv 2410.02140)"
+_CODE = "github.com/lacoco-lab/length_generalization"
+
+
+def _vocab(content: list[str], extra: list[str] = (), specials=("BOS", "SEP", "EOS", "PAD"),
+           special_names: dict | None = None) -> Vocab:
+    names = list(content) + list(extra)
+    values = list(range(len(names)))
+    table = {"BOS": BOS, "SEP": SEP, "EOS": EOS, "PAD": PAD, "+": PLUS}
+    for s in specials:
+        names.append((special_names or {}).get(s, s))
+        values.append(table[s])
+    return Vocab(names, values)
+
+
+#: Mean exact match of the selected configurations in Huang et al.'s released runs
+#: (``algorithmic/lm-out-new-multi-run/<task>-average.txt`` = learned APE with random offsets,
+#: ``...-average-nope.txt`` = NoPE; "mean results" line): (ID 0-50, 51-100, 101-150).
+RELEASED = {
+    "majority_binary": ("bin_majority", (1.0, 0.9999, 0.9996), (1.0, 1.0, 1.0)),
+    "majority": ("majority", (1.0, 0.9962, 0.9781), (1.0, 0.9986, 0.9846)),
+    "majority_interleave": ("bin_majority_interleave", (1.0, 0.9675, 0.8470),
+                            (0.9616, 0.6881, 0.3947)),
+    "copy_unique_150": ("unique_copy", (1.0, 0.9986, 0.9874), (1.0, 0.1800, 0.0)),
+    "copy_ab": ("repeat_copy", (1.0, 0.2555, 0.0), (1.0, 0.2801, 0.0)),
+    "sort_150": ("sort", (1.0, 0.9996, 0.9937), (1.0, 0.9981, 0.8060)),
+    "parity_bits": ("parity", (1.0, 0.8295, 0.6206), (0.9752, 0.7450, 0.6330)),
+    "addition_binary": ("addition", (0.9974, 0.2678, 0.0), (0.9950, 0.2769, 0.0)),
+}
+
+
+def _paper(text: str, generator: str, name: str | None = None) -> dict:
+    out = {"huang": text, "zhou": "—", "kazemnejad": "—",
+           "sources": {"huang": f"{HUANG}; generator {_CODE}: {generator}"}}
+    if name in RELEASED:
+        run, ape, nope = RELEASED[name]
+        out["huang"] = (f"released runs, mean exact match at lengths 101-150: learned APE "
+                        f"{ape[2]:.2f}, NoPE {nope[2]:.2f}")
+        out["huang_em"] = {"ape": dict(zip(("0-50", "51-100", "101-150"), ape)),
+                           "nope": dict(zip(("0-50", "51-100", "101-150"), nope))}
+        out["sources"]["huang_em"] = (f"{_CODE} algorithmic/lm-out-new-multi-run/{run}-average"
+                                      f"[-nope].txt, 'mean results'")
+    return out
+
+
+class HuangTask(Task):
+    """Base: ``BOS body SEP answer EOS`` over value-coded ids."""
+
+    def _v(self, ids):
+        return [self.vocab.values[i] for i in ids]
+
+    def _ids(self, values):
+        return [self.vocab.id_of_value(v) for v in values]
+
+    def _body(self, prompt):
+        vals = self._v(prompt)
+        if len(vals) < 2 or vals[0] != BOS or vals[-1] != SEP:
+            raise TaskInputError(f"{self.name}: a prompt is BOS ... SEP")
+        body = vals[1:-1]
+        if any(v < 0 for v in body):
+            raise TaskInputError(f"{self.name}: special token inside the prompt body")
+        return body
+
+    def program_vocab(self, max_len):
+        return set(self.vocab.values)
+
+    def sequence_length(self, length):
+        p, a = self.sample(length, np.random.default_rng(0))
+        return len(p) + len(a)
+
+
+# ------------------------------------------------------------------------------------------
+# algorithmic tasks
+# ------------------------------------------------------------------------------------------
+class MajorityTask(HuangTask):
+    """n symbols of an alphabet of ``k`` with a unique most frequent one -> that symbol."""
+
+    def __init__(self, *a, k: int = 2, **kw):
+        super().__init__(*a, **kw)
+        self.k = k
+
+    def _generate(self, n, rng):
+        while True:
+            xs = rng.integers(0, self.k, size=n).tolist()
+            top = Counter(xs).most_common(2)
+            if len(top) < 2 or top[0][1] > top[1][1]:
+                return self._ids([BOS] + xs + [SEP])
+
+    def _solve(self, prompt):
+        xs = self._body(prompt)
+        top = Counter(xs).most_common(2)
+        if not xs or (len(top) > 1 and top[0][1] == top[1][1]):
+            raise TaskInputError(f"{self.name}: the most frequent symbol must be unique")
+        return self._ids([top[0][0], EOS])
+
+
+class MajorityInterleaveTask(HuangTask):
+    """``period`` interleaved bit strings (ties excluded in each) -> their majority bits."""
+
+    period = 3
+
+    def length_ok(self, n):
+        return super().length_ok(n) and n % self.period == 0
+
+    def _generate(self, n, rng):
+        m = n // self.period
+        streams = []
+        for _ in range(self.period):
+            while True:
+                s = rng.integers(0, 2, size=m).tolist()
+                if 2 * sum(s) != m:
+                    break
+            streams.append(s)
+        body = [s[i] for i in range(m) for s in streams]
+        return self._ids([BOS] + body + [SEP])
+
+    def _solve(self, prompt):
+        xs = self._body(prompt)
+        if len(xs) % self.period or any(x not in (0, 1) for x in xs):
+            raise TaskInputError(f"{self.name}: bits, a multiple of {self.period} of them")
+        out = []
+        for r in range(self.period):
+            s = xs[r::self.period]
+            if 2 * sum(s) == len(s):
+                raise TaskInputError(f"{self.name}: stream {r} has a tie")
+            out.append(int(2 * sum(s) > len(s)))
+        return self._ids(out + [EOS])
+
+
+class DistinctTask(HuangTask):
+    """n distinct tokens of ``k`` -> the same tokens (``sort``: ascending)."""
+
+    def __init__(self, *a, k: int = 150, sort: bool = False, **kw):
+        super().__init__(*a, **kw)
+        self.k = k
+        self.sort = sort
+
+    def _generate(self, n, rng):
+        return self._ids([BOS] + rng.choice(self.k, size=n, replace=False).tolist() + [SEP])
+
+    def _solve(self, prompt):
+        xs = self._body(prompt)
+        if len(set(xs)) != len(xs):
+            raise TaskInputError(f"{self.name}: tokens must be distinct")
+        return self._ids((sorted(xs) if self.sort else xs) + [EOS])
+
+
+class CopyABTask(HuangTask):
+    """n tokens over ``{a, b}`` -> the same n tokens."""
+
+    def _generate(self, n, rng):
+        return self._ids([BOS] + rng.integers(0, 2, size=n).tolist() + [SEP])
+
+    def _solve(self, prompt):
+        xs = self._body(prompt)
+        if any(x > 1 for x in xs):
+            raise TaskInputError(f"{self.name}: symbols are a, b")
+        return self._ids(xs + [EOS])
+
+
+class ParityBitsTask(HuangTask):
+    """n bits -> ``e`` (even number of ones) or ``o``."""
+
+    def _generate(self, n, rng):
+        return self._ids([BOS] + rng.integers(0, 2, size=n).tolist() + [SEP])
+
+    def _solve(self, prompt):
+        xs = self._body(prompt)
+        if any(x > 1 for x in xs):
+            raise TaskInputError(f"{self.name}: bits only")
+        return self._ids([2 + sum(xs) % 2, EOS])      # e = 2, o = 3
+
+
+class AdditionBinaryTask(HuangTask):
+    """``BOS a + b =`` -> binary digits of a + b (MSB first, no hints) EOS."""
+
+    min_length_default = 4
+
+    def _generate(self, n, rng):
+        la = int(rng.integers(1, n - 2))
+        lb = n - 2 - la
+
+        def number(d):
+            if d == 1:
+                return [int(rng.integers(0, 2))]
+            return [1] + rng.integers(0, 2, size=d - 1).tolist()
+        return self._ids([BOS] + number(la) + [PLUS] + number(lb) + [SEP])
+
+    def _solve(self, prompt):
+        vals = self._v(prompt)
+        if len(vals) < 5 or vals[0] != BOS or vals[-1] != SEP or vals.count(PLUS) != 1:
+            raise TaskInputError(f"{self.name}: a prompt is BOS a + b =")
+        i = vals.index(PLUS)
+        a, b = vals[1:i], vals[i + 1:-1]
+        if not a or not b or any(x not in (0, 1) for x in a + b):
+            raise TaskInputError(f"{self.name}: operands are non-empty binary numbers")
+        s = int("".join(map(str, a)), 2) + int("".join(map(str, b)), 2)
+        return self._ids([int(c) for c in bin(s)[2:]] + [EOS])
+
+
+# ------------------------------------------------------------------------------------------
+# formal languages (membership)
+# ------------------------------------------------------------------------------------------
+class DFA:
+    """A deterministic automaton over symbols ``0..k-1``: ``delta[state][symbol]`` (None =
+    reject), start state 0, ``accept`` a set of states. ``count(state, n)`` = number of
+    accepted strings of length n from ``state`` (for uniform sampling)."""
+
+    def __init__(self, k: int, delta: list[list], accept: set):
+        self.k = k
+        self.delta = delta
+        self.accept = set(accept)
+        self._memo: dict = {}
+
+    def run(self, xs) -> bool:
+        q = 0
+        for x in xs:
+            q = self.delta[q][x]
+            if q is None:
+                return False
+        return q in self.accept
+
+    def count(self, q, n, member=True) -> int:
+        key = (q, n, member)
+        if key not in self._memo:
+            if q is None:
+                c = 0 if member else self.k ** n
+            elif n == 0:
+                c = int((q in self.accept) == member)
+            else:
+                c = sum(self.count(self.delta[q][s], n - 1, member) for s in range(self.k))
+            self._memo[key] = c
+        return self._memo[key]
+
+    def sample(self, n, member, rng) -> list[int] | None:
+        """A uniform string of length n among members (or non-members); None if none."""
+        if self.count(0, n, member) == 0:
+            return None
+        q, out = 0, []
+        for left in range(n, 0, -1):
+            w = [self.count(None if q is None else self.delta[q][s], left - 1, member)
+                 for s in range(self.k)]
+            tot = sum(w)
+            r = int(rng.integers(0, tot)) if tot < 2**62 else int(rng.random() * tot)
+            for s in range(self.k):
+                if r < w[s]:
+                    break
+                r -= w[s]
+            out.append(s)
+            q = None if q is None else self.delta[q][s]
+        return out
+
+
+def _dyck(depth: int) -> DFA:
+    # D_1 = (ab)*, D_n = (a D_{n-1} b)*: a/b brackets with nesting depth <= n; state = depth
+    delta = [[d + 1 if d < depth else None, d - 1 if d > 0 else None] for d in range(depth + 1)]
+    return DFA(2, delta, {0})
+
+
+def _cycle(word: list[int], k: int) -> DFA:
+    # (word)*: state = position in word
+    m = len(word)
+    delta = [[(i + 1) % m if s == word[i] else None for s in range(k)] for i in range(m)]
+    return DFA(k, delta, {0})
+
+
+def _blocks(k: int) -> DFA:
+    # a a* b b* ... : state i = inside block i (0 = before the first symbol)
+    delta = [[None] * k for _ in range(k + 1)]
+    delta[0][0] = 1
+    for i in range(1, k + 1):
+        delta[i][i - 1] = i
+        if i < k:
+            delta[i][i] = i + 1
+    return DFA(k, delta, {k})
+
+
+LANGUAGES = {
+    # name: (alphabet names, DFA, description)
+    "tomita1": (["0", "1"], DFA(2, [[None, 0]], {0}), "1*"),
+    "tomita2": (["0", "1"], DFA(2, [[None, 1], [0, None]], {0}), "(10)*"),
+    "tomita3": (["0", "1"], DFA(2, [[0, 1], [3, 0], [3, 1], [2, None]], {0, 1, 2}),
+                "Tomita 3 (the DFA of Huang et al.'s tomita_generator.py)"),
+    "tomita4": (["0", "1"], DFA(2, [[1, 0], [2, 0], [None, 0]], {0, 1, 2}), "no 000"),
+    "tomita5": (["0", "1"], DFA(2, [[1, 2], [0, 3], [3, 0], [2, 1]], {0}),
+                "even number of 0s and of 1s"),
+    "tomita6": (["0", "1"], DFA(2, [[1, 2], [2, 0], [0, 1]], {0}), "#0 - #1 = 0 mod 3"),
+    "tomita7": (["0", "1"], DFA(2, [[0, 1], [2, 1], [2, 3], [None, 3]], {0, 1, 2, 3}),
+                "0*1*0*1*"),
+    "dyck1_depth2": (["a", "b"], _dyck(2), "bounded-depth Dyck-1 D_2"),
+    "dyck1_depth3": (["a", "b"], _dyck(3), "bounded-depth Dyck-1 D_3"),
+    "dyck1_depth4": (["a", "b"], _dyck(4), "bounded-depth Dyck-1 D_4"),
+    "dyck1_depth12": (["a", "b"], _dyck(12), "bounded-depth Dyck-1 D_12"),
+    "aa_star": (["a"], _cycle([0, 0], 1), "(aa)*"),
+    "aaaa_star": (["a"], _cycle([0, 0, 0, 0], 1), "(aaaa)*"),
+    "abab_star": (["a", "b"], _cycle([0, 1, 0, 1], 2), "(abab)*"),
+    "a_to_e_blocks": (list("abcde"), _blocks(5), "aa*bb*cc*dd*ee*"),
+    "ab_d_bc": (list("abcd"), DFA(4, [[0, 0, None, 1], [None, 1, 1, None]], {1}),
+                "{a,b}*d{b,c}*"),
+    "ends_02": (["0", "1", "2"], DFA(3, [[1, 0, 0], [1, 0, 2], [1, 0, 2]], {1, 2}),
+                "{0,1,2}*02*"),
+}
+
+
+class LanguageTask(HuangTask):
+    """Membership in a regular language: ``BOS w SEP -> yes|no EOS``."""
+
+    def __init__(self, *a, dfa: DFA, **kw):
+        super().__init__(*a, **kw)
+        self.dfa = dfa
+        self.k = dfa.k
+
+    def _generate(self, n, rng):
+        member = bool(rng.integers(0, 2))
+        w = self.dfa.sample(n, member, rng)
+        if w is None:
+            w = self.dfa.sample(n, not member, rng)
+        return self._ids([BOS] + w + [SEP])
+
+    def _solve(self, prompt):
+        xs = self._body(prompt)
+        if any(x >= self.k for x in xs):
+            raise TaskInputError(f"{self.name}: symbols are {self.vocab.tokens[:self.k]}")
+        return self._ids([self.k + int(self.dfa.run(xs)), EOS])   # no = k, yes = k + 1
+
+
+def make_huang_tasks() -> dict[str, Task]:
+    """The tasks of Huang et al. 2025 under the catalogue names of issue 10."""
+    T: dict[str, Task] = {}
+
+    def add(t):
+        T[t.name] = t
+
+    gen = "algorithmic/language_modeling_train.py"
+    add(MajorityTask(name="majority_binary", description="n bits (no tie) SEP -> majority bit EOS",
+                     source=HUANG, vocab=_vocab(["0", "1"]), k=2,
+                     paper=_paper("generalizes with APE and NoPE (C-RASP program)",
+                                  gen + " BinaryMajorityDataset", "majority_binary")))
+    add(MajorityTask(name="majority", description="n symbols of a..z (unique mode) SEP -> the "
+                     "most frequent symbol EOS", source=HUANG,
+                     vocab=_vocab([chr(97 + i) for i in range(26)]), k=26,
+                     paper=_paper("generalizes (C-RASP program)", gen + " MajorityDataset", "majority")))
+    add(MajorityInterleaveTask(
+        name="majority_interleave", description="3 interleaved bit strings (period 3) SEP -> "
+        "their 3 majority bits EOS", source=HUANG, vocab=_vocab(["0", "1"]), min_length=3,
+        length_definition="total bits (a multiple of 3)",
+        paper=_paper("generalizes with APE (periodic C-RASP), not with NoPE",
+                     gen + " BinaryMajorityInterleaveDataset", "majority_interleave"), example_length=6))
+    add(DistinctTask(name="sort_150", description="n distinct tokens of 150 SEP -> sorted EOS",
+                     source=HUANG, vocab=_vocab([str(i) for i in range(150)]), k=150, sort=True,
+                     max_length=150, length_definition="n tokens (distinct, alphabet of 150)",
+                     paper=_paper("generalizes with APE and NoPE (C-RASP program)",
+                                  gen + " SortDataset", "sort_150")))
+    add(DistinctTask(name="copy_unique_150", description="n distinct tokens of 150 SEP -> the "
+                     "same EOS", source=HUANG, vocab=_vocab([str(i) for i in range(150)]),
+                     k=150, max_length=150,
+                     length_definition="n tokens (distinct, alphabet of 150)",
+                     paper=_paper("generalizes with APE (local C-RASP), not with NoPE",
+                                  gen + " UniqueCopyDataset", "copy_unique_150")))
+    add(CopyABTask(name="copy_ab", description="n tokens over {a, b} SEP -> the same EOS",
+                   source=HUANG, vocab=_vocab(["a", "b"]),
+                   paper=_paper("fails (no C-RASP program)", gen + " RepeatCopyDataset", "copy_ab")))
+    add(ParityBitsTask(name="parity_bits", description="n bits SEP -> e|o EOS", source=HUANG,
+                       vocab=_vocab(["0", "1"], ["e", "o"]),
+                       paper=_paper("fails (no C-RASP program)", gen + " ParityDataset", "parity_bits")))
+    add(AdditionBinaryTask(
+        name="addition_binary", description="BOS a + b = -> a + b in binary (MSB first) EOS",
+        source=HUANG, vocab=_vocab(["0", "1"], specials=("BOS", "SEP", "EOS", "PAD", "+"),
+                                   special_names={"SEP": "="}),
+        min_length=4, length_definition="len(a) + len(b) + 2 (as their generator)",
+        paper=_paper("fails (no C-RASP program)", gen + " AdditionDataset", "addition_binary"),
+        example_length=6))
+    for name, (alpha, dfa, desc) in LANGUAGES.items():
+        add(LanguageTask(
+            name=name, description=f"membership in {desc}: BOS w SEP -> yes|no EOS",
+            source=HUANG + "; Bhattamishra et al. 2020", vocab=_vocab(alpha, ["no", "yes"]),
+            dfa=dfa, length_definition="length of w",
+            paper=_paper(f"{desc}: next-character-set format in the paper (ours: membership)",
+                         "formal_lang_suite/generators"), example_length=6))
+    return T
