@@ -141,6 +141,13 @@ class Prediction:
     paper: dict = field(default_factory=dict)
     source: str | None = None
     natural_length: int | None = None
+    pe: str | None = None
+    length_lower_bound: int | None = None
+    length_upper_bound: int | None = None
+    program_source: str | None = None
+    crasp: dict | None = None
+    theories: dict = field(default_factory=dict)
+    disagreement: str | None = None
 
     @property
     def length(self) -> int:
@@ -164,10 +171,18 @@ class Prediction:
 
     @property
     def agrees(self) -> bool | None:
+        """Whether the RASP-L prediction agrees with Zhou et al.'s outcome (their setting is
+        a learned APE; None when they did not study the task)."""
         o = self.zhou_outcome
         if o is None:
             return None
-        return (self.prediction == "fails") == (o == "fails")
+        if self.theories:
+            if "raspl" not in self.theories:
+                return None          # Zhou et al. studied learned absolute positions only
+            pred = self.theories["raspl"]["prediction"]
+        else:
+            pred = self.prediction
+        return (pred == "fails") == (o == "fails")
 
     def to_dict(self) -> dict:
         """The ``rasp score --json`` object: ``task``, ``rasp_l``, ``length``,
@@ -182,7 +197,11 @@ class Prediction:
                 "program": self.program, "source": self.source,
                 "natural_length": self.natural_length, "reasons": self.reasons,
                 "measures": self.measures, "verification": self.verification,
-                "search": self.search, "agrees": self.agrees}
+                "search": self.search, "agrees": self.agrees, "pe": self.pe,
+                "length_lower_bound": self.length_lower_bound,
+                "length_upper_bound": self.length_upper_bound,
+                "program_source": self.program_source, "crasp": self.crasp,
+                "theories": self.theories, "disagreement": self.disagreement}
 
 
 def _task(task):
@@ -275,58 +294,188 @@ def _record(task, label, source, m, report, ver, natural_m, search_dict,
         source=source, natural_length=natural_m.length)
 
 
+#: The theories that speak to each positional-encoding family (``model.positional.PE_NAMES``):
+#: RASP-L (Zhou et al. 2023: learned absolute positions trained with random offsets; no PE in
+#: the statement, so it is also the only reading for the PEs no theory covers), C-RASP[] for
+#: NoPE and C-RASP[periodic, local] for a learned APE (Huang et al. 2025, Theorems 7 / 9).
+THEORIES = {"nope": ("crasp",), "ape_learned": ("raspl", "crasp_pl"),
+            "ape_sinusoidal": ("raspl",), "t5": ("raspl",), "alibi": ("raspl",),
+            "rope": ("raspl",)}
+THEORY_NAMES = {"raspl": "RASP-L (Zhou et al. 2023)",
+                "crasp": "C-RASP[] (Huang et al. 2025, NoPE)",
+                "crasp_pl": "C-RASP[periodic, local] (Huang et al. 2025, learned APE)"}
+
+
 def predict(task, verify_max_length: int = 100, samples: int = 5, seed: int = 0,
-            search_seconds: float = 0.0, search_max_length: int = 6,
-            progress: bool = False) -> Prediction:
+            search_seconds: float = 0.0, search_max_length: int = 8,
+            progress: bool = False, pe: str | None = None, program=None,
+            program_label: str = "program") -> Prediction:
     """Predict whether a transformer trained on short inputs length-generalizes on ``task``.
 
     Args:
-        task: a :class:`tasks.Task` or a name of the generalization tasks (part A).
-        verify_max_length: valid programs are verified at every allowed length up to this.
+        task: a :class:`tasks.Task` or the name of a next-token task (part A or Huang et
+            al.'s tasks).
+        verify_max_length: programs are verified at every allowed length up to this.
         samples: examples per length for verification.
-        search_seconds: when > 0, also run the shortest-program search with this time limit
-            (and programs up to ``search_max_length`` operations); a shorter program it finds
-            (checked and verified) becomes the shortest known one.
-        progress: progress bars for the search.
+        search_seconds: when > 0, run the shortest-program search (RASP-L, and C-RASP for the
+            PEs whose theory is C-RASP) for up to this many seconds each; a program it finds
+            (checked and verified) is used when it is shorter than the others.
+        search_max_length: largest expression size the search enumerates exhaustively.
+        pe: a positional encoding (``model.positional.PE_NAMES``) or None. None: the RASP-L
+            prediction alone (Zhou et al.'s conjecture). A PE: every theory of
+            :data:`THEORIES` for it, each with its own program; when they disagree the record
+            says so (``disagreement``) and ``prediction`` is ``"disagree"``.
+        program: an s-op of your own to consider besides the shipped program (e.g. an
+            obfuscated equivalent): the prediction uses the shortest verified program among
+            the shipped one, yours and the search's.
 
     Returns:
-        a :class:`Prediction` (see the module docstring for the rule).
+        a :class:`Prediction` with ``length_lower_bound`` (certified by the search: no program
+        of smaller expression size reproduces the task; 0 without search),
+        ``length_upper_bound`` (expression size of the program used), ``program_source``
+        (``shipped``, ``search``, ``user`` or None), ``crasp`` and ``theories``.
 
     Raises:
         tasks.UnknownTaskError: unknown name (lists the known tasks).
-        PredictError: a part-B sequence task.
+        PredictError: a part-B sequence task, or an unknown PE.
         rasp.ir.RASPError: the shipped program does not parse or run.
     """
+    from model.positional import PE_NAMES
+    if pe is not None and pe not in PE_NAMES:
+        raise PredictError(f"unknown positional encoding {pe!r}; known: {', '.join(PE_NAMES)}")
     task = _task(task)
-    label = f"{task.reference_file}:{task.reference_name}"
-    natural = task.load_reference()
-    m, report, ver = _evaluate_program(task, natural, label, verify_max_length, samples, seed)
-    best = (label, None, m, report, ver)
+    cands = []                           # (source, label, sop, text)
+    natural = natural_label = None
+    if task.reference_file:
+        natural_label = f"{task.reference_file}:{task.reference_name}"
+        natural = task.load_reference()
+        cands.append(("shipped", natural_label, natural, None))
+    if program is not None:
+        cands.append(("user", program_label, program, None))
     search_dict = None
+    lower = 0
     if search_seconds and search_seconds > 0:
         from analysis.search import SearchError, search_task
-        limit = search_max_length
-        if report.valid and ver is not None and ver.ok:
-            limit = min(limit, m.length - 1)      # only a shorter program can improve
-        if limit >= 1:
-            try:
-                res = search_task(task, max_length=limit, time_limit=search_seconds,
-                                  progress=progress)
-                search_dict = res.to_dict()
-            except SearchError as e:
-                search_dict = {"error": str(e)}
-                res = None
-            if res is not None and res.found:
-                sm, sreport, sver = _evaluate_program(task, res.program, "search",
-                                                      verify_max_length, samples, seed)
-                better = sreport.valid and sver is not None and sver.ok and (
-                    best[4] is None or not best[4].ok or not best[3].valid
-                    or sm.length < best[2].length)
-                if better:
-                    best = ("search", res.source, sm, sreport, sver)
-    label, source, bm, breport, bver = best
-    return _record(task, label, source, bm, breport, bver, m, search_dict,
-                   natural_report=report)
+        try:
+            res = search_task(task, max_length=search_max_length, time_limit=search_seconds,
+                              progress=progress)
+            search_dict = res.to_dict()
+            lower = res.certified_below + 1
+            if res.found:
+                cands.append(("search", "search", res.program, res.source))
+        except SearchError as e:
+            search_dict = {"error": str(e)}
+    evaluated = [(src, label, sop, text) + _evaluate_program(
+        task, sop, label, verify_max_length, samples, seed) for src, label, sop, text in cands]
+    ok = [e for e in evaluated if e[5].valid and e[6] is not None and e[6].ok]
+    if ok:
+        best = min(ok, key=lambda e: (e[4].length, ("search", "shipped", "user").index(e[0])))
+    elif evaluated:
+        best = next((e for e in evaluated if e[0] == "shipped"), evaluated[0])
+    else:
+        best = None
+    nat = next((e for e in evaluated if e[0] == "shipped"), best)
+    if best is None:
+        rec = _empty_record(task, search_dict)
+    else:
+        src, label, sop, text, bm, breport, bver = best
+        rec = _record(task, label, text, bm, breport, bver, nat[4], search_dict,
+                      natural_report=nat[5])
+        rec.program_source = src
+        from analysis.search import _tree_size
+        rec.length_upper_bound = _tree_size(sop) if ok else None
+    rec.length_lower_bound = lower
+    rec.pe = pe
+    _crasp_part(rec, task, pe, evaluated, verify_max_length, samples, seed, search_seconds,
+                search_max_length, progress)
+    return rec
+
+
+def _where(v: dict) -> str:
+    """``file:line:column`` (file only when it is not the user's source)."""
+    if not v.get("span"):
+        return "?"
+    f = v.get("file")
+    return f"{f.rsplit('/', 1)[-1]}:{v['span']}" if f and f != "<string>" else v["span"]
+
+
+def _empty_record(task, search_dict) -> Prediction:
+    paper = dict(task.paper or {})
+    paper["zhou_outcome"] = paper_outcome(paper.get("zhou"))
+    return Prediction(task=task.name, program="none", measures={}, rasp_l=False,
+                      verdict="none", reasons=["no shipped program and the search found none"],
+                      search=search_dict, score=0.0, prediction="fails", paper=paper)
+
+
+def _crasp_part(rec, task, pe, evaluated, verify_max_length, samples, seed, search_seconds,
+                search_max_length, progress):
+    """C-RASP verdicts of the programs and, for a PE, the per-theory predictions."""
+    from rasp.crasp import check_crasp
+    variants = [t for t in THEORIES.get(pe, ()) if t != "raspl"] if pe else []
+    variant = variants[0] if variants else "crasp_pl"
+    found = None
+    reports = []
+    for src, label, sop, text, m, rep, ver in evaluated:
+        cr = check_crasp(sop, variant)
+        reports.append((src, label, cr))
+        if cr.valid:
+            v = ver
+            if v is None:
+                from analysis.verify import verify_program_on_task
+                v = verify_program_on_task(task, sop, max_length=verify_max_length,
+                                           samples=samples, seed=seed, program_label=label)
+            if v.ok and (found is None or m.length < found[3]):
+                found = (src, label, text, m.length)
+    search = None
+    if found is None and variants and search_seconds and search_seconds > 0:
+        from analysis.search import SearchError, search_task
+        try:
+            res = search_task(task, max_length=search_max_length, time_limit=search_seconds,
+                              progress=progress, grammar={"mode": variant})
+            search = res.to_dict()
+            if res.found and check_crasp(res.program, variant).valid:
+                found = ("search", "search", res.source, res.measured_length)
+        except SearchError as e:
+            search = {"error": str(e)}
+    src0, label0, cr0 = next(((s_, l_, c_) for s_, l_, c_ in reports
+                              if s_ == rec.program_source), (None, None, None))
+    rec.crasp = {"variant": variant, "program": label0,
+                 "valid": bool(cr0.valid) if cr0 else None,
+                 "violations": cr0.to_dict()["violations"] if cr0 else [],
+                 "program_found": ({"source": found[0], "label": found[1], "text": found[2],
+                                    "length": found[3]} if found else None),
+                 "search": search}
+    if not pe:
+        return
+    theories = {}
+    for th in THEORIES[pe]:
+        if th == "raspl":
+            theories[th] = {"theory": THEORY_NAMES[th], "prediction": rec.prediction,
+                            "program": rec.source or rec.program if rec.rasp_l else None,
+                            "reason": rec.reasons[0] if rec.reasons else ""}
+        else:
+            if found:
+                why = (f"a verified {THEORY_NAMES[th]} program of length {found[3]} "
+                       f"({found[1]})")
+            else:
+                bound = (search or {}).get("certified_no_program_up_to")
+                why = (f"no {THEORY_NAMES[th]} program known" +
+                       (f" (search: none of size <= {bound})" if bound is not None else "") +
+                       "; violations of the program used: " +
+                       "; ".join(f"{_where(v)} {v['rule_name']}"
+                                 for v in rec.crasp["violations"][:3]))
+            theories[th] = {"theory": THEORY_NAMES[th],
+                            "prediction": "generalizes" if found else "fails",
+                            "program": (found[2] or found[1]) if found else None,
+                            "reason": why}
+    rec.theories = theories
+    preds = {t["prediction"] for t in theories.values()}
+    if len(preds) == 1:
+        rec.prediction = preds.pop()
+    else:
+        rec.prediction = "disagree"
+        rec.disagreement = "; ".join(f"{t['theory']}: {t['prediction']} ({t['reason']})"
+                                     for t in theories.values())
 
 
 def predict_all(names=None, **kwargs) -> list[Prediction]:

@@ -307,7 +307,7 @@ class SearchResult:
 # --------------------------------------------------------------------------------------------
 
 _MASK64 = (1 << 64) - 1
-_KIND_INT, _KIND_IDX, _KIND_STR = 0, 1, 2
+_KIND_INT, _KIND_IDX, _KIND_STR, _KIND_COUNT = 0, 1, 2, 3
 _SEL_OPS = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
             ">": np.greater, ">=": np.greater_equal}
 _CHUNK = 1 << 22          # elements per vectorized block
@@ -405,6 +405,11 @@ class _Engine:
         self.storing = True
         self.all_programs: list | None = [] if not prune else None
         self.combine_seconds = float(g.get("combine_seconds", 0.0))
+        self.mode = g.get("mode", "raspl")
+        if self.mode not in ("raspl", "crasp", "crasp_pl"):
+            raise SearchError(f"unknown search mode {self.mode!r}")
+        self.crasp = self.mode != "raspl"
+        self.pl = self.mode == "crasp_pl"
         B, T = problem.inputs.shape
         self.B, self.T = B, T
         valid = problem.valid
@@ -458,7 +463,8 @@ class _Engine:
         self.seen: set = set()
         self.sel_seen: set = set()
         self.tokens_row = toks.reshape(-1)[self.vflat]
-        self.index_row = np.tile(np.arange(T), B)[self.vflat]
+        self.index_row_full = np.tile(np.arange(T), B)
+        self.index_row = self.index_row_full[self.vflat]
         self.start = 0.0
         self.bar = None
         self._nodes: dict = {}
@@ -630,6 +636,9 @@ class _Engine:
                           truncate=(red == "mean"))
         elif kind == "sw":
             n = SelectorWidth(self._sel(rec[1]))
+        elif kind == "periodic":
+            mod = Map(Elementwise("mod", const=rec[1], const_side="right"), Indices())
+            n = Map(Elementwise("eq", const=rec[2], const_side="right"), mod)
         else:
             raise AssertionError(rec)
         self._nodes[key] = n
@@ -644,6 +653,9 @@ class _Engine:
         elif rec[0] == "select":
             _, k, q, op = rec
             n = Select(self._node(self._ref(k)), self._node(self._ref(q)), op, causal=True)
+        elif rec[0] == "local":
+            q = Map(Elementwise("add", const=-rec[1], const_side="right"), Indices())
+            n = Select(Indices(), q, "==", causal=True)
         elif rec[0] == "and":
             n = SelectorAnd(self._sel(rec[1]), self._sel(rec[2]))
         elif rec[0] == "or":
@@ -690,10 +702,13 @@ class _Engine:
             return
         X = lv.vals.astype(np.int16)
         kind = lv.kind
-        num = np.flatnonzero((kind != _KIND_STR) & ~lv.binary)
+        arith = (kind != _KIND_STR) & ~((kind == _KIND_IDX) & self.crasp)
+        num = np.flatnonzero(arith & ~lv.binary)
         ids = [(k - 1, int(i)) for i in range(len(lv))]
+        if self.pl and k == 2:
+            self._periodic(k)
         for c in (1, -1):
-            sub = np.flatnonzero(kind != _KIND_STR)
+            sub = np.flatnonzero(arith)
             self._emit(k, X[sub] + c, kind[sub],
                        lambda i, c=c, sub=sub: ("map", "add", c, ids[sub[i]]))
         for c in self.int_consts:
@@ -711,6 +726,13 @@ class _Engine:
                 self._emit(k, (X[s] == code).astype(np.int16), _KIND_INT,
                            lambda i, c=c: ("map", "eq", c, ids[s[i]]))
 
+    def _periodic(self, k):
+        """``indices % p == r`` (C-RASP[periodic, local] only; size 2)."""
+        pr = [(p, r) for p in (2, 3, 4) for r in range(p)]
+        vals = np.stack([(self.index_row % p == r) for p, r in pr]).astype(np.int8)
+        self._emit(k, vals, _KIND_INT, lambda i: ("periodic", pr[i][0], pr[i][1]),
+                   checked=False)
+
     def _pair_blocks(self, nx, ny):
         step = max(1, _CHUNK // max(1, ny * self.Pn))
         for a in range(0, nx, step):
@@ -726,10 +748,12 @@ class _Engine:
             kx, ky = lx.kind, ly.kind
             fams = []
             # arithmetic: neither index-derived (rule 3) nor strings
-            xa, ya = np.flatnonzero(kx == _KIND_INT), np.flatnonzero(ky == _KIND_INT)
+            arith = (_KIND_INT, _KIND_COUNT) if self.crasp else (_KIND_INT,)
+            xa, ya = np.flatnonzero(np.isin(kx, arith)), np.flatnonzero(np.isin(ky, arith))
             fams.append(("add", xa, ya, np.add, True))
             fams.append(("sub", xa, ya, np.subtract, False))
-            xn, yn = np.flatnonzero(kx != _KIND_STR), np.flatnonzero(ky != _KIND_STR)
+            cmp_ok = (_KIND_INT, _KIND_COUNT) if self.crasp else (_KIND_INT, _KIND_IDX)
+            xn, yn = np.flatnonzero(np.isin(kx, cmp_ok)), np.flatnonzero(np.isin(ky, cmp_ok))
             fams.append(("eq", xn, yn, np.equal, True))
             fams.append(("lt", xn, yn, np.less, False))
             if self.is_str:
@@ -755,8 +779,9 @@ class _Engine:
                         pairs = None
                     ny = ys_.size
                     kinds = _KIND_INT
-                    if op in ("add", "sub"):
-                        kinds = _KIND_INT
+                    if op in ("add", "sub") and self.crasp:
+                        kk = np.maximum(kx[xi][:, None], ky[ys_][None, :])
+                        kinds = kk[tri] if pairs is not None else kk.reshape(-1)
 
                     def rec(r, xi=xi, op=op, pairs=pairs, ny=ny, ys_=ys_):
                         if pairs is not None:
@@ -784,8 +809,10 @@ class _Engine:
                     continue
                 X, Y = lx.vals.astype(np.int16), ly.vals.astype(np.int16)
                 for strness in ((False, True) if self.is_str else (False,)):
-                    xs_ = np.flatnonzero((lx.kind == _KIND_STR) == strness)
-                    ys_ = np.flatnonzero((ly.kind == _KIND_STR) == strness)
+                    xs_ = np.flatnonzero(((lx.kind == _KIND_STR) == strness) &
+                                         ~((lx.kind == _KIND_IDX) & self.crasp))
+                    ys_ = np.flatnonzero(((ly.kind == _KIND_STR) == strness) &
+                                         ~((ly.kind == _KIND_IDX) & self.crasp))
                     if xs_.size == 0 or ys_.size == 0:
                         continue
                     Xs, Ys = X[xs_], Y[ys_]
@@ -809,7 +836,8 @@ class _Engine:
         if sl is None or not len(sl):
             return
         # a count of positions is a position (rasp.raspl rule 3)
-        self._emit(k, sl.W, _KIND_IDX, lambda i: ("sw", (k - 1, i)), checked=False)
+        self._emit(k, sl.W, _KIND_COUNT if self.crasp else _KIND_IDX,
+                   lambda i: ("sw", (k - 1, i)), checked=False)
 
     def _sel_matrix(self, sl: _SelLevel, i: int) -> np.ndarray:
         ent = np.unpackbits(sl.P[i])[:self.E].astype(bool)
@@ -829,6 +857,8 @@ class _Engine:
         mean = one batched matrix product ``[s, B, M, k] @ [s, B, k, q]``; max / min = one
         masked reduction."""
         BTT = self.B * self.T * self.T
+        if self.crasp:
+            return            # C-RASP has no value aggregation
         for i in range(1, k):
             j = k - 1 - i
             sl, lv = self.sels.get(i), self._lv(j)
@@ -895,6 +925,14 @@ class _Engine:
         if k == 1:
             ent = np.ones((1, self.E), bool)
             self._emit_sels(1, ent, lambda i: ("true",))
+        if k == 2 and self.pl:
+            # the local selectors of C-RASP[periodic, local]: key j = i - c (size 2:
+            # select(indices, indices - c, ==))
+            qpos = self.index_row_full[self.eq_flat]
+            kpos = self.index_row_full[self.ek_flat]
+            cs = (1, 2)
+            ent = np.stack([kpos == qpos - c for c in cs])
+            self._emit_sels(2, ent, lambda i: ("local", cs[i]))
         for i in range(0, k):
             j = k - 1 - i
             lk, lq = self._lv(i), self._lv(j)
@@ -909,6 +947,9 @@ class _Engine:
             for strness in ((False, True) if self.is_str else (False,)):
                 kk = np.flatnonzero((lk.kind == _KIND_STR) == strness)
                 qq = np.flatnonzero((lq.kind == _KIND_STR) == strness)
+                if self.crasp:     # predicates of the key's (and query's) symbols only
+                    kk = kk[np.isin(lk.kind[kk], (_KIND_INT, _KIND_STR))]
+                    qq = qq[np.isin(lq.kind[qq], (_KIND_INT, _KIND_STR))]
                 if kk.size == 0 or qq.size == 0:
                     continue
                 ops = ("==", "!=") if strness else tuple(_SEL_OPS)

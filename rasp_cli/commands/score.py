@@ -1,6 +1,13 @@
-"""`rasp score [TASK...] [--json] [--search SECONDS] [--max-length N] [--samples K]
-[--program FILE [--name NAME]]`: the length-generalization predictor (``analysis.predict``) for
-each task (or for one program of your own on one task's format).
+"""`rasp score [TASK...] [--pe PE|all] [--json] [--search SECONDS] [--max-length N]
+[--samples K] [--program FILE [--name NAME]]`: the length-generalization predictor
+(``analysis.predict``) for each task (or for one program of your own on one task's format),
+optionally per positional encoding.
+
+Each row shows [certified lower bound, upper bound] of the program's expression size (the lower
+bound from the search; the upper bound = the program the prediction used), which program that
+is (``shipped``, ``search`` or ``user``), and with ``--pe`` every theory for that encoding
+(RASP-L, C-RASP[] for NoPE, C-RASP[periodic, local] for a learned APE); where they disagree the
+row says so and shows both programs.
 
 Per task: the program length, attention ops, layers and heads of the shortest known valid
 RASP-L program (else of the natural program), whether it is RASP-L (or the violations of the
@@ -10,7 +17,9 @@ greedy decoding at every length 1..N. Default tasks: every generalization task (
 
 ``--json`` prints a list of objects with keys ``task``, ``rasp_l``, ``length``,
 ``attention_ops``, ``layers``, ``heads``, ``violations``, ``prediction``, ``paper`` (plus
-``score``, ``verdict``, ``program``, ``reasons``, ...; see ``Prediction.to_dict``).
+``score``, ``verdict``, ``program``, ``reasons``, ``pe``, ``length_lower_bound``,
+``length_upper_bound``, ``program_source``, ``crasp``, ``theories``, ``disagreement``; see
+``Prediction.to_dict``), one object per task and PE.
 
 Exit codes: 0 printed; 2 bad input (unknown task: the message lists the known ones; a part-B
 sequence program).
@@ -31,8 +40,12 @@ def register(sub) -> None:
                     "(generalizes | fails) from the RASP-Generalization Conjecture "
                     "(Zhou et al. 2023) and the paper's outcome.")
     p.add_argument("tasks", metavar="TASK", nargs="*",
-                   help="task names (default: every generalization task)")
+                   help="task names (default: every generalization task; 'huang' = Huang et "
+                        "al.'s tasks)")
     p.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    p.add_argument("--pe", action="append", default=None, metavar="PE",
+                   help="predict for this positional encoding (repeatable, or 'all'): "
+                        "nope, ape_learned, ape_sinusoidal, t5, alibi, rope")
     p.add_argument("--search", type=float, default=0.0, metavar="SECONDS",
                    help="also run the shortest-program search for up to SECONDS per task")
     p.add_argument("--max-length", "-N", type=int, default=100, metavar="N",
@@ -47,6 +60,11 @@ def register(sub) -> None:
     p.set_defaults(func=score_command)
 
 
+def _bounds(p) -> str:
+    hi = p.length_upper_bound if p.length_upper_bound is not None else "-"
+    return f"[{p.length_lower_bound if p.length_lower_bound is not None else 0}, {hi}]"
+
+
 def _row(p) -> str:
     if p.rasp_l:
         status = "RASP-L"
@@ -57,7 +75,9 @@ def _row(p) -> str:
         status = "not RASP-L (rules " + ",".join(str(r) for r in rules) + ")"
     paper = p.zhou_outcome or "-"
     agree = {True: "yes", False: "NO", None: "-"}[p.agrees]
-    return (f"{p.task:24s} {p.length:6d} {p.attention_ops:5d} {p.layers:6d} {p.heads:5d}  "
+    pe = p.pe or "-"
+    return (f"{p.task:22s} {pe:14s} {p.length:6d} {_bounds(p):>9s} "
+            f"{(p.program_source or '-'):8s} {p.attention_ops:4d} {p.layers:6d}  "
             f"{status:28s} {p.score:5.2f}  {p.prediction:12s} {paper:17s} {agree}")
 
 
@@ -66,7 +86,22 @@ def score_command(args) -> int:
     from rasp_cli.main import UsageError
     import tasks
     from analysis.predict import PredictError, predict
+    from model.positional import PE_NAMES
     names = args.tasks or list(tasks.GENERALIZATION_TASKS)
+    if names == ["huang"]:
+        names = list(tasks.HUANG_TASKS)
+    pes = [None]
+    if args.pe:
+        pes = []
+        for x in args.pe:
+            for y in x.split(","):
+                if y == "all":
+                    pes += list(PE_NAMES)
+                elif y in PE_NAMES:
+                    pes.append(y)
+                else:
+                    raise UsageError(f"unknown positional encoding {y!r}; known: "
+                                     f"{', '.join(PE_NAMES)}, all")
     if args.max_length < 1:
         raise UsageError("--max-length must be a positive integer")
     if args.samples < 1:
@@ -93,22 +128,37 @@ def score_command(args) -> int:
                     raise PredictError(f"task {t.name!r} is a part-B sequence program; "
                                        "predictions are for next-token tasks")
                 sop = load_program(t, args.program, args.name)
-                preds.append(predict_program(
-                    sop, t, verify_max_length=args.max_length, samples=args.samples,
-                    label=f"{args.program}:{args.name or t.reference_name}"))
+                label = f"{args.program}:{args.name or t.reference_name}"
+                if args.search > 0 or args.pe:
+                    for pe in pes:
+                        preds.append(predict(t, verify_max_length=args.max_length,
+                                             samples=args.samples, search_seconds=args.search,
+                                             progress=not args.json, pe=pe, program=sop,
+                                             program_label=label))
+                else:
+                    preds.append(predict_program(
+                        sop, t, verify_max_length=args.max_length, samples=args.samples,
+                        label=label))
             else:
-                preds.append(predict(t, verify_max_length=args.max_length,
-                                     samples=args.samples, search_seconds=args.search,
-                                     progress=not args.json))
+                for pe in pes:
+                    preds.append(predict(t, verify_max_length=args.max_length,
+                                         samples=args.samples, search_seconds=args.search,
+                                         progress=not args.json, pe=pe))
         except PredictError as e:
             raise UsageError(str(e)) from None
     if args.json:
         print(json.dumps([p.to_dict() for p in preds]))
         return 0
-    print(f"{'task':24s} {'length':>6s} {'attn':>5s} {'layers':>6s} {'heads':>5s}  "
-          f"{'RASP-L':28s} {'score':>5s}  {'prediction':12s} {'Zhou et al.':17s} agree")
+    print(f"{'task':22s} {'pe':14s} {'length':>6s} {'[lo, hi]':>9s} {'program':8s} "
+          f"{'attn':>4s} {'layers':>6s}  {'RASP-L':28s} {'score':>5s}  {'prediction':12s} "
+          f"{'Zhou et al.':17s} agree")
     for p in preds:
         print(_row(p))
+        for th in (p.theories or {}).values():
+            print(f"{'':26s}{th['theory']}: {th['prediction']} - {th['reason']}")
+            if p.disagreement and th.get("program"):
+                for line in str(th["program"]).splitlines()[:12]:
+                    print(f"{'':30s}{line}")
         if not p.rasp_l:
             for v in p.violations[:3]:
                 where = v.get("span") or "?"
@@ -121,9 +171,10 @@ def score_command(args) -> int:
             if "error" in s:
                 print(f"{'':26s}search: {s['error']}")
             else:
-                print(f"{'':26s}search: no program of length <= "
+                print(f"{'':26s}search: no program of expression size <= "
                       f"{s['certified_no_program_up_to']}"
-                      + (f"; found length {s['length']}" if s["found"] else "")
+                      + (f"; found size {s['length']} (length {s.get('measured_length')}, "
+                         f"by {s.get('found_by')})" if s["found"] else "")
                       + f" ({s['explored']} programs, {s['seconds']} s)")
                 if s.get("program"):
                     for line in s["program"].splitlines():

@@ -1,0 +1,151 @@
+"""`rasp search TASK [--max-length K] [--seconds S] [--mode raspl|crasp|crasp_pl] [--json]` and
+`rasp search --examples FILE.jsonl ...`: the shortest-program search (``analysis.search``) alone.
+
+For a catalogue task: the search batch is the task's examples at lengths 1..6 (3 per length); a
+program found must also reproduce 10 examples at each length 1..20. It prints the certified
+lower bound ("no program of expression size <= k reproduces the task") and the program found
+(by exhaustive enumeration: a shortest one; by combining terms with ``where``: an upper bound),
+with a progress bar of the programs evaluated.
+
+``--examples FILE.jsonl``: your own task, one example per line, ``{"prompt": [...], "answer":
+[...]}`` with token values (all integers in [-128, 127], or all strings); the program sees
+``prompt + answer`` and must predict each answer token from the prefix before it. Malformed
+lines, mixed value types and contradictory examples (the same prefix followed by different
+tokens) are refused with a message naming the example (exit code 2).
+
+``--json``: one object (``SearchResult.to_dict``: ``found``, ``length``,
+``certified_no_program_up_to``, ``certified_lower_bound``, ``upper_bound``, ``program``,
+``found_by``, ``explored``, ``programs_per_s``, ...).
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def register(sub) -> None:
+    """Add the ``search`` subcommand."""
+    p = sub.add_parser(
+        "search", help="shortest-program search for a task (RASP-L or C-RASP)",
+        description="Enumerate programs smallest first (families of candidates evaluated as "
+                    "array operations) until one reproduces the task's next-token function; "
+                    "print the certified lower bound and the program found.")
+    p.add_argument("task", metavar="TASK", nargs="?", default=None,
+                   help="a next-token task of the catalogue (or use --examples)")
+    p.add_argument("--examples", metavar="FILE.jsonl", default=None,
+                   help="search a program for your own examples (one JSON object per line: "
+                        "{\"prompt\": [...], \"answer\": [...]})")
+    p.add_argument("--max-length", "-K", type=int, default=8, metavar="K",
+                   help="largest expression size to enumerate (default 8)")
+    p.add_argument("--seconds", "-s", type=float, default=60.0, metavar="S",
+                   help="time limit in seconds (default 60)")
+    p.add_argument("--mode", choices=("raspl", "crasp", "crasp_pl"), default="raspl",
+                   help="grammar: RASP-L (default), C-RASP[] or C-RASP[periodic, local]")
+    p.add_argument("--memory-mb", type=float, default=1024, metavar="M",
+                   help="memory for stored values (default 1024)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=search_command)
+
+
+def read_examples(path: str) -> list[tuple[list, int]]:
+    """Read ``FILE.jsonl`` into ``(values, first_target)`` pairs for
+    :func:`analysis.search.problem_from_examples`.
+
+    Raises:
+        ValueError: unreadable file, malformed line, mixed value types, values outside int8,
+            or contradictory examples — the message names the line(s).
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror}") from None
+    out, kinds, nexts = [], {}, {}
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{no}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{where}: not a JSON object ({e.msg})") from None
+        if not isinstance(obj, dict) or not {"prompt", "answer"} <= set(obj):
+            raise ValueError(f"{where}: expected {{\"prompt\": [...], \"answer\": [...]}}")
+        prompt, answer = obj["prompt"], obj["answer"]
+        if not isinstance(prompt, list) or not isinstance(answer, list) or not prompt \
+                or not answer:
+            raise ValueError(f"{where}: prompt and answer must be non-empty lists")
+        values = prompt + answer
+        kind = set()
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, (int, str)):
+                raise ValueError(f"{where}: token {v!r} is neither an integer nor a string")
+            kind.add(type(v).__name__)
+            if isinstance(v, int) and not -128 <= v <= 127:
+                raise ValueError(f"{where}: token {v} is outside the int8 range [-128, 127] "
+                                 "(RASP-L rule 2)")
+        if len(kind) > 1:
+            raise ValueError(f"{where}: the example mixes integer and string tokens")
+        kinds.setdefault(kind.pop(), no)
+        if len(kinds) > 1:
+            raise ValueError(f"{where}: its tokens are {list(kinds)[-1]}s but line "
+                             f"{kinds[list(kinds)[0]]} has {list(kinds)[0]}s: examples mix "
+                             "value types")
+        for t in range(len(prompt), len(values)):
+            key = tuple(values[:t])
+            prev = nexts.get(key)
+            if prev is not None and prev[0] != values[t]:
+                raise ValueError(f"{where}: contradicts line {prev[1]}: after the same prefix "
+                                 f"{list(key)} one says {prev[0]!r}, the other "
+                                 f"{values[t]!r}")
+            nexts.setdefault(key, (values[t], no))
+        out.append((values, len(prompt)))
+    if not out:
+        raise ValueError(f"{path}: no examples")
+    return out
+
+
+def search_command(args) -> int:
+    from rasp_cli.main import UsageError
+    from analysis.search import SearchError, problem_from_examples, search, search_task
+    if (args.task is None) == (args.examples is None):
+        raise UsageError("give a TASK or --examples FILE.jsonl (one of them)")
+    if args.max_length < 0 or args.max_length > 20:
+        raise UsageError("--max-length must be between 0 and 20")
+    if args.seconds <= 0:
+        raise UsageError("--seconds must be positive")
+    grammar = {"mode": args.mode}
+    try:
+        if args.examples:
+            try:
+                ex = read_examples(args.examples)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+            strs = sorted({v for vals, _ in ex for v in vals if isinstance(v, str)})
+            consts = [0, 1, 2] + (strs if len(strs) <= 12 else [])
+            problem = problem_from_examples(ex, constants=consts, defaults=[0] + strs[:1],
+                                            name=args.examples)
+            res = search(problem, args.max_length, args.seconds, progress=not args.json,
+                         max_memory_mb=args.memory_mb, grammar=grammar)
+        else:
+            import tasks
+            try:
+                t = tasks.get_task(args.task)
+            except tasks.UnknownTaskError as e:
+                raise UsageError(str(e)) from None
+            res = search_task(t, max_length=args.max_length, time_limit=args.seconds,
+                              progress=not args.json, max_memory_mb=args.memory_mb,
+                              grammar=grammar)
+    except SearchError as e:
+        raise UsageError(str(e)) from None
+    if args.json:
+        d = res.to_dict()
+        d["mode"] = args.mode
+        print(json.dumps(d))
+        return 0
+    print(res.summary())
+    if res.found:
+        print(f"program ({res.found_by}; expression size {res.length}, "
+              f"length {res.measured_length}):")
+        print("    " + res.source.replace("\n", "\n    "))
+    return 0

@@ -1,0 +1,93 @@
+"""`rasp search` (task and --examples, with clear errors naming the example), `rasp score --pe`
+rows, and the prediction's robustness to padded / obfuscated programs (issue 10)."""
+
+import json
+
+import pytest
+
+import rasp
+import tasks
+from analysis.predict import predict, predict_program
+from rasp_cli.main import main
+
+
+def _write(tmp_path, name, lines):
+    p = tmp_path / name
+    p.write_text("\n".join(lines) + "\n")
+    return str(p)
+
+
+def test_examples_running_max_found(tmp_path, capsys):
+    f = _write(tmp_path, "max.jsonl", [
+        '{"prompt": [3, 1, 4], "answer": [4]}', '{"prompt": [2, 7], "answer": [7]}',
+        '{"prompt": [5], "answer": [5]}', '{"prompt": [1, 9, 2], "answer": [9]}',
+        '{"prompt": [6, 2, 1, 0], "answer": [6]}'])
+    assert main(["search", "--examples", f, "--seconds", "60", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["found"] and d["length"] == 2 and d["certified_no_program_up_to"] == 1
+    env = rasp.run_source("tokens = tokens_int;\n" + d["program"], causal=True)
+    assert rasp.evaluate(env["program"], [[4, 8, 1, 3]], causal=True)[0].tolist() == \
+        [4, 8, 8, 8]
+
+
+@pytest.mark.parametrize("lines,needle", [
+    (['{"prompt": [1, 2], "answer": [3]}', '{"prompt": [1, 2], "answer": 3'], ":2: not a JSON"),
+    (['{"prompt": [1, 2], "answer": [3]}', '{"prompt": [1], "answr": [2]}'], ":2: expected"),
+    (['{"prompt": [1, "a"], "answer": [3]}'], ":1: the example mixes integer and string"),
+    (['{"prompt": [1, 2], "answer": [3]}', '{"prompt": ["a"], "answer": ["b"]}'],
+     ":2: its tokens are strs but line 1 has ints"),
+    (['{"prompt": [1, 2], "answer": [3]}', '{"prompt": [1, 2], "answer": [4]}'],
+     ":2: contradicts line 1"),
+    (['{"prompt": [1, 200], "answer": [3]}'], ":1: token 200 is outside the int8 range"),
+])
+def test_bad_examples_are_refused_naming_the_example(tmp_path, capsys, lines, needle):
+    f = _write(tmp_path, "bad.jsonl", lines)
+    assert main(["search", "--examples", f]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+def test_search_task_json_and_usage_errors(capsys):
+    assert main(["search", "sort_unique", "--seconds", "120", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["found"] and d["found_by"] == "enumeration" and d["certified_lower_bound"] == 4
+    assert main(["search"]) == 2
+    assert main(["search", "no_such_task"]) == 2
+    assert "unknown task" in capsys.readouterr().err
+
+
+def test_score_json_rows_per_pe(capsys):
+    assert main(["score", "sort_unique", "--pe", "nope", "--pe", "ape_learned", "--json",
+                 "-N", "12", "-K", "2"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["pe"] for r in rows] == ["nope", "ape_learned"]
+    for r in rows:
+        for key in ("length_lower_bound", "length_upper_bound", "program_source", "crasp",
+                    "prediction"):
+            assert key in r
+        assert r["program_source"] == "shipped" and r["length_upper_bound"] >= 4
+        # the shipped program is one kqv: a value aggregation, not C-RASP
+        assert r["crasp"]["valid"] is False and r["crasp"]["violations"][0]["rule"] == 1
+    ape = rows[1]
+    assert set(ape["theories"]) == {"raspl", "crasp_pl"}
+    assert ape["theories"]["raspl"]["prediction"] == "generalizes"
+    if ape["theories"]["crasp_pl"]["prediction"] != "generalizes":
+        assert ape["prediction"] == "disagree" and "RASP-L" in ape["disagreement"]
+    assert main(["score", "sort_unique", "--pe", "xpe"]) == 2
+
+
+def test_padded_program_does_not_change_the_prediction_once_search_finds_the_short_one():
+    task = tasks.get_task("sort_unique")
+    padded_src = task.reference_source() + "\n" + "\n".join(
+        f"sort_unique = sort_unique + {1 if i % 2 == 0 else -1};" for i in range(60)) + \
+        "\nsort_unique = sort_unique + 0 * indices;\n"
+    env = rasp.run_source(padded_src.replace('load "rasp_l";', 'load "rasp_l";'), causal=True)
+    padded = env["sort_unique"]
+    alone = predict_program(padded, task, verify_max_length=12, samples=2)
+    assert alone.prediction == "fails"           # too long / index arithmetic: the audit
+    with_search = predict(task, program=padded, program_label="padded",
+                          search_seconds=120, verify_max_length=12, samples=2)
+    shipped = predict(task, verify_max_length=12, samples=2)
+    assert with_search.program_source == "search" and with_search.length == 4
+    assert with_search.prediction == shipped.prediction == "generalizes"
+    assert with_search.length_lower_bound == 4 == with_search.length_upper_bound
