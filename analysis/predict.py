@@ -40,6 +40,7 @@ import re
 from dataclasses import dataclass, field
 
 __all__ = ["Prediction", "PredictError", "predict", "predict_program", "predict_all",
+           "THEORIES", "markdown_pe_report",
            "paper_outcome", "generalization_score", "SHORT_LENGTH", "FORMAT_COMPARISONS",
            "format_effects", "threshold_range", "markdown_report"]
 
@@ -355,10 +356,9 @@ def predict(task, verify_max_length: int = 100, samples: int = 5, seed: int = 0,
     search_dict = None
     lower = 0
     if search_seconds and search_seconds > 0:
-        from analysis.search import SearchError, search_task
+        from analysis.search import SearchError
         try:
-            res = search_task(task, max_length=search_max_length, time_limit=search_seconds,
-                              progress=progress)
+            res = _search(task, "raspl", search_max_length, search_seconds, progress)
             search_dict = res.to_dict()
             lower = res.certified_below + 1
             if res.found:
@@ -399,6 +399,26 @@ def _where(v: dict) -> str:
     return f"{f.rsplit('/', 1)[-1]}:{v['span']}" if f and f != "<string>" else v["span"]
 
 
+_SEARCHES: dict = {}
+
+
+def _search(task, mode, max_length, seconds, progress):
+    """:func:`analysis.search.search_task` once per (task, mode, settings) in this process
+    (several PEs share the RASP-L search). Raises SearchError."""
+    from analysis.search import SearchError, search_task
+    key = (task.name, mode, max_length, seconds)
+    if key not in _SEARCHES:
+        try:
+            _SEARCHES[key] = search_task(task, max_length=max_length, time_limit=seconds,
+                                         progress=progress, grammar={"mode": mode})
+        except SearchError as e:
+            _SEARCHES[key] = e
+    got = _SEARCHES[key]
+    if isinstance(got, SearchError):
+        raise got
+    return got
+
+
 def _empty_record(task, search_dict) -> Prediction:
     paper = dict(task.paper or {})
     paper["zhou_outcome"] = paper_outcome(paper.get("zhou"))
@@ -428,10 +448,9 @@ def _crasp_part(rec, task, pe, evaluated, verify_max_length, samples, seed, sear
                 found = (src, label, text, m.length)
     search = None
     if found is None and variants and search_seconds and search_seconds > 0:
-        from analysis.search import SearchError, search_task
+        from analysis.search import SearchError
         try:
-            res = search_task(task, max_length=search_max_length, time_limit=search_seconds,
-                              progress=progress, grammar={"mode": variant})
+            res = _search(task, variant, search_max_length, search_seconds, progress)
             search = res.to_dict()
             if res.found and check_crasp(res.program, variant).valid:
                 found = ("search", "search", res.source, res.measured_length)
@@ -555,19 +574,72 @@ def _unique_rules(violations: list[dict]) -> list[dict]:
     return out
 
 
+def markdown_pe_report(preds: list[Prediction]) -> str:
+    """Per-PE predictions as a Markdown table (``docs/predictions.md``): bounds, program used,
+    RASP-L and C-RASP verdicts, each theory's prediction, and the papers' outcomes."""
+    lines = ["| task | PE | [lower, upper] size | program used | RASP-L | C-RASP (variant: "
+             "program used / found) | theories | prediction | paper |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for p in preds:
+        hi = p.length_upper_bound if p.length_upper_bound is not None else "-"
+        rl = ("valid, verified" if p.rasp_l else p.verdict if p.verdict != "invalid" else
+              "invalid: " + ", ".join(sorted({v["rule_name"] for v in p.violations})))
+        c = p.crasp or {}
+        if c.get("valid"):
+            cr = f"{c['variant']}: valid"
+        else:
+            names = sorted({v["rule_name"] for v in c.get("violations", [])})
+            cr = f"{c.get('variant')}: " + (", ".join(names) or "-")
+        if c.get("program_found"):
+            f = c["program_found"]
+            cr += f"; found ({f['source']}, length {f['length']})"
+        elif c.get("search") and "certified_no_program_up_to" in c["search"]:
+            cr += f"; search: none of size <= {c['search']['certified_no_program_up_to']}"
+        th = "; ".join(f"{k}: {v['prediction']}" for k, v in p.theories.items()) or "-"
+        paper = []
+        if p.zhou_outcome:
+            paper.append(f"Zhou: {p.zhou_outcome}" + ("" if p.agrees is None else
+                                                       (" (agrees)" if p.agrees else
+                                                        " (**disagrees**)")))
+        em = (p.paper or {}).get("huang_em")
+        key = {"nope": "nope", "ape_learned": "ape"}.get(p.pe or "")
+        if em and key:
+            paper.append(f"Huang released EM 101-150 ({key}): {em[key]['101-150']:.2f}")
+        src = p.program_source or "-"
+        lines.append(f"| {p.task} | {p.pe or '-'} | [{p.length_lower_bound}, {hi}] | {src} | "
+                     f"{rl} | {cr} | {th} | {p.prediction} | {'; '.join(paper) or '-'} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
-    """``python -m analysis.predict [--markdown] [-N 100] [-K 5] [TASK...]``."""
+    """``python -m analysis.predict [--markdown] [--pe PE,...] [--search S] [-N 100] [-K 5]
+    [TASK...|huang]``."""
     import argparse
     import json
     ap = argparse.ArgumentParser(description="Length-generalization predictions (Zhou et al. "
-                                             "2023's conjecture) for the generalization tasks.")
+                                             "2023's RASP-L conjecture; Huang et al. 2025's "
+                                             "C-RASP per positional encoding).")
     ap.add_argument("tasks", nargs="*")
     ap.add_argument("--markdown", action="store_true", help="Markdown tables (else JSON)")
+    ap.add_argument("--pe", default=None, help="comma-separated PEs (per-PE table)")
+    ap.add_argument("--search", type=float, default=0.0, help="seconds per program search")
     ap.add_argument("-N", "--max-length", type=int, default=100)
     ap.add_argument("-K", "--samples", type=int, default=5)
     args = ap.parse_args(argv)
-    preds = predict_all(args.tasks or None, verify_max_length=args.max_length,
-                        samples=args.samples)
+    import tasks as _tasks
+    names = args.tasks or None
+    if names == ["huang"]:
+        names = list(_tasks.HUANG_TASKS)
+    if args.pe:
+        pes = args.pe.split(",")
+        preds = [predict(n, pe=pe, verify_max_length=args.max_length, samples=args.samples,
+                         search_seconds=args.search)
+                 for n in (names or _tasks.GENERALIZATION_TASKS) for pe in pes]
+        print(markdown_pe_report(preds) if args.markdown else
+              json.dumps([p.to_dict() for p in preds], indent=1))
+        return 0
+    preds = predict_all(names, verify_max_length=args.max_length,
+                        samples=args.samples, search_seconds=args.search)
     print(markdown_report(preds) if args.markdown else
           json.dumps([p.to_dict() for p in preds], indent=1))
     return 0

@@ -1081,8 +1081,24 @@ class _Engine:
         if not refs or not crefs:
             return
         cov = np.concatenate(covs)
-        C = np.concatenate(conds)
         costs = np.array(costs)
+        # conditions one size up, made lazily: comparisons of the best terms with constants
+        # (term == c, term > c, term < c), on the target positions only
+        top = np.lexsort((costs, -cov.sum(axis=1)))[:self.g.get("combine_terms", 4000)]
+        consts = [int(c) for c in self.int_consts]
+        for t in top.tolist():
+            k, i = refs[t]
+            lv = self.rows[k]
+            if lv.kind[i] == _KIND_STR or lv.binary[i] or (
+                    self.crasp and lv.kind[i] == _KIND_IDX):
+                continue
+            v = lv.vals[i, self.tcols]
+            for c in consts:
+                for op, f in (("eq", np.equal), ("gt", np.greater), ("lt", np.less)):
+                    crefs.append(("cmp", op, c, (k, i)))
+                    conds.append(f(v, c)[None, :])
+                    ccosts.append(k + 1)
+        C = np.concatenate(conds)
         ccosts = np.array(ccosts)
         nT = len(self.tcols)
         beam = self.g.get("combine_beam", 6)
@@ -1128,7 +1144,12 @@ class _Engine:
             if tree[0] == "term":
                 return self._node(self._ref(tree[1]))
             _, cref, neg, a, rest = tree
-            c = self._node(self._ref(cref))
+            if cref[0] == "cmp":
+                _, op, const, tref = cref
+                c = Map(Elementwise(op, const=const, const_side="right"),
+                        self._node(self._ref(tref)))
+            else:
+                c = self._node(self._ref(cref))
             a, r = build(a), build(rest)
             if neg:
                 a, r = r, a

@@ -1,17 +1,23 @@
 """Shortest-program search benchmark (docs/benchmarks.md, "Shortest-program search").
 
-For each task (default: count, boolean_and, sort_unique, copy_unique, mode), runs the bounded
-RASP-L search of :mod:`analysis.search` (smallest first, observational equivalence on a batch of
-3 examples at each of the lengths 1..6; a found program must also reproduce 10 examples at each
-of the lengths 1..20) and reports: the certified bound ("no program of length <= k"), the
-program found (its length and text), programs explored, distinct values kept, programs per
-second, the time, and the length of the shipped reference program for comparison.
+Two parts, one run:
 
-Writes ``bench/results/search.json`` and prints a table. Absolute speeds depend on the machine
-(reported with it); the search is single-threaded NumPy.
+1. **Engines side by side.** The same search problem (a batch of task examples of about 64
+   tokens each: "length-64 batches") is given to today's engine (``analysis.search``: families
+   of candidates evaluated as array operations) and to the previous engine (the per-candidate
+   interpreter loop of commit ``79749dd``, loaded from git history, its one renamed interpreter
+   call patched), each for ``--engine-seconds``; reported: candidate programs evaluated per
+   second of wall time and per second of CPU time of this process, and the load average.
+2. **Time to find each task's program.** ``search_task`` per task (default: count, mode,
+   copy_unique, sort_unique, boolean_and, parity_scratchpad) with ``--time-limit`` seconds:
+   the certified lower bound, the program found (by enumeration: a shortest one; by combining
+   terms: an upper bound), how it was found, and the seconds until it was found.
+
+Writes ``bench/results/search.json`` and prints Markdown tables. The machine is shared: CPU
+time is the fairer number (wall time is distorted by the load, which is reported).
 
 Run:  ``.venv/bin/python -m bench.bench_search`` (options: ``--tasks a,b``, ``--time-limit S``
-per task, ``--max-length K``, ``--memory-mb M``).
+per task, ``--engine-seconds S``, ``--engine-task T``, ``--max-length K``).
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,61 +38,130 @@ if str(ROOT) not in sys.path:
 
 from bench import cpu_model  # noqa: E402
 import tasks  # noqa: E402
-from analysis.search import search_task  # noqa: E402
+from analysis import search as new_engine  # noqa: E402
 from rasp.measures import measure  # noqa: E402
 
-DEFAULT_TASKS = ["count", "boolean_and", "sort_unique", "copy_unique", "mode"]
+DEFAULT_TASKS = ["count", "mode", "copy_unique", "sort_unique", "boolean_and",
+                 "parity_scratchpad"]
+OLD_COMMIT = "79749dd"
 
 
-def run(names, time_limit: float, max_length: int, memory_mb: float) -> dict:
+def load_old_engine():
+    """The search module as of :data:`OLD_COMMIT` (per-candidate interpreter calls)."""
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{OLD_COMMIT}:analysis/search.py"],
+                         check=True, capture_output=True, text=True).stdout
+    src = src.replace("self.ev._eval(node)", "self.ev.eval_node(node)")   # renamed since
+    mod = types.ModuleType("old_search")
+    mod.__file__ = f"{OLD_COMMIT}:analysis/search.py"
+    sys.modules["old_search"] = mod
+    exec(compile(src, mod.__file__, "exec"), mod.__dict__)  # our own history, not user text
+    return mod
+
+
+def length64_problem(module, task, seed=0, rows=4):
+    """``rows`` examples whose sequences are as close to 64 tokens as the task allows."""
+    n = max((k for k in range(1, 200) if task.length_ok(k) and task.sequence_length(k) <= 65),
+            default=1)
+    return module.problem_from_task(task, lengths=[n] * 1, samples=rows, seed=seed), n
+
+
+def engines(task_name: str, seconds: float, max_length: int) -> dict:
+    task = tasks.get_task(task_name)
+    old = load_old_engine()
+    out = {"task": task_name, "seconds_each": seconds}
+    runs = [("old", old, True), ("new", new_engine, True),
+            ("old (search batch)", old, False), ("new (search batch)", new_engine, False)]
+    for label, mod, long in runs:
+        if long:
+            prob, n = length64_problem(mod, task)
+        else:      # the batch search_task uses: 3 examples at each length 1..6
+            prob, n = mod.problem_from_task(task, range(1, 7), 3, 0), "1..6"
+        load0 = os.getloadavg()[0]
+        c0, t0 = time.process_time(), time.perf_counter()
+        kw = {"combine": 0} if mod is new_engine else {}
+        res = mod.search(prob, max_length=max_length, time_limit=seconds, **kw)
+        cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+        out[label] = {"programs": res.explored, "wall_s": round(wall, 2),
+                      "cpu_s": round(cpu, 2), "per_wall_s": round(res.explored / wall),
+                      "per_cpu_s": round(res.explored / max(cpu, 1e-9)),
+                      "certified": res.certified_below, "found": res.found,
+                      "task_length": n, "batch": list(prob.inputs.shape),
+                      "load_avg": [round(load0, 2), round(os.getloadavg()[0], 2)]}
+        print(f"{label}: {res.explored:,} programs, {wall:.1f} s wall, {cpu:.1f} s CPU "
+              f"({res.explored / max(cpu, 1e-9):,.0f}/CPU-s), batch {list(prob.inputs.shape)}, "
+              f"load {load0:.1f}", flush=True)
+    out["ratio_cpu"] = round(out["new"]["per_cpu_s"] / max(out["old"]["per_cpu_s"], 1), 1)
+    out["ratio_wall"] = round(out["new"]["per_wall_s"] / max(out["old"]["per_wall_s"], 1), 1)
+    out["ratio_cpu_search_batch"] = round(out["new (search batch)"]["per_cpu_s"] / max(
+        out["old (search batch)"]["per_cpu_s"], 1), 1)
+    return out
+
+
+def finds(names, time_limit: float, max_length: int) -> list[dict]:
     rows = []
     for name in names:
         task = tasks.get_task(name)
-        ref_len = measure(task.load_reference()).length
-        t0 = time.perf_counter()
-        res = search_task(task, max_length=max_length, time_limit=time_limit,
-                          max_memory_mb=memory_mb, progress=sys.stderr.isatty())
+        ref = task.load_reference() if task.reference_file else None
+        c0, t0 = time.process_time(), time.perf_counter()
+        res = new_engine.search_task(task, max_length=max_length, time_limit=time_limit,
+                                     progress=sys.stderr.isatty())
         d = res.to_dict()
-        d["reference_length"] = ref_len
-        d["wall_seconds"] = round(time.perf_counter() - t0, 2)
+        d["shipped_length"] = measure(ref).length if ref is not None else None
+        d["shipped_size"] = new_engine._tree_size(ref) if ref is not None else None
+        d["wall_seconds"] = round(time.perf_counter() - t0, 1)
+        d["cpu_seconds"] = round(time.process_time() - c0, 1)
+        d["load_avg"] = round(os.getloadavg()[0], 2)
         rows.append(d)
         print(res.summary(), flush=True)
         if res.source:
             print("    " + res.source.replace("\n", "\n    "), flush=True)
-    return {"machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
-                        "python": platform.python_version()},
-            "settings": {"time_limit_s": time_limit, "max_length": max_length,
-                         "memory_mb": memory_mb, "search_lengths": "1..6 x 3 examples",
-                         "validation_lengths": "1..20 x 10 examples"},
-            "results": rows}
+    return rows
 
 
-def table(out: dict) -> str:
-    lines = [f"| task | shipped program | search result | certified: no program of length <= "
-             f"| programs | programs/s | seconds |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
-    for r in out["results"]:
-        found = f"found, length {r['length']}" if r["found"] else f"none ({r['stopped']})"
-        lines.append(f"| {r['task']} | {r['reference_length']} | {found} | "
-                     f"{r['certified_no_program_up_to']} | {r['explored']:,} | "
-                     f"{r['programs_per_s']:,.0f} | {r['seconds']:.0f} |")
+def tables(out: dict) -> str:
+    e = out["engines"]
+    lines = ["| engine | programs | wall s | CPU s | programs / wall s | programs / CPU s | "
+             "certified: none of size <= | load |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for label in ("old", "new", "old (search batch)", "new (search batch)"):
+        r = e[label]
+        lines.append(f"| {label}, batch {r['batch'][0]} x {r['batch'][1]} | {r['programs']:,} | {r['wall_s']} | {r['cpu_s']} | "
+                     f"{r['per_wall_s']:,} | {r['per_cpu_s']:,} | {r['certified']} | "
+                     f"{r['load_avg'][0]}-{r['load_avg'][1]} |")
+    lines.append(f"\nnew / old: {e['ratio_cpu']}x per CPU second at length-64 batches "
+                 f"({e['ratio_wall']}x per wall second), {e['ratio_cpu_search_batch']}x per CPU "
+                 f"second on the search batch ({e['task']}; batch = rows x tokens).\n")
+    lines += ["| task | shipped program (length / size) | certified lower bound (size) | found "
+              "(size / length, how) | seconds to find (wall / CPU) | programs | load |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in out["finds"]:
+        found = (f"{r['length']} / {r['measured_length']}, {r['found_by']}" if r["found"]
+                 else f"none ({r['stopped']})")
+        lines.append(f"| {r['task']} | {r['shipped_length']} / {r['shipped_size']} | "
+                     f"{r['certified_lower_bound']} | {found} | "
+                     f"{r['wall_seconds']} / {r['cpu_seconds']} | {r['explored']:,} | "
+                     f"{r['load_avg']} |")
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", default=",".join(DEFAULT_TASKS))
-    ap.add_argument("--time-limit", type=float, default=60.0,
-                    help="seconds per task (docs/benchmarks.md used 600)")
-    ap.add_argument("--max-length", type=int, default=6)
-    ap.add_argument("--memory-mb", type=float, default=2048)
+    ap.add_argument("--time-limit", type=float, default=120.0, help="seconds per task")
+    ap.add_argument("--engine-seconds", type=float, default=60.0,
+                    help="seconds per engine in the side-by-side run")
+    ap.add_argument("--engine-task", default="count")
+    ap.add_argument("--max-length", type=int, default=8)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "search.json"))
     args = ap.parse_args(argv)
     names = [n.strip() for n in args.tasks.split(",") if n.strip()]
-    out = run(names, args.time_limit, args.max_length, args.memory_mb)
+    out = {"machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
+                       "python": platform.python_version()},
+           "settings": vars(args)}
+    out["engines"] = engines(args.engine_task, args.engine_seconds, args.max_length)
+    out["finds"] = finds(names, args.time_limit, args.max_length)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1))
-    print(table(out))
+    print(tables(out))
     print(f"machine: {out['machine']}; wrote {args.out}")
     return 0
 

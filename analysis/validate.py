@@ -1,0 +1,176 @@
+"""Predictions checked against our own training (``rasp validate-predictor``).
+
+For every task and positional encoding: the predictor's output (:func:`analysis.predict.predict`
+with that ``pe``) next to the outcome measured on models trained by this toolkit (the runs of
+``rasp train --grid``: :func:`analysis.training.train`, which reuses a finished run with the same
+settings and resumes an interrupted one), labelled like the report's claims:
+
+* the measured outcome per (task, PE) is read from the per-seed mean out-of-distribution exact
+  match (OOD EM) with a 95% interval across seeds (Student t; one seed: no interval): a model
+  that does not fit the training lengths (mean ID EM < ``ID_FIT``) is **inconclusive**; an
+  interval entirely at or above ``OOD_GENERALIZES`` is "generalizes", entirely below it "fails",
+  and an interval straddling it is **inconclusive** (the thresholds are the report's,
+  :mod:`analysis.report`);
+* the prediction is **supported** when it names the measured outcome, **contradicted** when it
+  names the other one, **inconclusive** when the measurement is inconclusive or the theories
+  disagree.
+
+:func:`validate` returns the rows, the confusion matrix (predicted x measured) and the agreement
+rate = supported / (supported + contradicted).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+__all__ = ["ValidationRow", "validate", "measured_label", "format_validation"]
+
+
+@dataclass
+class ValidationRow:
+    """One (task, PE) cell: prediction, measurement and label."""
+
+    task: str
+    pe: str
+    prediction: str
+    theories: dict
+    seeds: list
+    id_em: list
+    ood_em: list
+    ood_mean: float | None
+    ood_ci: tuple | None
+    measured: str
+    label: str
+    run_dirs: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"task": self.task, "pe": self.pe, "prediction": self.prediction,
+                "theories": {k: v["prediction"] for k, v in self.theories.items()},
+                "seeds": self.seeds, "id_em": self.id_em, "ood_em": self.ood_em,
+                "ood_mean": self.ood_mean, "ood_ci95": self.ood_ci, "measured": self.measured,
+                "label": self.label, "run_dirs": self.run_dirs}
+
+
+def measured_label(id_em: Sequence[float | None], ood_em: Sequence[float | None]
+                   ) -> tuple[str, float | None, tuple | None]:
+    """``(outcome, mean OOD EM, 95% interval)`` from per-seed exact matches (module docstring).
+
+    ``outcome`` is ``"generalizes"``, ``"fails"`` or ``"inconclusive"``.
+    """
+    from scipy import stats
+    from analysis.report import ID_FIT, OOD_GENERALIZES
+    ids = [x for x in id_em if x is not None]
+    oods = [x for x in ood_em if x is not None]
+    if not ids or not oods:
+        return "inconclusive", None, None
+    mean = float(np.mean(oods))
+    if float(np.mean(ids)) < ID_FIT:
+        return "inconclusive", mean, None
+    if len(oods) == 1:
+        ci = None
+        lo = hi = mean
+    else:
+        sem = float(np.std(oods, ddof=1) / math.sqrt(len(oods)))
+        half = float(stats.t.ppf(0.975, len(oods) - 1) * sem)
+        lo, hi = max(0.0, mean - half), min(1.0, mean + half)
+        ci = (round(lo, 4), round(hi, 4))
+    if lo >= OOD_GENERALIZES:
+        return "generalizes", mean, ci
+    if hi < OOD_GENERALIZES:
+        return "fails", mean, ci
+    return "inconclusive", mean, ci
+
+
+def _label(prediction: str, measured: str) -> str:
+    if measured == "inconclusive" or prediction not in ("generalizes", "fails"):
+        return "inconclusive"
+    return "supported" if prediction == measured else "contradicted"
+
+
+def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int],
+             preset: str = "quick", runs_root: str = "runs", steps: int | None = None,
+             search_seconds: float = 0.0, verify_max_length: int = 40, samples: int = 3,
+             progress: bool = True, log: Callable[[str], None] | None = None) -> dict:
+    """Predict, train (reusing runs) and compare for every task x PE.
+
+    Args:
+        task_names: next-token tasks of the catalogue.
+        pes: positional encodings (``model.positional.PE_NAMES``).
+        seeds: training seeds (the uncertainty across seeds is in the label).
+        preset, steps: training preset / step override (:func:`analysis.training.train`).
+        runs_root: the grid's run directories (``rasp train --grid``'s default ``runs``).
+        search_seconds: per search for the predictor (0: shipped programs only).
+
+    Returns:
+        ``{"rows": [ValidationRow.to_dict()...], "confusion": {predicted: {measured: n}},
+        "agreement": supported / (supported + contradicted) or None, "counts": {label: n}}``.
+
+    Raises:
+        analysis.training.TrainingError / RunDirError: bad settings or an unusable run
+        directory; analysis.predict.PredictError: a task the predictor cannot handle.
+    """
+    from analysis.predict import predict
+    from analysis.training import train
+    rows = []
+    for name in task_names:
+        for pe in pes:
+            pred = predict(name, pe=pe, search_seconds=search_seconds,
+                           verify_max_length=verify_max_length, samples=samples)
+            ids, oods, dirs = [], [], []
+            for seed in seeds:
+                r = train(name, pe, seed=seed, steps=steps, preset=preset,
+                          runs_root=runs_root, progress=progress, verbose=progress)
+                ids.append(r.id_em)
+                oods.append(r.ood_em)
+                dirs.append(r.run_dir)
+            measured, mean, ci = measured_label(ids, oods)
+            row = ValidationRow(task=name, pe=pe, prediction=pred.prediction,
+                                theories=pred.theories, seeds=list(seeds), id_em=ids,
+                                ood_em=oods, ood_mean=mean, ood_ci=ci, measured=measured,
+                                label=_label(pred.prediction, measured), run_dirs=dirs)
+            if log:
+                log(f"{name} {pe}: predicted {row.prediction}, measured {measured} "
+                    f"-> {row.label}")
+            rows.append(row)
+    confusion: dict = {}
+    counts = {"supported": 0, "contradicted": 0, "inconclusive": 0}
+    for r in rows:
+        confusion.setdefault(r.prediction, {}).setdefault(r.measured, 0)
+        confusion[r.prediction][r.measured] += 1
+        counts[r.label] += 1
+    decided = counts["supported"] + counts["contradicted"]
+    return {"rows": [r.to_dict() for r in rows], "confusion": confusion, "counts": counts,
+            "agreement": counts["supported"] / decided if decided else None,
+            "settings": {"preset": preset, "steps": steps, "seeds": list(seeds),
+                         "runs_root": str(runs_root), "search_seconds": search_seconds}}
+
+
+def format_validation(out: dict) -> str:
+    """Markdown tables: per task and PE, the confusion matrix and the agreement rate."""
+    lines = ["| task | PE | predicted | theories | ID EM per seed | OOD EM per seed | OOD mean "
+             "[95% CI] | measured | label |", "| --- | --- | --- | --- | --- | --- | --- | --- "
+             "| --- |"]
+
+    def f(x):
+        return "-" if x is None else f"{x:.2f}"
+    for r in out["rows"]:
+        th = ", ".join(f"{k}: {v}" for k, v in r["theories"].items()) or "-"
+        ci = f" [{r['ood_ci95'][0]:.2f}, {r['ood_ci95'][1]:.2f}]" if r["ood_ci95"] else ""
+        lines.append(f"| {r['task']} | {r['pe']} | {r['prediction']} | {th} | "
+                     f"{' '.join(f(x) for x in r['id_em'])} | "
+                     f"{' '.join(f(x) for x in r['ood_em'])} | {f(r['ood_mean'])}{ci} | "
+                     f"{r['measured']} | {r['label']} |")
+    measured = ["generalizes", "fails", "inconclusive"]
+    lines += ["", "| predicted \\ measured | " + " | ".join(measured) + " |",
+              "| --- | " + " | ".join("---" for _ in measured) + " |"]
+    for p, row in sorted(out["confusion"].items()):
+        lines.append(f"| {p} | " + " | ".join(str(row.get(m, 0)) for m in measured) + " |")
+    c = out["counts"]
+    agree = "n/a (nothing decided)" if out["agreement"] is None else f"{out['agreement']:.2f}"
+    lines += ["", f"Supported {c['supported']}, contradicted {c['contradicted']}, inconclusive "
+                  f"{c['inconclusive']}; agreement rate (supported / decided): {agree}."]
+    return "\n".join(lines)

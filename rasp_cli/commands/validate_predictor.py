@@ -1,0 +1,82 @@
+"""`rasp validate-predictor [TASK...] [--pe PE ...] [--seeds N] [--preset P] [--steps S]
+[--runs DIR] [--search S] [--json]`: predictions checked against our own training.
+
+For each task and positional encoding: the prediction (``analysis.predict``, per PE), the models
+trained by ``rasp train --grid`` (finished runs with the same settings are reused, interrupted
+ones resumed; seeds 0..N-1), the measured outcome with a 95% interval across seeds, and the label
+supported / contradicted / inconclusive; then the confusion matrix (predicted x measured) and
+the agreement rate. See ``analysis/validate.py`` for the rule. Defaults: the six tasks of the
+report's full set, PEs nope and ape_learned, 2 seeds, the quick preset.
+
+Exit codes: 0 printed; 2 bad input (unknown task or PE, bad numbers).
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("validate-predictor",
+                       help="predicted vs measured length generalization per task and PE",
+                       description=__doc__.split("\n\n")[1])
+    p.add_argument("tasks", metavar="TASK", nargs="*", help="tasks (default: the report's six)")
+    p.add_argument("--pe", action="append", default=None, metavar="PE",
+                   help="positional encoding (repeatable, comma list or 'all'; default: nope, "
+                        "ape_learned)")
+    p.add_argument("--seeds", type=int, default=2, metavar="N", help="seeds 0..N-1 (default 2)")
+    p.add_argument("--preset", default="quick", help="training preset (default quick)")
+    p.add_argument("--steps", type=int, default=None, help="override the training steps")
+    p.add_argument("--runs", default="runs", metavar="DIR",
+                   help="run directories of the grid (default runs/)")
+    p.add_argument("--search", type=float, default=0.0, metavar="S",
+                   help="seconds per program search for the predictor (default 0: shipped "
+                        "programs only)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=validate_command)
+
+
+def validate_command(args) -> int:
+    import sys
+    from rasp_cli.main import UsageError
+    import tasks
+    from model.positional import PE_NAMES
+    from analysis.predict import PredictError
+    from analysis.report import FULL_TASKS
+    from analysis.training import RunDirError, TrainingError
+    from analysis.validate import format_validation, validate
+    names = args.tasks or list(FULL_TASKS)
+    for n in names:
+        try:
+            t = tasks.get_task(n)
+        except tasks.UnknownTaskError as e:
+            raise UsageError(str(e)) from None
+        if t.kind != "next_token":
+            raise UsageError(f"task {n!r} is a part-B sequence program; predictions are for "
+                             "next-token tasks")
+    pes = []
+    for x in args.pe or ["nope,ape_learned"]:
+        for y in x.split(","):
+            if y == "all":
+                pes += list(PE_NAMES)
+            elif y in PE_NAMES:
+                pes.append(y)
+            else:
+                raise UsageError(f"unknown positional encoding {y!r}; known: "
+                                 f"{', '.join(PE_NAMES)}, all")
+    if args.seeds < 1:
+        raise UsageError("--seeds must be at least 1")
+    if args.steps is not None and args.steps < 1:
+        raise UsageError("--steps must be positive")
+    try:
+        out = validate(names, pes, list(range(args.seeds)), preset=args.preset,
+                       runs_root=args.runs, steps=args.steps, search_seconds=args.search,
+                       progress=not args.json,
+                       log=None if args.json else (lambda m: print(m, file=sys.stderr)))
+    except (TrainingError, RunDirError, PredictError) as e:
+        raise UsageError(str(e)) from None
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(format_validation(out))
+    return 0
