@@ -313,6 +313,30 @@ _SEL_OPS = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equa
 _CHUNK = 1 << 22          # elements per vectorized block
 
 
+class _Recipes:
+    """Recipes made on demand: each kept row remembers its family's recipe function and its
+    row number in that family (building tuples for every kept row costs more than the
+    arithmetic)."""
+
+    def __init__(self):
+        self.fns: list = []
+        self.rows: list[np.ndarray] = []
+        self.starts: list[int] = [0]
+
+    def extend(self, fn, rows: np.ndarray):
+        self.fns.append(fn)
+        self.rows.append(np.asarray(rows))
+        self.starts.append(self.starts[-1] + len(rows))
+
+    def __getitem__(self, i: int) -> tuple:
+        import bisect
+        f = bisect.bisect_right(self.starts, i) - 1
+        return self.fns[f](int(self.rows[f][i - self.starts[f]]))
+
+    def __len__(self):
+        return self.starts[-1]
+
+
 class _Level:
     """The distinct s-ops of one expression size: values ``[M, P]`` (compact valid positions),
     their kind (int / index-derived / string codes), whether they are 0/1, and recipes."""
@@ -320,15 +344,15 @@ class _Level:
     def __init__(self, p: int):
         self.parts: list[np.ndarray] = []
         self.kinds: list[np.ndarray] = []
-        self.recipes: list[tuple] = []
+        self.recipes = _Recipes()
         self._vals = np.zeros((0, p), np.int8)
         self._kind = np.zeros(0, np.int8)
         self._full = None
 
-    def add(self, vals: np.ndarray, kinds: np.ndarray, recipes: list):
+    def add(self, vals: np.ndarray, kinds: np.ndarray, fn, rows):
         self.parts.append(vals.astype(np.int8))
         self.kinds.append(kinds.astype(np.int8))
-        self.recipes.extend(recipes)
+        self.recipes.extend(fn, rows)
         self._full = None
 
     def freeze(self):
@@ -357,7 +381,7 @@ class _SelLevel:
     def __init__(self):
         self.packed: list[np.ndarray] = []
         self.widths: list[np.ndarray] = []
-        self.recipes: list[tuple] = []
+        self.recipes = _Recipes()
 
     def freeze(self, nbytes: int, p: int):
         self.P = np.concatenate(self.packed) if self.packed else np.zeros((0, nbytes), np.uint8)
@@ -368,6 +392,28 @@ class _SelLevel:
 
     def __len__(self):
         return len(self.recipes)
+
+
+class _Seen:
+    """The set of 64-bit fingerprints kept so far (a Python set; NumPy ``unique`` first)."""
+
+    def __init__(self):
+        self.s: set = set()
+
+    def add_new(self, h: np.ndarray) -> np.ndarray:
+        """Indices (ascending) of the first occurrence of each fingerprint of ``h`` not seen
+        before; those fingerprints become seen."""
+        u, first = np.unique(h, return_index=True)
+        seen = self.s
+        keep = [f for hh, f in zip(u.tolist(), first.tolist()) if hh not in seen]
+        if keep:
+            keep = np.sort(np.array(keep))
+            seen.update(h[keep].tolist())
+            return keep
+        return np.zeros(0, np.int64)
+
+    def __len__(self):
+        return len(self.s)
 
 
 class _Found(Exception):
@@ -460,8 +506,8 @@ class _Engine:
         self.RS = rng.integers(1, 2**62, size=(self.nbytes + 7) // 8, dtype=np.int64) | 1
         self.rows: dict[int, _Level] = {}
         self.sels: dict[int, _SelLevel] = {}
-        self.seen: set = set()
-        self.sel_seen: set = set()
+        self.seen = _Seen()
+        self.sel_seen = _Seen()
         self.tokens_row = toks.reshape(-1)[self.vflat]
         self.index_row_full = np.tile(np.arange(T), B)
         self.index_row = self.index_row_full[self.vflat]
@@ -492,6 +538,8 @@ class _Engine:
             raise TimeoutError
 
     def _hash(self, vals: np.ndarray, kinds) -> np.ndarray:
+        """64-bit fingerprints of rows: a random linear hash modulo 2^64 (one integer
+        matrix-vector product); the kind is part of the fingerprint."""
         h = vals.astype(np.int64) @ self.R
         return h ^ (np.asarray(kinds, np.int64) * np.int64(0x5BD1E9955BD1E995))
 
@@ -537,18 +585,14 @@ class _Engine:
             v, k = vals[idx], kinds[idx]
         if self.prune:
             h = self._hash(v, k)
-            uh, first = np.unique(h, return_index=True)
-            seen = self.seen
-            keep = [f for hh, f in zip(uh.tolist(), first.tolist()) if hh not in seen]
-            if not keep:
+            keep = self.seen.add_new(h)
+            if keep.size == 0:
                 return
-            seen.update(h[keep].tolist())
-            keep = np.array(sorted(keep))
         else:
             keep = np.arange(v.shape[0])
         lv = self.rows.setdefault(level, _Level(self.Pn))
         src = keep if idx is None else idx[keep]
-        lv.add(v[keep], k[keep], [recipe(int(r)) for r in src])
+        lv.add(v[keep], k[keep], recipe, src)
         self.stored_bytes += keep.size * self.Pn
         if self.stored_bytes > self.max_bytes:
             self.storing = False
@@ -566,12 +610,9 @@ class _Engine:
             pad = (-packed.shape[1]) % 8
             p8 = np.pad(packed, ((0, 0), (0, pad))) if pad else packed
             h = p8.view(np.int64) @ self.RS
-            uh, first = np.unique(h, return_index=True)
-            keep = [f for hh, f in zip(uh.tolist(), first.tolist()) if hh not in self.sel_seen]
-            if not keep:
+            keep = self.sel_seen.add_new(h)
+            if keep.size == 0:
                 return
-            self.sel_seen.update(h[keep].tolist())
-            keep = np.array(sorted(keep))
         else:
             keep = np.arange(M)
         e = ent[keep]
@@ -579,7 +620,7 @@ class _Engine:
         lv = self.sels.setdefault(level, _SelLevel())
         lv.packed.append(packed[keep])
         lv.widths.append(widths)
-        lv.recipes.extend(recipe(int(j)) for j in keep)
+        lv.recipes.extend(recipe, keep)
         self.stored_bytes += keep.size * (self.nbytes + 2 * self.Pn)
         if self.stored_bytes > self.max_bytes:
             self.storing = False
@@ -783,7 +824,7 @@ class _Engine:
                         kk = np.maximum(kx[xi][:, None], ky[ys_][None, :])
                         kinds = kk[tri] if pairs is not None else kk.reshape(-1)
 
-                    def rec(r, xi=xi, op=op, pairs=pairs, ny=ny, ys_=ys_):
+                    def rec(r, xi=xi, op=op, pairs=pairs, ny=ny, ys_=ys_, i=i, j=j):
                         if pairs is not None:
                             a_, b_ = pairs[r]
                         else:
@@ -825,7 +866,8 @@ class _Engine:
                                            Ys[None, :, :]).reshape(-1, self.Pn)
                             ny = ys_.size
 
-                            def rec(r, x0=x0, ci=ci, ny=ny, xs_=xs_, ys_=ys_, b=b, c_=c_):
+                            def rec(r, x0=x0, ci=ci, ny=ny, xs_=xs_, ys_=ys_, b=b, c_=c_,
+                                    a=a):
                                 p_, q_ = divmod(r, ny)
                                 return ("where", (a, int(ci)), (b, int(xs_[x0 + p_])),
                                         (c_, int(ys_[q_])))
@@ -915,7 +957,8 @@ class _Engine:
                         pairs = np.argwhere(okc[sub])
                         nc = len(cols)
 
-                        def rec(r_, sub=sub, rows=rows, pairs=pairs, d=d, red=red, cols=cols):
+                        def rec(r_, sub=sub, rows=rows, pairs=pairs, d=d, red=red, cols=cols,
+                                i=i, j=j):
                             s_, c_ = pairs[r_]
                             return ("agg", (i, int(rows[sub[s_]])), (j, int(cols[c_])), d, red)
                         kk = np.broadcast_to(kinds[cols][None, :], (sub.size, nc)).reshape(-1)
@@ -961,7 +1004,7 @@ class _Engine:
                         ent = _SEL_OPS[op](Ke[kb][:, None, :], Qs[None, :, :]).reshape(-1, self.E)
                         nq = qq.size
 
-                        def rec(r, kb=kb, op=op, qq=qq, nq=nq):
+                        def rec(r, kb=kb, op=op, qq=qq, nq=nq, i=i, j=j):
                             x_, y_ = divmod(r, nq)
                             return ("select", (i, int(kb[x_])), (j, int(qq[y_])), op)
                         self._emit_sels(k, ent, rec)
@@ -978,7 +1021,7 @@ class _Engine:
                     eb = np.unpackbits(b_.P, axis=1)[:, :self.E].astype(bool)
                     for name, f in (("and", np.logical_and), ("or", np.logical_or)):
                         ent = f(ex[None, :], eb)
-                        self._emit_sels(k, ent, lambda r, x=x, name=name:
+                        self._emit_sels(k, ent, lambda r, x=x, name=name, i=i, j=j:
                                         (name, (i, x), (j, r)))
 
     # -- driver ------------------------------------------------------------------------------
