@@ -1,8 +1,9 @@
-"""`rasp tasks [--group A|B] [--json]`: list the task catalogue.
+"""`rasp tasks [--group A|B|H] [--json]`: list the task catalogue.
 
 One row per task: its name, its group (A: the generalization tasks of Zhou et al. 2023 and
 Kazemnejad et al. 2023 in next-token format, the ones `rasp train` accepts; B: the RASP classics,
-per-position sequence programs), what its length counts, the lengths it accepts, whether its
+per-position sequence programs; H: the tasks of Huang et al. 2025, next-token, no shipped
+program), what its length counts, the lengths it accepts, whether its
 reference program is valid RASP-L (A only) and its source. Parametrised part-B tasks
 (``shift_by(k)``, ``count_less_freq(n)``, ``count_token(t)``) are listed by family name.
 Details per task: ``docs/tasks.md``.
@@ -12,7 +13,8 @@ from __future__ import annotations
 
 import json
 
-GROUPS = {"A": "generalization (next-token, trainable)", "B": "sequence program (per position)"}
+GROUPS = {"A": "generalization (next-token, trainable)", "B": "sequence program (per position)",
+          "H": "Huang et al. 2025 (next-token, trainable; no shipped program)"}
 
 
 def register(sub) -> None:
@@ -32,7 +34,8 @@ def rows(group: str | None = None) -> list[dict]:
     out = []
     for name in tasks.list_tasks():
         t = tasks.get_task(name)
-        g = "A" if name in tasks.GENERALIZATION_TASKS else "B"
+        g = ("A" if name in tasks.GENERALIZATION_TASKS else
+             "H" if name in tasks.HUANG_TASKS else "B")
         if group and g != group:
             continue
         hi = "" if t.max_length is None else str(t.max_length)
