@@ -36,11 +36,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .display import describe_node
 from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPTypeError, Select, Selector,
                  SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap, Tokens,
                  topological_order)
-from .raspl import Violation, index_offset
+from .raspl import index_offset, violation_at
 
 __all__ = ["check_crasp", "CRASPReport", "RULES", "VARIANTS"]
 
@@ -122,17 +121,10 @@ def check_crasp(sop: Node, variant: str = "crasp", causal: bool | None = True) -
     for n in nodes:
         for c in n.children:
             users.setdefault(c.id, []).append(n)
-    violations: list[Violation] = []
+    violations: list = []
 
     def add(rule, n, message):
-        span = n.span
-        if span is None:
-            for u in users.get(n.id, []):
-                if u.span is not None:
-                    span = u.span
-                    break
-        violations.append(Violation(rule=rule, operation=describe_node(n), message=message,
-                                    node=n.label, span=span))
+        violations.append(violation_at(rule, n, message, users))
 
     kind: dict[int, str] = {}     # sym | count | index | mod | bad
     sel_ok: dict[int, bool] = {}

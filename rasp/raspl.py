@@ -45,7 +45,7 @@ from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPError, RASPTyp
                  SOp, Span, Tokens, topological_order)
 from .display import describe_node
 
-__all__ = ["check", "RASPLReport", "Violation", "RULES", "INT8_MIN", "INT8_MAX",
+__all__ = ["check", "RASPLReport", "Violation", "RULES", "INT8_MIN", "INT8_MAX", "violation_at",
            "provably_causal", "index_offset"]
 
 RULES = {
@@ -264,6 +264,21 @@ _COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not", "indicator",
 _PASS = {"identity", "pos", "round"}
 
 
+def violation_at(rule: int, n: Node, message: str, users: dict,
+                 span_from: Node | None = None) -> Violation:
+    """A :class:`Violation` of ``rule`` at node ``n``, located at its own source span, else
+    ``span_from``'s, else the first user's (``users``: node id -> nodes reading it); shared
+    with the C-RASP check (:mod:`rasp.crasp`)."""
+    span = _span(n, span_from)
+    if span is None:
+        for u in users.get(n.id, []):
+            if u.span is not None:
+                span = u.span
+                break
+    return Violation(rule=rule, operation=describe_node(n), message=message, node=n.label,
+                     span=span)
+
+
 def _span(n: Node, fallback: Node | None = None) -> Span | None:
     if n.span is not None:
         return n.span
@@ -300,14 +315,7 @@ def check(sop: Node, vocab: Iterable | None = None, max_seq_len: int | None = No
             users.setdefault(c.id, []).append(n)
 
     def add(rule: int, n: Node, message: str, span_from: Node | None = None):
-        span = _span(n, span_from)
-        if span is None:
-            for u in users.get(n.id, []):
-                if u.span is not None:
-                    span = u.span
-                    break
-        violations.append(Violation(rule=rule, operation=describe_node(n), message=message,
-                                    node=n.label, span=span))
+        violations.append(violation_at(rule, n, message, users, span_from))
 
     # ---- rule 1: causal selectors --------------------------------------------------------
     if not causal:

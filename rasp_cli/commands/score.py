@@ -86,22 +86,13 @@ def score_command(args) -> int:
     from rasp_cli.main import UsageError
     import tasks
     from analysis.predict import PredictError, predict
-    from model.positional import PE_NAMES
     names = args.tasks or list(tasks.GENERALIZATION_TASKS)
     if names == ["huang"]:
         names = list(tasks.HUANG_TASKS)
     pes = [None]
     if args.pe:
-        pes = []
-        for x in args.pe:
-            for y in x.split(","):
-                if y == "all":
-                    pes += list(PE_NAMES)
-                elif y in PE_NAMES:
-                    pes.append(y)
-                else:
-                    raise UsageError(f"unknown positional encoding {y!r}; known: "
-                                     f"{', '.join(PE_NAMES)}, all")
+        from rasp_cli.commands.train import parse_pes
+        pes = [pe for x in args.pe for pe in parse_pes(x)]
     if args.max_length < 1:
         raise UsageError("--max-length must be a positive integer")
     if args.samples < 1:

@@ -59,7 +59,8 @@ def register(sub) -> None:
     p.set_defaults(func=train_command)
 
 
-def _pes(text):
+def parse_pes(text):
+    """PE names from ``--pe`` text (comma list or ``all``); UsageError for an unknown one."""
     from model import PE_NAMES
     from rasp_cli.main import UsageError
     if not text:
@@ -138,7 +139,7 @@ def train_command(args) -> int:
         raise UsageError("give either TASK or --grid TASKS, not both")
     if not args.grid and not args.task:
         raise UsageError("give a TASK (or --grid TASKS); `rasp tasks --group A` lists them")
-    pes = _pes(args.pe)
+    pes = parse_pes(args.pe)
     overrides = _overrides(args.set)
     seeds = _ints(args.seeds, "--seeds") if args.seeds else [args.seed]
     tasks = [s.strip() for s in (args.grid or args.task).split(",") if s.strip()]

@@ -40,7 +40,6 @@ def validate_command(args) -> int:
     import sys
     from rasp_cli.main import UsageError
     import tasks
-    from model.positional import PE_NAMES
     from analysis.predict import PredictError
     from analysis.report import FULL_TASKS
     from analysis.training import RunDirError, TrainingError
@@ -54,16 +53,8 @@ def validate_command(args) -> int:
         if t.kind != "next_token":
             raise UsageError(f"task {n!r} is a part-B sequence program; predictions are for "
                              "next-token tasks")
-    pes = []
-    for x in args.pe or ["nope,ape_learned"]:
-        for y in x.split(","):
-            if y == "all":
-                pes += list(PE_NAMES)
-            elif y in PE_NAMES:
-                pes.append(y)
-            else:
-                raise UsageError(f"unknown positional encoding {y!r}; known: "
-                                 f"{', '.join(PE_NAMES)}, all")
+    from rasp_cli.commands.train import parse_pes
+    pes = [pe for x in args.pe or ["nope,ape_learned"] for pe in parse_pes(x)]
     if args.seeds < 1:
         raise UsageError("--seeds must be at least 1")
     if args.steps is not None and args.steps < 1:
