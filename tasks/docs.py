@@ -13,7 +13,7 @@ from rasp.measures import measure
 from rasp.raspl import check
 
 from .base import Task
-from .catalogue import GENERALIZATION_TASKS, SEQUENCE_PROGRAMS, get_task
+from .catalogue import GENERALIZATION_TASKS, HUANG_TASKS, SEQUENCE_PROGRAMS, get_task
 
 INTRO = """\
 # Task catalogue
@@ -94,6 +94,13 @@ def task_section(name: str, verify_to: int | None = None, samples: int = 2) -> s
     lines.append(f"* example (length {t.example_length}): `{t.example(0)}`")
     if t.kind == "next_token":
         lines.append(f"* default train lengths 1..{t.default_train_max_len}")
+    if t.reference_file is None:
+        lines.append(f"* no shipped program: predictions come from the search and the checkers "
+                     f"(`rasp score {t.name} --pe nope --pe ape_learned --search S`)")
+        if t.paper:
+            lines.append(f"* Huang et al. 2025: {t.paper.get('huang')}")
+        lines.append("")
+        return "\n".join(lines)
     sop = t.load_reference()
     m = _measures(sop)
     if m:
@@ -139,6 +146,18 @@ def catalogue_markdown(verify_to: int | None = 100, samples: int = 2) -> str:
             "`get_task(\"shift_by(3)\")`.", ""]
     for name in SEQUENCE_PROGRAMS:
         out.append(task_section(name, 20 if verify_to else None, samples))
+    out.append(huang_markdown())
+    return "\n".join(out)
+
+
+def huang_markdown() -> str:
+    """Part H: the tasks of Huang et al. 2025 (``tasks/huang.py``)."""
+    out = ["## Part H: tasks of Huang et al. 2025 (next-token format)", "",
+           "Formats of their released generators (`tasks/huang.py` docstring); the formal "
+           "languages are membership tasks here (`BOS w SEP -> yes|no EOS`), not their "
+           "next-character-set format. No shipped programs.", ""]
+    for name in HUANG_TASKS:
+        out.append(task_section(name))
     return "\n".join(out)
 
 
