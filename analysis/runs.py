@@ -340,11 +340,30 @@ class RunResult:
                 f"train, {tps}, {state}) -> {self.run_dir}")
 
 
-def read_result(run_dir: str | os.PathLike, reused: bool = True) -> RunResult:
-    """The :class:`RunResult` of a finished run (``DONE`` + ``accuracy.json``, validated)."""
+def check_consistent(run_dir: Path, spec: RunSpec, done: dict, rows: list[dict]) -> None:
+    """Refuse a finished run whose files disagree: ``DONE`` of another task, PE, seed or step
+    count than ``config.json``, or ``accuracy.json`` rows at other lengths than the spec's
+    evaluated lengths (files of two different runs mixed in one directory)."""
+    for key, want in (("task", spec.task), ("pe", spec.pe), ("seed", spec.seed),
+                      ("steps", spec.train.steps)):
+        if done[key] != want:
+            raise RunDirError(f"{run_dir}: DONE says {key} {done[key]!r}, config.json "
+                              f"{want!r}: files of different runs; rerun with --force")
+    got = [(r["length"], r["split"]) for r in rows]
+    if got != [tuple(p) for p in spec.eval_lengths]:
+        raise RunDirError(f"{run_dir}: accuracy.json has other lengths than config.json's "
+                          f"eval_lengths: files of different runs; rerun with --force")
+
+
+def read_result(run_dir: str | os.PathLike, reused: bool = True,
+                spec: RunSpec | None = None) -> RunResult:
+    """The :class:`RunResult` of a finished run (``DONE`` + ``accuracy.json``, validated, and
+    checked against ``spec`` when given)."""
     run_dir = Path(run_dir)
     done = read_done(run_dir)
     acc = read_accuracy(run_dir)
+    if spec is not None:
+        check_consistent(run_dir, spec, done, acc)
     return RunResult(str(run_dir), done["task"], done["pe"], int(done["seed"]),
                      done.get("preset", "default"), int(done["steps"]), acc,
                      done.get("id_em"), done.get("ood_em"), done.get("final_loss"),
@@ -420,8 +439,7 @@ def load_run(run_dir: str | os.PathLike, task=None):
     run_dir = Path(run_dir)
     check_finished(run_dir)
     spec, raw = read_spec(run_dir)
-    read_done(run_dir)
-    read_accuracy(run_dir)
+    check_consistent(run_dir, spec, read_done(run_dir), read_accuracy(run_dir))
     model = load_model(run_dir / "model.safetensors")
     if model.cfg.to_dict() != spec.model.to_dict():
         raise RunDirError(f"{run_dir}: model.safetensors does not match config.json")

@@ -265,7 +265,7 @@ def prepare(spec: RunSpec, run_dir: Path, device: str = "cpu", force: bool = Fal
                     f"{run_dir} holds a run with a different configuration; use another "
                     f"output directory or force=True (--force) to replace it")
         elif (run_dir / "DONE").exists():
-            return read_result(run_dir, reused=True)
+            return read_result(run_dir, reused=True, spec=spec)
     elif (run_dir / "DONE").exists() or has_checkpoint(run_dir):
         if not force:
             raise RunDirError(f"{run_dir}: run directory without config.json (corrupt); "
@@ -462,7 +462,7 @@ def finish(spec: RunSpec, task, run_dir: Path, st: TrainState, wall_start: float
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     atomic_json(run_dir / "DONE", done)
     clear_checkpoints(run_dir)
-    return read_result(run_dir, reused=False)
+    return read_result(run_dir, reused=False, spec=spec)
 
 
 # ------------------------------------------------------------------------------------------

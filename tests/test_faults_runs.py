@@ -203,6 +203,10 @@ FINISHED_CASES = {
                                "interval"),
     "accuracy bad split": ("accuracy.json", json.dumps([_row(split="train")]).encode(), "split"),
     "accuracy empty": ("accuracy.json", b"", "accuracy.json"),
+    "DONE of another run": ("DONE", json.dumps({"task": TASK, "pe": "t5", "seed": 1,
+                                                "steps": 600}).encode(), "different runs"),
+    "accuracy of another run": ("accuracy.json", json.dumps([_row(length=9)]).encode(),
+                                "different runs"),
     "weights garbage": ("model.safetensors", b"garbage", "model.safetensors"),
     "weights empty": ("model.safetensors", b"", "model.safetensors"),
 }
