@@ -2,13 +2,18 @@
 
 Used by the REPL (:mod:`rasp.repl`), the statement interpreter (``draw``, error messages),
 the measures and the RASP-L check (descriptions of operations) and the command line
-(``rasp run``). Follows the original RASP REPL (Weiss et al. 2021, tech-srl/RASP
-``RASP_support/REPL.py``): an s-op's value on an example as ``[h, e, l, l, o] (strings)``,
-a constant sequence as ``[0]*5 (ints)``, floats rounded to 3 digits, booleans as ``T``/``F``;
-a selector as its ``[query, key]`` matrix of 0/1.
+(``rasp run``). The REPL's display is the original RASP REPL's (Weiss et al. 2021,
+tech-srl/RASP ``RASP_support/REPL.py`` and ``Support.py``) character for character
+(:func:`format_named`, :func:`format_application`, :func:`format_show_example`,
+:func:`format_error`, with the original's per-position int/float typing of values,
+:func:`original_values`): an s-op's value on an example as ``[h, e, l, l, o] (strings)``, two
+or more equal values as ``[0]*5 (ints)``, floats rounded to 3 digits, booleans as ``T``/``F``;
+a selector as its ``[query, key]`` matrix, ``1`` where selected and a blank where not.
 
-Public API: :func:`format_sop_value`, :func:`format_selector_value`, :func:`format_atom`,
-:func:`format_example`, :func:`format_function`, :func:`format_result`, :func:`short_value`,
+Public API: :class:`DisplaySettings`, :func:`format_named`, :func:`format_application`,
+:func:`format_show_example`, :func:`format_error`, :func:`original_values`,
+:func:`sequence_str`, :func:`format_sop_value`, :func:`format_selector_value`,
+:func:`format_atom`, :func:`format_example`, :func:`format_function`, :func:`short_value`,
 :func:`describe_value`, :func:`describe_node`, :func:`draw_text`, :func:`indent`.
 """
 

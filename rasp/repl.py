@@ -391,7 +391,7 @@ class Repl:
 
     def show_result(self, r: StatementResult) -> None:
         """Print one statement's result as the original: a named value, an application's
-        value (``\t =  [...]``), ``show example``, or a ``draw``."""
+        value (``\t =  [...]``) or ``show example``."""
         d = self.session.display
         try:
             if r.kind == "example":
@@ -399,8 +399,7 @@ class Repl:
             elif r.kind == "application":
                 self.write(format_application(list(r.value), r.value.node, r.value.input, d))
             elif r.kind == "none":
-                if r.text:
-                    self.write(r.text)
+                pass            # `draw` printed through session.output as it ran
             else:
                 self.write(format_named(r.name, r.value, d))
         except RASPError as e:

@@ -11,11 +11,17 @@ Semantics follow the original RASP REPL (Weiss et al. 2021, tech-srl/RASP ``Eval
 * ``def f(a, b) { ...; return e1, e2; }`` makes a closure; names are resolved when the
   function runs (late binding), in a fresh scope whose parent is the defining scope.
 * ``for x in list_or_dict { ... }`` binds in the current scope.
-* ``load "file";`` runs ``file.rasp`` in a fresh scope whose parent is the base environment and
-  imports every name not starting with ``_`` (except ``tokens`` and ``out``). The file is
-  searched next to the loading file, then in the working directory, then in ``rasp/stdlib``.
+* ``load "file";`` runs ``file.rasp`` (only ``.rasp`` files) in a fresh scope whose parent is
+  the base environment; each binding not starting with ``_`` (and not ``out``) reaches the
+  loading scope as it is made (the original's ``stealing_env``). The file is searched next to
+  the loading file, then in the working directory, then in ``rasp/stdlib``. With a
+  :attr:`Session.reporter` (the REPL) a file runs as in the original REPL: failing statements
+  are reported and the file goes on.
+* the original REPL's commands (``set example EXPR``, ``show example``, ``examples on|off``,
+  ``full seq display on|off``, ``exit``) stand wherever a statement may at the top of a source;
+  sources are read in units as the original reads them (:mod:`rasp.reader`).
 * a bare expression statement stores its value as ``out``.
-* a failed statement leaves the environment unchanged (bindings are rolled back).
+* a failed or interrupted statement leaves the environment unchanged (bindings are rolled back).
 * **causal (RASP-L) mode**: a file whose leading comment lines contain ``#!causal`` (or
   ``#pragma causal``), a :class:`Session` with ``causal=True`` or ``run_source(...,
   causal=True)``: every ``select`` created is causal (ANDed with key_index <= query_index).

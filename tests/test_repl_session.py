@@ -324,3 +324,9 @@ def test_interactive_original_commands_and_set_example_expression():
     assert '\ts-op example: "abc"\n\tselector example: "abc"' in text
     assert 'tokens("abc") = [a, b, c] (strings)' in text
     assert text.rstrip().endswith("     s-op: tokens")      # examples off: the name only
+
+
+def test_draw_prints_its_flow_once():
+    _, out, err, rc = run(['draw(tokens == "l");\n'])
+    assert rc == 0, err
+    assert out.count("computation flow of") == 1 and "[F, F, T, T, F] (bools)" in out
