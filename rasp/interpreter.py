@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPError, RASPTypeError,
-                 RASPValueError, Select, Selector, SelectorAnd, SelectorNot, SelectorOr,
+from . import limits
+from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPError, RASPResourceError,
+                 RASPTypeError, RASPValueError, Select, Selector, SelectorAnd, SelectorNot, SelectorOr,
                  SelectorWidth, SequenceMap, SOp, Tokens, topological_order)
 from .ops import compare, homogeneous_array
 
@@ -276,6 +277,10 @@ class Evaluator:
                 fast = self._width_fast(n.selector)
                 if fast is not None:
                     return fast
+                blocks = self._query_blocks()
+                if blocks is not None:
+                    return np.concatenate([_count_selected(self._selector_rows(n.selector, a, b))
+                                           for a, b in blocks], axis=1)
             return _count_selected(self._sel(n.selector))
         if isinstance(n, Aggregate):
             return self._aggregate(n)
@@ -300,8 +305,71 @@ class Evaluator:
             memo[n.id] = r
         return r
 
+    # -- memory: [batch, query, key] work in blocks of queries ---------------------------------
+    def _query_blocks(self) -> list[tuple[int, int]] | None:
+        """Query ranges ``[(q0, q1), ...]`` whose ``[batch, q1 - q0, key]`` work (8 bytes an
+        entry: float sums, int max/min) fits the memory budget
+        (:data:`rasp.limits.MEMORY_BUDGET_BYTES`); ``None`` when the whole matrix fits."""
+        per_row = self.batch * self.n * 8
+        if per_row * self.n <= limits.MEMORY_BUDGET_BYTES:
+            return None
+        rows = max(1, limits.MEMORY_BUDGET_BYTES // (4 * per_row))
+        return [(q, min(q + rows, self.n)) for q in range(0, self.n, rows)]
+
+    def _check_matrix_budget(self, n: Selector) -> None:
+        need = self.batch * self.n * self.n
+        if need > limits.MEMORY_BUDGET_BYTES:
+            raise RASPResourceError(
+                f"selector '{n.label}' on {self.batch} input(s) of length {self.n} needs a "
+                f"[batch, query, key] matrix of {need / 2**20:.0f} MiB, more than the memory "
+                f"budget of {limits.MEMORY_BUDGET_BYTES / 2**20:.0f} MiB (raise it with "
+                "RASP_MEMORY_BUDGET_MB, or evaluate fewer or shorter inputs)")
+
+    def _compared(self, n: Select) -> tuple[np.ndarray, np.ndarray]:
+        """A select's keys and queries ``[batch, seq]`` in the smallest integer dtype that
+        orders them as the values do (strings as the ranks of their sorted distinct values),
+        computed once per select for block-wise evaluation."""
+        cache = self.__dict__.setdefault("_compared_cache", {})
+        got = cache.get(n.id)
+        if got is None:
+            keys, queries = self.values[n.keys.id], self.values[n.queries.id]
+            if keys.dtype.kind == "U" and queries.dtype.kind == "U":
+                _, inv = np.unique(np.concatenate([keys.reshape(-1), queries.reshape(-1)]),
+                                   return_inverse=True)
+                inv = inv.reshape(-1)
+                keys, queries = inv[:keys.size].reshape(keys.shape), \
+                    inv[keys.size:].reshape(queries.shape)
+            got = cache[n.id] = _compact(keys, queries)
+        return got
+
+    def _selector_rows(self, n: Selector, q0: int, q1: int) -> np.ndarray:
+        """Rows ``q0:q1`` of a selector's matrix, ``[batch, q1 - q0, key]``, without building
+        the others (memory ``batch * (q1 - q0) * key``)."""
+        full = self.values.get(n.id)
+        if full is not None:
+            return full[:, q0:q1]
+        if isinstance(n, Select):
+            shape = (self.batch, q1 - q0, self.n)
+            if n.op in ("TRUE", "FALSE"):
+                m = np.full(shape, n.op == "TRUE")
+            else:
+                keys, queries = self._compared(n)
+                m = compare(keys[:, None, :], queries[:, q0:q1, None], n.op)
+        elif isinstance(n, SelectorAnd):
+            m = self._selector_rows(n.a, q0, q1) & self._selector_rows(n.b, q0, q1)
+        elif isinstance(n, SelectorOr):
+            m = self._selector_rows(n.a, q0, q1) | self._selector_rows(n.b, q0, q1)
+        elif isinstance(n, SelectorNot):
+            m = ~self._selector_rows(n.a, q0, q1)
+        else:
+            raise AssertionError(n)
+        if self.causal or n.causal:
+            m &= np.arange(self.n)[None, :] <= np.arange(q0, q1)[:, None]
+        return m
+
     def _selector(self, n: Selector) -> np.ndarray:
         v = self.values
+        self._check_matrix_budget(n)
         # (only for lazy evaluation: callers of `eval_node` / `values` may write into selectors)
         inv = self.lazy_selectors and self.batch > 1 and self._invariant(n)
         b = 1 if inv else self.batch
@@ -333,11 +401,35 @@ class Evaluator:
             codes = self._eq_codes(n.selector)
             if codes is not None:
                 return self._aggregate_grouped(n, vals, *codes)
+            blocks = self._query_blocks()
+            if blocks is not None:
+                return self._aggregate_blocks(n, vals, blocks)
         sel = self._sel(n.selector)                            # [B, Q, K]
         count = _count_selected(sel)                           # [B, Q]
         other = _other_type_default(n, vals, count)
         if other is not None:
             return other
+        return self._aggregate_matrix(n, vals, sel, count)
+
+    def _aggregate_blocks(self, n: Aggregate, vals, blocks) -> np.ndarray:
+        """An aggregate computed over blocks of queries (memory bounded by the budget)."""
+        counts = None
+        if _is_str(n.default) != (vals.dtype.kind == "U"):      # needs every row's count
+            counts = np.concatenate([_count_selected(self._selector_rows(n.selector, a, b))
+                                     for a, b in blocks], axis=1)
+            other = _other_type_default(n, vals, counts)
+            if other is not None:
+                return other
+        parts = []
+        for a, b in blocks:
+            sel = self._selector_rows(n.selector, a, b)
+            count = counts[:, a:b] if counts is not None else _count_selected(sel)
+            parts.append(self._aggregate_matrix(n, vals, sel, count, a))
+        return np.concatenate(parts, axis=1)
+
+    def _aggregate_matrix(self, n: Aggregate, vals, sel, count, q0: int = 0) -> np.ndarray:
+        """An aggregate from its selector's rows ``sel`` ``[B, Q, K]`` (queries from ``q0``)
+        and their counts ``[B, Q]``."""
         default = n.default
         kind = vals.dtype.kind
         if n.reduction == "mean" and kind != "U" and count.size and count.max() <= 1:
@@ -351,8 +443,8 @@ class Evaluator:
                     b, q = np.argwhere(count > 1)[0]
                     raise RASPTypeError(
                         f"aggregate '{n.label}' asked to average several string values at "
-                        f"query position {q} (selected keys {np.flatnonzero(sel[b, q]).tolist()});"
-                        " a mean needs numbers")
+                        f"query position {q + q0} (selected keys "
+                        f"{np.flatnonzero(sel[b, q]).tolist()}); a mean needs numbers")
                 return self._move_single(sel, vals, count, default)
             sums = _selected_sums(sel, vals)
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -415,6 +507,9 @@ class Evaluator:
                 return np.broadcast_to(np.arange(1, self.n + 1, dtype=np.int64),
                                        (self.batch, self.n)).copy()
             return np.full((self.batch, self.n), self.n, dtype=np.int64)
+        if isinstance(sel, Select) and sel.op in _ORDER_SIDE and self.n >= 256 and \
+                not (self.causal or sel.causal):
+            return self._width_sorted(sel)
         codes = self._eq_codes(sel)
         if codes is None:
             return None
@@ -423,6 +518,19 @@ class Evaluator:
         if causal:
             count = self._causal_mask_distinct(kc, qc, m, count)[0]
         return count
+
+    def _width_sorted(self, sel: Select):
+        """Selector width of a non-causal ordering select by sorting each sequence's keys and
+        binary-searching the queries: O(batch * seq log seq) time and memory, no matrix."""
+        keys, queries = self.values[sel.keys.id], self.values[sel.queries.id]
+        if (keys.dtype.kind == "U") != (queries.dtype.kind == "U"):
+            return None          # the matrix path reports the type error
+        out = np.empty((self.batch, self.n), dtype=np.int64)
+        side, below = _ORDER_SIDE[sel.op]
+        for b in range(self.batch):
+            c = np.searchsorted(np.sort(keys[b]), queries[b], side=side)
+            out[b] = c if below else self.n - c
+        return out
 
     def _causal_mask_distinct(self, kc, qc, m, count):
         """Causal ``==`` with distinct keys per sequence (positions): the one matching key
@@ -538,6 +646,11 @@ def _is_index_shift(node: Node) -> bool:
             return False
         node = node.inner
     return False
+
+
+# select comparison -> (searchsorted side, whether the count is of keys below the query)
+_ORDER_SIDE = {"<": ("left", True), "<=": ("right", True), ">": ("right", False),
+               ">=": ("left", False)}
 
 
 def _first_selected(sel: np.ndarray) -> np.ndarray:

@@ -16,6 +16,7 @@ Public API:
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import re
 
@@ -169,6 +170,11 @@ def parse(text: str, filename: str = "<string>") -> lark.Tree:
     """
     if not isinstance(text, str):
         raise RASPSyntaxError(f"source must be text, got {type(text).__name__}")
+    # The parse tree of a large file is millions of objects without reference cycles: the
+    # cyclic garbage collector's full passes over them made parsing superlinear in the file's
+    # size. It is paused while lark builds the tree (restored after).
+    gc_was_on = gc.isenabled()
+    gc.disable()
     try:
         return _parser().parse(text)
     except UnexpectedInput as e:
@@ -177,6 +183,9 @@ def parse(text: str, filename: str = "<string>") -> lark.Tree:
         raise RASPSyntaxError(f"syntax error: {e}", Span(filename, 1, 1)) from None
     except RecursionError:  # pragma: no cover - LALR is iterative; defensive
         raise RASPSyntaxError("program nested too deeply", Span(filename, 1, 1)) from None
+    finally:
+        if gc_was_on:
+            gc.enable()
 
 
 def needs_more_input(text: str) -> bool:

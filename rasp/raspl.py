@@ -463,6 +463,12 @@ def _ok_value(v) -> bool:
 
 
 def _check_values(sop, nodes, vocab, max_seq_len, causal, add, undecided):
+    if int(max_seq_len) > value_sets.MAX_VALUE_SET:
+        # positions alone would enumerate more values than inference keeps: refuse before
+        # allocating (a selector width or an index that large breaks the rule anyway)
+        undecided.append(f"rule 2 (int8 values): not checked: max_len {max_seq_len} gives "
+                         f"more than {value_sets.MAX_VALUE_SET} positions to enumerate")
+        return
     try:
         sets = value_sets.infer_value_sets(sop, set(vocab), int(max_seq_len), causal=causal)
     except RASPError as e:     # ValueSetError included

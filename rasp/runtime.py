@@ -935,23 +935,25 @@ class Session:
         chain = []
         e: Environment | None = env
         while e is not None:
-            chain.append((e, dict(e.vars)))
+            e.begin()          # a journal of what the statement changes (undone in O(changes))
+            chain.append(e)
             e = e.exports_to
         saved_iterations, self._interp.iterations = self._interp.iterations, 0
         try:
             results = self._interp.exec_stmt(st, env, ctx)
             if self.check_example:
                 self._check_on_example(results, ctx, st)
-            return results
         except BaseException as exc:
-            for scope, snapshot in chain:
-                scope.vars.clear()
-                scope.vars.update(snapshot)
+            for scope in chain:
+                scope.rollback()
             if isinstance(exc, RecursionError):
                 raise RASPValueError("program nested too deeply", _span(ctx, st)) from None
             raise
         finally:
             self._interp.iterations = saved_iterations
+        for scope in chain:
+            scope.commit()
+        return results
 
     def _check_on_example(self, results: list[StatementResult], ctx: _Ctx, st) -> None:
         for r in results:

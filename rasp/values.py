@@ -62,21 +62,78 @@ class StatementResult:
     text: str | None = None
 
 
+_MISSING = object()
+
+
+class _Vars(dict):
+    """A scope's bindings. While journals are open (one per running statement, nested for
+    statements run inside a statement, such as a ``load``), the innermost records each name's
+    value before its first change, so a failed statement is undone in time proportional to
+    what it changed, not to the size of the scope."""
+
+    __slots__ = ("journals",)
+
+    def __init__(self):
+        super().__init__()
+        self.journals: list[dict[str, Any]] = []
+
+    def _note(self, k: str) -> None:
+        if self.journals:
+            j = self.journals[-1]
+            if k not in j:
+                j[k] = dict.get(self, k, _MISSING)
+
+    def __setitem__(self, k: str, v: Any) -> None:
+        self._note(k)
+        dict.__setitem__(self, k, v)
+
+    def __delitem__(self, k: str) -> None:
+        self._note(k)
+        dict.__delitem__(self, k)
+
+    def pop(self, k: str, *default: Any) -> Any:
+        self._note(k)
+        return dict.pop(self, k, *default)
+
+
 class Environment(Mapping):
     """A scope: a mapping name -> value with a parent scope (looked up when a name is missing).
 
     ``env[name]`` and ``name in env`` see the parents; iteration (``keys()``) lists every
     visible name (own names first); :meth:`own_names` only this scope's names.
+    :meth:`begin` / :meth:`commit` / :meth:`rollback` undo the bindings of a failed statement.
     """
 
     def __init__(self, parent: "Environment | None" = None, name: str = "env"):
-        self.vars: dict[str, Any] = {}
+        self.vars: _Vars = _Vars()
         self.parent = parent
         self.name = name
         #: the scope that also receives every binding made here whose name does not start
         #: with ``_`` and is not ``out`` (a loaded file's scope exports to the loading scope,
         #: binding by binding, as the original RASP's ``stealing_env``); ``None``: none
         self.exports_to: Environment | None = None
+
+    def begin(self) -> None:
+        """Start recording this scope's changes (one statement; calls nest)."""
+        self.vars.journals.append({})
+
+    def commit(self) -> None:
+        """Keep the changes made since the matching :meth:`begin` (an enclosing statement
+        can still undo them)."""
+        journal = self.vars.journals.pop()
+        if self.vars.journals:
+            outer = self.vars.journals[-1]
+            for k, old in journal.items():
+                outer.setdefault(k, old)
+
+    def rollback(self) -> None:
+        """Undo every change made to this scope since the matching :meth:`begin`."""
+        journal = self.vars.journals.pop()
+        for k, old in journal.items():
+            if old is _MISSING:
+                dict.pop(self.vars, k, None)
+            else:
+                dict.__setitem__(self.vars, k, old)
 
     def lookup(self, name: str) -> Any:
         env: Environment | None = self
