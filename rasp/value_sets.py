@@ -265,18 +265,24 @@ def _int_means(ints: list[int], D: int, max_count: int, limit: int) -> list:
 
 
 def _fraction_means(vals: list[Fraction], max_count: int, limit: int) -> list:
-    means: set = set(vals)
-    sums = set(vals)
-    m = len(vals)
+    """The means when the scaled integers exceed int64 (floats such as 1/3 have denominators
+    up to 2^60): Python integers scaled by the common denominator, level by level."""
+    D = 1
+    for v in vals:
+        D = D * v.denominator // math.gcd(D, v.denominator)
+    ints = sorted({int(v * D) for v in vals})
+    m = len(ints)
+    means: set = {Fraction(i, D) for i in ints}
+    sums = set(ints)
     for k in range(2, max_count + 1):
-        if len(sums) * m > MEAN_WORK_LIMIT // 20:
+        if len(sums) * m > MEAN_WORK_LIMIT // 10:
             raise ValueSetError(
                 f"more than {limit} possible means (estimated: {len(sums)} distinct sums of "
                 f"{k - 1} values x {m} values)")
-        sums = {s + v for s in sums for v in vals}
+        sums = {s + v for s in sums for v in ints}
         if len(sums) > limit:
             raise _too_many(limit, k, len(sums))
-        means.update(s / k for s in sums)
+        means.update(Fraction(s, k * D) for s in sums)
         if len(means) > limit:
             raise ValueSetError(f"more than {limit} possible means")
     return sort_values(_frac_out(x) for x in means)
