@@ -4,7 +4,9 @@ For every program of the peer size table (docs/compiler.md; Tracr's published si
 our version at the same vocabulary and max_seq_len and prints our size beside the peer's
 (layers, heads, d_model, MLP hidden, parameters; plus non-zero parameters and compile time), then
 the sizes at max_seq_len 64. Every compiled model is checked against the interpreter: all inputs
-at the peer's size (exhaustive), ``--random`` random inputs per length at 64.
+at the peer's size (exhaustive), ``--random`` random inputs per length at 64. The CPU seconds of
+the compiler's stages and of its verification gate (inside ``compile_program``) are reported
+side by side, with the gate's share of the total.
 
 Writes ``bench/results/compiler.json``.
 
@@ -77,6 +79,9 @@ def measure(name, sop, vocab, n, random_k):
             "d_head": s["d_head"], "mlp_hidden": s["max_mlp_hidden"],
             "mlp_hidden_total": s["mlp_hidden"], "params": s["params"],
             "nonzero_params": s["nonzero_params"], "compile_seconds": round(secs, 4),
+            "stages_cpu_seconds": round(s["compile_cpu_seconds"], 4),
+            "gate_cpu_seconds": round(s["verify_cpu_seconds"], 4),
+            "gate_inputs": s["verified_inputs"], "gate_exhaustive": s["verified_exhaustively"],
             "checked_inputs": total, "mismatches": bad}
 
 
@@ -93,7 +98,8 @@ def main(argv=None) -> int:
     progs = peer_programs()
     print("At the peer's vocabulary and max_seq_len (ours / Tracr); exhaustive check")
     hdr = (f"{'program':22s} {'layers':>7s} {'heads':>6s} {'d_model':>8s} {'MLP hid':>9s} "
-           f"{'params':>17s} {'nonzero':>8s} {'time s':>7s} {'exact':>9s}")
+           f"{'params':>17s} {'nonzero':>8s} {'time s':>7s} {'exact':>9s} "
+           f"{'CPU stages/gate s':>18s}")
     print(hdr)
     for name in PEER_TABLE:
         sop, vocab, n, peer = progs[name]
@@ -108,7 +114,8 @@ def main(argv=None) -> int:
               f"{peer['heads']:<3d} {row['d_model']:>3d}/{peer['d_model']:<4d} "
               f"{row['mlp_hidden']:>4d}/{peer['mlp_hidden']:<4d} {row['params']:>7,d}/"
               f"{peer['params']:<9,d} {row['nonzero_params']:>8,d} {row['compile_seconds']:>7.3f} "
-              f"{row['checked_inputs'] - row['mismatches']:>4d}/{row['checked_inputs']}")
+              f"{row['checked_inputs'] - row['mismatches']:>4d}/{row['checked_inputs']} "
+              f"{row['stages_cpu_seconds']:>8.3f}/{row['gate_cpu_seconds']:<8.3f}")
     print(f"\nAt max_seq_len {args.long} (same vocabularies); {args.random} random inputs per "
           "length checked")
     progs = peer_programs(args.long)
@@ -123,8 +130,11 @@ def main(argv=None) -> int:
         print(f"{name:22s} layers {row['layers']} heads {row['heads']} d_model {row['d_model']} "
               f"d_head {row['d_head']} MLP {row['mlp_hidden']} params {row['params']:,} "
               f"nonzero {row['nonzero_params']:,} compile {row['compile_seconds']:.3f}s exact "
-              f"{row['checked_inputs'] - row['mismatches']}/{row['checked_inputs']}")
+              f"{row['checked_inputs'] - row['mismatches']}/{row['checked_inputs']} CPU stages "
+              f"{row['stages_cpu_seconds']:.3f}s gate {row['gate_cpu_seconds']:.3f}s "
+              f"({row['gate_inputs']} inputs)")
     ok = [r for r in peer_rows if "error" not in r]
+    ok_all = ok + [r for r in long_rows if "error" not in r]
     summary = {
         "programs": len(peer_rows),
         "no_more_layers_than_peer": all(r["layers"] <= r["peer"]["layers"] for r in ok),
@@ -134,6 +144,8 @@ def main(argv=None) -> int:
         "compiled_at_long": sum("error" not in r for r in long_rows),
         "max_compile_seconds_long": max([r["compile_seconds"] for r in long_rows
                                          if "error" not in r] + [0]),
+        "gate_cpu_share": round(sum(r["gate_cpu_seconds"] for r in ok_all) / max(
+            sum(r["gate_cpu_seconds"] + r["stages_cpu_seconds"] for r in ok_all), 1e-9), 3),
     }
     print("\nsummary:", json.dumps(summary))
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

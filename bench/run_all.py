@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["bench.bench_interpreter", "bench.bench_compiler", "bench.bench_search",
+BENCHMARKS = ["bench.bench_interpreter", "bench.bench_compiler", "bench.bench_compiler_fuzz",
+              "bench.bench_search",
               "bench.bench_training"]
 
 

@@ -50,7 +50,9 @@ class CompiledModel:
             token id 0 at position 0, PAD id ``len(vocab) + 1``).
         vocab: the input token values; token id ``i + 1`` is ``vocab[i]``.
         stats: ``layers, heads, max_heads, heads_per_layer, d_model, d_head, mlp_hidden,
-            mlp_per_layer, params, nonzero_params, compile_seconds``.
+            mlp_per_layer, params, nonzero_params, compile_seconds`` (wall, the stages),
+            ``compile_cpu_seconds``, and from the verification gate ``verify_seconds``,
+            ``verify_cpu_seconds``, ``verified_inputs``, ``verified_exhaustively``.
         residual_labels: one label per residual direction (``one``, ``bos``, ``pad``,
             ``name:value`` / ``name``).
         output_values, output_encoding: how the unembedding columns decode.
@@ -412,13 +414,14 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
     except _INTERNAL as e:
         raise CompilerError(f"cannot compile: internal error {type(e).__name__}: {e}",
                             sop.span if isinstance(sop, SOp) else None) from None
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     try:
         check = verify_compiled(cm, sop, samples=verify_samples)
     except _INTERNAL as e:
         raise CompilerError(f"verification of the compiled model failed: "
                             f"{type(e).__name__}: {e}", sop.span) from None
     cm.stats["verify_seconds"] = time.perf_counter() - t1
+    cm.stats["verify_cpu_seconds"] = time.process_time() - c1
     cm.stats["verified_inputs"] = check.checked
     cm.stats["verified_exhaustively"] = check.exhaustive
     if not check.ok:
@@ -437,7 +440,7 @@ _INTERNAL = (ValueError, TypeError, ArithmeticError, IndexError, KeyError, Asser
 
 
 def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params) -> CompiledModel:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if not isinstance(max_seq_len, int) or isinstance(max_seq_len, bool) or max_seq_len < 1:
         raise CompilerError(f"max_seq_len must be a positive int, got {max_seq_len!r}")
     if isinstance(vocab, str):
@@ -531,6 +534,7 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params) -> Co
         "params": int(params),
         "nonzero_params": nonzero,
         "compile_seconds": time.perf_counter() - t0,
+        "compile_cpu_seconds": time.process_time() - c0,
     }
     return CompiledModel(model, vocab, space.labels, asm.output_values, asm.output_encoding,
                          causal, max_seq_len, stats, checks, asm.head_nodes, node_dirs,
