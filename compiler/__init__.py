@@ -1,10 +1,12 @@
 """rasp-lab: the compiler of RASP / RASP-L programs into transformer weights.
 
-Pipeline (Tracr's shape; see ``docs/compiler.md``): :mod:`compiler.rasp_to_graph` (IR -> networkx
-graph, rewrites, fusion), :mod:`rasp.value_sets` (value sets), :mod:`compiler.encoding`,
-:mod:`compiler.residual_space` (residual space), :mod:`compiler.graph_to_blocks` (MLPs and heads),
-:mod:`compiler.layer_allocation` (layer allocation), :mod:`compiler.blocks_to_model` (the one
-:class:`model.Transformer`), :mod:`compiler.compile` (``compile_program``).
+Pipeline (Tracr's shape; see ``docs/compiler.md``), one module per stage, named for what it
+converts: :mod:`compiler.basis_inference` (value sets, once), :mod:`compiler.rasp_to_graph`
+(IR -> networkx graph, rewrites, fusion; :mod:`compiler.encoding`),
+:mod:`compiler.residual_space` (residual space), :mod:`compiler.graph_to_blocks` (MLPs and
+heads), :mod:`compiler.layer_allocation` (layer allocation), :mod:`compiler.blocks_to_model`
+(the one :class:`model.Transformer`), :mod:`compiler.verification` (the gate: compiled model vs
+interpreter), :mod:`compiler.compile` (``compile_program``).
 
 The Transformer itself (package :mod:`model`) is shared with training. Importing this package
 does not import torch until the compiler is used.

@@ -482,8 +482,18 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params) -> Co
             f"more than the limit {max_params:,}; reduce the vocabulary or max_seq_len, or raise "
             "max_params")
     plan = allocate_layers(cg)
-    heads = {n.name: build_head(n, space) for n in cg.nodes if n.is_attention}
-    mlps = {n.name: build_mlp(n, space) for n in cg.nodes if n.kind == "mlp"}
+    heads, mlps = {}, {}
+    for n in cg.nodes:
+        try:
+            if n.is_attention:
+                heads[n.name] = build_head(n, space)
+            elif n.kind == "mlp":
+                mlps[n.name] = build_mlp(n, space)
+        except CompilerError:
+            raise
+        except RASPError as e:       # e.g. a select ordering strings against numbers
+            raise UnsupportedError(f"{e.message} (the interpreter raises whenever this is "
+                                   "evaluated)", n.ir if n.ir is not None else None) from None
     tokens_nodes = [n for n in cg.nodes if n.kind == "tokens"]
     idx = [n for n in cg.nodes if n.kind == "indices"]
     asm: Assembly = assemble(plan, space, heads, mlps, vocab, tokens_nodes,

@@ -38,6 +38,7 @@ import networkx as nx
 import numpy as np
 
 from rasp.ops import compare, homogeneous_array
+from rasp.errors import RASPError
 from rasp.ir import (Aggregate, Elementwise, Full, Indices, Length, Map, Node, Select,
                      Selector, SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap,
                      SOp, Tokens, topological_order)
@@ -313,6 +314,8 @@ class _Lowerer:
         self.memo: dict[int, CNode] = {}
         self.names: set[str] = set()
         self.conv_memo: dict[int, CNode] = {}
+        #: nodes computed only so that the model raises where the interpreter does
+        self.extra_roots: list[CNode] = []
         self.warnings: list[str] = []
         self._indices: CNode | None = None
 
@@ -338,7 +341,12 @@ class _Lowerer:
     def lower(self, root: SOp) -> CNode:
         for node in topological_order(root):
             if isinstance(node, SOp) and node.id not in self.memo:
-                c = self._lower_sop(node)
+                try:
+                    c = self._lower_sop(node)
+                except CompilerError:
+                    raise
+                except RASPError as e:
+                    raise UnsupportedError(e.message, node) from None
                 self.memo[node.id] = c
         return self.memo[root.id]
 
@@ -476,7 +484,7 @@ class _Lowerer:
 
     # -- selectors ---------------------------------------------------------------------------
     def lower_selector(self, sel: Selector) -> SelectorSpec:
-        causal_flags = {s.causal for s in topological_order(sel) if isinstance(s, Select)}
+        causal_flags = {s.causal for s in _selects(sel)}
         factors = self._conj(sel)
         if not self.causal and True in causal_flags:
             # Every causal node of the interpreter masks with key <= query; inside that region
@@ -524,6 +532,8 @@ class _Lowerer:
         return _Side(c, expr, None)
 
     def _leaf_factors(self, s: Select, negate: bool) -> list:
+        if s.op in ("TRUE", "FALSE"):
+            self._keep_if_may_raise(s)
         if s.op == "TRUE" and not negate or s.op == "FALSE" and negate:
             return []
         if s.op in ("TRUE", "FALSE"):
@@ -562,8 +572,32 @@ class _Lowerer:
         j = CNode("mlp", name, sel, CATEGORICAL, vals, expr=expr, internal=True)
         return j, {id(c): i for i, c in enumerate(nodes)}
 
+    def _keep_if_may_raise(self, s: Select) -> None:
+        """A ``TRUE``/``FALSE`` select does not read its keys and queries, but the interpreter
+        evaluates them: where they may raise, they are computed for the runtime checks."""
+        for x in (s.keys, s.queries):
+            if self._may_raise(x) and self.memo[x.id].kind != "full":
+                self.extra_roots.append(self.memo[x.id])
+
+    def _may_raise(self, sop: SOp) -> bool:
+        vs = self.vs
+        for x in topological_order(sop):
+            if not isinstance(x, SOp) or x.id in vs.unbounded:
+                continue
+            vals = vs.sets.get(x.id, [])
+            if x.id in vs.errors or (any(isinstance(v, str) for v in vals)
+                                     and not all(isinstance(v, str) for v in vals)):
+                return True
+            if isinstance(x, Aggregate) and x.reduction == "mean" and any(
+                    isinstance(v, str) for v in vs.sets.get(x.values.id, [])):
+                return True
+        return False
+
     def _formula_factor(self, sel: Selector) -> Factor:
-        leaves = [s for s in topological_order(sel) if isinstance(s, Select)]
+        leaves = _selects(sel)
+        for s in leaves:
+            if s.op in ("TRUE", "FALSE"):
+                self._keep_if_may_raise(s)
         sides = {}
         for s in leaves:
             if s.op not in ("TRUE", "FALSE"):
@@ -600,6 +634,19 @@ class _Lowerer:
         return Factor(key, query, pred, sel.label)
 
 
+def _selects(sel: Selector) -> list:
+    """The ``select`` leaves of a selector tree (``and``/``or``/``not``), not the selects
+    inside the s-ops it compares."""
+    if isinstance(sel, Select):
+        return [sel]
+    if isinstance(sel, (SelectorAnd, SelectorOr)):
+        out = _selects(sel.a)
+        return out + [s for s in _selects(sel.b) if all(s is not t for t in out)]
+    if isinstance(sel, SelectorNot):
+        return _selects(sel.a)
+    raise AssertionError(sel)
+
+
 class _Side:  # noqa: E302
     """One side of a select: ``node`` (None: the constant ``const``) and an optional
     transform ``expr`` of the node's values (an absorbed map)."""
@@ -630,18 +677,21 @@ class _Side:  # noqa: E302
 # Fusion and the graph
 # --------------------------------------------------------------------------------------------
 
-def _consumers(nodes: list, output: CNode) -> dict[int, list]:
+def _consumers(nodes: list, output: CNode, extra: tuple = ()) -> dict[int, list]:
     cons: dict[int, list] = {id(n): [] for n in nodes}
     for n in nodes:
         for d in n.deps():
             cons.setdefault(id(d), []).append(n)
-    cons.setdefault(id(output), []).append(None)
+    for r in (output,) + tuple(extra):
+        cons.setdefault(id(r), []).append(None)
     return cons
 
 
-def _reachable(output: CNode) -> list:
+def _reachable(output: CNode, extra: tuple = ()) -> list:
+    """The nodes ``output`` (and the ``extra`` roots: nodes computed only for the runtime
+    checks) depend on, in a topological order."""
     order, seen = [], set()
-    stack = [(output, False)]
+    stack = [(r, False) for r in reversed(tuple(extra))] + [(output, False)]
     while stack:
         n, done = stack.pop()
         if done:
@@ -683,7 +733,7 @@ def _fusion_ok(p: CNode, new_expr: Expr, old_cost: int) -> bool:
     return mlp_cost(new_leaves) <= max(1.5 * old_cost, old_cost + 64)
 
 
-def _fuse(nodes: list, output: CNode) -> int:
+def _fuse(nodes: list, output: CNode, extra: tuple = ()) -> int:
     """Fuse single-consumer MLP nodes into their MLP consumer. Returns the number of fusions.
 
     For each MLP, first the whole tree of single-consumer MLPs below it is tried at once (so
@@ -693,7 +743,7 @@ def _fuse(nodes: list, output: CNode) -> int:
     changed = True
     while changed:
         changed = False
-        cons = _consumers(nodes, output)
+        cons = _consumers(nodes, output, extra)
 
         def eligible(leaf, parent_set):
             if leaf.kind != "mlp" or leaf is output:
@@ -737,7 +787,7 @@ def _fuse(nodes: list, output: CNode) -> int:
                     changed = True
                     break
             if changed:
-                nodes[:] = _reachable(output)
+                nodes[:] = _reachable(output, extra)
                 break
     return fused
 
@@ -775,10 +825,11 @@ def build_graph(sop: SOp, vocab, max_seq_len: int, causal: bool = False,
         value_sets = infer_bases(sop, vocab, max_seq_len, causal)
     low = _Lowerer(vocab, max_seq_len, causal, value_sets)
     out = low.lower(sop)
-    nodes = _reachable(out)
-    _fuse(nodes, out)
+    extra = tuple(low.extra_roots)
+    nodes = _reachable(out, extra)
+    _fuse(nodes, out, extra)
     _convert_extra_numericals(low, nodes)
-    nodes = _reachable(out)
+    nodes = _reachable(out, extra)
     g = nx.DiGraph()
     for n in nodes:
         g.add_node(n.name, cnode=n)

@@ -398,6 +398,7 @@ def refusal_reason(e: CompilerError) -> str:
                         ("numerical aggregate needs numeric", "numerical aggregate of strings"),
                         ("string default", "numerical aggregate of strings"),
                         ("combined key/query space", "or/not selector too large"),
+                        ("compare strings with numbers", "select orders strings vs numbers"),
                         ("internal error", "internal error")):
         if key in m:
             return reason
