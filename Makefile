@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: demo test install bench clean
+.PHONY: demo test install chromium bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,24 @@ install: $(VENV)/.installed
 demo: install
 	$(VENV)/bin/rasp demo
 
-test: install
+# The report tests open pages in headless Chromium: `make test` installs Debian's package
+# `chromium` when no Chromium is on PATH (as root, or with password-less sudo), else stops
+# with the command to run.
+CHROMIUM_NAMES ?= chromium chromium-browser
+CHROMIUM_HINT := sudo apt-get update && sudo apt-get install -y chromium
+
+chromium:
+	@for n in $(CHROMIUM_NAMES); do command -v $$n >/dev/null 2>&1 && exit 0; done; \
+	echo "make: Chromium is missing (the report tests need it); installing Debian's package 'chromium'"; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "make: no apt-get here; install Chromium with your package manager (Debian: $(CHROMIUM_HINT))" >&2; exit 1; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=""; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
+	else echo "make: cannot install Chromium without root; run: $(CHROMIUM_HINT)" >&2; exit 1; fi; \
+	$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium \
+	  || { echo "make: installing Chromium failed; run: $(CHROMIUM_HINT)" >&2; exit 1; }
+
+test: install chromium
 	# stdin from /dev/null: no test may wait on a terminal
 	$(PY) -m pytest -q --timeout=900 < /dev/null
 

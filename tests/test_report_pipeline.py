@@ -66,7 +66,7 @@ def test_report_reuses_finished_runs(tiny):
 def test_report_page_opens_in_chromium(tiny):
     _, _, path = tiny
     exe = find_chromium()
-    assert exe, "chromium is required (apt-get install -y chromium; .ci/run installs it)"
+    assert exe, "chromium is required (`make test` installs it: apt-get install -y chromium)"
     page = open_page(exe, path.resolve().as_uri())
     assert page["errors"] == []
     assert len(page["images"]) >= 4

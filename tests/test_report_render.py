@@ -98,7 +98,7 @@ def test_report_is_self_contained_and_shows_the_probe(tmp_path):
 
 def test_report_renders_in_headless_chromium(tmp_path):
     exe = find_chromium()
-    assert exe, "chromium is required (apt-get install -y chromium; .ci/run installs it)"
+    assert exe, "chromium is required (`make test` installs it: apt-get install -y chromium)"
     rng = np.random.default_rng(1)
     path = report.render_report([_synthetic_section(rng)], tmp_path)
     page = open_page(exe, path.resolve().as_uri())
