@@ -34,7 +34,7 @@ def _accept_unbounded(node: SOp) -> bool:
     if isinstance(node, Aggregate):
         return (node.reduction == "mean" and not node.truncate
                 and explicit_encoding(node) != CATEGORICAL
-                and not isinstance(node.default, str))
+                and not isinstance(node.default, str) and node.default is not None)
     return False
 
 

@@ -507,7 +507,7 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params) -> Co
         if n.kind != "full" and space.is_categorical(n):
             dirs = space.dirs(n)
             sd = [d for v, d in dirs.items() if isinstance(v, str)]
-            nd = [d for v, d in dirs.items() if not isinstance(v, str)]
+            nd = [d for v, d in dirs.items() if not isinstance(v, str) and v is not None]
             if sd and nd:
                 kind_checks.append((n.name, sd, nd))
     count_checks = [(n.name, space.dir(n.count_check)) for n in cg.nodes

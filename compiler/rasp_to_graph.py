@@ -293,7 +293,11 @@ def _trunc_fn(x):
     return np.trunc(np.asarray(x, dtype=np.float64)).astype(np.int64)
 
 
-def _cmp_pred(op: str) -> Callable:
+def _cmp_pred(op: str, predicate: Callable | None = None) -> Callable:
+    if op == "python":       # a Python predicate(key, query) (Tracr's Select with a callable)
+        f = np.frompyfunc(lambda k, q: bool(predicate(k, q)), 2, 1)
+        return lambda K, Q: f(np.asarray(K, dtype=object)[None, :],
+                              np.asarray(Q, dtype=object)[:, None]).astype(bool)
     if op == "TRUE":
         return lambda K, Q: np.ones((len(Q), len(K)), dtype=bool)
     if op == "FALSE":
@@ -433,9 +437,13 @@ class _Lowerer:
             isinstance(v, float) and not float(v).is_integer() for v in out_vals)
         if needs_trunc:
             agg_enc = NUMERICAL
+        elif default is None and explicit_encoding(node) is None:
+            # a None default (Tracr's padding) is a value of its own: categorical, as in Tracr;
+            # a query that averages different values is caught at run time (checks)
+            agg_enc = CATEGORICAL
         else:
             agg_enc = aggregate_encoding(node, numeric, may_average)
-        if agg_enc == CATEGORICAL and may_average and numeric:
+        if agg_enc == CATEGORICAL and may_average and numeric and default is not None:
             raise UnsupportedError(
                 "a categorical aggregate that averages: the selector may select several keys "
                 "with different values, whose mean is a new number a categorical encoding "
@@ -453,7 +461,8 @@ class _Lowerer:
         name = self.fresh(node.label + ("_mean" if needs_trunc else ""))
         agg = CNode("aggregate", name, node, agg_enc, out_vals, selector=spec,
                     values_node=vals_c, default=default, reduction=node.reduction,
-                    may_average=may_average and not numeric, internal=needs_trunc)
+                    may_average=may_average and (not numeric or default is None),
+                    internal=needs_trunc)
         if node.reduction == "mean" and any(isinstance(v, str) for v in V) and not (
                 selects_at_most_one(node.selector, self.vs.sets)):
             # the interpreter raises when a mean of strings selects several keys (even equal
@@ -540,7 +549,7 @@ class _Lowerer:
             return [Factor(None, None, lambda K, Q: np.zeros((len(Q), len(K)), dtype=bool),
                            "false")]
         ks, qs = self._side(s.keys), self._side(s.queries)
-        base = _cmp_pred(s.op)
+        base = _cmp_pred(s.op, s.predicate)
 
         def pred(K, Q, base=base, ks=ks, qs=qs, negate=negate):
             Kx, km = ks.apply(K)
@@ -621,7 +630,8 @@ class _Lowerer:
                     ks, qs = sides[s.id]
                     Kx, km = ks.apply(component(K, kpos, ks.node) if ks.node is not None else K)
                     Qx, qm = qs.apply(component(Q, qpos, qs.node) if qs.node is not None else Q)
-                    m = np.asarray(_cmp_pred(s.op)(Kx, Qx), dtype=bool).reshape(len(Q), len(K))
+                    m = np.asarray(_cmp_pred(s.op, s.predicate)(Kx, Qx), dtype=bool
+                                   ).reshape(len(Q), len(K))
                     return m & qm[:, None] & km[None, :]
                 if isinstance(s, SelectorAnd):
                     return ev(s.a) & ev(s.b)

@@ -18,7 +18,8 @@ from .interpreter import Evaluator, evaluate, to_batch
 
 from .parser import RASPSyntaxError
 from .runtime import Session, load_library, run_file, run_source
+from .tracr_import import TracrImportError, from_tracr
 
 __all__ = list(_ir_all) + ["evaluate", "Evaluator", "to_batch", "format_sop_value",
                            "format_selector_value", "run_source", "run_file", "load_library",
-                           "Session", "RASPSyntaxError"]
+                           "Session", "RASPSyntaxError", "from_tracr", "TracrImportError"]

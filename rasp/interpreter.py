@@ -283,8 +283,27 @@ class Evaluator:
                                            for a, b in blocks], axis=1)
             return _count_selected(self._sel(n.selector))
         if isinstance(n, Aggregate):
+            if n.default is None:
+                return self._aggregate_none_default(n)
             return self._aggregate(n)
         raise RASPTypeError(f"cannot evaluate node of kind {n.kind}")
+
+    def _aggregate_none_default(self, n: Aggregate) -> np.ndarray:
+        """An aggregate whose default is ``None`` (Tracr's padding): ``None`` where no key is
+        selected (an ``object`` array then), the ordinary result elsewhere."""
+        vals = self.values[n.values.id]
+        kind = vals.dtype.kind
+        neutral = "" if kind == "U" else False if kind == "b" else 0
+        stand_in = n.copy()
+        stand_in.default = neutral
+        out = self._aggregate(stand_in)
+        empty = _count_selected(self._sel(n.selector)) == 0
+        if not np.any(empty):
+            return out
+        res = np.empty(out.shape, dtype=object)
+        res[...] = out.tolist() if out.dtype != object else out
+        res[empty] = None
+        return res
 
     def _invariant(self, n: Node) -> bool:
         """Whether a node's value is the same for every sequence of the batch (built from
@@ -378,6 +397,10 @@ class Evaluator:
                 m = np.ones((b, self.n, self.n), dtype=bool)
             elif n.op == "FALSE":
                 m = np.zeros((b, self.n, self.n), dtype=bool)
+            elif n.op == "python":        # a Python predicate(key, query) (Tracr's Select)
+                pred = np.frompyfunc(lambda k, q: bool(n.predicate(k, q)), 2, 1)
+                m = pred(v[n.keys.id][:b][:, None, :], v[n.queries.id][:b][:, :, None]
+                         ).astype(bool)
             else:
                 keys, queries = _compact(v[n.keys.id][:b], v[n.queries.id][:b])
                 m = compare(keys[:, None, :], queries[:, :, None], n.op)

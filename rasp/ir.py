@@ -440,13 +440,21 @@ class Select(Selector):
     """``select(keys, queries, op)``: entry ``[q, k]`` is true when ``keys[k] op queries[q]``.
 
     ``causal`` ANDs the matrix with ``key_index <= query_index`` (RASP-L causal mode).
+    ``op="python"`` with ``predicate(key, query) -> bool`` is an arbitrary Python predicate
+    (Tracr's ``rasp.Select`` with a callable; Python API only, see :mod:`rasp.tracr_import`).
     """
 
     kind = "select"
 
-    def __init__(self, keys: SOp, queries: SOp, op: str, causal: bool | None = None):
+    def __init__(self, keys: SOp, queries: SOp, op: str, causal: bool | None = None,
+                 predicate: Callable[[Any, Any], Any] | None = None):
         super().__init__()
-        if op not in Comparison.OPS:
+        if (op == "python") != (predicate is not None) or (
+                predicate is not None and not callable(predicate)):
+            raise RASPValueError("a select with op 'python' needs a callable predicate "
+                                 "(and only it)")
+        self.predicate = predicate
+        if op not in Comparison.OPS and op != "python":
             raise RASPValueError(f"unknown select comparison {op!r}; "
                                  f"expected one of {' '.join(Comparison.OPS)}")
         if not isinstance(keys, SOp) or not isinstance(queries, SOp):
@@ -465,7 +473,8 @@ class Select(Selector):
         return (self.keys, self.queries)
 
     def key(self):
-        return ("select", self.keys.id, self.queries.id, self.op, self._causal)
+        return ("select", self.keys.id, self.queries.id, self.op, self._causal,
+                id(self.predicate) if self.predicate is not None else None)
 
 
 class SelectorAnd(Selector):
@@ -537,7 +546,8 @@ REDUCTIONS = ("mean", "max", "min")
 class Aggregate(SOp):
     """``aggregate(selector, values, default, reduction)``.
 
-    Per query row: no key selected -> ``default``; ``mean`` (original RASP): exactly one key ->
+    Per query row: no key selected -> ``default`` (``None`` is a value of its own, Tracr's
+    usual padding: the result holds ``None`` there); ``mean`` (original RASP): exactly one key ->
     its value (any type), several -> the arithmetic mean (an error for non-numbers);
     ``max``/``min`` (RASP-L): the largest / smallest selected value. ``truncate`` (RASP-L
     ``kqv``) truncates the mean toward zero to an integer.
@@ -560,7 +570,7 @@ class Aggregate(SOp):
             _check_atom(default)
         self.selector = selector
         self.values = values
-        self.default = 0 if default is None else default
+        self.default = default
         self.reduction = reduction
         self.truncate = truncate
 

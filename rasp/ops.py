@@ -328,10 +328,25 @@ def homogeneous_array(vals: list) -> np.ndarray:
     """Build a 1-D array from Python values, refusing mixed types (bool / number / str).
 
     ints -> int64, floats (or ints with floats) -> float64, bools -> bool, strings -> ``<U``.
+    ``None`` (an aggregate's ``None`` default, Tracr's padding) mixes with any one type: the
+    array is then ``object`` (Python values and ``None``).
     Raises :class:`~rasp.errors.RASPTypeError` for a mixture or an unsupported type and
     :class:`~rasp.errors.RASPValueError` for an int outside int64.
     """
     kinds = {value_kind(v) for v in vals}
+    if kinds == {"tuple"}:   # Tracr's make_nary_sequencemap: tuple values (an object array)
+        out = np.empty(len(vals), dtype=object)
+        for i, v in enumerate(vals):
+            out[i] = v
+        return out
+    if "NoneType" in kinds:
+        rest = [v for v in vals if v is not None]
+        typed = homogeneous_array(rest) if rest else np.array([], dtype=object)
+        out = np.empty(len(vals), dtype=object)
+        it = iter(typed.tolist())
+        for i, v in enumerate(vals):
+            out[i] = None if v is None else next(it)
+        return out
     if kinds == {"int", "float"}:
         kinds = {"float"}
     if len(kinds) > 1:
@@ -506,7 +521,7 @@ def _lookup(a: np.ndarray, container) -> np.ndarray:
 
 def _apply_python(fn, arrays):
     shape = arrays[0].shape
-    if len(arrays) == 1:
+    if len(arrays) == 1 and arrays[0].dtype != object:
         uniq, inv = np.unique(arrays[0], return_inverse=True)
         vals = [fn(u) for u in uniq.tolist()]
         return homogeneous_array(vals)[inv].reshape(shape)

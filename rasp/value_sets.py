@@ -523,14 +523,16 @@ def _aggregate_values(node: Aggregate, vs: ValueSets, n: int) -> list:
         return out
     strs = [v for v in V if isinstance(v, str)]
     nums = [v for v in V if not isinstance(v, str)]
-    single = (len(V) <= 1 or selects_at_most_one(node.selector, vs.sets)
+    # a None default (Tracr's padding) makes a categorical aggregate, as in Tracr: values move
+    none_default = default is None and node.annotations.get("encoding") != "numerical"
+    single = (none_default or len(V) <= 1 or selects_at_most_one(node.selector, vs.sets)
               or selects_equal_values(node.selector, node.values))
     # strings move (a mean of several raises in the interpreter); numbers move or average
     out.extend(strs)
     if nums:
         if single:
             bools = all(isinstance(v, (bool, np.bool_)) for v in nums)
-            if bools and not isinstance(default, (bool, np.bool_)):
+            if bools and not isinstance(default, (bool, np.bool_)) and default is not None:
                 # the interpreter returns a moved bool with a non-bool default as 0/1 ints
                 nums = [int(v) for v in nums]
             out.extend(nums)

@@ -1,0 +1,142 @@
+"""Tracr programs in: :func:`from_tracr` converts a ``tracr.rasp`` program into rasp-lab's IR.
+
+Tracr (Lindner et al. 2023, github.com/google-deepmind/tracr; PyPI ``tracr-pypi``) writes RASP
+as Python objects. Its library (``tracr.compiler.lib``) and benchmarks built on it, such as
+InterpBench, are written against ``tracr.rasp``; :func:`from_tracr` brings such a program into
+the interpreter, the REPL and the compiler without rewriting it.
+
+==================================  =========================================================
+``tracr.rasp``                      rasp-lab IR
+==================================  =========================================================
+``tokens`` / ``indices`` / ``length``  ``tokens_asis`` (values as given) / ``indices`` / ``length``
+``Full(v)``                          ``full(v)``
+``Map(f, x)``                        ``map_sop(f, x)`` (Python callable)
+``SequenceMap(f, x, y)``,
+``LinearSequenceMap``                ``sequence_map(f, x, y)``
+``Select(k, q, Comparison.X)``       ``select(k, q, "==" | "<" | "<=" | ">" | ">=" | "!=" |
+                                     "TRUE" | "FALSE")``
+``Select(k, q, predicate)``          ``Select(k, q, "python", predicate=predicate)``
+``SelectorAnd/Or/Not``               ``&`` / ``|`` / ``~``
+``Aggregate(s, x, default)``         ``aggregate(s, x, default)`` (mean); ``default=None``
+                                     stays ``None``
+``SelectorWidth(s)``                 ``selector_width(s)``
+``numerical`` annotation            ``numerical`` (an annotated copy; categorical is the
+                                     default of both)
+==================================  =========================================================
+
+Semantics follow Tracr's evaluator (``tracr.rasp.rasp.evaluate``): a map or sequence map gives
+``None`` where an input is ``None`` (the callable is not called). Names given with
+``.named(...)`` are kept. Refused with :class:`TracrImportError` naming the construct:
+``ConstantSOp``, ``ConstantSelector`` (test-only constants of a fixed length) and any other
+class. ``tracr`` itself is imported only to recognise its classes (lazily).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import RASPError
+from .ir import (
+    Node, Select, aggregate, full, indices, length, map_sop, numerical, select,
+    selector_width, sequence_map, tokens_asis)
+
+__all__ = ["from_tracr", "TracrImportError"]
+
+
+class TracrImportError(RASPError):
+    """A ``tracr.rasp`` construct with no rasp-lab counterpart (the message names it), or an
+    argument that is not a Tracr expression / Tracr not installed."""
+
+
+_COMPARISON_SYMBOLS = {"EQ": "==", "LT": "<", "LEQ": "<=", "GT": ">", "GEQ": ">=", "NEQ": "!=",
+                       "TRUE": "TRUE", "FALSE": "FALSE"}
+
+
+def _none_safe(f):
+    """Tracr's map semantics: ``None`` in, ``None`` out (``f`` not called)."""
+    def g(*xs):
+        return None if any(x is None for x in xs) else f(*xs)
+    return g
+
+
+def from_tracr(expr: Any) -> Node:
+    """The rasp-lab IR of a ``tracr.rasp`` expression (an s-op or a selector).
+
+    Shared sub-expressions stay shared (one IR node per Tracr node). The result evaluates
+    with :func:`rasp.evaluate` equal to Tracr's ``rasp.evaluate`` on the same inputs (a list of
+    token values per sequence), compiles with :func:`compiler.compile_program`, and can be
+    named into a REPL session.
+
+    Raises:
+        TracrImportError: ``tracr`` is not installed, ``expr`` is not a Tracr expression, or it
+            uses a construct rasp-lab does not have (``ConstantSOp``, ``ConstantSelector``,
+            an unknown subclass) — the message names it and its Tracr label.
+    """
+    try:
+        from tracr.rasp import rasp as tr
+    except ImportError:
+        raise TracrImportError("tracr is not installed; pip install tracr-pypi==1.0.0"
+                               ) from None
+    if not isinstance(expr, tr.RASPExpr):
+        raise TracrImportError(f"from_tracr expects a tracr.rasp expression, got "
+                               f"{type(expr).__name__}")
+    memo: dict[int, Node] = {}
+
+    def conv(e) -> Node:
+        if id(e) in memo:
+            return memo[id(e)]
+        out = build(e)
+        if isinstance(e, tr.SOp) and tr.is_numerical(e):   # categorical is the default
+            out = numerical(out)
+        if out.name is None and not isinstance(
+                e, (tr.TokensType, tr.IndicesType, tr.LengthType)):
+            out.name = _label(e)
+        memo[id(e)] = out
+        return out
+
+    def build(e) -> Node:
+        t = type(e)
+        if t is tr.TokensType:
+            return tokens_asis
+        if t is tr.IndicesType:
+            return indices
+        if t is tr.LengthType:
+            return length
+        if t is tr.Full:
+            return full(e.fill)
+        if t is tr.Map:
+            return map_sop(_none_safe(e.f), conv(e.inner), label=_label(e))
+        if t in (tr.SequenceMap, tr.LinearSequenceMap):
+            return sequence_map(_none_safe(e.f), conv(e.fst), conv(e.snd), label=_label(e))
+        if t is tr.Select:
+            keys, queries = conv(e.keys), conv(e.queries)
+            if isinstance(e.predicate, tr.Comparison):
+                return select(keys, queries, _COMPARISON_SYMBOLS[e.predicate.name], causal=False)
+            if callable(e.predicate):
+                return Select(keys, queries, "python", causal=False, predicate=e.predicate)
+            raise TracrImportError(f"Select {_label(e)!r} has a predicate that is neither a "
+                                   f"rasp.Comparison nor callable: {e.predicate!r}")
+        if t is tr.SelectorAnd:
+            return conv(e.fst) & conv(e.snd)
+        if t is tr.SelectorOr:
+            return conv(e.fst) | conv(e.snd)
+        if t is tr.SelectorNot:
+            return ~conv(e.inner)
+        if t is tr.Aggregate:
+            return aggregate(conv(e.selector), conv(e.sop), default=e.default)
+        if t is tr.SelectorWidth:
+            return selector_width(conv(e.selector))
+        if t in (tr.ConstantSOp, tr.ConstantSelector):
+            raise TracrImportError(
+                f"unsupported Tracr construct {t.__name__} ({_label(e)!r}): a constant of a "
+                f"fixed length has no rasp-lab counterpart; use Full or a Select")
+        raise TracrImportError(f"unsupported Tracr construct {t.__name__} ({_label(e)!r})")
+
+    return conv(expr)
+
+
+def _label(e) -> str:
+    try:
+        return str(e.label)
+    except Exception:  # noqa: BLE001 - a label is only for messages
+        return type(e).__name__
