@@ -28,6 +28,8 @@ from analysis import probing
 from analysis.runs import check_finished, load_run, read_spec
 from compiler.compile import CompiledModel
 from compiler.errors import CompilerError
+from compiler.export import (
+    TL_CONFIG_FILE, TransformerLensExportError, TransformerLensModel, load_transformer_lens)
 from rasp.ir import RASPError
 
 __all__ = ["compile_reference", "compiled_size", "align_compiled", "capture_compiled_aligned",
@@ -149,10 +151,17 @@ def _load_target(path: Path) -> tuple[str, Any, str | None, dict]:
         except (CompilerError, ValueError, OSError) as e:
             raise probing.ProbingError(f"{path}: cannot load the compiled model ({e})") from None
         return f"compiled:{path.name}", compiled, None, {}
+    if (path / TL_CONFIG_FILE).exists():      # any TransformerLens model (tl_config.json)
+        try:
+            tl_model = TransformerLensModel(load_transformer_lens(path))
+        except TransformerLensExportError as e:
+            raise probing.ProbingError(str(e)) from None
+        return f"tl:{path.name}", tl_model, None, {}
     if not path.exists():
         raise probing.ProbingError(f"{path}: no such directory")
-    raise probing.ProbingError(f"{path}: neither a training run (config.json) nor a compiled "
-                               "model (model.json)")
+    raise probing.ProbingError(f"{path}: neither a training run (config.json), a compiled "
+                               f"model (model.json) nor a TransformerLens model "
+                               f"({TL_CONFIG_FILE})")
 
 
 def probe_run_dirs(paths: Sequence[str | os.PathLike], task_name: str | None = None,
@@ -162,8 +171,10 @@ def probe_run_dirs(paths: Sequence[str | os.PathLike], task_name: str | None = N
     """Probe finished training runs (and/or compiled model exports) of one task.
 
     Args:
-        paths: run directories (``config.json`` + ``DONE``) or compiled export directories
-            (``model.json``, loaded with ``compiler.load_compiled``).
+        paths: run directories (``config.json`` + ``DONE``), compiled export directories
+            (``model.json``, loaded with ``compiler.load_compiled``) or TransformerLens model
+            directories (``tl_config.json`` + ``tl_model.safetensors``, see
+            :func:`compiler.export.load_transformer_lens`; its ``d_vocab`` must be the task's).
         task_name: the task (default: the runs' own; required for compiled dirs alone).
         lengths: input lengths to probe (default :func:`probe_lengths` of the training range).
         compile_reference_program: also compile the task's reference program and match heads
@@ -201,6 +212,10 @@ def probe_run_dirs(paths: Sequence[str | os.PathLike], task_name: str | None = N
     models: dict[str, Any] = {}
     train_range = None
     for path, (label, model, _, cfg) in zip(paths, loaded):
+        if isinstance(model, TransformerLensModel) and int(model.cfg.d_vocab) != len(task.vocab):
+            raise probing.ProbingError(
+                f"{path}: TransformerLens model has d_vocab={model.cfg.d_vocab} but task "
+                f"{name!r} has {len(task.vocab)} token ids: the vocabularies do not match")
         while label in models:
             label += "'"
         models[label] = model

@@ -215,15 +215,39 @@ def transformer_lens_state_dict(model, buffers: bool = False) -> dict[str, torch
     return {k: v.contiguous() for k, v in sd.items()}
 
 
+def _tl_model_files(tl_model) -> tuple[dict, dict[str, torch.Tensor]]:
+    """Config (JSON-serialisable ``HookedTransformerConfig`` fields, ``dtype`` by name) and
+    state dict of a TransformerLens ``HookedTransformer``."""
+    import dataclasses
+    cfg = {}
+    for f in dataclasses.fields(tl_model.cfg):
+        v = getattr(tl_model.cfg, f.name)
+        if f.name == "dtype":
+            v = str(v).replace("torch.", "")
+        elif f.name in ("device", "n_params"):
+            continue
+        try:
+            json.dumps(v)
+        except TypeError:
+            continue
+        cfg[f.name] = v
+    return cfg, {k: v.detach().cpu().contiguous() for k, v in tl_model.state_dict().items()}
+
+
 def save_transformer_lens(model, directory: str | os.PathLike) -> tuple[str, str]:
     """Write ``DIR/tl_config.json`` and ``DIR/tl_model.safetensors`` (atomically) for
     TransformerLens's ``HookedTransformer`` (see the module docstring for the five lines that
-    load them). Returns the two paths. Raises :class:`TransformerLensExportError` for a model
+    load them). ``model``: a compiled model, a ``model.Transformer``, or a TransformerLens
+    ``HookedTransformer`` (its own config and tensors, e.g. to probe it with ``rasp probe
+    DIR``). Returns the two paths. Raises :class:`TransformerLensExportError` for a model
     TransformerLens cannot represent (see :func:`transformer_lens_config`)."""
     from safetensors.torch import save_file
 
-    cfg = transformer_lens_config(model)
-    sd = transformer_lens_state_dict(model, buffers=True)
+    if type(model).__name__ == "HookedTransformer":
+        cfg, sd = _tl_model_files(model)
+    else:
+        cfg = transformer_lens_config(model)
+        sd = transformer_lens_state_dict(model, buffers=True)
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
     cpath = os.path.join(directory, TL_CONFIG_FILE)

@@ -202,3 +202,26 @@ def test_rasp_compile_cli_writes_the_transformer_lens_files(tmp_path):
     h = subprocess.run([sys.executable, "-m", "rasp_cli.main", "compile", "--help"],
                        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
     assert "TransformerLens" in h.stdout and "tl_config.json" in h.stdout
+
+
+def test_rasp_probe_accepts_any_transformer_lens_model(tmp_path, capsys):
+    """A HookedTransformer that rasp-lab did not make, probed against the compiled program."""
+    import tasks
+    from rasp_cli.main import main
+    task = tasks.get_task("copy_unique")
+    torch.manual_seed(0)
+    tl_cfg = HookedTransformerConfig(n_layers=2, d_model=16, d_head=4, n_heads=2, d_mlp=32,
+                                     d_vocab=len(task.vocab), n_ctx=64, act_fn="relu",
+                                     normalization_type="LN")
+    save_transformer_lens(HookedTransformer(tl_cfg), tmp_path / "tl")
+    assert main(["probe", str(tmp_path / "tl"), "--task", "copy_unique", "--lengths", "4",
+                 "--per-length", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["models"]["tl:tl"] == [2, 2]                      # heads per layer, via TL hooks
+    assert "tl:tl" in out["matchings"] and out["compiled"] == "compiled"
+    bad = HookedTransformerConfig(n_layers=1, d_model=16, d_head=4, n_heads=2, d_mlp=32,
+                                  d_vocab=len(task.vocab) + 3, n_ctx=64, act_fn="relu")
+    save_transformer_lens(HookedTransformer(bad), tmp_path / "bad")
+    assert main(["probe", str(tmp_path / "bad"), "--task", "copy_unique"]) == 2
+    err = capsys.readouterr().err
+    assert f"d_vocab={len(task.vocab) + 3}" in err and f"{len(task.vocab)} token ids" in err

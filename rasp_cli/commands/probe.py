@@ -3,7 +3,10 @@
 Prints (1) Kazemnejad et al.'s layer-wise distance of every run from the NoPE run (per layer the
 minimum JSD over head pairs, then the mean), (2) the one-to-one matching of each run's heads to
 the compiled reference program's heads, (3) for every head the JSD of its best relative-position
-(T5 bucket) fit. RUN_DIR may also be a compiled model export (``rasp compile -o DIR``).
+(T5 bucket) fit. RUN_DIR may also be a compiled model export (``rasp compile -o DIR``) or any
+TransformerLens model saved as ``DIR/tl_config.json`` + ``DIR/tl_model.safetensors``
+(``compiler.export.save_transformer_lens(hooked_transformer, DIR)``; needs --task, and its
+d_vocab must be the task's: a mismatch is refused naming both sizes).
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ def register(sub) -> None:
                       "program and relative-position references",
         description=__doc__.split("\n", 1)[1].strip())
     p.add_argument("runs", nargs="+", metavar="RUN_DIR",
-                   help="finished run directories (runs/<task>/<pe>/seed<k>) or compiled "
-                        "model directories")
+                   help="finished run directories (runs/<task>/<pe>/seed<k>), compiled "
+                        "model directories, or TransformerLens model directories "
+                        "(tl_config.json + tl_model.safetensors)")
     p.add_argument("--task", help="the task (default: the runs' own task)")
     p.add_argument("--lengths", help="comma-separated input lengths to probe (default: from "
                                      "the training range)")
