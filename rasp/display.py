@@ -34,7 +34,7 @@ from .values import Builtin, RASPFunction, SelOp, kind_of
 __all__ = ["format_sop_value", "format_selector_value", "format_atom", "format_example",
            "format_function", "example_value", "short_value", "describe_value",
            "describe_node", "draw_text", "indent", "DisplaySettings", "formatstr", "small_str",
-           "type_name", "sequence_str", "original_values", "original_name", "strdesc", "function_origin", "format_named",
+           "type_name", "sequence_str", "original_values", "original_evaluation", "original_name", "strdesc", "function_origin", "format_named",
            "format_application", "format_show_example", "format_error"]
 
 
@@ -234,78 +234,106 @@ def sequence_str(values: Sequence) -> str:
     return body + " (" + type_name(values) + "s)"
 
 
-def _floatness(n: Node, arr: np.ndarray, ev: Evaluator, done: dict[int, np.ndarray],
-               example: list) -> np.ndarray:
-    """Which positions of a numeric s-op's value the original computes as a Python float
-    (``[seq]`` bools): a mean of two or more values is a float, a mean of one value is that
-    value, ``/`` gives floats, ``round``, ``indicator``, ``indices``, ``length`` and selector
-    widths give ints, other arithmetic is a float where an operand is."""
-    base = np.full(arr.shape, arr.dtype.kind == "f")
+def _kind_of_atom(v: Any) -> str:
+    v = _plain(v)
+    return "b" if isinstance(v, bool) else "f" if isinstance(v, float) else \
+        "i" if isinstance(v, int) else "o"
+
+
+def _kinds(n: Node, arr: np.ndarray, ev: Evaluator, done: dict[int, np.ndarray],
+           example: list) -> np.ndarray:
+    """The Python type the original computes at each position of a bool or numeric s-op's
+    value: ``"b"`` (bool), ``"i"`` (int) or ``"f"`` (float), ``[seq]``. A mean of two or more
+    values is a float, a mean of one value is that value, an empty selection gives the default
+    (``False`` stays a bool), ``/`` gives floats, ``round``, ``indicator``, ``indices``,
+    ``length`` and selector widths give ints, arithmetic gives a float where an operand is one
+    (an int where bools meet numbers, as Python), a ternary the kind of the branch taken."""
+    base = np.full(arr.shape, {"b": "b", "f": "f"}.get(arr.dtype.kind, "i"))
 
     def of(child: Node) -> np.ndarray:
         if child.id in done:
             return done[child.id]
         v = ev.values[child.id][0]
-        return np.full(v.shape, v.dtype.kind == "f")
+        return np.full(v.shape, {"b": "b", "f": "f"}.get(v.dtype.kind, "i"))
 
-    def nonintegral() -> np.ndarray:
-        with np.errstate(invalid="ignore"):
-            return np.asarray(arr != np.round(arr)) if arr.dtype.kind == "f" else \
-                np.zeros(arr.shape, bool)
-
+    if arr.dtype.kind == "b":
+        return base
     if isinstance(n, (Indices, Length, SelectorWidth)):
-        return np.zeros(arr.shape, bool)
+        return np.full(arr.shape, "i")
     if isinstance(n, Tokens):
         if n.conversion in ("int", "float"):
-            return np.full(arr.shape, n.conversion == "float")
-        return np.array([isinstance(_plain(v), float) for v in example], bool)
+            return np.full(arr.shape, n.conversion[0])
+        return np.array([_kind_of_atom(v) for v in example])
     if isinstance(n, Full):
-        return np.full(arr.shape, isinstance(n.value, float))
+        return np.full(arr.shape, _kind_of_atom(n.value))
     if isinstance(n, (Map, SequenceMap)):
         op = n.fn.op
         inputs = [n.inner] if isinstance(n, Map) else list(n.inputs)
         if op == "div":
-            return np.ones(arr.shape, bool)
+            return np.full(arr.shape, "f")
         if op in ("round", "indicator"):
-            return np.zeros(arr.shape, bool)
+            return np.full(arr.shape, "i")
         if op == "ternary":
             cond = ev.values[inputs[0].id][0].astype(bool)
             return np.where(cond, of(inputs[1]), of(inputs[2]))
         if op in ("add", "sub", "mul", "mod", "pow", "neg", "pos", "identity"):
+            kinds = [of(c) for c in inputs]
+            if isinstance(n, Map) and n.fn.const is not None:
+                kinds.append(np.full(arr.shape, _kind_of_atom(n.fn.const)))
             f = np.zeros(arr.shape, bool)
-            for c in inputs:
-                f = f | of(c)
-            if isinstance(n, Map) and isinstance(n.fn.const, float):
-                f = f | True
-            return f | nonintegral() if op == "pow" else f
+            for k in kinds:
+                f = f | (k == "f")
+            if op == "pow" and arr.dtype.kind == "f":
+                with np.errstate(invalid="ignore"):
+                    f = f | np.asarray(arr != np.round(arr))
+            if op == "identity" and len(kinds) == 1:
+                return kinds[0]
+            return np.where(f, "f", "i")
         if op == "lookup" and isinstance(n.fn.container, (list, dict, str)):
             keys = ev.values[inputs[0].id][0].tolist()
             try:
-                return np.array([isinstance(n.fn.container[k], float) for k in keys], bool)
+                return np.array([_kind_of_atom(n.fn.container[k]) for k in keys])
             except (KeyError, IndexError, TypeError):
                 return base
         return base
     if isinstance(n, Aggregate) and n.reduction == "mean" and not n.truncate:
         sel = ev.values[n.selector.id][0]
         count = sel.sum(axis=1)
-        vf = of(n.values)
-        out = np.empty(arr.shape, bool)
+        vk = of(n.values)
+        out = np.empty(arr.shape, dtype="<U1")
         for q in range(arr.shape[0]):
             if count[q] == 0:
-                out[q] = isinstance(n.default, float)
+                out[q] = _kind_of_atom(n.default)
             elif count[q] == 1:
-                out[q] = vf[int(np.flatnonzero(sel[q])[0])]
+                out[q] = vk[int(np.flatnonzero(sel[q])[0])]
             else:
-                out[q] = True
+                out[q] = "f"
         return out
     return base
 
 
-def original_values(node: SOp, example: Any) -> list:
-    """An s-op's values on one example (a string or a list of atoms) as the original REPL
-    computes them: Python values, ints and floats per position as the original types them (a
-    mean of several values is a float, ``[2.0]*5``; of one value that value, ``0``). Raises
-    RASPError when the s-op fails on the example."""
+def _check_means(n: Aggregate, ev: Evaluator, kinds: np.ndarray) -> None:
+    """The original refuses a mean of several values unless the whole value sequence holds
+    numbers (``Support.py``: "asked to average multiple values, but they are non-numbers");
+    booleans are not numbers to it."""
+    if n.reduction != "mean" or n.truncate:
+        return
+    sel = ev.values[n.selector.id][0]
+    if not np.any(sel.sum(axis=1) > 1):
+        return
+    vals = ev.values[n.values.id][0]
+    if vals.dtype.kind == "b" or (vals.dtype.kind in "iuf" and np.all(kinds == "b")):
+        raise RASPTypeError(
+            f"aggregate '{n.label}' asked to average several values, but they are not numbers "
+            f"(booleans: {small_str(True)}/{small_str(False)}); the original REPL refuses a "
+            "mean of booleans: average indicator(...) instead", n.span)
+
+
+def original_evaluation(node: Node, example: Any) -> tuple[Evaluator, dict[int, np.ndarray]]:
+    """Evaluate ``node`` on one example as the original REPL would: the
+    :class:`~rasp.interpreter.Evaluator` with every node's value and the per-position Python
+    types of the bool and numeric s-ops (see :func:`_kinds`). Raises RASPError where the
+    original fails (the program fails on the example, or a mean of several booleans)."""
     seq = list(example)
     ev = Evaluator([seq], causal=None)
     ev(node)
@@ -313,12 +341,26 @@ def original_values(node: SOp, example: Any) -> list:
     for n in topological_order(node):
         if isinstance(n, SOp):
             arr = ev.values[n.id][0]
-            if arr.dtype.kind in "iuf":
-                done[n.id] = _floatness(n, arr, ev, done, seq)
+            if arr.dtype.kind in "biuf":
+                done[n.id] = _kinds(n, arr, ev, done, seq)
+        if isinstance(n, Aggregate) and n.values.id in done:
+            _check_means(n, ev, done[n.values.id])
+        elif isinstance(n, Aggregate) and ev.values[n.values.id][0].dtype.kind == "b":
+            _check_means(n, ev, np.full(1, "b"))
+    return ev, done
+
+
+def original_values(node: SOp, example: Any) -> list:
+    """An s-op's values on one example (a string or a list of atoms) as the original REPL
+    computes them: Python values, bools, ints and floats per position as the original types
+    them (a mean of several values is a float, ``[2.0]*5``; of one value that value, ``0``).
+    Raises RASPError when the s-op fails on the example (or would in the original)."""
+    ev, done = original_evaluation(node, example)
     values = _plain(ev.values[node.id][0].tolist())
     if node.id in done:
-        values = [float(v) if f else (int(v) if float(v).is_integer() else v)
-                  for v, f in zip(values, done[node.id])]
+        conv = {"b": bool, "f": float}
+        values = [conv[k](v) if k in conv else (int(v) if float(v).is_integer() else v)
+                  for v, k in zip(values, done[node.id])]
     return values
 
 
@@ -484,6 +526,10 @@ def format_application(value: list, node: Node, inp: Any, settings: DisplaySetti
     selector's matrix over the input."""
     if isinstance(node, Selector):
         return "\t = \n" + _select_matrix(inp, value)
+    try:
+        value = original_values(node, inp)     # the original's int / float / bool typing
+    except RASPError:
+        pass
     if settings.full_seq_display:
         return "\t = " + _verbose_seq(inp, value, still_on_prev_line=True)
     return "\t =  " + sequence_str(value)

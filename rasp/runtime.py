@@ -52,7 +52,7 @@ import numpy as np
 from . import ir, limits, ops
 from .builtins import BUILTIN_NODE_IDS, BUILTINS, CONSTANTS, RESERVED, binop, need_sop_or_atom, unop
 from .display import (LIBRARY_BUILTINS, DisplaySettings, describe_value, example_value,
-                      short_value, strdesc)
+                      original_evaluation, short_value, strdesc)
 from .interpreter import evaluate
 from .ir import (Aggregate, Elementwise, Full, Map, Node, RASPError, RASPNameError,
                  RASPResourceError, RASPTypeError, RASPValueError, Select, Selector, SequenceMap,
@@ -963,7 +963,7 @@ class Session:
                     f"REPL): call it, e.g. {r.value.name}(...)", _span(ctx, st))
             for node in _nodes(r.value):
                 try:
-                    example_value(node, self.display.sop_example)
+                    original_evaluation(node, self.display.sop_example)
                 except RASPError as e:
                     if e.span is None:
                         e.span = _span(ctx, st)
