@@ -13,9 +13,9 @@ import pytest
 import rasp
 from compiler import compile_program
 
-tracr_rasp = pytest.importorskip("tracr.rasp.rasp")
-tracr_lib = pytest.importorskip("tracr.compiler.lib")
-tr = tracr_rasp
+# hard imports: tracr-pypi is in the test extra, so a missing install fails the suite
+import tracr.compiler.lib as tracr_lib  # noqa: E402
+import tracr.rasp.rasp as tr  # noqa: E402
 
 
 def _lib_programs():

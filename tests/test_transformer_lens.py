@@ -25,7 +25,7 @@ from model import Transformer, TransformerConfig
 from model.config import TL_FIELDS
 from rasp.equality import values_equal
 
-transformer_lens = pytest.importorskip("transformer_lens")
+# a hard import: transformer-lens is in the test extra, so a missing install fails the suite
 from transformer_lens import HookedTransformer, HookedTransformerConfig  # noqa: E402
 
 
