@@ -14,7 +14,9 @@ All numbers of one row are measured side by side in one run; ratios are what we 
 (machines are shared and noisy). Writes ``bench/results/interpreter.json`` and prints a table.
 
 Run:  ``.venv/bin/python -m bench.bench_interpreter`` (options: ``--batch``, ``--lengths``,
-``--repeats``, ``--quick``).
+``--repeats``, ``--quick``). ``--lists-vs-tracr`` instead measures Python-list input (and the
+same batch as an ndarray) against Tracr's evaluator for hist, sort_unique and reverse at
+length 64 (writes ``bench/results/interpreter_lists_vs_tracr.json``).
 """
 
 from __future__ import annotations
@@ -283,6 +285,90 @@ def run(batch=1000, lengths=(16, 64, 256), repeats=3, one_at_a_time_max=1000,
     return result
 
 
+# --------------------------------------------------------------------------------------------
+# Python-list input against Tracr's evaluator (issue 15 item 4)
+# --------------------------------------------------------------------------------------------
+
+def _tracr_programs():
+    """hist, sort_unique and reverse in tracr.rasp (Tracr's own lib for length and
+    sort_unique), on integer tokens."""
+    from tracr.compiler import lib
+    from tracr.rasp import rasp as tr
+    t, i = tr.tokens, tr.indices
+    length = lib.make_length()
+    opp = tr.SequenceMap(lambda n, k: n - k - 1, length, i)
+    return {
+        "hist": tr.SelectorWidth(tr.Select(t, t, tr.Comparison.EQ)),
+        "sort_unique": lib.make_sort_unique(t, t),
+        "reverse": tr.Aggregate(tr.Select(i, opp, tr.Comparison.EQ), t),
+    }
+
+
+def _our_list_programs():
+    smaller = select(tokens_int, tokens_int, "<")
+    return {
+        "hist": prog_hist(),
+        "sort_unique": aggregate(select(selector_width(smaller), indices, "=="), tokens_int),
+        "reverse": prog_reverse(),
+    }
+
+
+def run_lists_vs_tracr(batch=1000, n=64, repeats=5, tracr_sequences=100, verbose=True):
+    """Token-positions per second of ``rasp.evaluate`` on a batch of Python lists and on the
+    same batch as an ndarray, and of Tracr's evaluator (``tracr.rasp.rasp.evaluate``, one
+    sequence per call, measured on ``tracr_sequences`` sequences), side by side in one run;
+    outputs checked equal to Tracr's on those sequences. CPU time (process_time): the
+    machine is shared."""
+    from tracr.rasp import rasp as tr
+    rng = np.random.default_rng(1)
+    ours, theirs = _our_list_programs(), _tracr_programs()
+    rows = []
+    for name in ("hist", "sort_unique", "reverse"):
+        if name == "sort_unique":          # unique keys: a permutation per sequence
+            x = np.stack([rng.permutation(n) for _ in range(batch)])
+        else:
+            x = rng.integers(0, VOCAB, size=(batch, n))
+        lists = x.tolist()
+        prog = ours[name]
+        got = evaluate(prog, lists)
+        sub = lists[:tracr_sequences]
+        t0 = time.process_time()
+        want = [tr.evaluate(theirs[name], s) for s in sub]
+        t_tracr = (time.process_time() - t0) / len(sub) * batch
+        if got[:len(sub)].tolist() != want:
+            raise AssertionError(f"{name}: rasp-lab and Tracr disagree")
+
+        def cpu_best(fn):
+            best = float("inf")
+            for _ in range(repeats):
+                t = time.process_time()
+                fn()
+                best = min(best, time.process_time() - t)
+            return best
+        t_list = cpu_best(lambda: evaluate(prog, lists))
+        t_array = cpu_best(lambda: evaluate(prog, x))
+        tp = batch * n
+        row = {"program": name, "length": n, "batch": batch, "list_tps": tp / t_list,
+               "ndarray_tps": tp / t_array, "tracr_tps": tp / t_tracr,
+               "list_over_tracr": t_tracr / t_list, "ndarray_over_tracr": t_tracr / t_array}
+        rows.append(row)
+        if verbose:
+            print(f"{name:<12} lists {row['list_tps']:>13,.0f}  ndarray {row['ndarray_tps']:>13,.0f}"
+                  f"  Tracr {row['tracr_tps']:>9,.0f}  lists/Tracr {row['list_over_tracr']:>6.0f}x"
+                  f"  ndarray/Tracr {row['ndarray_over_tracr']:>6.0f}x", flush=True)
+    return rows
+
+
+def markdown_lists(rows) -> str:
+    lines = ["| program | Python lists tok-pos/s | ndarray tok-pos/s | Tracr evaluator | "
+             "lists / Tracr | ndarray / Tracr |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['program']} | {r['list_tps']:,.0f} | {r['ndarray_tps']:,.0f} | "
+                     f"{r['tracr_tps']:,.0f} | {r['list_over_tracr']:.0f}x | "
+                     f"{r['ndarray_over_tracr']:.0f}x |")
+    return "\n".join(lines)
+
+
 HEADER = (f"{'program':<8} {'len':>4} {'batched tok/s':>14} {'1-at-a-time':>12} "
           f"{'numpy':>12} {'python':>10} {'x 1-at-a-time':>13} {'numpy/batched':>13}")
 
@@ -315,7 +401,23 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="batch 100, lengths 16,64")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "interpreter.json"))
     ap.add_argument("--markdown", action="store_true", help="also print a Markdown table")
+    ap.add_argument("--lists-vs-tracr", action="store_true",
+                    help="only the Python-list input vs Tracr's evaluator comparison (n=64, "
+                         "batch 1,000; needs tracr-pypi)")
     args = ap.parse_args(argv)
+    if args.lists_vs_tracr:
+        rows = run_lists_vs_tracr(batch=args.batch)
+        out = Path(args.out).with_name("interpreter_lists_vs_tracr.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({
+            "command": ".venv/bin/python -m bench.bench_interpreter --lists-vs-tracr",
+            "machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
+                        "python": platform.python_version(), "numpy": np.__version__},
+            "bar": "lists / Tracr >= 150x for each program", "rows": rows}, indent=2))
+        if args.markdown:
+            print()
+            print(markdown_lists(rows))
+        return 0
     lengths = tuple(int(s) for s in args.lengths.split(","))
     batch = args.batch
     if args.quick:

@@ -21,6 +21,7 @@ Public entry points: :func:`evaluate` (a batch, returns an array) and :class:`Ev
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -66,13 +67,16 @@ def to_batch(inputs: Any) -> np.ndarray:
             nested = all(isinstance(x, (list, tuple, np.ndarray)) for x in inputs)
             strings = all(isinstance(x, str) for x in inputs)
             if nested or (strings and any(len(x) != 1 for x in inputs)):
-                seqs = [list(x) for x in inputs]
+                seqs = inputs
             else:
                 seqs = [inputs]
-        lens = {len(s) for s in seqs}
+        lens = set(map(len, seqs))
         if len(lens) != 1:
             raise RASPValueError(f"sequences of a batch must have equal length, got {sorted(lens)}")
-        flat = [v for s in seqs for v in s]
+        if all(isinstance(x, np.ndarray) for x in seqs):
+            return to_batch(np.stack(seqs))
+        # one flat list, converted in one call (vectorised: see homogeneous_array)
+        flat = list(itertools.chain.from_iterable(seqs))
         arr = homogeneous_array(flat).reshape(len(seqs), -1)
     if arr.shape[1] == 0:
         raise RASPValueError("empty input: RASP evaluates non-empty sequences")

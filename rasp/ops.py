@@ -324,6 +324,13 @@ def check_int64(v: Any) -> None:
                              f"[{INT64_MIN}, {INT64_MAX}]")
 
 
+# Sets of exact Python types that convert directly (the common case: a list of ints, floats,
+# strings or bools); anything else (NumPy scalars, subclasses, mixtures) takes the checked path.
+_FAST_DTYPES = {frozenset({int}): np.int64, frozenset({float}): np.float64,
+                frozenset({int, float}): np.float64, frozenset({str}): str,
+                frozenset({bool}): bool}
+
+
 def homogeneous_array(vals: list) -> np.ndarray:
     """Build a 1-D array from Python values, refusing mixed types (bool / number / str).
 
@@ -333,6 +340,17 @@ def homogeneous_array(vals: list) -> np.ndarray:
     Raises :class:`~rasp.errors.RASPTypeError` for a mixture or an unsupported type and
     :class:`~rasp.errors.RASPValueError` for an int outside int64.
     """
+    types = set(map(type, vals))          # one C-level pass; exact Python types
+    fast = _FAST_DTYPES.get(frozenset(types))
+    if fast is not None:
+        try:
+            if fast is str:
+                return np.array(vals, dtype=str)
+            return np.fromiter(vals, dtype=fast, count=len(vals))
+        except OverflowError:
+            for v in vals:
+                check_int64(int(v))
+            raise  # pragma: no cover
     kinds = {value_kind(v) for v in vals}
     if kinds == {"tuple"}:   # Tracr's make_nary_sequencemap: tuple values (an object array)
         out = np.empty(len(vals), dtype=object)

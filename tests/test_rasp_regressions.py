@@ -195,3 +195,24 @@ def test_integer_sop_arithmetic_does_not_wrap():
     assert rasp.evaluate((rasp.tokens_int + big) - big, [[-1, 0, 1]]).tolist() == [[-1, 0, 1]]
     assert rasp.evaluate(rasp.tokens_int ^ 62, [[1, 2, -2]]).tolist() == [[1, 2 ** 62, 2 ** 62]]
     assert rasp.evaluate(rasp.tokens_int ^ 63, [[1, -2]]).tolist() == [[1, -(2 ** 63)]]
+
+
+# ---- issue 15 item 4: the vectorised list path keeps the type rules ---------------------
+
+@pytest.mark.parametrize("inputs, dtype, values", [
+    ([[1, 2], [3, 4]], "int64", [[1, 2], [3, 4]]),
+    ([[1, 2.5]], "float64", [[1.0, 2.5]]),
+    ([[True, False]], "bool", [[True, False]]),
+    (["ab", "cd"], "<U1", [["a", "b"], ["c", "d"]]),
+    ([(1, 2), [3, 4]], "int64", [[1, 2], [3, 4]]),
+])
+def test_list_input_types(inputs, dtype, values):
+    import numpy as np
+    arr = rasp.to_batch(inputs)
+    assert arr.dtype == np.dtype(dtype) and arr.tolist() == values
+
+
+@pytest.mark.parametrize("inputs", [[[1, True]], [["a", 1]], [[1, None]], [[1.5, False]]])
+def test_list_input_mixtures_are_refused(inputs):
+    with pytest.raises(RASPTypeError, match="mixed value types"):
+        rasp.to_batch(inputs)
