@@ -1,50 +1,61 @@
-"""Bounded shortest-program search over RASP-L next-token programs.
+"""Bounded shortest-program search over RASP-L (and C-RASP) next-token programs.
 
 The RASP-Generalization Conjecture (Zhou et al. 2023, arXiv 2310.16028, §3) predicts length
 generalization from the length of the *shortest* RASP-L program for a task's next-token
-function. The catalogue ships hand-written programs, which only bound that length from above.
-This module enumerates RASP-L programs smallest first (by the program length of
-``docs/language.md`` §4: every select, aggregate, selector width, map, sequence map and constant
-s-op counts 1; ``tokens`` and ``indices`` count 0; shared sub-expressions count once) and either
-returns the first program that reproduces the task, or certifies that no program of length
-``<= k`` in the search grammar does.
+function; Huang et al. 2025 (arXiv 2410.02140) from the existence of a C-RASP program. Shipped
+programs only bound that length from above. This module enumerates programs smallest first and
+either returns the first program that reproduces the task, or certifies that no program of
+expression size ``<= k`` in the grammar does; after the exhaustive part it may also *combine*
+the terms it enumerated into a larger program (an upper bound, not certified shortest).
 
-Method: bottom-up enumeration with **observational equivalence** (Udupa et al. 2013, "TRANSIT";
-Albarghouthi et al. 2013). Every candidate is evaluated with the batched interpreter
-(:class:`rasp.Evaluator`, causal mode) on one fixed batch of task examples of several lengths;
-candidates whose values on that batch equal an earlier candidate's are dropped, since they behave
-identically inside any larger program on that batch. Because every program of the grammar is
-causal, the value at position ``t`` depends only on the prefix ``0..t``: one evaluation of the
-whole example (padded on the right) gives the next-token prediction for every prefix at once.
+**Size.** The expression size counts every operation (select, aggregate, selector width, map,
+sequence map, ternary, constant s-op, selector and/or) at every use; ``tokens`` and
+``indices`` count 0. It equals the program length of ``docs/language.md`` §4 for programs whose
+sub-expressions are not shared, and bounds it from above otherwise; bounds are stated in size.
 
-Grammar (all RASP-L: causal selects, integer values in the int8 range, indices only compared or
-shifted by a constant, no ``length``):
+**Method.** Bottom-up enumeration with observational equivalence (Udupa et al. 2013, TRANSIT;
+Albarghouthi et al. 2013) on one fixed batch of task examples, evaluated in *families* as array
+operations instead of one interpreter call per candidate: every s-op of a size is a row of an
+``[M, P]`` int8 array (P = valid positions of the batch); all maps of a size are one broadcast
+per operation; all sequence maps of two sizes one ``[Mx, My, P]`` broadcast; all ternaries one
+``where`` per condition row; all selects of a key row against every query row one comparison
+of ``[Mq, E]`` causal entries; all mean-aggregates of a block of selectors over every value
+row of a size one batched matrix product, max/min one masked reduction. Each family is
+fingerprinted at once (a random linear hash modulo 2^64 of each row: one integer matrix-vector
+product), checked against the target on the target positions, and only new fingerprints are
+kept. Because every program is causal, position ``t``'s value depends only on the prefix
+``0..t``: one evaluation of an example gives the next-token prediction for every prefix.
 
-* leaves: ``tokens``, ``indices`` (length 0); constants ``full(c)`` (length 1): 0, 1, 2 and
-  the program values of BOS, SEP, EOS;
-* maps: ``x + c`` (``c`` = +-1), ``x == c``, ``x < c``, ``x > c`` for the constants, ``not x``;
-* sequence maps: ``x + y``, ``x - y``, ``x == y``, ``x < y``, ``x and y``, ``x or y``
-  (``and``/``or`` on 0/1 values only). Rule 3 as :mod:`rasp.raspl` states it: values derived
-  from indices (``indices``, its constant shifts, selector widths, aggregates of them) are only
-  compared or shifted by a constant;
-* ``select(keys, queries, op)`` with ``== != < <= > >=`` and the always-true selector, causal;
-* ``aggregate(sel, values, default, reduction)`` with ``mean`` (truncated, the RASP-L ``kqv``),
-  ``max``, ``min``; defaults 0 and the integer values of the special tokens;
-* ``selector_width(sel)``.
+**Grammar** (RASP-L mode; all RASP-L: causal selects, int8 values, indices only compared or
+shifted by a constant, no ``length``): leaves ``tokens``, ``indices``; constants (size 1) 0, 1,
+2 and the special tokens' values; maps ``x + 1``, ``x - 1``, ``x == c``, ``x < c``, ``x > c``,
+``not x``; sequence maps ``x + y``, ``x - y``, ``x == y``, ``x < y``, ``x and y``, ``x or y``;
+ternaries ``x if c else y`` (``c`` 0/1); ``select(keys, queries, op)`` for the six comparisons
+and the always-true selector; selector ``and`` / ``or``; ``aggregate`` with ``mean`` (truncated,
+the RASP-L ``kqv``), ``max``, ``min`` and the constants as defaults; ``selector_width``. Values
+derived from indices (selector widths included, as :mod:`rasp.raspl` rule 3 says) are only
+compared or shifted. **C-RASP modes** (``grammar={"mode": "crasp" | "crasp_pl"}``, Huang et al.
+§3): no aggregates; selects only on the symbols of key and query; selector widths are counts,
+which may be added, subtracted, compared and chosen by ternaries; ``crasp_pl`` adds the local
+selectors ``select(indices, indices - c, ==)`` (c = 1, 2) and the periodic predicates
+``indices % p == r`` (p = 2, 3, 4).
 
-Certificate: "no program of length <= k in this grammar reproduces the next-token function on
-the search batch" — and so at every length, since a correct program must reproduce the batch.
-A candidate that reproduces the batch but not a larger validation batch (lengths 1..20) shows
-that the batch merged programs it should have separated: the shortest validation example it gets
-wrong is added to the batch and the search starts again (counterexample-guided refinement), so
-the final certificate always refers to a batch on which nothing of length <= k fits. Limits of
-the claim: (1) only the grammar above (no ternaries, other constants, selector and/or/not);
-(2) the pruning keeps the first (smallest) representative of each value signature, which is
-exact for programs whose sub-expressions are trees and a heuristic where a program gets shorter
-only by sharing a node between two sub-expressions of different signatures; (3) signatures are
-64-bit hashes of the values (a collision, about n^2 / 2^65 for n values, would prune wrongly).
-Programs are also kept apart by whether they are index-derived (rule 3), so the pruning never
-replaces a value by an index-derived one that allows less arithmetic.
+**Certificate.** "No program of size <= k in this grammar reproduces the next-token function on
+the search batch" — and so on every batch, since a correct program must reproduce this one.
+Pruning by observational equivalence is exact for size (each program can use the kept
+representative of any sub-expression's value class, which is no larger); fingerprints are 64-bit
+(a collision, about n^2 / 2^65 for n rows, would prune wrongly); values outside int8 are
+dropped (RASP-L rule 2). ``tests/test_search_certificates.py`` re-checks certificates against a
+brute force that evaluates every program with the interpreter. A candidate that fits the batch
+but not a larger validation batch shows that the batch merged programs it should have
+separated: the shortest validation example it gets wrong joins the batch and the search starts
+again (counterexample-guided refinement).
+
+**Combination** (Alur et al. 2017, divide and conquer): after the exhaustive part, a decision
+list ``c1 ? t1 : (c2 ? t2 : ...)`` of enumerated terms ``t`` (each right on part of the targets)
+and conditions ``c`` (0/1 s-ops of the pool, or a term compared with a constant) that are true
+only where their term is right. A combined program is validated like any other and reported as
+``found_by == "combination"``: an upper bound.
 """
 
 from __future__ import annotations
@@ -551,7 +562,7 @@ class _Engine:
         if M == 0:
             return
         kinds = np.broadcast_to(np.asarray(kinds, np.int8), (M,))
-        if checked:
+        if checked or self.T > INT8[1]:     # widths and positions can pass 127 past 127 tokens
             ok = (vals.min(axis=1) >= INT8[0]) & (vals.max(axis=1) <= INT8[1])  # rule 2
             ok |= kinds == _KIND_STR
             allok = bool(ok.all())
@@ -1028,11 +1039,13 @@ class _Engine:
     def _sop_level(self, k):
         if k == 1:
             self._constants()
+        # attention first (aggregates and widths), then the elementwise families: the order
+        # inside a size changes nothing certified, only which program of that size is met first
         self._maps(k)
         self._widths(k)
+        self._aggregates(k)
         self._seqmaps(k)
         self._wheres(k)
-        self._aggregates(k)
         if k in self.rows:
             self.rows[k].freeze()
 
