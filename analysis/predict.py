@@ -595,6 +595,10 @@ def markdown_pe_report(preds: list[Prediction]) -> str:
             cr += f"; found ({f['source']}, length {f['length']})"
         elif c.get("search") and "certified_no_program_up_to" in c["search"]:
             cr += f"; search: none of size <= {c['search']['certified_no_program_up_to']}"
+        elif c.get("search") and "error" in c["search"]:
+            cr += f"; search refused: {c['search']['error']}"
+        if p.verdict == "none" and p.search and "error" in p.search:
+            rl = f"none (search refused: {p.search['error']})"
         th = "; ".join(f"{k}: {v['prediction']}" for k, v in p.theories.items()) or "-"
         paper = []
         if p.zhou_outcome:
