@@ -961,6 +961,14 @@ class Session:
                 raise RASPNameError(
                     f"'{r.value.name}' is a built-in function, not a value (as in the original "
                     f"REPL): call it, e.g. {r.value.name}(...)", _span(ctx, st))
+            if r.kind == "application":    # as the original evaluates it, on its input
+                try:
+                    original_evaluation(r.value.node, r.value.input)
+                except RASPError as e:
+                    if e.span is None:
+                        e.span = _span(ctx, st)
+                    raise
+                continue
             for node in _nodes(r.value):
                 try:
                     original_evaluation(node, self.display.sop_example)
