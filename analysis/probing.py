@@ -3,13 +3,17 @@
 What this module computes (see ``docs/probing.md`` for the methods and their sources):
 
 * :func:`jsd` — Jensen–Shannon divergence between attention distributions, base 2, in [0, 1]
-  (Lin 1991). ``variant="kazemnejad"`` gives the non-standard ½[KL(M‖P) + KL(M‖Q)] used by the
-  code of Kazemnejad et al. 2023 (arXiv 2305.19466, §6 / App. F) for comparability; it is never
-  the default.
+  (Lin 1991). ``variant="kazemnejad"`` gives the non-standard ½[KL(M‖P) + KL(M‖Q)] in **nats**,
+  exactly as the code released with Kazemnejad et al. 2023 (arXiv 2305.19466;
+  ``src/analyzers/attention_kl_analyzer.py``: ``KLDivLoss(p.log(), m)`` = KL(M‖P), natural log)
+  for comparability; it is never the default.
 * :func:`head_distance` — JSD between two heads' patterns, averaged over query positions and
   examples.
-* :func:`kazemnejad_distance` — model A vs model B: per layer, the minimum over head pairs; then
-  the mean over layers (Kazemnejad et al. 2023, Fig. 4).
+* :func:`kazemnejad_distance` — model A vs model B (Kazemnejad et al. 2023, §6 and Fig. 4), with
+  two aggregations: ``"standard"`` (default: standard JSD in bits, rows from query 1, all H x H
+  head pairs, minimum per layer, mean over layers) and ``"released"`` (the released code's:
+  their JSD variant in nats, all query rows of each sample, head pairs i < j only, minimum per
+  (sample, layer), mean over samples and layers — the scale of the paper's 0.263 / 0.265).
 * :func:`match_heads` — one-to-one assignment of trained heads to compiled heads that minimises
   the total JSD (Hungarian algorithm, ``scipy.optimize.linear_sum_assignment``).
 * :func:`relative_position_fit` — the best pattern whose logits depend only on the T5 bucket of
@@ -30,6 +34,7 @@ average. Query position 0 is the BOS token; under the causal mask it can only at
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
@@ -41,14 +46,22 @@ __all__ = [
     "head_distance_matrix", "kazemnejad_distance", "KazemnejadDistance", "match_heads",
     "HeadMatching", "t5_bucket", "relative_position_fit", "RelativePositionFit",
     "pad_patterns", "capture_trained", "capture_compiled", "probe_sequences", "probe",
-    "ProbeResult", "JSD_VARIANTS",
+    "ProbeResult", "reference_pairs", "JSD_VARIANTS", "AGGREGATIONS", "JSD_UNITS",
 ]
 
 JSD_VARIANTS = ("standard", "kazemnejad")
 
-#: Smoothing added to probabilities inside logarithms of the ``kazemnejad`` variant (whose
-#: KL(M‖P) is infinite where P has zeros, as the paper's code smoothed them).
-_EPS = 1e-10
+#: Units of each JSD variant: the standard JSD uses log base 2 (bounded by 1), the released code
+#: of Kazemnejad et al. the natural log (``torch.nn.KLDivLoss``).
+JSD_UNITS = {"standard": "bits", "kazemnejad": "nats"}
+
+#: Aggregations of :func:`kazemnejad_distance` (see its docstring).
+AGGREGATIONS = ("standard", "released")
+
+#: Floor for P inside log P of the ``kazemnejad`` variant where M > 0 but P underflowed to 0
+#: (the released code would give inf there; softmax rows over causal keys are never exactly 0
+#: unless they underflow, so on trained models this floor never acts).
+_TINY = 1e-300
 
 
 class ProbingError(ValueError):
@@ -70,19 +83,23 @@ def _xlogy_ratio(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def jsd(p: Any, q: Any, axis: int = -1, variant: str = "standard") -> np.ndarray:
-    """Jensen–Shannon divergence between distributions along ``axis`` (base 2).
+    """Jensen–Shannon divergence between distributions along ``axis``.
 
     Args:
         p, q: arrays of probabilities of broadcastable shapes (e.g. ``[example, query, key]``);
             each slice along ``axis`` is one distribution. They are not renormalised.
         axis: the axis holding the distribution (the key axis of attention patterns).
-        variant: ``"standard"`` (default): ½KL(P‖M) + ½KL(Q‖M) with M = ½(P + Q); bounded in
-            [0, 1] bits (Lin 1991). ``"kazemnejad"``: ½[KL(M‖P) + KL(M‖Q)], the variant in the
-            code of Kazemnejad et al. 2023; unbounded, zeros smoothed by 1e-10. Offered only for
-            comparability with their numbers.
+        variant: ``"standard"`` (default): ½KL(P‖M) + ½KL(Q‖M) with M = ½(P + Q), log base 2,
+            bounded in [0, 1] bits (Lin 1991). ``"kazemnejad"``: ½[KL(M‖P) + KL(M‖Q)] with the
+            natural log (nats), exactly ``0.5 * (KLDivLoss(p.log(), m) + KLDivLoss(q.log(), m))``
+            of the code released with Kazemnejad et al. 2023; terms with M = 0 are 0 (so keys
+            masked in both patterns drop out, as the released code's slice ``[:l + 1]``); a P
+            that underflowed to 0 where M > 0 is floored at 1e-300 instead of giving inf.
+            Offered only for comparability with their numbers.
 
     Returns:
-        The divergence per distribution: the input shape without ``axis``, in bits.
+        The divergence per distribution: the input shape without ``axis``, in bits
+        (``"standard"``) or nats (``"kazemnejad"``), see :data:`JSD_UNITS`.
 
     Raises:
         ProbingError: unknown variant or shapes that do not broadcast.
@@ -99,9 +116,17 @@ def jsd(p: Any, q: Any, axis: int = -1, variant: str = "standard") -> np.ndarray
     if variant == "standard":
         d = 0.5 * _xlogy_ratio(p, m).sum(axis=axis) + 0.5 * _xlogy_ratio(q, m).sum(axis=axis)
         return np.clip(d, 0.0, 1.0)
-    ms = m + _EPS
-    d = 0.5 * (_xlogy_ratio(ms, p + _EPS).sum(axis=axis) + _xlogy_ratio(ms, q + _EPS).sum(axis=axis))
+    d = 0.5 * (_kl_nats(m, p).sum(axis=axis) + _kl_nats(m, q).sum(axis=axis))
     return np.maximum(d, 0.0)
+
+
+def _kl_nats(m: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Elementwise m * ln(m / p) with 0 ln 0 = 0 and p floored at :data:`_TINY` where m > 0."""
+    mb, pb = np.broadcast_arrays(m, p)
+    out = np.zeros(mb.shape, dtype=np.float64)
+    pos = mb > 0
+    out[pos] = mb[pos] * (np.log(mb[pos]) - np.log(np.maximum(pb[pos], _TINY)))
+    return out
 
 
 def _valid_rows(a: np.ndarray, b: np.ndarray, first_query: int) -> np.ndarray:
@@ -198,54 +223,138 @@ def _check_same_inputs(a: np.ndarray, b: np.ndarray) -> None:
 
 @dataclass
 class KazemnejadDistance:
-    """Model-vs-model distance of Kazemnejad et al. 2023 (Fig. 4).
+    """Model-vs-model distance of Kazemnejad et al. 2023 (§6, Fig. 4).
 
-    ``per_layer[l]`` = min over head pairs (h_a, h_b) of layer l of the head JSD;
-    ``mean`` = mean of ``per_layer``; ``argmin[l]`` = the (h_a, h_b) achieving it.
+    ``per_layer[l]``: the layer's distance (``"standard"``: min over head pairs of the head JSD;
+    ``"released"``: mean over samples of the per-sample minimum); ``mean``: mean of
+    ``per_layer`` (for ``"released"`` equal to the mean over samples and layers);
+    ``argmin[l]``: the (head of A, head of B) pair achieving the minimum (``"released"``: the
+    pair most often minimal over samples); ``per_sample`` (``"released"`` only):
+    ``[example][layer]`` minima; ``units``: ``"bits"`` or ``"nats"``.
     """
 
     per_layer: list[float]
     mean: float
     argmin: list[tuple[int, int]]
     variant: str = "standard"
+    aggregation: str = "standard"
+    per_sample: list[list[float]] | None = None
+
+    @property
+    def units(self) -> str:
+        return JSD_UNITS[self.variant]
 
     def to_dict(self) -> dict:
-        return {"per_layer": [float(x) for x in self.per_layer], "mean": float(self.mean),
-                "argmin": [list(x) for x in self.argmin], "variant": self.variant}
+        out = {"per_layer": [float(x) for x in self.per_layer], "mean": float(self.mean),
+               "argmin": [list(x) for x in self.argmin], "variant": self.variant,
+               "aggregation": self.aggregation, "units": self.units}
+        return out
 
 
-def kazemnejad_distance(patterns_a: Any, patterns_b: Any, variant: str = "standard",
-                        first_query: int = 1) -> KazemnejadDistance:
+def _pair_row_jsd(a: np.ndarray, b: np.ndarray, variant: str) -> np.ndarray:
+    """JSD of every (head of A, head of B) pair per example and query row.
+
+    Args:
+        a: ``[example, heads_a, query, key]``; b: ``[example, heads_b, query, key]``.
+
+    Returns:
+        ``[example, heads_a, heads_b, query]``.
+    """
+    return jsd(a[:, :, None], b[:, None, :], axis=-1, variant=variant)
+
+
+def kazemnejad_distance(patterns_a: Any, patterns_b: Any, variant: str | None = None,
+                        first_query: int | None = None,
+                        aggregation: str = "standard") -> KazemnejadDistance:
     """Kazemnejad et al.'s layer-wise distance between two models of the same depth.
 
-    Per layer, the minimum JSD over all (head of A, head of B) pairs of that layer; then the
-    mean over layers. In the paper NoPE vs T5 gave 0.263 against 0.265 for NoPE vs NoPE with
-    another seed (ALiBi 0.49, APE 0.72, Rotary 0.99).
+    ``aggregation="standard"`` (the default; variant default ``"standard"``, first_query 1):
+    per layer, the head JSD (mean over the valid query rows of all examples, BOS row left out)
+    of every (head of A, head of B) pair — all H_A x H_B pairs, so a model against itself
+    scores exactly 0 — and its minimum; then the mean over layers. Bits, in [0, 1].
+
+    ``aggregation="released"`` (variant default ``"kazemnejad"``, first_query 0): the
+    aggregation of the code released with the paper (``attention_kl_analyzer.py`` and
+    ``plot_attention_kl_final.ipynb``): per sample, per layer, per head pair from
+    ``itertools.combinations(range(H), 2)`` — head ``i`` of B (the PE model) against head ``j``
+    of A (the NoPE reference) with i < j only — the JSD averaged over all query rows of the
+    sample including query 0; the minimum over those pairs per (sample, layer); then the mean
+    over samples and layers. Because a head is never paired with its own index, a model
+    against itself does not score 0. This is the scale of the paper's values (NoPE vs T5 0.263,
+    NoPE vs NoPE other seed 0.265, ALiBi 0.49, APE 0.72, Rotary 0.99; nats).
 
     Args:
         patterns_a, patterns_b: the two models' patterns on the same inputs
-            (``[example, layer, head, query, key]`` or lists per layer).
+            (``[example, layer, head, query, key]`` or lists of ``[example, head, query, key]``
+            per layer), zero rows = padding. A is the reference (NoPE in the paper).
+        variant: JSD variant (:data:`JSD_VARIANTS`); default per aggregation as above.
+        first_query: query rows before this are left out; default per aggregation as above.
+        aggregation: ``"standard"`` or ``"released"`` (:data:`AGGREGATIONS`).
+
+    Returns:
+        :class:`KazemnejadDistance`.
 
     Raises:
-        ProbingError: different numbers of layers or different inputs.
+        ProbingError: different numbers of layers, different inputs, unknown aggregation,
+            ``"released"`` with different head counts or fewer than 2 heads per layer.
     """
+    if aggregation not in AGGREGATIONS:
+        raise ProbingError(f"unknown aggregation {aggregation!r}; choose one of {AGGREGATIONS}")
+    released = aggregation == "released"
+    if variant is None:
+        variant = "kazemnejad" if released else "standard"
+    if first_query is None:
+        first_query = 0 if released else 1
     la, lb = as_layer_list(patterns_a), as_layer_list(patterns_b)
     if len(la) != len(lb):
         raise ProbingError(f"models with {len(la)} and {len(lb)} layers cannot be compared "
                            "layer by layer")
-    per_layer, argmin = [], []
-    for a, b in zip(la, lb):
+    per_layer, argmin, per_sample_layers = [], [], []
+    for l, (a, b) in enumerate(zip(la, lb)):
         if a.shape[1] == 0 or b.shape[1] == 0:          # a layer without attention
             continue
         _check_same_inputs(a[:, 0], b[:, 0])
-        d = np.array([[head_distance(a[:, i], b[:, j], variant, first_query)
-                       for j in range(b.shape[1])] for i in range(a.shape[1])])
-        i, j = np.unravel_index(np.nanargmin(d), d.shape)
-        per_layer.append(float(d[i, j]))
-        argmin.append((int(i), int(j)))
+        rows = _pair_row_jsd(a, b, variant)               # [example, ha, hb, query]
+        valid = (a.sum(-1) > 0)[:, :, None] | (b.sum(-1) > 0)[:, None, :]
+        valid[..., :first_query] = False                  # [example, ha, hb, query]
+        if not released:
+            n = valid.sum((0, 3))
+            d = np.where(valid, rows, 0.0).sum((0, 3)) / np.where(n > 0, n, 1)
+            d = np.where(n > 0, d, np.nan)                # [ha, hb]
+            if np.isnan(d).all():
+                continue
+            i, j = np.unravel_index(np.nanargmin(d), d.shape)
+            per_layer.append(float(d[i, j]))
+            argmin.append((int(i), int(j)))
+            continue
+        h = a.shape[1]
+        if b.shape[1] != h or h < 2:
+            raise ProbingError(f"layer {l}: the released aggregation pairs heads i < j of two "
+                               f"models with the same number (>= 2) of heads; got {h} and "
+                               f"{b.shape[1]}")
+        n = valid.sum(3)
+        d = np.where(valid, rows, 0.0).sum(3) / np.where(n > 0, n, 1)   # [example, ha, hb]
+        # pairs (i of B, j of A) with i < j: entry [example, j, i] of the [A, B] matrix
+        pairs = [(j, i) for i, j in itertools.combinations(range(h), 2)]
+        cand = np.stack([d[:, ja, ib] for ja, ib in pairs], axis=1)      # [example, pair]
+        has = np.stack([n[:, ja, ib] > 0 for ja, ib in pairs], axis=1).any(1)
+        if not has.any():
+            continue
+        mins = cand[has].min(1)
+        best = np.bincount(cand[has].argmin(1), minlength=len(pairs)).argmax()
+        per_sample_layers.append(np.where(has, cand.min(1), np.nan))
+        per_layer.append(float(mins.mean()))
+        argmin.append((int(pairs[best][0]), int(pairs[best][1])))
     if not per_layer:
         raise ProbingError("the models have no attention heads to compare")
-    return KazemnejadDistance(per_layer, float(np.mean(per_layer)), argmin, variant)
+    per_sample = None
+    if released:
+        ps = np.stack(per_sample_layers, axis=1)          # [example, layer]
+        per_sample = [[float(x) for x in r] for r in ps]
+        mean = float(np.nanmean(ps))
+    else:
+        mean = float(np.mean(per_layer))
+    return KazemnejadDistance(per_layer, mean, argmin, variant, aggregation, per_sample)
 
 
 @dataclass
@@ -558,14 +667,51 @@ def probe_sequences(task: Any, lengths: Iterable[int], per_length: int = 4,
 # The whole probe
 # --------------------------------------------------------------------------------------------
 
+def _split_label(label: str) -> tuple[str, int | None]:
+    """``"pe/seed3"`` -> ("pe", 3); a label without a seed -> (label, None)."""
+    pe, _, rest = label.partition("/")
+    digits = rest[4:].split("-")[0] if rest.startswith("seed") else ""
+    return pe, int(digits) if digits.isdigit() else None
+
+
+def reference_pairs(labels: Sequence[str], reference_pe: str = "nope"
+                    ) -> list[tuple[str, str]]:
+    """The (reference, other) model pairs of the Kazemnejad comparison, as the released code
+    pairs them (``attention_kl_analyzer.py``): a model of PE X and seed s against the NoPE model
+    of the same seed s (the first NoPE seed when s has none); a NoPE model of seed s against the
+    NoPE model of the next seed (cyclically: the other-seed baseline).
+
+    Args:
+        labels: model labels ``"<pe>/seed<k>"``.
+    """
+    refs = sorted((l for l in labels if _split_label(l)[0] == reference_pe),
+                  key=lambda l: (_split_label(l)[1] is None, _split_label(l)[1] or 0, l))
+    if not refs:
+        return []
+    by_seed = {_split_label(l)[1]: l for l in refs}
+    pairs = []
+    if len(refs) > 1:
+        pairs += [(refs[i], refs[(i + 1) % len(refs)]) for i in range(len(refs))]
+        if len(refs) == 2:
+            pairs = pairs[:1]
+    for l in labels:
+        pe, seed = _split_label(l)
+        if pe == reference_pe:
+            continue
+        pairs.append((by_seed.get(seed, refs[0]), l))
+    return pairs
+
+
 @dataclass
 class ProbeResult:
     """Everything the probe computes for one task.
 
     ``models``: label -> list over layers of ``[example, head, query, key]``;
-    ``pairwise``: (label_a, label_b) -> :class:`KazemnejadDistance` for same-depth models;
-    ``matchings``: label -> :class:`HeadMatching` against the compiled model (if any);
-    ``relpos``: label -> list of ((layer, head), :class:`RelativePositionFit`).
+    ``pairwise``: (reference, other) -> :class:`KazemnejadDistance` of the standard aggregation,
+    for the pairs of :func:`reference_pairs`; ``pairwise_released``: the same pairs with the
+    released aggregation (nats); ``matchings``: label -> :class:`HeadMatching` against the
+    compiled model (if any); ``relpos``: label -> list of ((layer, head),
+    :class:`RelativePositionFit`).
     """
 
     task: str
@@ -578,14 +724,37 @@ class ProbeResult:
     compiled_label: str | None = None
     variant: str = "standard"
     notes: list[str] = field(default_factory=list)
+    pairwise_released: dict[tuple[str, str], KazemnejadDistance] = field(default_factory=dict)
+
+    def distances(self, aggregation: str = "standard", reference_pe: str = "nope"
+                  ) -> tuple[dict[str, list[float]], list[float]]:
+        """Per-PE distances from the reference PE (one per seed pair) and the reference's
+        other-seed baseline, for one aggregation: ``({pe: [d, ...]}, [baseline d, ...])``."""
+        table = self.pairwise if aggregation == "standard" else self.pairwise_released
+        out: dict[str, list[float]] = {}
+        base: list[float] = []
+        for (a, b), d in table.items():
+            pa, pb = _split_label(a)[0], _split_label(b)[0]
+            if pa != reference_pe:
+                continue
+            (base if pb == reference_pe else out.setdefault(pb, [])).append(float(d.mean))
+        return out, base
 
     def to_dict(self) -> dict:
+        def dist(table):
+            return [{"a": a, "b": b, **d.to_dict()} for (a, b), d in table.items()]
+        summary = {}
+        for agg in AGGREGATIONS:
+            per_pe, base = self.distances(agg)
+            summary[agg] = {"per_pe": per_pe, "baseline": base}
         return {
             "task": self.task, "variant": self.variant, "n_sequences": len(self.sequences),
             "sequence_lengths": sorted({len(s) for s in self.sequences}),
             "models": {k: [int(a.shape[1]) for a in v] for k, v in self.models.items()},
             "compiled": self.compiled_label,
-            "pairwise": [{"a": a, "b": b, **d.to_dict()} for (a, b), d in self.pairwise.items()],
+            "pairwise": dist(self.pairwise),
+            "pairwise_released": dist(self.pairwise_released),
+            "distances_from_nope": summary,
             "matchings": {k: m.to_dict() for k, m in self.matchings.items()},
             "relpos": {k: [{"head": list(h), **f.to_dict()} for h, f in v]
                        for k, v in self.relpos.items()},
@@ -602,31 +771,32 @@ def probe(task_name: str, sequences: list[list[int]], trained: dict[str, list[np
     Args:
         task_name: for the record.
         sequences: the token sequences the patterns were captured on.
-        trained: label (e.g. ``"nope/seed0"``) -> patterns of a trained model.
+        trained: label (``"<pe>/seed<k>"``) -> patterns of a trained model.
         compiled: patterns of the compiled reference on the same sequences, or None.
-        variant: JSD variant (default standard).
-        reference: the label every other trained model is compared to with
-            :func:`kazemnejad_distance` (default: the first label starting with ``"nope"``, as in
-            the paper); all same-depth pairs with the reference are computed.
+        variant: JSD variant of the standard comparison, the head matching and the fits.
+        reference: when given, every other model is compared with this one label; by default
+            the pairs of :func:`reference_pairs` (same-seed NoPE, and NoPE's other seed), as
+            the released code of Kazemnejad et al.
         relpos: also fit a relative-position pattern to every trained head.
 
     Returns:
-        :class:`ProbeResult`.
+        :class:`ProbeResult` with both aggregations of the Kazemnejad comparison.
     """
     models = dict(trained)
     res = ProbeResult(task_name, sequences, models, variant=variant)
     labels = list(trained)
-    if reference is None:
-        reference = next((l for l in labels if l.startswith("nope")), labels[0] if labels else None)
     if reference is not None:
-        for other in labels:
-            if other == reference:
-                continue
+        pairs = [(reference, l) for l in labels if l != reference]
+    else:
+        pairs = reference_pairs(labels)
+    for a, b in pairs:
+        for agg, table in (("standard", res.pairwise), ("released", res.pairwise_released)):
             try:
-                res.pairwise[(reference, other)] = kazemnejad_distance(
-                    trained[reference], trained[other], variant)
+                table[(a, b)] = kazemnejad_distance(
+                    trained[a], trained[b], variant if agg == "standard" else None,
+                    aggregation=agg)
             except ProbingError as e:
-                res.notes.append(f"{reference} vs {other}: {e}")
+                res.notes.append(f"{a} vs {b} ({agg} aggregation): {e}")
     if compiled is not None:
         res.compiled_label = "compiled"
         res.models["compiled"] = compiled

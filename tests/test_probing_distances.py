@@ -34,10 +34,11 @@ def test_jsd_known_values_by_hand():
     assert jsd([0.5, 0.5], [1.0, 0.0]) == pytest.approx(expected)
     # symmetric
     assert jsd([1.0, 0.0], [0.5, 0.5]) == pytest.approx(expected)
-    # Kazemnejad's variant 1/2[KL(M||P) + KL(M||Q)] on (1/2,1/2) vs (1/4,3/4): M = (3/8, 5/8)
+    # Kazemnejad's variant 1/2[KL(M||P) + KL(M||Q)] on (1/2,1/2) vs (1/4,3/4): M = (3/8, 5/8),
+    # natural log (nats) as the released code's torch.nn.KLDivLoss
     p, q, m = np.array([.5, .5]), np.array([.25, .75]), np.array([3 / 8, 5 / 8])
-    kl = lambda a, b: float(np.sum(a * np.log2(a / b)))  # noqa: E731
-    assert jsd(p, q, variant="kazemnejad") == pytest.approx(0.5 * (kl(m, p) + kl(m, q)), rel=1e-6)
+    kl = lambda a, b: float(np.sum(a * np.log(a / b)))  # noqa: E731
+    assert jsd(p, q, variant="kazemnejad") == pytest.approx(0.5 * (kl(m, p) + kl(m, q)), rel=1e-9)
     with pytest.raises(ProbingError):
         jsd(p, q, variant="bogus")
 
@@ -143,3 +144,112 @@ def test_relative_position_fit_recovers_a_t5_bias_pattern():
     assert relative_position_fit(noisy).jsd > 0.1
     with pytest.raises(ProbingError):
         relative_position_fit(np.zeros((2, 3, 3, 3, 3)))
+
+
+# ------------------------------------------------------------------------------------------
+# The released code of Kazemnejad et al. 2023 (McGill-NLP/length-generalization,
+# src/analyzers/attention_kl_analyzer.py and notebooks/plot_attention_kl_final.ipynb), ported
+# line by line to plain NumPy / torch, as the independent truth for our "kazemnejad" variant and
+# "released" aggregation.
+# ------------------------------------------------------------------------------------------
+
+def _released_jsd(p, q):
+    """torch_compute_jensen_shannon_divergence: 0.5 * (KLDivLoss(p.log(), m) + ...(q.log(), m))."""
+    import torch
+    p, q = torch.tensor(p), torch.tensor(q)
+    m = 0.5 * (p + q)
+    kl = torch.nn.KLDivLoss(reduction="sum", log_target=False)
+    return float(0.5 * (kl(p.log(), m) + kl(q.log(), m)))
+
+
+def _released_jsd_two_matrix(m1, m2):
+    """compute_jsd_two_matrix: mean over every query row l (query 0 included) of row[:l + 1]."""
+    return float(np.mean([_released_jsd(m1[l, : l + 1], m2[l, : l + 1])
+                          for l in range(m1.shape[0])]))
+
+
+def _released_distance(nope_maps, pe_maps):
+    """attention_kl_analyzer + notebook: per (sample, layer) the min over combinations(H, 2) of
+    jsd(no_pe[tgt], attn[src]); then the mean over samples and layers.
+
+    ``*_maps[sample][layer]`` is ``[heads, seq, seq]`` of that sample's own length."""
+    import itertools
+    mins = []
+    for s in range(len(pe_maps)):
+        for l in range(len(pe_maps[s])):
+            h = pe_maps[s][l].shape[0]
+            vals = [_released_jsd_two_matrix(nope_maps[s][l][tgt], pe_maps[s][l][src])
+                    for src, tgt in itertools.combinations(range(h), 2)]
+            mins.append(min(vals))
+    return float(np.mean(mins))
+
+
+def _pad(maps):
+    """[sample][layer] of [heads, seq_s, seq_s] -> list over layers of [sample, heads, S, S]."""
+    from analysis.probing import pad_patterns
+    return pad_patterns(maps)
+
+
+def _handmade_models(rng):
+    """Two 2-layer, 3-head models on 3 samples of lengths 4, 6, 5 (hand-made causal patterns:
+    uniform, previous-token-ish, BOS-heavy, plus random ones)."""
+    def model(seed_shift):
+        maps = []
+        for n in (4, 6, 5):
+            uni = _causal_uniform(n)
+            prev = np.tril(np.ones((n, n))) * 0.05 + np.eye(n, k=-1) * 0.9 + np.eye(n) * 0.05
+            prev = prev / prev.sum(-1, keepdims=True)
+            bos = np.tril(np.ones((n, n))) * 0.1
+            bos[:, 0] += 1.0
+            bos = bos / bos.sum(-1, keepdims=True)
+            layer0 = np.stack([uni, prev, bos])[np.roll(np.arange(3), seed_shift)]
+            layer1 = _random_causal(rng, n, 3, temp=2.0)
+            maps.append([layer0, layer1])
+        return maps
+    return model(0), model(1)
+
+
+def test_kazemnejad_variant_is_the_released_jsd_in_nats():
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 5):
+        p, q = rng.dirichlet(np.ones(n)), rng.dirichlet(np.ones(n))
+        assert float(jsd(p, q, variant="kazemnejad")) == pytest.approx(_released_jsd(p, q),
+                                                                       rel=1e-9, abs=1e-12)
+    # a causal row padded with masked (zero) keys scores as the released slice [:l + 1]
+    m1, m2 = _random_causal(rng, 6, 2)
+    assert float(np.mean(jsd(m1, m2, variant="kazemnejad"))) == pytest.approx(
+        _released_jsd_two_matrix(m1, m2), rel=1e-9)
+
+
+def test_released_aggregation_matches_the_ported_released_code():
+    rng = np.random.default_rng(5)
+    nope, other = _handmade_models(rng)
+    ours = kazemnejad_distance(_pad(nope), _pad(other), aggregation="released")
+    assert ours.variant == "kazemnejad" and ours.units == "nats"
+    assert ours.mean == pytest.approx(_released_distance(nope, other), rel=1e-9)
+    # a model against itself: the released i < j pairing never pairs a head with itself
+    self_released = kazemnejad_distance(_pad(nope), _pad(nope), aggregation="released")
+    assert self_released.mean == pytest.approx(_released_distance(nope, nope), rel=1e-9)
+    assert self_released.mean > 0.01
+    # ... while the standard aggregation (all H x H pairs) scores it exactly 0
+    assert kazemnejad_distance(_pad(nope), _pad(nope)).mean == pytest.approx(0.0, abs=1e-12)
+    # the two aggregations are different numbers on the same models
+    std = kazemnejad_distance(_pad(nope), _pad(other))
+    assert std.aggregation == "standard" and std.units == "bits"
+    with pytest.raises(ProbingError):
+        kazemnejad_distance(_pad(nope), _pad(other), aggregation="bogus")
+    with pytest.raises(ProbingError):        # released needs equal head counts >= 2
+        kazemnejad_distance([a[:, :1] for a in _pad(nope)], [a[:, :1] for a in _pad(other)],
+                            aggregation="released")
+
+
+def test_reference_pairs_follow_the_released_seed_pairing():
+    from analysis.probing import reference_pairs
+    labels = ["nope/seed0", "nope/seed1", "nope/seed2", "t5/seed0", "t5/seed1", "rope/seed5"]
+    assert reference_pairs(labels) == [
+        ("nope/seed0", "nope/seed1"), ("nope/seed1", "nope/seed2"), ("nope/seed2", "nope/seed0"),
+        ("nope/seed0", "t5/seed0"), ("nope/seed1", "t5/seed1"),
+        ("nope/seed0", "rope/seed5")]          # no NoPE seed 5: the first NoPE seed
+    assert reference_pairs(["nope/seed0", "nope/seed1", "t5/seed1"]) == [
+        ("nope/seed0", "nope/seed1"), ("nope/seed1", "t5/seed1")]
+    assert reference_pairs(["t5/seed0"]) == []

@@ -1,0 +1,447 @@
+"""Claims about the papers, computed from training runs with their uncertainty across seeds.
+
+Every statement the report or ``docs/results.md`` makes about the papers ("NoPE generalizes
+better than APE on sort_unique", "the prediction agrees", "NoPE's attention is closest to T5's")
+is a :class:`Claim` computed here from run directories, never written by hand. Each claim
+carries the numbers it rests on (per-seed values, the difference of the means and its 95%
+bootstrap interval), the run directories it compared, their position-offset protocol and
+configuration, and one label:
+
+* ``supported`` — the claimed order holds beyond the seeds' spread: every seed of the better
+  side is above every seed of the other (ranges do not overlap) **and** the 95% bootstrap
+  interval of the difference (resampling seeds, and test samples within a seed) excludes 0;
+* ``contradicted`` — the same test holds in the opposite direction;
+* ``inconclusive`` — anything else: overlapping seed ranges, an interval containing 0, fewer
+  than 2 seeds on a side, or a side that does not fit its training lengths (mean ID exact match
+  below :data:`ID_FIT`; a model that has not learned the task in distribution says nothing
+  about length generalization, so such a task is never "fails").
+
+Runs are pooled into one claim only when they share the task and the whole configuration apart
+from the positional encoding and the seed — including the position-offset protocol
+(``position_offsets``: ``none`` as Kazemnejad et al., ``random`` as Zhou et al. / Huang et al.).
+:func:`check_poolable` raises :class:`ClaimError` naming the settings that differ;
+:func:`comparison_groups` splits a set of runs into such groups so that a report compares within
+each and says which.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+__all__ = ["LABELS", "ID_FIT", "OOD_GENERALIZES", "ClaimError", "RunRecord", "Claim",
+           "run_record", "load_runs", "config_fingerprint", "config_differences",
+           "check_poolable", "comparison_groups", "compare_pes", "prediction_claim",
+           "distance_claim", "task_claims", "PAPER_PE_CLAIMS"]
+
+LABELS = ("supported", "contradicted", "inconclusive")
+
+#: A run fits its training lengths when its mean ID exact match is at least this.
+ID_FIT = 0.9
+#: A task "generalizes" when a PE that fits reaches this mean OOD exact match.
+OOD_GENERALIZES = 0.5
+
+#: Settings that may differ between runs pooled into one comparison (everything else must match).
+_PER_RUN_KEYS = {"pe", "seed", "created", "git_commit", "device", "torch", "run_dir",
+                 "threads", "host"}
+
+#: Pairwise statements of the papers: (better PE, worse PE, source).
+PAPER_PE_CLAIMS = [
+    ("nope", "ape_sinusoidal", "Kazemnejad et al. 2023: absolute position encodings "
+                               "generalize worst; NoPE best (MRR 0.69 vs APE 0.22)"),
+    ("nope", "ape_learned", "Kazemnejad et al. 2023 (no position offsets); Zhou et al. 2023 "
+                            "train learned APE with random offsets"),
+    ("nope", "rope", "Kazemnejad et al. 2023: Rotary generalizes poorly (MRR 0.33 vs NoPE 0.69)"),
+    ("nope", "t5", "Kazemnejad et al. 2023: NoPE ranks above T5's relative bias (MRR 0.69 vs "
+                   "0.55)"),
+    ("nope", "alibi", "Kazemnejad et al. 2023: NoPE ranks above ALiBi (MRR 0.69 vs 0.50)"),
+]
+
+_BOOTSTRAP = 4000
+_BOOTSTRAP_SEED = 20231016
+
+
+class ClaimError(ValueError):
+    """Runs that must not be pooled into one claim (different task, protocol or configuration),
+    or no runs at all. The message names the runs and the settings that differ."""
+
+
+@dataclass
+class RunRecord:
+    """What a claim needs of one finished run.
+
+    ``accuracy``: rows ``{length, split, em, n, ...}`` of ``accuracy.json``; ``config``: the
+    run's ``config.json``; ``protocol``: its ``position_offsets`` setting."""
+
+    task: str
+    pe: str
+    seed: int
+    run_dir: str
+    config: dict
+    accuracy: list[dict]
+
+    @property
+    def protocol(self) -> str:
+        return str((self.config.get("train") or {}).get("position_offsets", "none"))
+
+    @property
+    def id_em(self) -> float | None:
+        return _mean_em(self.accuracy, "id")
+
+    @property
+    def ood_em(self) -> float | None:
+        return _mean_em(self.accuracy, "ood")
+
+    @property
+    def fingerprint(self) -> str:
+        return config_fingerprint(self.config)
+
+
+def _mean_em(rows: list[dict], split: str) -> float | None:
+    v = [float(r["em"]) for r in rows if r.get("split") == split and r.get("em") is not None]
+    return float(np.mean(v)) if v else None
+
+
+def run_record(config: dict, accuracy: list[dict], run_dir: str = "") -> RunRecord:
+    """A :class:`RunRecord` from a run's ``config.json`` dict and ``accuracy.json`` rows."""
+    return RunRecord(str(config["task"]), str(config["pe"]), int(config["seed"]), str(run_dir),
+                     dict(config), list(accuracy))
+
+
+def load_runs(run_dirs: Iterable[str | Path]) -> list[RunRecord]:
+    """Records of finished run directories (``config.json`` + ``accuracy.json`` + ``DONE``).
+
+    Raises:
+        ClaimError: a directory is not a finished run.
+    """
+    out = []
+    for d in run_dirs:
+        d = Path(d)
+        try:
+            cfg = json.loads((d / "config.json").read_text())
+            acc = json.loads((d / "accuracy.json").read_text())
+            if not (d / "DONE").exists():
+                raise FileNotFoundError("DONE")
+        except (OSError, ValueError) as e:
+            raise ClaimError(f"{d}: not a finished run directory ({e})") from None
+        out.append(run_record(cfg, acc, str(d)))
+    return out
+
+
+def _comparable(config: dict) -> dict:
+    """The configuration without the settings that may differ within a comparison."""
+    c = {k: v for k, v in config.items() if k not in _PER_RUN_KEYS}
+    if isinstance(c.get("model"), dict):
+        c["model"] = {k: v for k, v in c["model"].items() if k != "pe"}
+    train = dict(c.get("train") or {})
+    train.setdefault("position_offsets", "none")
+    c["train"] = train
+    return json.loads(json.dumps(c, sort_keys=True, default=str))
+
+
+def config_fingerprint(config: dict) -> str:
+    """A short hash of everything in a run configuration except PE and seed (and bookkeeping)."""
+    blob = json.dumps(_comparable(config), sort_keys=True, default=str).encode()
+    return hashlib.sha1(blob).hexdigest()[:10]
+
+
+def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(d, dict):
+        out = {}
+        for k, v in d.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: d}
+
+
+def config_differences(a: dict, b: dict) -> list[str]:
+    """``key: value_a != value_b`` for every comparable setting that differs."""
+    fa, fb = _flatten(_comparable(a)), _flatten(_comparable(b))
+    return [f"{k}: {fa.get(k)!r} != {fb.get(k)!r}" for k in sorted(set(fa) | set(fb))
+            if fa.get(k) != fb.get(k)]
+
+
+def check_poolable(records: Sequence[RunRecord]) -> None:
+    """Raise :class:`ClaimError` unless all runs share the task, protocol and configuration.
+
+    The message names a pair of runs that differ and the settings in which they differ (the
+    position-offset protocol first)."""
+    if not records:
+        raise ClaimError("no runs to compare")
+    first = records[0]
+    for r in records[1:]:
+        if r.task != first.task:
+            raise ClaimError(f"runs of different tasks cannot be pooled: {first.run_dir} "
+                             f"({first.task}) and {r.run_dir} ({r.task})")
+        if r.fingerprint != first.fingerprint:
+            diffs = config_differences(first.config, r.config)
+            diffs.sort(key=lambda s: not s.startswith("train.position_offsets"))
+            what = ("position-offset protocols " if r.protocol != first.protocol
+                    else "configurations ")
+            raise ClaimError(f"runs of different {what}are never pooled into one claim: "
+                             f"{first.run_dir or first.pe + '/seed' + str(first.seed)} vs "
+                             f"{r.run_dir or r.pe + '/seed' + str(r.seed)} differ in "
+                             + "; ".join(diffs[:6]) + ("; ..." if len(diffs) > 6 else ""))
+
+
+def comparison_groups(records: Sequence[RunRecord]) -> list[list[RunRecord]]:
+    """Split runs into groups that may be pooled (same task, protocol and configuration),
+    largest first."""
+    groups: dict[tuple, list[RunRecord]] = {}
+    for r in records:
+        groups.setdefault((r.task, r.fingerprint), []).append(r)
+    return sorted(groups.values(), key=lambda g: (-len(g), g[0].task, g[0].fingerprint))
+
+
+@dataclass
+class Claim:
+    """One computed statement and its evidence (see the module docstring for the labels).
+
+    ``numbers``: per-seed values of each side, their means, the difference of the means and
+    its 95% bootstrap interval (``ci``), and what the values are (``metric``); ``runs``: the run
+    directories compared; ``reason``: why the label is what it is, in one sentence."""
+
+    id: str
+    statement: str
+    task: str
+    label: str
+    reason: str
+    source: str = ""
+    numbers: dict = field(default_factory=dict)
+    runs: list[str] = field(default_factory=list)
+    protocol: str | None = None
+    config: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _ood_samples(r: RunRecord, rng: np.random.Generator, size: int) -> np.ndarray:
+    """Bootstrap replicates of one run's mean OOD exact match: each length's test samples are
+    resampled (binomially, k* ~ Bin(n, em)); returns ``[size]``."""
+    rows = [x for x in r.accuracy if x.get("split") == "ood" and x.get("em") is not None]
+    if not rows:
+        return np.full(size, np.nan)
+    reps = []
+    for x in rows:
+        n = int(x.get("n") or 0)
+        em = float(x["em"])
+        reps.append(rng.binomial(n, em, size=size) / n if n > 0 else np.full(size, em))
+    return np.mean(reps, axis=0)
+
+
+def _bootstrap_mean(runs: Sequence[RunRecord], rng: np.random.Generator,
+                    size: int = _BOOTSTRAP) -> np.ndarray:
+    """Replicates of the mean over seeds of the OOD exact match: seeds resampled with
+    replacement, test samples resampled within each seed."""
+    per_run = np.stack([_ood_samples(r, rng, size) for r in runs])       # [runs, size]
+    pick = rng.integers(0, len(runs), size=(len(runs), size))
+    return per_run[pick, np.arange(size)[None, :]].mean(0)
+
+
+def _separated(hi: Sequence[float], lo: Sequence[float], ci: tuple[float, float]) -> bool:
+    return min(hi) > max(lo) and ci[0] > 0
+
+
+def compare_pes(records: Sequence[RunRecord], better: str, worse: str, source: str = "",
+                min_seeds: int = 2) -> Claim:
+    """Claim "``better`` generalizes better than ``worse``" (mean OOD exact match) on one task.
+
+    Args:
+        records: runs of one comparison group (others raise); runs of other PEs are ignored.
+        better, worse: the PEs (``analysis.training.PE_NAMES``).
+        source: the paper's statement the claim checks.
+        min_seeds: fewer seeds on a side make the claim inconclusive.
+
+    Returns:
+        :class:`Claim` with numbers ``{metric, better: {pe, seeds, ood_em, id_em, mean},
+        worse: {...}, diff, ci}``.
+
+    Raises:
+        ClaimError: the runs cannot be pooled (:func:`check_poolable`) or a PE has no run.
+    """
+    check_poolable(records)
+    a = sorted((r for r in records if r.pe == better), key=lambda r: r.seed)
+    b = sorted((r for r in records if r.pe == worse), key=lambda r: r.seed)
+    if not a or not b:
+        raise ClaimError(f"no runs of {better if not a else worse} to compare")
+    task = records[0].task
+    rng = np.random.default_rng(_BOOTSTRAP_SEED)
+    da, db = _bootstrap_mean(a, rng), _bootstrap_mean(b, rng)
+    diff = da - db
+    ci = (float(np.nanpercentile(diff, 2.5)), float(np.nanpercentile(diff, 97.5)))
+    va, vb = [r.ood_em for r in a], [r.ood_em for r in b]
+    side = lambda pe, rs, v: {"pe": pe, "seeds": [r.seed for r in rs],  # noqa: E731
+                              "ood_em": v, "id_em": [r.id_em for r in rs],
+                              "mean": float(np.mean(v))}
+    numbers = {"metric": "mean OOD exact match", "better": side(better, a, va),
+               "worse": side(worse, b, vb), "diff": float(np.mean(va) - np.mean(vb)),
+               "ci": [ci[0], ci[1]]}
+    unfit = [f"{r.pe}/seed{r.seed} (ID EM {r.id_em:.2f})" for r in a + b
+             if r.id_em is None or r.id_em < ID_FIT]
+    if unfit:
+        label, reason = "inconclusive", (f"does not fit its training lengths (ID EM < {ID_FIT}): "
+                                         + ", ".join(unfit))
+    elif len(a) < min_seeds or len(b) < min_seeds:
+        label, reason = "inconclusive", (f"needs >= {min_seeds} seeds per PE; have {len(a)} "
+                                         f"and {len(b)}")
+    elif _separated(va, vb, ci):
+        label, reason = "supported", (f"every {better} seed above every {worse} seed and the 95% "
+                                      "interval of the difference excludes 0")
+    elif _separated(vb, va, (-ci[1], -ci[0])):
+        label, reason = "contradicted", (f"every {worse} seed above every {better} seed and the "
+                                         "95% interval of the difference excludes 0")
+    elif not (min(va) > max(vb) or min(vb) > max(va)):
+        label, reason = "inconclusive", "the seed ranges overlap"
+    else:
+        label, reason = "inconclusive", "the 95% interval of the difference contains 0"
+    from analysis.figures import PE_NAMES
+    return Claim(id=f"{task}:{better}>{worse}", task=task, label=label, reason=reason,
+                 statement=f"{PE_NAMES.get(better, better)} generalizes better than "
+                           f"{PE_NAMES.get(worse, worse)} on {task}",
+                 source=source, numbers=numbers, runs=[r.run_dir for r in a + b],
+                 protocol=records[0].protocol, config=records[0].fingerprint)
+
+
+def prediction_claim(records: Sequence[RunRecord], predicted: str | None,
+                     min_seeds: int = 2) -> Claim:
+    """Claim "the prediction (generalizes / fails) agrees with the runs" on one task.
+
+    The measured outcome: ``generalizes`` when some PE that fits its training lengths on every
+    seed has every seed's OOD exact match >= :data:`OOD_GENERALIZES` and the bootstrap
+    interval of its mean above it; ``fails`` when PEs fit and for every fitted PE every seed is
+    below it and the interval's upper end too; otherwise ``inconclusive`` (including: no PE
+    fits, or fewer than ``min_seeds`` seeds). The claim is supported when the measured outcome
+    equals the prediction, contradicted when it is the other one, inconclusive otherwise.
+
+    Raises:
+        ClaimError: the runs cannot be pooled.
+    """
+    check_poolable(records)
+    task = records[0].task
+    rng = np.random.default_rng(_BOOTSTRAP_SEED)
+    per_pe: dict[str, dict] = {}
+    for pe in sorted({r.pe for r in records}):
+        rs = sorted((r for r in records if r.pe == pe), key=lambda r: r.seed)
+        boot = _bootstrap_mean(rs, rng)
+        per_pe[pe] = {"seeds": [r.seed for r in rs], "ood_em": [r.ood_em for r in rs],
+                      "id_em": [r.id_em for r in rs],
+                      "fits": all(r.id_em is not None and r.id_em >= ID_FIT for r in rs),
+                      "ci": [float(np.nanpercentile(boot, 2.5)),
+                             float(np.nanpercentile(boot, 97.5))]}
+    fitted = {pe: v for pe, v in per_pe.items() if v["fits"] and len(v["seeds"]) >= min_seeds}
+    gen = [pe for pe, v in fitted.items()
+           if min(v["ood_em"]) >= OOD_GENERALIZES and v["ci"][0] >= OOD_GENERALIZES]
+    if not fitted:
+        measured, why = "inconclusive", (f"no PE fits the training lengths (ID EM >= {ID_FIT}) "
+                                         f"with >= {min_seeds} seeds")
+    elif gen:
+        measured, why = "generalizes", (f"{', '.join(gen)}: every seed's OOD EM >= "
+                                        f"{OOD_GENERALIZES} and the 95% interval above it")
+    elif all(max(v["ood_em"]) < OOD_GENERALIZES and v["ci"][1] < OOD_GENERALIZES
+             for v in fitted.values()):
+        measured, why = "fails", (f"every fitted PE ({', '.join(fitted)}) below "
+                                  f"{OOD_GENERALIZES} OOD EM on every seed and its 95% interval")
+    else:
+        measured, why = "inconclusive", ("some fitted PE is near the threshold "
+                                         f"{OOD_GENERALIZES} (seeds or interval on both sides)")
+    pred = (predicted or "").split()[0].lower() if predicted else None
+    if pred not in ("generalizes", "fails"):
+        label, reason = "inconclusive", f"no prediction ({predicted!r}); measured {measured}: {why}"
+    elif measured == "inconclusive":
+        label, reason = "inconclusive", f"measured outcome inconclusive: {why}"
+    elif measured == pred:
+        label, reason = "supported", f"predicted {pred}, measured {measured}: {why}"
+    else:
+        label, reason = "contradicted", f"predicted {pred}, measured {measured}: {why}"
+    return Claim(id=f"{task}:prediction", task=task, label=label, reason=reason,
+                 statement=f"the RASP-Generalization Conjecture's prediction for {task} "
+                           f"({pred or 'none'}) agrees with the runs",
+                 source="Zhou et al. 2023 (RASP-L); Huang et al. 2025 (C-RASP)",
+                 numbers={"predicted": pred, "measured": measured, "per_pe": per_pe,
+                          "thresholds": {"id_fit": ID_FIT, "ood": OOD_GENERALIZES}},
+                 runs=[r.run_dir for r in records], protocol=records[0].protocol,
+                 config=records[0].fingerprint)
+
+
+def distance_claim(task: str, distances: dict[str, list[float]], aggregation: str,
+                   baseline: Sequence[float] = (), target: str = "t5", reference: str = "nope",
+                   units: str = "", runs: Sequence[str] = (), protocol: str | None = None,
+                   config: str | None = None, min_seeds: int = 2) -> Claim:
+    """Claim "``reference``'s attention is closest to ``target``'s" (Kazemnejad et al. §6).
+
+    Args:
+        distances: PE -> per-seed distances from the reference model of the same seed.
+        aggregation: ``"standard"`` or ``"released"`` (recorded; see
+            :func:`analysis.probing.kazemnejad_distance`).
+        baseline: reference vs reference with another seed (shown, the paper's floor).
+
+    Supported when every seed of ``target`` is below every seed of every other PE (seed ranges
+    separated), contradicted when some other PE is entirely below ``target``, inconclusive
+    otherwise or with fewer than ``min_seeds`` distances per PE.
+    """
+    others = {pe: v for pe, v in distances.items() if pe not in (target, reference) and v}
+    t = list(distances.get(target) or [])
+    numbers = {"metric": f"Kazemnejad distance from {reference} ({aggregation} aggregation"
+                         + (f", {units}" if units else "") + ")",
+               "aggregation": aggregation, "per_pe": {pe: list(v) for pe, v in distances.items()},
+               "baseline": list(baseline)}
+    if not t or not others:
+        label, reason = "inconclusive", f"no {target} distance or no other PE to compare"
+    elif len(t) < min_seeds or any(len(v) < min_seeds for v in others.values()):
+        label, reason = "inconclusive", f"needs >= {min_seeds} seeds per PE"
+    else:
+        beaten = [pe for pe, v in others.items() if max(v) < min(t)]
+        clear = all(max(t) < min(v) for v in others.values())
+        overlap = [pe for pe, v in others.items() if not max(t) < min(v) and pe not in beaten]
+        if clear:
+            label, reason = "supported", (f"every {target} seed closer than every seed of "
+                                          + ", ".join(others))
+        elif beaten:
+            label, reason = "contradicted", (f"{', '.join(beaten)} closer than {target} on "
+                                             "every seed")
+        else:
+            label, reason = "inconclusive", ("seed ranges overlap with " + ", ".join(overlap))
+    from analysis.figures import PE_NAMES
+    return Claim(id=f"{task}:closest:{aggregation}", task=task, label=label, reason=reason,
+                 statement=f"{PE_NAMES.get(reference, reference)}'s attention is closest to "
+                           f"{PE_NAMES.get(target, target)}'s on {task} ({aggregation} "
+                           "aggregation)",
+                 source="Kazemnejad et al. 2023 §6: NoPE vs T5 0.263, NoPE other seed 0.265, "
+                        "ALiBi 0.49, APE 0.72, Rotary 0.99 (released aggregation, nats)",
+                 numbers=numbers, runs=list(runs), protocol=protocol, config=config)
+
+
+def task_claims(records: Sequence[RunRecord], predicted: str | None = None,
+                distances: dict[str, dict[str, list[float]]] | None = None,
+                baselines: dict[str, list[float]] | None = None,
+                units: dict[str, str] | None = None) -> list[Claim]:
+    """Every claim about one task's comparison group: the paper's pairwise PE statements
+    (:data:`PAPER_PE_CLAIMS`, where both PEs ran), the prediction, and per aggregation the
+    attention-distance claim.
+
+    Args:
+        records: runs of one comparison group (:func:`comparison_groups`).
+        predicted: the prediction (``"generalizes"`` / ``"fails"``) or None.
+        distances: aggregation -> PE -> per-seed distances from NoPE of the same seed.
+        baselines: aggregation -> NoPE vs NoPE other-seed distances.
+
+    Raises:
+        ClaimError: the runs cannot be pooled.
+    """
+    check_poolable(records)
+    pes = {r.pe for r in records}
+    out = [compare_pes(records, a, b, source) for a, b, source in PAPER_PE_CLAIMS
+           if a in pes and b in pes]
+    out.append(prediction_claim(records, predicted))
+    for agg, d in (distances or {}).items():
+        out.append(distance_claim(records[0].task, d, agg, (baselines or {}).get(agg, ()),
+                                  units=(units or {}).get(agg, ""),
+                                  runs=[r.run_dir for r in records],
+                                  protocol=records[0].protocol, config=records[0].fingerprint))
+    return out

@@ -1,0 +1,93 @@
+"""Padding-free batches benchmark (docs/benchmarks.md, "## Padding-free batches").
+
+Trains the same model for ``--steps`` optimizer steps from the same initial weights on the same
+examples (the batch of step s depends only on (seed, s)) once per ``length_buckets`` setting, side
+by side in one run: 1 = one padded batch per step (the old behaviour), k = at most k forward
+passes over groups of similar length (``analysis.batches``). Reports CPU seconds per step, real
+tokens/s (padding not counted), the padding fraction of the processed tokens, and the loss after
+the last step (equal across settings up to float rounding: the gradient is the padded batch's).
+
+Writes ``bench/results/batches.json``. Run:
+``.venv/bin/python -m bench.bench_batches`` (``--task``, ``--pe``, ``--steps``, ``--buckets``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from analysis import batches, configs  # noqa: E402
+from analysis.training import _optimizer, resolve_task  # noqa: E402
+from bench import cpu_model  # noqa: E402
+from compiler.transformer import Transformer, TransformerConfig  # noqa: E402
+
+
+def measure(task, pe: str, steps: int, buckets: int, preset: str, offsets: str) -> dict:
+    torch.set_num_threads(1)
+    model_s, tr = configs.resolve(task.name, preset, {}, pe=pe)
+    hi = min(task.default_train_max_len, tr.get("train_max_len_cap") or 10 ** 9)
+    lengths = [n for n in range(1, hi + 1) if task.length_ok(n)]
+    n_ctx = 4 * hi + 8
+    cfg = TransformerConfig(**{**model_s, "d_vocab": len(task.vocab), "pe": pe, "n_ctx": n_ctx})
+    model = Transformer(cfg)
+    model.reset_parameters(seed=0)
+    opt = _optimizer(model, tr)
+    real = padded = 0
+    loss = None
+    c0, w0 = time.process_time(), time.time()
+    for s in range(steps):
+        st = batches.make_step(task, lengths, tr["batch_size"], np.random.default_rng([0, s, 1]),
+                               n_ctx, offsets, buckets)
+        loss, _ = batches.step_loss(model, st)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        real += st.real_tokens
+        padded += st.padded_tokens
+    cpu, wall = time.process_time() - c0, time.time() - w0
+    return {"length_buckets": buckets, "steps": steps, "cpu_s_per_step": cpu / steps,
+            "wall_s_per_step": wall / steps, "real_tokens_per_cpu_s": real / cpu,
+            "padding_fraction": 1 - real / padded, "final_loss": float(loss)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--task", default="sort_unique")
+    ap.add_argument("--pe", default="nope")
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--buckets", default="1,2,3,4,6,10")
+    ap.add_argument("--preset", default="quick")
+    ap.add_argument("--offsets", default="none", choices=batches.OFFSET_PROTOCOLS)
+    args = ap.parse_args(argv)
+    task = resolve_task(args.task)
+    rows = []
+    print(f"{args.task} / {args.pe}, preset {args.preset}, {args.steps} steps, 1 thread")
+    print("buckets  CPU ms/step  real tok/CPU-s  padding  final loss  speed-up")
+    for b in [int(x) for x in args.buckets.split(",")]:
+        r = measure(task, args.pe, args.steps, b, args.preset, args.offsets)
+        rows.append(r)
+        base = rows[0]["cpu_s_per_step"]
+        print(f"{b:7d}  {1000 * r['cpu_s_per_step']:11.2f}  {r['real_tokens_per_cpu_s']:14.0f}  "
+              f"{r['padding_fraction']:7.1%}  {r['final_loss']:10.5f}  "
+              f"{base / r['cpu_s_per_step']:7.2f}x", flush=True)
+    out = ROOT / "bench" / "results" / "batches.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"task": args.task, "pe": args.pe, "preset": args.preset,
+                               "cpu": cpu_model(), "torch": torch.__version__,
+                               "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
