@@ -34,10 +34,12 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from analysis.figures import PE_LABELS
+
 __all__ = ["LABELS", "ID_FIT", "OOD_GENERALIZES", "ClaimError", "RunRecord", "Claim",
            "run_record", "load_runs", "config_fingerprint", "config_differences",
            "check_poolable", "comparison_groups", "compare_pes", "prediction_claim",
-           "distance_claim", "task_claims", "PAPER_PE_CLAIMS"]
+           "distance_claim", "task_claims", "claims_for_task", "PAPER_PE_CLAIMS"]
 
 LABELS = ("supported", "contradicted", "inconclusive")
 
@@ -254,7 +256,7 @@ def compare_pes(records: Sequence[RunRecord], better: str, worse: str, source: s
 
     Args:
         records: runs of one comparison group (others raise); runs of other PEs are ignored.
-        better, worse: the PEs (``analysis.training.PE_NAMES``).
+        better, worse: the PEs (``model.PE_NAMES``).
         source: the paper's statement the claim checks.
         min_seeds: fewer seeds on a side make the claim inconclusive.
 
@@ -300,10 +302,9 @@ def compare_pes(records: Sequence[RunRecord], better: str, worse: str, source: s
         label, reason = "inconclusive", "the seed ranges overlap"
     else:
         label, reason = "inconclusive", "the 95% interval of the difference contains 0"
-    from analysis.figures import PE_NAMES
     return Claim(id=f"{task}:{better}>{worse}", task=task, label=label, reason=reason,
-                 statement=f"{PE_NAMES.get(better, better)} generalizes better than "
-                           f"{PE_NAMES.get(worse, worse)} on {task}",
+                 statement=f"{PE_LABELS.get(better, better)} generalizes better than "
+                           f"{PE_LABELS.get(worse, worse)} on {task}",
                  source=source, numbers=numbers, runs=[r.run_dir for r in a + b],
                  protocol=records[0].protocol, config=records[0].fingerprint)
 
@@ -407,10 +408,9 @@ def distance_claim(task: str, distances: dict[str, list[float]], aggregation: st
                                              "every seed")
         else:
             label, reason = "inconclusive", ("seed ranges overlap with " + ", ".join(overlap))
-    from analysis.figures import PE_NAMES
     return Claim(id=f"{task}:closest:{aggregation}", task=task, label=label, reason=reason,
-                 statement=f"{PE_NAMES.get(reference, reference)}'s attention is closest to "
-                           f"{PE_NAMES.get(target, target)}'s on {task} ({aggregation} "
+                 statement=f"{PE_LABELS.get(reference, reference)}'s attention is closest to "
+                           f"{PE_LABELS.get(target, target)}'s on {task} ({aggregation} "
                            "aggregation)",
                  source="Kazemnejad et al. 2023 §6: NoPE vs T5 0.263, NoPE other seed 0.265, "
                         "ALiBi 0.49, APE 0.72, Rotary 0.99 (released aggregation, nats)",
@@ -445,3 +445,45 @@ def task_claims(records: Sequence[RunRecord], predicted: str | None = None,
                                   runs=[r.run_dir for r in records],
                                   protocol=records[0].protocol, config=records[0].fingerprint))
     return out
+
+
+def claims_for_task(records: Sequence[RunRecord], predicted: str | None = None,
+                    probe: Any = None) -> dict:
+    """All claims of one task, computed separately per comparison group, for the report.
+
+    Args:
+        records: every finished run of the task (any protocols / configurations).
+        predicted: the prediction for the task (``"generalizes"`` / ``"fails"``) or None.
+        probe: an :class:`analysis.probing.ProbeResult` of (some of) these runs, or None. Its
+            distances enter the claims only of the group that holds every probed run.
+
+    Returns:
+        ``{"claims": [Claim.to_dict(), ...], "groups": [{"protocol", "config", "runs",
+        "pes"}], "note": str or None}`` — the note says when runs of several protocols or
+        configurations were found and compared only within each group.
+    """
+    from analysis.probing import AGGREGATIONS, JSD_UNITS
+
+    groups = comparison_groups(records)
+    probed = set()
+    if probe is not None:
+        probed = {l for l in probe.models if l != probe.compiled_label}
+    out, info = [], []
+    for g in groups:
+        labels = {f"{r.pe}/seed{r.seed}" for r in g}
+        distances = baselines = units = None
+        if probe is not None and probed and probed <= labels:
+            distances, baselines, units = {}, {}, {}
+            for agg in AGGREGATIONS:
+                distances[agg], baselines[agg] = probe.distances(agg)
+                units[agg] = JSD_UNITS["kazemnejad" if agg == "released" else probe.variant]
+        out += [c.to_dict() for c in task_claims(g, predicted, distances, baselines, units)]
+        info.append({"protocol": g[0].protocol, "config": g[0].fingerprint,
+                     "runs": [r.run_dir for r in g], "pes": sorted({r.pe for r in g})})
+    note = None
+    if len(groups) > 1:
+        note = (f"{len(groups)} groups of runs with different protocols or configurations "
+                "were found; each claim compares runs of one group only: "
+                + "; ".join(f"protocol {i['protocol']}, config {i['config']}: "
+                            f"{len(i['runs'])} runs" for i in info))
+    return {"claims": out, "groups": info, "note": note}

@@ -41,12 +41,15 @@ def save(fig, path: str | os.PathLike) -> str:
 
 def accuracy_figure(curves: dict[str, list[dict]], train_range: tuple[int, int],
                     path: str | os.PathLike, title: str = "") -> str:
-    """Exact match vs input length, one curve per PE (mean over seeds, CI band of one seed).
+    """Exact match vs input length, one curve per PE: the mean over seeds with a seed band.
 
     Args:
-        curves: PE -> rows ``{"length", "em" (0..1 or None), "ci_low", "ci_high"}`` (the rows of
-            ``accuracy.json``; several seeds may be concatenated: they are averaged per length).
-        train_range: (min, max) training length; shaded.
+        curves: PE -> rows ``{"length", "em" (0..1 or None), "ci_low", "ci_high"[, "seed"]}``
+            (the rows of ``accuracy.json``; several seeds concatenated, each row tagged with its
+            ``seed``). The line is the mean over seeds per length; the band is the range over
+            seeds (min..max) when the PE has several seeds, else the 95% Wilson interval of its
+            one seed (dotted edge).
+        train_range: (min, max) training length; shaded grey.
         path: PNG path.
     """
     fig, ax = plt.subplots(figsize=(7.0, 3.6))
@@ -54,23 +57,30 @@ def accuracy_figure(curves: dict[str, list[dict]], train_range: tuple[int, int],
     ax.axvspan(lo - 0.5, hi + 0.5, color="#cccccc", alpha=0.5, label="training lengths")
     for pe in sorted(curves, key=lambda p: PE_ORDER.index(p) if p in PE_ORDER else 99):
         by_len: dict[int, list] = {}
-        band: dict[int, tuple] = {}
-        for r in curves[pe]:
+        wilson: dict[int, tuple] = {}
+        seeds = set()
+        for i, r in enumerate(curves[pe]):
             if r.get("em") is None:
                 continue
+            seeds.add(r.get("seed", 0))
             by_len.setdefault(int(r["length"]), []).append(float(r["em"]))
             if r.get("ci_low") is not None and r.get("ci_high") is not None:
-                band.setdefault(int(r["length"]), (float(r["ci_low"]), float(r["ci_high"])))
+                wilson.setdefault(int(r["length"]), (float(r["ci_low"]), float(r["ci_high"])))
         if not by_len:
             continue
         xs = sorted(by_len)
         ys = [float(np.mean(by_len[x])) for x in xs]
         color = PE_COLORS.get(pe)
-        ax.plot(xs, ys, marker="o", ms=3, lw=1.6, color=color, label=PE_LABELS.get(pe, pe))
-        if band:
-            bx = [x for x in xs if x in band]
-            ax.fill_between(bx, [band[x][0] for x in bx], [band[x][1] for x in bx],
-                            color=color, alpha=0.08, lw=0)
+        n_seeds = len(seeds)
+        ax.plot(xs, ys, marker="o", ms=3, lw=1.6, color=color,
+                label=f"{PE_LABELS.get(pe, pe)} ({n_seeds} seed{'s' if n_seeds != 1 else ''})")
+        if n_seeds > 1:
+            ax.fill_between(xs, [min(by_len[x]) for x in xs], [max(by_len[x]) for x in xs],
+                            color=color, alpha=0.18, lw=0)
+        elif wilson:
+            bx = [x for x in xs if x in wilson]
+            ax.fill_between(bx, [wilson[x][0] for x in bx], [wilson[x][1] for x in bx],
+                            color=color, alpha=0.08, lw=0.8, ls=":")
     ax.set_xlabel("input length")
     ax.set_ylabel("exact match")
     ax.set_ylim(-0.03, 1.03)
@@ -113,42 +123,64 @@ def heatmap_figure(panels: Sequence[tuple[str, Any]], path: str | os.PathLike,
     return save(fig, path)
 
 
-def distance_chart(distances: dict[str, list[float]], path: str | os.PathLike,
-                   reference: str = "nope", baseline: list[float] | None = None,
+def distance_chart(panels: dict[str, tuple[dict[str, list[float]], list[float]]],
+                   path: str | os.PathLike, reference: str = "nope",
                    paper: dict[str, float] | None = PAPER_DISTANCE_FROM_NOPE,
                    title: str = "") -> str:
-    """Kazemnejad-style bar chart: layer-averaged JSD of each PE's model from the reference.
+    """Kazemnejad-style distance chart, one panel per aggregation, with the seed spread.
 
     Args:
-        distances: PE -> distances (one per seed pair); bars show the mean, dots each value.
-        baseline: the same-PE other-seed distances (drawn as a dashed line).
-        paper: the paper's values (drawn as black diamonds where the PE is present).
+        panels: aggregation (``"standard"``, ``"released"``) -> (PE -> distances from the
+            reference model of the same seed, one per seed; the reference's other-seed
+            distances). Bars show the mean, black dots each seed, the whisker the range; the
+            dashed line and grey band the other-seed baseline's mean and range.
+        paper: the paper's values, drawn as diamonds **only** in the ``"released"`` panel (the
+            only one computed the paper's way: their JSD variant in nats, their aggregation).
     """
-    pes = [p for p in PE_ORDER if p in distances] + [p for p in distances if p not in PE_ORDER]
-    fig, ax = plt.subplots(figsize=(6.4, 3.3))
-    xs = np.arange(len(pes))
-    means = [float(np.nanmean(distances[p])) if distances[p] else np.nan for p in pes]
-    ax.bar(xs, means, color=[PE_COLORS.get(p, "#777777") for p in pes], alpha=0.85,
-           label="this run")
-    for x, p in zip(xs, pes):
-        ax.scatter([x] * len(distances[p]), distances[p], color="black", s=8, zorder=3)
-    if paper:
-        px = [x for x, p in zip(xs, pes) if p in paper and p != reference]
-        if px:
-            ax.scatter(px, [paper[pes[int(x)]] for x in px], marker="D", color="white",
-                       edgecolor="black", s=30, zorder=4, label="Kazemnejad et al. 2023")
-    if baseline:
-        b = float(np.nanmean(baseline))
-        ax.axhline(b, ls="--", color=PE_COLORS.get(reference, "black"),
-                   label=f"{PE_LABELS.get(reference, reference)} other seed: {b:.3f}")
-    ax.set_xticks(xs)
-    ax.set_xticklabels([PE_LABELS.get(p, p) for p in pes], fontsize=8, rotation=15)
-    ax.set_ylabel(f"JSD from {PE_LABELS.get(reference, reference)} (bits)")
-    ax.set_ylim(0, max([1.0] + [m for m in means if np.isfinite(m)]) * 1.05)
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7)
-    if title:
-        ax.set_title(title, fontsize=10)
+    aggs = [a for a in ("standard", "released") if a in panels] + [
+        a for a in panels if a not in ("standard", "released")]
+    fig, axes = plt.subplots(1, max(1, len(aggs)), figsize=(6.2 * max(1, len(aggs)), 3.4),
+                             squeeze=False)
+    for ax, agg in zip(axes[0], aggs):
+        distances, baseline = panels[agg]
+        pes = [p for p in PE_ORDER if p in distances] + [p for p in distances
+                                                         if p not in PE_ORDER]
+        xs = np.arange(len(pes))
+        means = [float(np.nanmean(distances[p])) if distances[p] else np.nan for p in pes]
+        ax.bar(xs, means, color=[PE_COLORS.get(p, "#777777") for p in pes], alpha=0.8)
+        for x, p in zip(xs, pes):
+            v = distances[p]
+            ax.scatter([x] * len(v), v, color="black", s=9, zorder=3)
+            if len(v) > 1:
+                ax.plot([x, x], [min(v), max(v)], color="black", lw=1, zorder=3)
+        top = [m for m in means if np.isfinite(m)]
+        if baseline:
+            b = float(np.nanmean(baseline))
+            ax.axhline(b, ls="--", color=PE_COLORS.get(reference, "black"),
+                       label=f"{PE_LABELS.get(reference, reference)} other seed: {b:.3f} "
+                             f"({len(baseline)} pair{'s' if len(baseline) != 1 else ''})")
+            if len(baseline) > 1:
+                ax.axhspan(min(baseline), max(baseline), color="#999999", alpha=0.15)
+            top.append(max(baseline))
+        if paper and agg == "released":
+            px = [x for x, p in zip(xs, pes) if p in paper]
+            if px:
+                ax.scatter(px, [paper[pes[int(x)]] for x in px], marker="D", color="white",
+                           edgecolor="black", s=30, zorder=4,
+                           label="Kazemnejad et al. 2023 (their scale)")
+                top += [paper[pes[int(x)]] for x in px]
+            if reference in paper:
+                ax.axhline(paper[reference], ls=":", color="black", lw=0.8,
+                           label=f"paper: NoPE other seed {paper[reference]}")
+        units = "nats" if agg == "released" else "bits"
+        ax.set_xticks(xs)
+        ax.set_xticklabels([PE_LABELS.get(p, p) for p in pes], fontsize=8, rotation=15)
+        ax.set_ylabel(f"distance from {PE_LABELS.get(reference, reference)} ({units})")
+        ax.set_title(f"{agg} aggregation" + (f" — {title}" if title else ""), fontsize=9)
+        ax.set_ylim(0, max(top + [0.1]) * 1.15)
+        ax.grid(axis="y", alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     return save(fig, path)
 
 

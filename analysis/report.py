@@ -34,6 +34,7 @@ import numpy as np
 
 import tasks
 from analysis import alignment, figures, predict, probing, training
+from analysis import claims as _claims
 from analysis.runs import (RunDirError, atomic_write_text, default_run_dir, is_finished,
                            load_run, read_accuracy, read_task_name)
 from compiler.errors import CompilerError
@@ -377,6 +378,7 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
     if trained is None:                       # not trained up front by generate_report
         trained = train_missing([task.name], opts)
     models: dict[str, Any] = {}
+    records: list[_claims.RunRecord] = []
     for pe, seed, rd in wanted:
         label = f"{pe}/seed{seed}"
         entry = {"pe": pe, "seed": seed, "dir": str(rd), "status": "missing"}
@@ -404,9 +406,11 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
                 entry["status"] = "unreadable"
                 sec["problems"].append(f"run {label} at {rd} cannot be read: {e}")
             else:
-                sec["accuracy"].setdefault(pe, []).extend(rows)
+                sec["accuracy"].setdefault(pe, []).extend({**r, "seed": seed} for r in rows)
                 sec["train_range"] = sec["train_range"] or tuple(cfg["train_lengths"])
                 models[label] = model
+                records.append(_claims.run_record(cfg, rows, str(rd)))
+                entry["protocol"] = records[-1].protocol
                 entry.update(_run_summary(rows))
         sec["runs"].append(entry)
     sec["measured"] = measured_outcome(sec["accuracy"])
@@ -435,6 +439,12 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
             sec["problems"].append(f"probing failed: {e}")
     else:
         sec["problems"].append("no trained run available: nothing to probe")
+    if records:
+        predicted = (sec.get("prediction") or {}).get("prediction")
+        try:
+            sec["claims"] = _claims.claims_for_task(records, predicted, sec.get("probe"))
+        except _claims.ClaimError as e:
+            sec["problems"].append(f"claims not computed: {e}")
     sec["seconds"] = round(time.time() - t0, 1)
     return sec
 
@@ -492,23 +502,19 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
         add("layers", p, "Layers of the compiled model: attention heads, then the MLP.")
     res: probing.ProbeResult | None = sec.get("probe")
     if res is not None:
-        ref = next((a for (a, b) in res.pairwise), None)
-        dists: dict[str, list[float]] = {}
-        baseline = []
-        for (a, b), d in res.pairwise.items():
-            pe_b = b.split("/")[0]
-            if pe_b == a.split("/")[0]:
-                baseline.append(d.mean)
-            else:
-                dists.setdefault(pe_b, []).append(d.mean)
-        if dists or baseline:
-            p = figures.distance_chart(dists, out_dir / f"{slug}_distances.png",
-                                       reference=(ref or "nope").split("/")[0],
-                                       baseline=baseline or None,
-                                       title=f"{sec['name']}: attention distance from {ref}")
-            add("distances", p, "Kazemnejad et al.'s distance: per layer the minimum JSD over "
-                                "head pairs, averaged over layers; dashed: the same PE with "
-                                "another seed; diamonds: the paper's values.")
+        panels = {agg: res.distances(agg) for agg in probing.AGGREGATIONS}
+        panels = {agg: v for agg, v in panels.items() if v[0] or v[1]}
+        if panels:
+            p = figures.distance_chart(panels, out_dir / f"{slug}_distances.png",
+                                       reference="nope", title=sec["name"])
+            add("distances", p, "Kazemnejad et al.'s distance of each PE's model from the NoPE "
+                                "model of the same seed. Left, standard aggregation (standard "
+                                "JSD in bits, all head pairs, min per layer, mean over layers); "
+                                "right, the released code's aggregation (their JSD variant in "
+                                "nats, head pairs i < j, min per sample and layer) — the only "
+                                "panel on the paper's scale, so the paper's values (diamonds) "
+                                "are drawn only there. Dots: seeds; whiskers: seed range; dashed "
+                                "line and grey band: NoPE against another NoPE seed.")
         figs["heatmaps"] = []
         tokens = None
         longest = int(np.argmax([len(s) for s in res.sequences]))
@@ -557,7 +563,9 @@ def _section_view(sec: dict) -> dict:
     res: probing.ProbeResult | None = sec.get("probe")
     if res is not None:
         view["pairwise"] = [{"a": a, "b": b, "mean": _fmt(d.mean),
-                             "per_layer": ", ".join(_fmt(x) for x in d.per_layer)}
+                             "per_layer": ", ".join(_fmt(x) for x in d.per_layer),
+                             "released": _fmt(res.pairwise_released[(a, b)].mean)
+                             if (a, b) in res.pairwise_released else "–"}
                             for (a, b), d in res.pairwise.items()]
         view["matchings"] = []
         for label, m in res.matchings.items():
@@ -632,6 +640,7 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
 
     out = Path(out_dir)
     _check_writable(out)
+    all_claims = [c for sec in sections for c in ((sec.get("claims") or {}).get("claims") or [])]
     views = []
     for sec in sections:
         figs = _figures_for_section(sec, out)
@@ -642,7 +651,7 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
     env.filters["fmt"] = _fmt
     env.filters["pename"] = lambda pe: figures.PE_LABELS.get(pe, pe)
     page = env.get_template("report.html.j2").render(
-        title=title, sections=views, meta=meta or {},
+        title=title, sections=views, meta=meta or {}, claims=all_claims,
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         thresholds={"ood": OOD_GENERALIZES, "id": ID_FIT})
     path = out / "report.html"
@@ -652,9 +661,11 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
                 "probe": s["sec"]["probe"].to_dict() if s["sec"].get("probe") is not None
                 else None,
                 "compiled": (s["sec"].get("compiled") or {}).get("stats"),
+                "claims": s["sec"].get("claims"),
                 "runs": s["sec"].get("runs"), "problems": s["sec"].get("problems")}
                for s in views]
-    atomic_write_text(out / "report.json", json.dumps(_to_plain(summary), indent=1))
+    doc = {"meta": meta or {}, "claims": all_claims, "tasks": summary}
+    atomic_write_text(out / "report.json", json.dumps(_to_plain(doc), indent=1))
     return path
 
 

@@ -37,8 +37,14 @@ def tiny(tmp_path_factory):
 
 def test_report_trains_missing_runs_and_compiles(tiny):
     root, out, path = tiny
-    data = json.loads((out / "report.json").read_text())[0]
+    doc = json.loads((out / "report.json").read_text())
+    data = doc["tasks"][0]
     assert data["task"] == TASK
+    # claims computed from the runs, labelled, with the runs and protocol they compared; the
+    # tiny models fit nothing in distribution, so nothing may be called supported
+    assert doc["claims"] and doc["claims"] == data["claims"]["claims"]
+    for c in doc["claims"]:
+        assert c["label"] == "inconclusive" and c["protocol"] == "none" and c["runs"]
     assert [(r["pe"], r["seed"], r["status"]) for r in data["runs"]] == [
         ("nope", 0, "trained"), ("nope", 1, "trained"), ("t5", 0, "trained")]
     for r in data["runs"]:
