@@ -1,14 +1,15 @@
 """Padding-free batches benchmark (docs/benchmarks.md, "## Padding-free batches").
 
 Trains the same model for ``--steps`` optimizer steps from the same initial weights on the same
-examples (the batch of step s depends only on (seed, s)) once per ``length_buckets`` setting, side
-by side in one run: 1 = one padded batch per step (the old behaviour), k = at most k forward
-passes over groups of similar length (``analysis.batches``). Reports CPU seconds per step, real
+examples (the batch of step s depends only on (seed, s)) once per batch layout, side by side in
+one run: ``padded`` (one batch padded to the longest example, the old behaviour),
+``bucketed:k`` (at most k forward passes over groups of similar length) and ``packed`` (whole
+examples packed into rows, segment-masked attention) — see ``analysis.batches``. Reports CPU seconds per step, real
 tokens/s (padding not counted), the padding fraction of the processed tokens, and the loss after
 the last step (equal across settings up to float rounding: the gradient is the padded batch's).
 
 Writes ``bench/results/batches.json``. Run:
-``.venv/bin/python -m bench.bench_batches`` (``--task``, ``--pe``, ``--steps``, ``--buckets``).
+``.venv/bin/python -m bench.bench_batches`` (``--task``, ``--pe``, ``--steps``, ``--layouts``).
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ import torch  # noqa: E402
 from analysis import batches, configs  # noqa: E402
 from analysis.training import _optimizer, resolve_task  # noqa: E402
 from bench import cpu_model  # noqa: E402
-from compiler.transformer import Transformer, TransformerConfig  # noqa: E402
+from model import Transformer, TransformerConfig  # noqa: E402
 
 
-def measure(task, pe: str, steps: int, buckets: int, preset: str, offsets: str) -> dict:
+def measure(task, pe: str, steps: int, layout: str, preset: str, offsets: str) -> dict:
+    batching, _, k = layout.partition(":")
     torch.set_num_threads(1)
     model_s, tr = configs.resolve(task.name, preset, {}, pe=pe)
     hi = min(task.default_train_max_len, tr.get("train_max_len_cap") or 10 ** 9)
@@ -47,7 +49,7 @@ def measure(task, pe: str, steps: int, buckets: int, preset: str, offsets: str) 
     c0, w0 = time.process_time(), time.time()
     for s in range(steps):
         st = batches.make_step(task, lengths, tr["batch_size"], np.random.default_rng([0, s, 1]),
-                               n_ctx, offsets, buckets)
+                               n_ctx, offsets, batching, int(k or 4))
         loss, _ = batches.step_loss(model, st)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -56,9 +58,9 @@ def measure(task, pe: str, steps: int, buckets: int, preset: str, offsets: str) 
         real += st.real_tokens
         padded += st.padded_tokens
     cpu, wall = time.process_time() - c0, time.time() - w0
-    return {"length_buckets": buckets, "steps": steps, "cpu_s_per_step": cpu / steps,
+    return {"layout": layout, "steps": steps, "cpu_s_per_step": cpu / steps,
             "wall_s_per_step": wall / steps, "real_tokens_per_cpu_s": real / cpu,
-            "padding_fraction": 1 - real / padded, "final_loss": float(loss)}
+            "padding_fraction": 1 - real / padded, "final_loss": float(loss.detach())}
 
 
 def main(argv=None) -> int:
@@ -66,19 +68,19 @@ def main(argv=None) -> int:
     ap.add_argument("--task", default="sort_unique")
     ap.add_argument("--pe", default="nope")
     ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--buckets", default="1,2,3,4,6,10")
+    ap.add_argument("--layouts", default="padded,bucketed:2,bucketed:4,packed")
     ap.add_argument("--preset", default="quick")
     ap.add_argument("--offsets", default="none", choices=batches.OFFSET_PROTOCOLS)
     args = ap.parse_args(argv)
     task = resolve_task(args.task)
     rows = []
     print(f"{args.task} / {args.pe}, preset {args.preset}, {args.steps} steps, 1 thread")
-    print("buckets  CPU ms/step  real tok/CPU-s  padding  final loss  speed-up")
-    for b in [int(x) for x in args.buckets.split(",")]:
+    print("layout        CPU ms/step  real tok/CPU-s  padding  final loss  speed-up")
+    for b in args.layouts.split(","):
         r = measure(task, args.pe, args.steps, b, args.preset, args.offsets)
         rows.append(r)
         base = rows[0]["cpu_s_per_step"]
-        print(f"{b:7d}  {1000 * r['cpu_s_per_step']:11.2f}  {r['real_tokens_per_cpu_s']:14.0f}  "
+        print(f"{b:12s}  {1000 * r['cpu_s_per_step']:11.2f}  {r['real_tokens_per_cpu_s']:14.0f}  "
               f"{r['padding_fraction']:7.1%}  {r['final_loss']:10.5f}  "
               f"{base / r['cpu_s_per_step']:7.2f}x", flush=True)
     out = ROOT / "bench" / "results" / "batches.json"

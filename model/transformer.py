@@ -148,9 +148,10 @@ class Attention(nn.Module):
         self.hook_z = HookPoint()            # [batch, pos, head, d_head] (pattern @ v)
         self.attn_dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, positions, rel_bias=None):
+    def forward(self, x, positions, rel_bias=None, segment_ids=None):
         """``x [batch, seq, d_model]``, ``positions [batch, seq]`` absolute positions,
-        ``rel_bias [head, q, k]`` or None. Returns ``[batch, seq, d_model]``.
+        ``rel_bias [head, q, k]`` or None, ``segment_ids [batch, seq]`` or None (packed rows: a
+        query attends only to keys of its own segment). Returns ``[batch, seq, d_model]``.
 
         Activations are laid out as in TransformerLens: q, k, v and z ``[batch, pos, head,
         d_head]``, scores and pattern ``[batch, head, query, key]``. A head silenced by
@@ -179,6 +180,9 @@ class Attention(nn.Module):
         if cfg.attention_dir == "causal":
             future = torch.ones(seq, seq, dtype=torch.bool, device=x.device).triu(1)
             scores = scores.masked_fill(future, float("-inf"))
+        if segment_ids is not None:
+            other = segment_ids[:, None, :, None] != segment_ids[:, None, None, :]
+            scores = scores.masked_fill(other, float("-inf"))
         scores = self.hook_attn_scores(scores)
         pattern = self.hook_pattern(torch.softmax(scores, dim=-1))
         z = self.hook_z(torch.einsum("bhqk,bkhe->bqhe", self.attn_dropout(pattern), v))
@@ -235,11 +239,11 @@ class Block(nn.Module):
         self.hook_mlp_out = HookPoint()     # [batch, pos, d_model] (layers with an MLP only)
         self.hook_resid_post = HookPoint()  # [batch, pos, d_model]
 
-    def forward(self, x, positions, rel_bias=None):
+    def forward(self, x, positions, rel_bias=None, segment_ids=None):
         x = self.hook_resid_pre(x)
         if self.attn is not None:
             h = self.ln1(x) if self.ln1 is not None else x
-            x = x + self.drop(self.hook_attn_out(self.attn(h, positions, rel_bias)))
+            x = x + self.drop(self.hook_attn_out(self.attn(h, positions, rel_bias, segment_ids)))
         x = self.hook_resid_mid(x)
         if self.mlp is not None:
             h = self.ln2(x) if self.ln2 is not None else x
@@ -260,10 +264,13 @@ class Unembed(nn.Module):
 class Transformer(nn.Module):
     """Decoder transformer with a configurable positional encoding (see module docstring).
 
-    ``forward(tokens [batch, seq] LongTensor, pos_offset=None) -> logits
-    [batch, seq, d_vocab_out]``. ``pos_offset`` (int or LongTensor ``[batch]``) shifts the
-    absolute positions seen by ``ape_learned`` / ``ape_sinusoidal`` / ``rope`` (Zhou et al.'s
-    random position offsets); relative encodings ignore it. Raises :class:`ContextLengthError`
+    ``forward(tokens [batch, seq] LongTensor, pos_offset=None, segment_ids=None) -> logits
+    [batch, seq, d_vocab_out]``. ``pos_offset`` (int, LongTensor ``[batch]`` or ``[batch, seq]``)
+    shifts the absolute positions seen by ``ape_learned`` / ``ape_sinusoidal`` / ``rope`` (Zhou
+    et al.'s random position offsets; per token for packed rows); relative encodings ignore it.
+    ``segment_ids`` (``[batch, seq]``) packs several sequences into one row: a query attends only
+    to keys with its own segment id (besides the causal mask), so each sequence is computed as if
+    alone when its positions restart at its start (``analysis.batches``). Raises :class:`ContextLengthError`
     when ``ape_learned`` is asked for a position >= n_ctx, ValueError for bad token ids.
     """
 
@@ -321,7 +328,7 @@ class Transformer(nn.Module):
             pos = pos + (off[:, None] if off.dim() == 1 else off)
         return pos
 
-    def forward(self, tokens: torch.Tensor, pos_offset=None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, pos_offset=None, segment_ids=None) -> torch.Tensor:
         cfg = self.cfg
         tokens = torch.as_tensor(tokens)
         if tokens.dim() == 1:
@@ -345,8 +352,13 @@ class Transformer(nn.Module):
             x = x + self.hook_pos_embed(table[positions])
         x = self.drop(x)
         rel_bias = self.t5_bias(seq, seq) if self.t5_bias is not None else None
+        if segment_ids is not None:
+            segment_ids = torch.as_tensor(segment_ids, device=device)
+            if segment_ids.shape != tokens.shape:
+                raise ValueError(f"segment_ids must have the tokens' shape {tuple(tokens.shape)}, "
+                                 f"got {tuple(segment_ids.shape)}")
         for block in self.blocks:
-            x = block(x, positions, rel_bias)
+            x = block(x, positions, rel_bias, segment_ids)
         if self.ln_final is not None:
             x = self.ln_final(x)
         W_U = self.embed.W_E.T if cfg.tied_embeddings else self.unembed.W_U
