@@ -25,8 +25,7 @@ def _one_thread():
 
 def _model(pe, n_ctx=48, seed=0):
     cfg = TransformerConfig(n_layers=2, d_model=32, d_head=8, n_heads=2, d_mlp=32,
-                            d_vocab=len(TASK.vocab), pe=pe, n_ctx=n_ctx, normalization="pre_ln",
-                            causal=True)
+                            d_vocab=len(TASK.vocab), pe=pe, n_ctx=n_ctx)
     m = Transformer(cfg)
     m.reset_parameters(seed=seed)
     return m
