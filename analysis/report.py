@@ -411,6 +411,7 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
                 models[label] = model
                 records.append(_claims.run_record(cfg, rows, str(rd)))
                 entry["protocol"] = records[-1].protocol
+                entry["config"] = cfg
                 entry.update(_run_summary(rows))
         sec["runs"].append(entry)
     sec["measured"] = measured_outcome(sec["accuracy"])
