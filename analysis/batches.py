@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 __all__ = ["OFFSET_PROTOCOLS", "BATCHINGS", "MicroBatch", "Step", "sample_examples",
-           "bucket_groups", "pack_rows", "make_step", "step_loss"]
+           "bucket_groups", "pack_rows", "make_step", "step_loss", "teacher_forced_accuracy"]
 
 #: Position-offset protocols (see the module docstring).
 OFFSET_PROTOCOLS = ("none", "random")
@@ -263,3 +263,31 @@ def step_loss(model, step: Step, device=None) -> tuple[torch.Tensor, list]:
         total = s if total is None else total + s
         outs.append((logits, mb))
     return total / float(step.answer_tokens), outs
+
+
+@torch.no_grad()
+def teacher_forced_accuracy(outputs: list) -> tuple[float, float]:
+    """(token accuracy, teacher-forced exact match) of :func:`step_loss`'s ``outputs``.
+
+    Token accuracy: the share of answer-token targets predicted (argmax) correctly; exact
+    match: the share of examples whose every answer token is correct (an example is a row, or a
+    segment of a packed row)."""
+    hits = total = 0.0
+    wrong_per_example: list[np.ndarray] = []
+    for logits, mb in outputs:
+        hit = (logits.argmax(-1) == mb.targets.to(logits.device)).float().cpu()
+        mask = mb.mask.cpu()
+        hits += float((hit * mask).sum())
+        total += float(mask.sum())
+        wrong = ((1 - hit) * mask).numpy()
+        ex = np.broadcast_to(np.arange(mask.shape[0])[:, None] * (mask.shape[1] + 1),
+                             mask.shape).copy()
+        if mb.segment_ids is not None:
+            ex += mb.segment_ids.cpu().numpy() + 1
+        keys = ex[mask.numpy() > 0]
+        uniq, inv = np.unique(keys, return_inverse=True)
+        wrong_per_example.append(np.bincount(inv, weights=wrong[mask.numpy() > 0],
+                                             minlength=len(uniq)))
+    counts = np.concatenate(wrong_per_example) if wrong_per_example else np.zeros(0)
+    return (hits / total if total else 0.0,
+            float((counts == 0).mean()) if len(counts) else 0.0)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from model import TransformerConfig, TransformerConfigError
 
 __all__ = ["ConfigError", "TrainConfig", "RunSpec", "MODEL_DEFAULTS", "TRAIN_PRESETS",
+           "PAPER_ROTARY_DIM",
            "MODEL_KEYS", "TRAIN_KEYS", "split_overrides", "resolve"]
 
 
@@ -51,9 +52,20 @@ MODEL_DEFAULTS: dict = {
     "dropout": 0.0,
     "attn_bias": True,
     "mlp_bias": True,
-    "rotary_dim": None,         # None: model.positional.default_rotary_dim (25% of d_head)
+    # None: as many rotated dimensions as Kazemnejad et al. (PAPER_ROTARY_DIM), capped at d_head
+    "rotary_dim": None,
+    # one initialization for every PE: token embeddings ~ N(0, 1) as the paper's T5 model (HF
+    # T5 initialises the shared embedding with std factor * 1.0). At GPT-2's 0.02 the unit-scale
+    # sinusoid table drowns the token identity and ape_sinusoidal cannot fit even in
+    # distribution (docs/training.md); at 1.0 every PE fits sort_unique (docs/results.md).
+    "embed_init_std": 1.0,
 }
 """Model settings of the default preset (``n_ctx``, ``d_vocab`` and ``pe`` are set per run)."""
+
+#: Rotated dimensions per head of the paper's RoPE: 25% of d_head 64 = 16 dims, i.e. 8 frequency
+#: pairs (Kazemnejad et al. 2023, GPT-J style). At our d_head 16 the model default (25% = 4
+#: dims, 2 pairs) behaves almost like NoPE; training rotates as many pairs as the paper.
+PAPER_ROTARY_DIM = 16
 
 _SCHEDULES = ("cosine", "linear", "constant")
 
@@ -75,8 +87,13 @@ class TrainConfig:
         train_min_len, train_max_len: training lengths drawn uniformly from this range
             (``train_max_len`` None = the task's ``default_train_max_len``).
         train_max_len_cap: if set, caps the task's default ``train_max_len``.
-        random_offsets: Zhou et al.'s random position offsets (every absolute position row is
-            trained).
+        position_offsets: the position-offset protocol, ``"none"`` (Kazemnejad et al.: positions
+            0..n-1) or ``"random"`` (Zhou et al. 2023 / Huang et al. 2025: each training example
+            shifted by a random offset so every absolute position row is trained; offset 0 at
+            test). Recorded with every run; runs of different protocols are never compared.
+        batching: batch layout, ``"packed"`` (whole examples packed into rows, no padding
+            compute), ``"bucketed"`` or ``"padded"`` (:mod:`analysis.batches`; the same
+            gradient in every layout).
         eval_samples: samples per evaluated length; ``eval_stride``: evaluate every k-th
             length; ``eval_max_factor``: OOD lengths up to this x ``train_max_len``;
             ``eval_batch_size``: prompts per decoding batch.
@@ -99,7 +116,8 @@ class TrainConfig:
     train_min_len: int = 1
     train_max_len: int | None = None
     train_max_len_cap: int | None = None
-    random_offsets: bool = False
+    position_offsets: str = "none"
+    batching: str = "packed"
     eval_samples: int = 100
     eval_stride: int = 1
     eval_max_factor: float = 2.0
@@ -141,9 +159,12 @@ class TrainConfig:
         if self.schedule not in _SCHEDULES:
             raise ConfigError(f"schedule must be cosine, linear or constant, got "
                               f"{self.schedule!r}")
-        if not isinstance(self.random_offsets, bool):
-            raise ConfigError(f"random_offsets must be true or false, got "
-                              f"{self.random_offsets!r}")
+        if self.position_offsets not in ("none", "random"):
+            raise ConfigError(f"position_offsets must be none or random, got "
+                              f"{self.position_offsets!r}")
+        if self.batching not in ("packed", "bucketed", "padded"):
+            raise ConfigError(f"batching must be packed, bucketed or padded, got "
+                              f"{self.batching!r}")
         b = self.betas
         if (not isinstance(b, (list, tuple)) or len(b) != 2 or any(
                 isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x < 1
@@ -161,6 +182,7 @@ class TrainConfig:
     def from_dict(cls, d: dict) -> "TrainConfig":
         """Inverse of :meth:`to_dict`; missing keys take their defaults, unknown keys raise
         :class:`ConfigError`."""
+        d = _legacy_train(d)
         unknown = set(d) - TRAIN_KEYS
         if unknown:
             raise ConfigError(f"unknown training keys: {', '.join(sorted(unknown))}")
@@ -172,6 +194,21 @@ class TrainConfig:
 
 
 TRAIN_KEYS = frozenset(f.name for f in dataclasses.fields(TrainConfig))
+
+
+def _legacy_train(d: dict) -> dict:
+    """Older runs and ``--set`` lines wrote ``random_offsets: bool``; it is the protocol
+    ``position_offsets`` ``"random"`` / ``"none"``."""
+    if "random_offsets" not in d:
+        return d
+    d = dict(d)
+    v = d.pop("random_offsets")
+    if not isinstance(v, bool):
+        raise ConfigError(f"random_offsets must be true or false, got {v!r}")
+    d.setdefault("position_offsets", "random" if v else "none")
+    return d
+
+
 MODEL_KEYS = frozenset(f.name for f in dataclasses.fields(TransformerConfig))
 
 PER_RUN_KEYS = frozenset({"pe", "d_vocab", "d_vocab_out", "n_ctx"})
@@ -189,6 +226,16 @@ TRAIN_PRESETS: dict = {
         "eval_samples": 32, "eval_stride": 2, "log_every": 25, "checkpoint_every": 200,
         "probe_every": 300, "probe_samples": 32,
     },
+    # The main job's experiment (``rasp demo``): the quick model trained 5x longer, where the
+    # encodings separate on sort_unique (measured: at 600 steps they do not; at 3,000 they do,
+    # docs/results.md). ~50 CPU-seconds per run with packed batches on one core.
+    "demo": {
+        "n_layers": 2, "d_model": 64, "d_head": 16, "n_heads": 4, "d_mlp": 128,
+        "steps": 3000, "batch_size": 64, "lr": 3e-3, "warmup_steps": 100,
+        "train_max_len_cap": 10,
+        "eval_samples": 64, "eval_stride": 2, "log_every": 50, "checkpoint_every": 500,
+        "probe_every": 1000, "probe_samples": 32,
+    },
 }
 """Named training presets (flat dicts of model and training keys). The report's presets
 (seeds, probe sizes) are :data:`analysis.report.REPORT_PRESETS`."""
@@ -199,7 +246,7 @@ def split_overrides(overrides: dict | None) -> tuple[dict, dict]:
 
     Raises :class:`ConfigError` for an unknown key (the message lists the known ones)."""
     model, train = {}, {}
-    for k, v in (overrides or {}).items():
+    for k, v in _legacy_train(dict(overrides or {})).items():
         if k in PER_RUN_KEYS:
             raise ConfigError(f"{k!r} is set by the run itself (the task's vocabulary, the "
                               f"evaluated lengths, --pe), not by an override")
@@ -228,6 +275,8 @@ def resolve(preset: str = "default", overrides: dict | None = None) -> tuple[dic
         m, t = split_overrides(layer)
         model.update(m)
         train.update(t)
+    if model.get("rotary_dim") is None and isinstance(model.get("d_head"), int):
+        model["rotary_dim"] = min(PAPER_ROTARY_DIM, model["d_head"] - model["d_head"] % 2)
     try:
         return model, TrainConfig(**train)
     except TypeError as e:                       # pragma: no cover - keys are checked above

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.figures import PAPER_DISTANCE_FROM_NOPE, PE_NAMES, PE_ORDER
+from analysis.figures import PAPER_DISTANCE_FROM_NOPE, PE_LABELS, PE_ORDER
 
 __all__ = ["results_markdown", "write_results"]
 
@@ -118,17 +118,17 @@ def _evidence(c: dict) -> str:
     n = c.get("numbers") or {}
     if "better" in n:
         b, w = n["better"], n["worse"]
-        return (f"OOD EM {PE_NAMES.get(b['pe'], b['pe'])} "
-                f"{', '.join(_f(x) for x in b['ood_em'])} vs {PE_NAMES.get(w['pe'], w['pe'])} "
+        return (f"OOD EM {PE_LABELS.get(b['pe'], b['pe'])} "
+                f"{', '.join(_f(x) for x in b['ood_em'])} vs {PE_LABELS.get(w['pe'], w['pe'])} "
                 f"{', '.join(_f(x) for x in w['ood_em'])} (per seed); difference "
                 f"{_f(n['diff'])} [95% {_f(n['ci'][0])}, {_f(n['ci'][1])}]")
     if "measured" in n:
-        fits = [f"{PE_NAMES.get(pe, pe)} {', '.join(_f(x) for x in v['ood_em'])}"
+        fits = [f"{PE_LABELS.get(pe, pe)} {', '.join(_f(x) for x in v['ood_em'])}"
                 for pe, v in (n.get("per_pe") or {}).items() if v.get("fits")]
         return (f"predicted {n.get('predicted')}, measured {n.get('measured')}; OOD EM per seed "
                 f"of the PEs that fit: {'; '.join(fits) or 'none'}")
     if "aggregation" in n:
-        parts = [f"{PE_NAMES.get(pe, pe)} {', '.join(_f(x, 3) for x in v)}"
+        parts = [f"{PE_LABELS.get(pe, pe)} {', '.join(_f(x, 3) for x in v)}"
                  for pe, v in (n.get("per_pe") or {}).items()]
         return (f"{n.get('metric')}: " + "; ".join(parts)
                 + f"; NoPE other seed {', '.join(_f(x, 3) for x in n.get('baseline') or [])}")
@@ -155,7 +155,7 @@ def _task_section(task: dict) -> list[str]:
             rs = sorted(by_pe[pe], key=lambda r: r["seed"])
             ood = [r["ood_em"] for r in rs if r.get("ood_em") is not None]
             out.append(
-                f"| {PE_NAMES.get(pe, pe)} | {', '.join(str(r['seed']) for r in rs)} | "
+                f"| {PE_LABELS.get(pe, pe)} | {', '.join(str(r['seed']) for r in rs)} | "
                 f"{', '.join(_f(r['id_em']) for r in rs)} | "
                 f"{', '.join(_f(r.get('ood_em')) for r in rs)} | "
                 + (f"{_f(float(np.mean(ood)))} [{_f(min(ood))}, {_f(max(ood))}]" if ood else "–")
@@ -173,7 +173,7 @@ def _task_section(task: dict) -> list[str]:
         std, rel = dist.get("standard") or {}, dist.get("released") or {}
         pes = _pes(set((std.get("per_pe") or {})) | set((rel.get("per_pe") or {})))
         for pe in pes:
-            out.append(f"| {PE_NAMES.get(pe, pe)} | "
+            out.append(f"| {PE_LABELS.get(pe, pe)} | "
                        f"{', '.join(_f(x, 3) for x in (std.get('per_pe') or {}).get(pe, []))} | "
                        f"{', '.join(_f(x, 3) for x in (rel.get('per_pe') or {}).get(pe, []))} | "
                        f"{PAPER_DISTANCE_FROM_NOPE.get(pe, '–')} |")

@@ -42,6 +42,7 @@ import torch
 
 import tasks
 from analysis import configs
+from analysis.batches import make_step, step_loss, teacher_forced_accuracy
 from analysis.configs import ConfigError, RunSpec, TrainConfig
 from analysis.evaluation import EVAL_SEED, eval_lengths, evaluate, greedy_decode, summarize
 from analysis.runs import (RUNS_ROOT, RunDirError, RunLock, RunResult, atomic_json,
@@ -51,7 +52,7 @@ from model import (PE_NAMES, Transformer, TransformerConfig, TransformerConfigEr
                    save_safetensors)
 
 __all__ = ["train", "resolve_spec", "prepare", "run_loop", "finish", "TrainingError",
-           "resolve_task", "lr_at", "make_batch", "make_optimizer", "n_ctx_for", "STEP_POINTS"]
+           "resolve_task", "lr_at", "make_optimizer", "n_ctx_for", "STEP_POINTS"]
 
 STEP_POINTS = ("start", "batch", "forward", "backward", "opt_step", "commit", "metrics",
                "probe", "checkpoint")
@@ -99,32 +100,6 @@ def lr_at(step: int, train: TrainConfig) -> float:
     if train.schedule == "cosine":
         return lo + (lr - lo) * 0.5 * (1 + math.cos(math.pi * p))
     return lr + (lo - lr) * p
-
-
-def make_batch(task, lengths: list[int], batch_size: int, rng: np.random.Generator,
-               n_ctx: int | None = None, random_offsets: bool = False):
-    """One training batch from the task generator.
-
-    Returns ``(inputs [batch, seq-1], targets [batch, seq-1], mask [batch, seq-1],
-    offsets [batch] or None)``: ``inputs``/``targets`` are the padded ``prompt + answer`` shifted
-    by one, ``mask`` is 1 where the target is an answer token (EOS included).
-    """
-    ns = rng.choice(np.asarray(lengths), size=batch_size)
-    examples = [task.sample(int(n), rng) for n in ns]
-    seqs = [list(p) + list(a) for p, a in examples]
-    T = max(len(s) for s in seqs)
-    pad = task.vocab.pad if task.vocab.pad is not None else task.vocab.eos
-    tok = np.full((batch_size, T), pad, dtype=np.int64)
-    mask = np.zeros((batch_size, T - 1), dtype=np.float32)
-    for i, ((p, a), s) in enumerate(zip(examples, seqs)):
-        tok[i, : len(s)] = s
-        mask[i, len(p) - 1: len(s) - 1] = 1.0
-    offsets = None
-    if random_offsets and n_ctx is not None:
-        room = np.array([max(0, n_ctx - (len(s) - 1)) for s in seqs])
-        offsets = torch.from_numpy((rng.random(batch_size) * (room + 1)).astype(np.int64))
-    t = torch.from_numpy(tok)
-    return t[:, :-1], t[:, 1:], torch.from_numpy(mask), offsets
 
 
 def _set_threads(device: str, threads: int | None) -> None:
@@ -371,17 +346,13 @@ def run_loop(spec: RunSpec, task, run_dir: Path, st: TrainState, device: str = "
                 step = st.step
                 hook("start", step)
                 rng = np.random.default_rng([spec.seed, step, 1])
-                inp, tgt, mask, offsets = make_batch(task, lengths, tr.batch_size, rng,
-                                                     spec.model.n_ctx, tr.random_offsets)
-                inp, tgt, mask = inp.to(device), tgt.to(device), mask.to(device)
+                batch = make_step(task, lengths, tr.batch_size, rng, spec.model.n_ctx,
+                                  tr.position_offsets, tr.batching)
                 hook("batch", step)
                 lr = lr_at(step, tr)
                 for g in opt.param_groups:
                     g["lr"] = lr
-                logits = model(inp, pos_offset=None if offsets is None else offsets.to(device))
-                ce = torch.nn.functional.cross_entropy(
-                    logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), reduction="none")
-                loss = (ce * mask.reshape(-1)).sum() / mask.sum()
+                loss, outputs = step_loss(model, batch, device)
                 hook("forward", step)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -391,17 +362,14 @@ def run_loop(spec: RunSpec, task, run_dir: Path, st: TrainState, device: str = "
                 opt.step()
                 hook("opt_step", step)
                 st.step = step + 1                          # the step is committed
-                st.tokens_seen += int(inp.numel())
+                st.tokens_seen += batch.real_tokens         # real tokens, not padding
                 hook("commit", step)
                 if st.step % tr.log_every == 0 or st.step == total:
                     st.last_loss = float(loss.detach())
                     if not math.isfinite(st.last_loss):
                         raise TrainingError(f"the loss became {st.last_loss} at step {st.step};"
                                             f" lower lr and rerun with --force")
-                    with torch.no_grad():
-                        hit = (logits.argmax(-1) == tgt).float()
-                        tok_acc = float((hit * mask).sum() / mask.sum())
-                        tf_em = float(((hit * mask).sum(1) == mask.sum(1)).float().mean())
+                    tok_acc, tf_em = teacher_forced_accuracy(outputs)
                     rec = {"step": st.step, "loss": round(st.last_loss, 6), "lr": lr,
                            "token_acc": round(tok_acc, 5), "tf_em": round(tf_em, 5),
                            "tokens": st.tokens_seen,

@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from analysis import batches, configs  # noqa: E402
-from analysis.training import _optimizer, resolve_task  # noqa: E402
+from analysis.training import make_optimizer, resolve_task  # noqa: E402
 from bench import cpu_model  # noqa: E402
 from model import Transformer, TransformerConfig  # noqa: E402
 
@@ -36,19 +36,19 @@ from model import Transformer, TransformerConfig  # noqa: E402
 def measure(task, pe: str, steps: int, layout: str, preset: str, offsets: str) -> dict:
     batching, _, k = layout.partition(":")
     torch.set_num_threads(1)
-    model_s, tr = configs.resolve(task.name, preset, {}, pe=pe)
-    hi = min(task.default_train_max_len, tr.get("train_max_len_cap") or 10 ** 9)
+    model_s, tr = configs.resolve(preset)
+    hi = min(task.default_train_max_len, tr.train_max_len_cap or 10 ** 9)
     lengths = [n for n in range(1, hi + 1) if task.length_ok(n)]
     n_ctx = 4 * hi + 8
     cfg = TransformerConfig(**{**model_s, "d_vocab": len(task.vocab), "pe": pe, "n_ctx": n_ctx})
     model = Transformer(cfg)
     model.reset_parameters(seed=0)
-    opt = _optimizer(model, tr)
+    opt = make_optimizer(model, tr)
     real = padded = 0
     loss = None
     c0, w0 = time.process_time(), time.time()
     for s in range(steps):
-        st = batches.make_step(task, lengths, tr["batch_size"], np.random.default_rng([0, s, 1]),
+        st = batches.make_step(task, lengths, tr.batch_size, np.random.default_rng([0, s, 1]),
                                n_ctx, offsets, batching, int(k or 4))
         loss, _ = batches.step_loss(model, st)
         opt.zero_grad(set_to_none=True)

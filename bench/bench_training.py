@@ -34,8 +34,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from analysis import configs  # noqa: E402
+from analysis.batches import make_step, step_loss  # noqa: E402
 from analysis.evaluation import evaluate  # noqa: E402
-from analysis.training import (make_batch, make_optimizer, resolve_spec,  # noqa: E402
+from analysis.training import (make_optimizer, resolve_spec,  # noqa: E402
                                resolve_task, train)
 from bench import cpu_model  # noqa: E402
 from model import PE_NAMES, Transformer  # noqa: E402
@@ -57,17 +58,14 @@ def measure_pe(task, pe: str, steps: int, threads: int, preset: str = "default")
     for s in range(steps + 5):
         if s == 5:
             t0, tokens = time.perf_counter(), 0
-        inp, tgt, mask, _ = make_batch(task, lengths, tr.batch_size,
-                                       np.random.default_rng([0, s]))
-        logits = model(inp)
-        ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                               tgt.reshape(-1), reduction="none")
-        loss = (ce * mask.reshape(-1)).sum() / mask.sum()
+        batch = make_step(task, lengths, tr.batch_size, np.random.default_rng([0, s]),
+                          spec.model.n_ctx, tr.position_offsets, tr.batching)
+        loss, _ = step_loss(model, batch)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        tokens += inp.numel()
+        tokens += batch.real_tokens             # real tokens only (padding not counted)
     dt = time.perf_counter() - t0
     t1 = time.perf_counter()
     evaluate(model, task, pairs, samples=tr.eval_samples, batch_size=tr.eval_batch_size)

@@ -117,3 +117,19 @@ def test_bad_settings_are_refused():
         batches.make_step(TASK, LENGTHS, 4, rng, 48, "none", "ragged")
     with pytest.raises(ValueError, match="positions"):
         batches.make_step(TASK, LENGTHS, 4, rng, 8, "none")
+
+
+def test_teacher_forced_accuracy_counts_examples_in_every_layout():
+    for layout in batches.BATCHINGS:
+        step = batches.make_step(TASK, LENGTHS, 8, np.random.default_rng(5), 48, "none", layout)
+        perfect = [(torch.nn.functional.one_hot(mb.targets, len(TASK.vocab)).float(), mb)
+                   for mb in step.micro]
+        assert batches.teacher_forced_accuracy(perfect) == (1.0, 1.0)
+        # one wrong answer token in one example: exact match 7/8 of the examples
+        logits, mb = perfect[-1]
+        bad = logits.clone()
+        r, t = [int(x) for x in torch.nonzero(mb.mask)[-1]]
+        bad[r, t] = torch.roll(bad[r, t], 1)
+        acc, em = batches.teacher_forced_accuracy(perfect[:-1] + [(bad, mb)])
+        assert em == pytest.approx(7 / 8), layout
+        assert acc == pytest.approx(1 - 1 / step.answer_tokens)

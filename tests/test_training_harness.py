@@ -15,7 +15,8 @@ from analysis.evaluation import (eval_lengths, evaluate, greedy_decode, summariz
                                  wilson_interval)
 from analysis.configs import TrainConfig
 from analysis.runs import RunDirError, load_run
-from analysis.training import TrainingError, lr_at, make_batch, train
+from analysis.batches import make_step
+from analysis.training import TrainingError, lr_at, train
 from model import Transformer, TransformerConfig
 
 
@@ -166,7 +167,9 @@ def test_wilson_interval_matches_formula():
 def test_make_batch_masks_answer_tokens_only():
     task = CopyUnique()
     rng = np.random.default_rng(0)
-    inp, tgt, mask, off = make_batch(task, [2, 3], 16, rng)
+    step = make_step(task, [2, 3], 16, rng, n_ctx=20, batching="padded")
+    (mb,) = step.micro
+    inp, tgt, mask, off = mb.inputs, mb.targets, mb.mask, mb.offsets
     assert off is None
     for i in range(16):
         row_in, row_tgt, m = inp[i].tolist(), tgt[i].tolist(), mask[i].tolist()
@@ -176,8 +179,10 @@ def test_make_batch_masks_answer_tokens_only():
         answer = [t for t, w in zip(row_tgt, m) if w]
         assert answer == row_in[1:sep] + [task.vocab.eos]
         assert sum(m) == n + 1
-    _, _, _, off = make_batch(task, [3], 8, rng, n_ctx=20, random_offsets=True)
-    assert off.shape == (8,) and int(off.min()) >= 0 and int(off.max()) <= 20 - 8
+    step = make_step(task, [3], 8, rng, n_ctx=20, position_offsets="random", batching="padded")
+    off = step.micro[0].offsets
+    # 8 input positions (BOS x x x SEP x x x), offsets keep them inside n_ctx = 20
+    assert off.shape == (8, 8) and int(off.min()) >= 0 and int(off.max()) <= 20 - 8
 
 
 def test_lr_schedule_warmup_and_cosine():
@@ -213,8 +218,9 @@ def test_finished_run_written_before_a_new_setting_existed_is_reused(tmp_path):
     first = train(CopyUnique(), "rope", out_dir=tmp_path / "r", **kw)
     cfg_path = tmp_path / "r" / "config.json"
     cfg = json.loads(cfg_path.read_text())
-    del cfg["model"]["embed_init_std"]          # as written by an older version
+    del cfg["model"]["dropout"]                 # as written by an older version
     del cfg["train"]["train_max_len_cap"]
+    del cfg["train"]["batching"]
     cfg_path.write_text(json.dumps(cfg))
     again = train(CopyUnique(), "rope", out_dir=tmp_path / "r", **kw)
     assert again.reused and again.accuracy == first.accuracy
