@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: demo test install chromium bench clean
+.PHONY: demo results test install chromium bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ install: $(VENV)/.installed
 
 demo: install
 	$(VENV)/bin/rasp demo
+
+# docs/results.md is generated, never edited by hand: the demo's runs (reused when finished),
+# claims computed from them, the command at the top of the file
+results: install
+	$(VENV)/bin/rasp demo --results docs/results.md
 
 # The report tests open pages in headless Chromium: `make test` installs Debian's package
 # `chromium` when no Chromium is on PATH (as root, or with password-less sudo), else stops

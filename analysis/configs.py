@@ -214,28 +214,25 @@ MODEL_KEYS = frozenset(f.name for f in dataclasses.fields(TransformerConfig))
 PER_RUN_KEYS = frozenset({"pe", "d_vocab", "d_vocab_out", "n_ctx"})
 """Model keys every run sets itself (from the task, the evaluated lengths and the PE)."""
 
+_QUICK = {
+    # measured on copy_unique / NoPE (docs/training.md): batch 64 and lr 3e-3 learn the
+    # induction head fastest among the settings tried; train lengths 1..10 (not 1..20)
+    "n_layers": 2, "d_model": 64, "d_head": 16, "n_heads": 4, "d_mlp": 128,
+    "steps": 600, "batch_size": 64, "lr": 3e-3, "warmup_steps": 50,
+    "train_max_len_cap": 10,
+    "eval_samples": 32, "eval_stride": 2, "log_every": 25, "checkpoint_every": 200,
+    "probe_every": 300, "probe_samples": 32,
+}
+
 TRAIN_PRESETS: dict = {
     "default": {},
-    # ~30 s per run on a 2-core CPU: the report demo trains 13 of these.
-    "quick": {
-        # measured on copy_unique / NoPE (docs/training.md): batch 64 and lr 3e-3 learn the
-        # induction head fastest among the settings tried; train lengths 1..10 (not 1..20)
-        "n_layers": 2, "d_model": 64, "d_head": 16, "n_heads": 4, "d_mlp": 128,
-        "steps": 600, "batch_size": 64, "lr": 3e-3, "warmup_steps": 50,
-        "train_max_len_cap": 10,
-        "eval_samples": 32, "eval_stride": 2, "log_every": 25, "checkpoint_every": 200,
-        "probe_every": 300, "probe_samples": 32,
-    },
+    # ~10 s per run on a 2-core CPU: a smoke test of the pipeline; the encodings do not separate.
+    "quick": _QUICK,
     # The main job's experiment (``rasp demo``): the quick model trained 5x longer, where the
     # encodings separate on sort_unique (measured: at 600 steps they do not; at 3,000 they do,
     # docs/results.md). ~50 CPU-seconds per run with packed batches on one core.
-    "demo": {
-        "n_layers": 2, "d_model": 64, "d_head": 16, "n_heads": 4, "d_mlp": 128,
-        "steps": 3000, "batch_size": 64, "lr": 3e-3, "warmup_steps": 100,
-        "train_max_len_cap": 10,
-        "eval_samples": 64, "eval_stride": 2, "log_every": 50, "checkpoint_every": 500,
-        "probe_every": 1000, "probe_samples": 32,
-    },
+    "demo": {**_QUICK, "steps": 3000, "warmup_steps": 100, "eval_samples": 64,
+             "log_every": 50, "checkpoint_every": 500, "probe_every": 1000},
 }
 """Named training presets (flat dicts of model and training keys). The report's presets
 (seeds, probe sizes) are :data:`analysis.report.REPORT_PRESETS`."""

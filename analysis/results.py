@@ -73,8 +73,10 @@ def results_markdown(doc: dict, command: str) -> str:
            "across seeds (`analysis/claims.py`), labelled *supported*, *contradicted* or "
            "*inconclusive*. Rerunning the command reuses finished runs and trains missing ones.",
            ""]
-    if meta.get("wall_seconds") is not None:
-        out += [f"Wall time of the command: {meta['wall_seconds']:.0f} s"
+    wall = meta.get("demo_wall_seconds", meta.get("wall_seconds"))
+    if wall is not None:
+        out += [f"Wall time of the command: {wall:.0f} s, {meta.get('trained_now', '?')} runs "
+                "trained in it"
                 + (f" ({meta['cpu_seconds']:.0f} CPU-seconds of all processes"
                    if meta.get("cpu_seconds") is not None else "")
                 + (f", {meta.get('cpu_count')} cores, load average before start "

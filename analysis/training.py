@@ -77,7 +77,8 @@ def resolve_task(task_or_name):
             from None
 
 
-def _git_commit() -> str | None:
+def git_commit() -> str | None:
+    """The checkout's ``git rev-parse HEAD`` (recorded with runs and reports), or None."""
     try:
         here = Path(__file__).resolve().parent
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
@@ -247,7 +248,7 @@ def prepare(spec: RunSpec, run_dir: Path, device: str = "cpu", force: bool = Fal
                               f"rerun with --force")
         clear_run(run_dir)
     if not config_path.exists():
-        atomic_json(config_path, {**spec.to_dict(), "git_commit": _git_commit(),
+        atomic_json(config_path, {**spec.to_dict(), "git_commit": git_commit(),
                                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                   "device": device, "torch": torch.__version__})
 

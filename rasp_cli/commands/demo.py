@@ -1,22 +1,29 @@
 """`rasp demo`: the main job (what `make demo` runs).
 
-Runs `rasp report` with its defaults: count (predicted to generalize: Zhou et al.'s short RASP-L
-program, which the quick preset fits) and copy_repeat (predicted to fail: no RASP-L program), all six
-positional encodings, one seed each plus a second NoPE seed for the other-seed baseline, with the
-quick training preset, two runs side by side. A time budget of 570 s keeps it under
-10 minutes on 2 CPU cores: on a busy machine the runs that do not fit are named in the report
-and trained by the next `make demo` (finished runs are reused). `--full` runs the larger grid of
-docs/results.md (count, copy_unique, sort_unique, copy_repeat, parity, reverse; 3 seeds per PE;
-the training defaults) without a time budget unless `--budget` is given.
+Runs `rasp report --demo`: sort_unique (predicted to generalize: a RASP-L program of length 5)
+with all six positional encodings, 2 seeds each and 3 NoPE seeds, and copy_repeat (predicted to
+fail: no RASP-L program) with NoPE (3 seeds) and ALiBi (2 seeds); a 2-layer d_model 64 model,
+3,000 steps, training lengths 1..10, tested up to 20 — the configuration in which the encodings
+separate (docs/results.md). Two runs train side by side; finished runs are reused. The claims
+about the papers are computed from the runs with their seed spread and shown at the top of the
+report; `--results docs/results.md` also writes the results document (`make results`). A time
+budget of 590 s keeps it under 10 minutes on 2 CPU cores: on a busy machine the runs that do
+not fit are named in the report and trained by the next `make demo`. The total wall time and
+CPU time are printed and written to report.json. `--full` runs the larger grid (count,
+copy_unique, sort_unique, copy_repeat, parity, reverse; 3 seeds per PE; the training defaults)
+without a time budget unless `--budget` is given.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import time
+from pathlib import Path
 
 #: The demo must finish within 10 minutes on 2 CPU cores: no training run starts that would not
 #: end in time (a loaded machine leaves runs for the next `make demo`, which reuses the rest).
-DEMO_BUDGET_S = 570.0
+DEMO_BUDGET_S = 590.0
 
 
 def register(sub) -> None:
@@ -24,20 +31,32 @@ def register(sub) -> None:
     p = sub.add_parser("demo", help="the main job: the default report (2 tasks x 6 PEs)",
                        description=__doc__.split("\n", 1)[1].strip())
     from rasp_cli.commands.report import add_arguments
-    add_arguments(p)
+    add_arguments(p, default_preset="demo")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from rasp_cli.commands import report as report_cmd
 
-    if args.budget is None and args.preset == "quick":
+    if args.budget is None and args.preset in ("demo", "quick"):
         args.budget = DEMO_BUDGET_S
     if args.preset == "full" and not args.tasks:
         from analysis.report import FULL_TASKS
         args.tasks = list(FULL_TASKS)
     t0 = time.time()
+    results, args.results = args.results, None
     rc = report_cmd.run(args)
-    print(f"demo finished in {time.time() - t0:.0f} s; open the report in a browser "
-          f"(it is self-contained).")
+    wall = time.time() - t0
+    report_json = Path(args.out) / "report.json"
+    doc = json.loads(report_json.read_text())
+    doc.setdefault("meta", {})["demo_wall_seconds"] = round(wall, 1)
+    tmp = report_json.with_name(".report.json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    os.replace(tmp, report_json)
+    if results:
+        report_cmd.write_results_file(report_json, results)
+    meta = doc["meta"]
+    print(f"demo finished in {wall:.0f} s wall ({meta.get('cpu_seconds', 0):.0f} CPU-seconds, "
+          f"{meta.get('trained_now', 0)} runs trained now, {os.cpu_count()} cores); open the "
+          f"report in a browser (it is self-contained).")
     return rc

@@ -71,7 +71,7 @@ def run(args) -> int:
         print(json.dumps(out, indent=1))
         return 0
     print(f"task {info['task']}: {len(res.sequences)} probe sequences at lengths "
-          f"{info['lengths']} (JSD {res.variant}, base 2)")
+          f"{info['lengths']} (JSD {res.variant}, {probing.JSD_UNITS[res.variant]})")
     if "compiled" in info:
         print("compiled reference: " + ", ".join(
             f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
@@ -79,10 +79,16 @@ def run(args) -> int:
     elif "compiled_error" in info:
         print(f"compiled reference: not available ({info['compiled_error']})")
     if res.pairwise:
-        print("\nKazemnejad distance (per layer: min over head pairs; then mean over layers)")
-        print(f"  {'model A':<18} {'model B':<18} {'mean':>6}  per layer")
+        print("\nKazemnejad distance, NoPE of the same seed vs each model: standard aggregation "
+              f"({probing.JSD_UNITS[res.variant]}; per layer the min over all head pairs, then the "
+              "mean over layers) and the released code's (nats; head pairs i < j, min per sample "
+              "and layer, then the mean)")
+        print(f"  {'model A':<18} {'model B':<18} {'standard':>8}  {'released':>8}  "
+              "standard per layer")
         for (a, b), d in res.pairwise.items():
-            print(f"  {a:<18} {b:<18} {d.mean:6.3f}  "
+            r = res.pairwise_released.get((a, b))
+            print(f"  {a:<18} {b:<18} {d.mean:8.3f}  "
+                  f"{(f'{r.mean:.3f}' if r is not None else '-'):>8}  "
                   + " ".join(f"{x:.3f}" for x in d.per_layer))
     for label, m in res.matchings.items():
         fits = dict(res.relpos.get(label, []))

@@ -17,20 +17,24 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def add_arguments(p) -> None:
-    """Options shared by ``rasp report`` and ``rasp demo``."""
+def add_arguments(p, default_preset: str = "quick") -> None:
+    """Options shared by ``rasp report`` and ``rasp demo`` (whose default preset is
+    ``"demo"``)."""
     from analysis.report import DEFAULT_TASKS
     p.add_argument("tasks", nargs="*", metavar="TASK",
                    help=f"tasks to report on (default: {' '.join(DEFAULT_TASKS)})")
     p.add_argument("-o", "--out", default="reports", metavar="DIR",
                    help="output directory (default: reports/, ignored by git)")
     g = p.add_mutually_exclusive_group()
+    g.add_argument("--demo", dest="preset", action="store_const", const="demo",
+                   help="the main job's experiment: the small model for 3,000 steps, 2 seeds "
+                        "per PE + 3 NoPE seeds (default of `rasp demo`)")
     g.add_argument("--quick", dest="preset", action="store_const", const="quick",
-                   help="the quick preset: small models, 1 seed per PE + 2 NoPE seeds "
-                        "(default; runs under runs/quick/)")
+                   help="a smoke test: 600 steps, 1 seed per PE + 2 NoPE seeds (default of "
+                        "`rasp report`; the encodings do not separate at this budget)")
     g.add_argument("--full", dest="preset", action="store_const", const="full",
                    help="the training defaults, 3 seeds per PE (runs under runs/)")
-    p.set_defaults(preset="quick")
+    p.set_defaults(preset=default_preset)
     p.add_argument("--pe", default="all",
                    help="comma-separated positional encodings (default: all six)")
     p.add_argument("--runs", metavar="DIR", help="root of the run directories")
@@ -45,6 +49,9 @@ def add_arguments(p) -> None:
                    help="do not train missing runs; report what exists and say what is missing")
     p.add_argument("--variant", choices=["standard", "kazemnejad"], default="standard",
                    help="JSD variant (default standard)")
+    p.add_argument("--results", metavar="FILE",
+                   help="also write the results document (Markdown: claims with labels, "
+                        "per-seed numbers, the command at its top), e.g. docs/results.md")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
 
 
@@ -77,4 +84,24 @@ def run(args) -> int:
     except ReportError as e:
         raise UsageError(str(e))
     print(f"report written to {path.resolve()}")
+    if args.results:
+        write_results_file(path.parent / "report.json", args.results)
     return 0
+
+
+def write_results_file(report_json, results_path) -> None:
+    """Write the results document of a report (``--results``), naming the command line."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from analysis.results import write_results
+    from rasp_cli.main import UsageError
+
+    doc = json.loads(Path(report_json).read_text())
+    command = "rasp " + " ".join(sys.argv[1:])
+    try:
+        out = write_results(doc, results_path, command)
+    except OSError as e:
+        raise UsageError(f"cannot write {results_path}: {e.strerror or e}")
+    print(f"results written to {out}")
