@@ -109,3 +109,20 @@ def test_distance_claim_and_task_claims():
     assert [c.id for c in claims] == ["sort_unique:nope>t5", "sort_unique:prediction",
                                       "sort_unique:closest:standard"]
     assert all(c.label in ("supported", "contradicted", "inconclusive") for c in claims)
+
+
+def test_a_task_with_two_protocols_is_compared_within_each_and_says_so():
+    from analysis.claims import claims_for_task
+    runs = [_run("nope", s, 1.0, 0.95) for s in (0, 1)] + \
+           [_run("ape_learned", s, 1.0, 0.0) for s in (0, 1)] + \
+           [_run(pe, s, 1.0, 0.9, position_offsets="random")
+            for pe in ("nope", "ape_learned") for s in (0, 1)]
+    out = claims_for_task(runs, "generalizes")
+    assert "2 groups" in out["note"] and "protocol random" in out["note"]
+    assert {g["protocol"] for g in out["groups"]} == {"none", "random"}
+    ape = [c for c in out["claims"] if c["id"] == "sort_unique:nope>ape_learned"]
+    # one claim per protocol, each comparing only its own runs
+    assert sorted((c["protocol"], c["label"]) for c in ape) == [("none", "supported"),
+                                                               ("random", "inconclusive")]
+    for c in ape:
+        assert len(c["runs"]) == 4
