@@ -54,7 +54,7 @@ def run(args) -> int:
     tmp.write_text(json.dumps(doc, indent=1))
     os.replace(tmp, report_json)
     if results:
-        report_cmd.write_results_file(report_json, results)
+        report_cmd.write_results_file(report_json, results, args.command_line)
     meta = doc["meta"]
     print(f"demo finished in {wall:.0f} s wall ({meta.get('cpu_seconds', 0):.0f} CPU-seconds, "
           f"{meta.get('trained_now', 0)} runs trained now, {os.cpu_count()} cores); open the "

@@ -85,21 +85,19 @@ def run(args) -> int:
         raise UsageError(str(e))
     print(f"report written to {path.resolve()}")
     if args.results:
-        write_results_file(path.parent / "report.json", args.results)
+        write_results_file(path.parent / "report.json", args.results, args.command_line)
     return 0
 
 
-def write_results_file(report_json, results_path) -> None:
+def write_results_file(report_json, results_path, command: str) -> None:
     """Write the results document of a report (``--results``), naming the command line."""
     import json
-    import sys
     from pathlib import Path
 
     from analysis.results import write_results
     from rasp_cli.main import UsageError
 
     doc = json.loads(Path(report_json).read_text())
-    command = "rasp " + " ".join(sys.argv[1:])
     try:
         out = write_results(doc, results_path, command)
     except OSError as e:
