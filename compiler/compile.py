@@ -79,6 +79,26 @@ class CompiledModel:
         #: [(s-op, string dirs, number dirs)]: a sequence cannot mix strings and numbers
         self.kind_checks = [tuple(e) for e in (kind_checks or [])]
         self._ids = {self._key(v): i + 1 for i, v in enumerate(self.vocab)}
+        #: a causal model compiled with ``allow_noncausal=True`` from a program whose selects
+        #: read later positions: the first such select (None otherwise)
+        self.reads_later_positions: str | None = None
+
+    def check_decodable(self) -> None:
+        """Refuse next-token decoding with a model whose program reads later positions.
+
+        Raises:
+            UnsupportedError: the model was compiled with ``allow_noncausal=True`` from a
+                program with a non-causal select: it computes the program's prefix semantics,
+                which are not the program's values, so greedy decoding would produce other
+                tokens than the program (Issue 15: 0 of 8 right, silently).
+        """
+        if self.reads_later_positions:
+            raise UnsupportedError(
+                f"cannot decode token by token with this model: its program reads later "
+                f"positions ({self.reads_later_positions} is not causal) and was compiled with "
+                "allow_noncausal=True, so the model computes prefix results, not the "
+                "program's values; write the program in RASP-L causal mode, or decode with the "
+                "interpreter")
 
     # -- inputs --------------------------------------------------------------------------------
     @staticmethod
@@ -263,6 +283,7 @@ class CompiledModel:
             "output": {"name": self.output_name, "encoding": self.output_encoding,
                        "values": self.output_values},
             "causal": self.causal,
+            "reads_later_positions": self.reads_later_positions,
             "max_seq_len": self.max_seq_len,
             "stats": self.stats,
             "checks": [[n, list(map(int, d))] for n, d in self.checks],
@@ -339,13 +360,15 @@ def load_compiled(directory: str | os.PathLike) -> CompiledModel:
     except (KeyError, ValueError, RuntimeError, json.JSONDecodeError) as e:
         raise CompilerError(f"{directory}: not a compiled rasp-lab model ({e})") from None
     model.eval()
-    return CompiledModel(model, meta["vocab"], meta["residual_labels"],
+    cm = CompiledModel(model, meta["vocab"], meta["residual_labels"],
                          meta["output"]["values"], meta["output"]["encoding"], meta["causal"],
                          meta["max_seq_len"], meta["stats"],
                          [(n, d) for n, d in meta.get("checks", [])], meta.get("head_nodes"),
                          meta.get("node_dirs"), meta["output"].get("name"),
                          meta.get("errors"), meta.get("count_checks"),
                          meta.get("kind_checks"))
+    cm.reads_later_positions = meta.get("reads_later_positions")
+    return cm
 
 
 def _at(node) -> str:
@@ -461,10 +484,14 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params) -> Co
         raise CompilerError("the vocabulary mixes strings and numbers") from None
     if not isinstance(sop, SOp):
         raise CompilerError(f"compile_program expects an s-op, got {type(sop).__name__}")
-    if causal and not allow_noncausal:
+    reads_later = None
+    if causal:
         for node in topological_order(sop):
             if isinstance(node, Select) and not node.causal:
                 where = f" at {node.span.line}:{node.span.column}" if node.span else ""
+                reads_later = f"select '{node.label}'{where}"
+                if allow_noncausal:
+                    break
                 raise UnsupportedError(
                     f"select '{node.label}'{where} is not causal: in a decoder-only model every "
                     "query sees only earlier keys, so this program would silently compute "
@@ -546,6 +573,9 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params) -> Co
         "compile_seconds": time.perf_counter() - t0,
         "compile_cpu_seconds": time.process_time() - c0,
     }
-    return CompiledModel(model, vocab, space.labels, asm.output_values, asm.output_encoding,
+    cm = CompiledModel(model, vocab, space.labels, asm.output_values, asm.output_encoding,
                          causal, max_seq_len, stats, checks, asm.head_nodes, node_dirs,
                          cg.output.name, error_dirs, count_checks, kind_checks)
+
+    cm.reads_later_positions = reads_later
+    return cm

@@ -39,7 +39,10 @@ def generate(compiled, prefix: Sequence[Any], max_new_tokens: int, eos: Any = No
     Raises:
         CompiledRuntimeError: a prefix value is not in the compiled vocabulary, or the
             sequence grows beyond ``max_seq_len``.
+        UnsupportedError: the model's program reads later positions (compiled with
+            ``allow_noncausal=True``): decoding it would not follow the program.
     """
+    compiled.check_decodable()
     vocab = list(compiled.vocab)
     index = {compiled._key(v): i for i, v in enumerate(vocab)}
 
@@ -61,7 +64,9 @@ def decode_task(task, compiled, prompt: Sequence[int], max_new_tokens: int) -> l
     """Greedy decoding of a task prompt (token ids, BOS first) with a compiled next-token
     program; returns the generated token ids (ending with EOS when reached), like
     ``tasks.decode_with_program(task, sop, prompt, max_new_tokens)`` (generation stops at an
-    output that is not a token)."""
+    output that is not a token). Raises ``UnsupportedError`` for a model whose program reads
+    later positions (compiled with ``allow_noncausal=True``)."""
+    compiled.check_decodable()
 
     def to_id(y) -> int:
         try:

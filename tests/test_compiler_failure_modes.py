@@ -139,7 +139,7 @@ def test_7_pad_masked_in_ragged_batches():
 
 
 # 8. causal=True only added a mask: programs needing later positions computed prefix results
-def test_8_noncausal_program_compiled_causal_is_refused():
+def test_8_noncausal_program_compiled_causal_is_refused(tmp_path):
     with rasp.causal_mode():
         prog = aggregate(select(indices, length - indices - 1, "=="), tokens)
     with pytest.raises(UnsupportedError, match="total input length"):
@@ -151,6 +151,18 @@ def test_8_noncausal_program_compiled_causal_is_refused():
     cm = compile_program(prog2, ["a", "b"], 4, causal=True, allow_noncausal=True)
     for inp in itertools.product("ab", repeat=4):
         assert _same(cm.run([list(inp)])[0], rasp.evaluate(prog2, [list(inp)], causal=True)[0])
+    # ... but decoding token by token with it would not follow the program (issue 15: 0/8
+    # right, silently): refused with the reason, also after a save / load round trip
+    from compiler import load_compiled
+    from compiler.decode import generate
+    with pytest.raises(UnsupportedError, match="reads later positions"):
+        generate(cm, ["a"], 3)
+    cm.save(str(tmp_path / "m"))
+    with pytest.raises(UnsupportedError, match="reads later positions"):
+        generate(load_compiled(str(tmp_path / "m")), ["a"], 3)
+    with rasp.causal_mode():
+        causal_prog = aggregate(select(indices, indices, "<="), numerical(tokens == "a"))
+    assert compile_program(causal_prog, ["a", "b"], 4, causal=True).reads_later_positions is None
 
 
 # 9. composite selectors (and / or / not over different s-ops) could not be compiled
