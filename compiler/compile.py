@@ -255,6 +255,9 @@ class CompiledModel:
             raise CompiledRuntimeError(
                 f"numerical output '{self.output_name}' at position {j} is {x[j]!r}, not one of "
                 "its possible values")
+        if any(isinstance(v, bool) for v in snapped) and not all(
+                isinstance(v, bool) for v in snapped):
+            snapped = [int(v) if isinstance(v, bool) else v for v in snapped]
         return homogeneous_array(snapped)
 
     @torch.no_grad()

@@ -10,7 +10,9 @@ and vice versa.
 
 ``compile_program`` runs it on every model before returning it (at most :data:`GATE_SAMPLES`
 inputs per length, fewer at long lengths within :data:`GATE_TOKENS` positions, at least one)
-and refuses a model that differs, with the counterexample; ``rasp compile --verify K`` runs the
+and refuses a model that differs, with the counterexample; a causal model is checked on inputs
+of length ``max_seq_len`` only (its outputs on every prefix are those of the prefix, as the
+interpreter's causal ones), as many as fit in the budget. ``rasp compile --verify K`` runs the
 same check with ``K`` inputs at every length.
 """
 
@@ -33,10 +35,12 @@ EXHAUSTIVE_LIMIT = 1024
 #: random inputs per length checked by ``compile_program``'s gate when not exhaustive (the
 #: most; long lengths get fewer, see :data:`GATE_TOKENS`)
 GATE_SAMPLES = 8
+#: models with fewer parameters run all lengths of the check in one padded batch
+SMALL_MODEL = 1_000_000
 #: the gate's budget in token positions: at length ``n`` of ``N`` it checks
 #: ``clamp(GATE_TOKENS // (N * (n + 1)), 1, samples)`` inputs, so its cost stays near that of
 #: compiling (a compiled model of max_seq_len 64 runs ~1,000 positions in 0.02-0.2 s)
-GATE_TOKENS = 2048
+GATE_TOKENS = 1024
 
 
 @dataclass
@@ -132,17 +136,40 @@ def verify_compiled(cm, sop: SOp, samples: int = GATE_SAMPLES, seed: int = 0,
     causal = True if cm.causal else None
     rng = np.random.default_rng(seed)
     res = VerificationResult(exhaustive=exhaustive)
-    lengths = range(1, N + 1)
+    lengths = list(range(1, N + 1))
+    prefix_check = cm.causal and not exhaustive and token_budget is not None
+    if prefix_check:
+        # a causal model's outputs on a prefix are its outputs on the whole sequence, as the
+        # interpreter's causal ones: inputs of length N check every length 1..N at once
+        lengths = [N]
     if progress:
         from tqdm import tqdm
         lengths = tqdm(lengths, desc="verify", unit="length")
+    batches = []
     for n in lengths:
         k = samples
-        if token_budget is not None:
+        if prefix_check:
+            k = max(samples, token_budget // (n + 1))
+        elif token_budget is not None:
             k = max(1, min(samples, token_budget // (N * (n + 1))))
-        batch = _inputs(vocab, n, k, rng, exhaustive)
+        batches.append((n, _inputs(vocab, n, k, rng, exhaustive)))
+    # a small model runs every length in one padded batch (its cost is per call, not per
+    # position); a large one length by length
+    got_all = None
+    if cm.stats.get("params", 0) < SMALL_MODEL and len(batches) > 1:
+        flat = [x for _, b in batches for x in b]
+        try:
+            got_all = list(cm.run(flat))
+        except RASPError:
+            got_all = None
+    pos = 0
+    for n, batch in batches:
         want = _outcome(lambda b: evaluate(sop, b, causal=causal), batch)
-        got = _outcome(cm.run, batch)
+        if got_all is not None:
+            got = got_all[pos: pos + len(batch)]
+            pos += len(batch)
+        else:
+            got = _outcome(cm.run, batch)
         bad = 0
         for x, w, g in zip(batch, want, got):
             w_err, g_err = isinstance(w, BaseException), isinstance(g, BaseException)

@@ -530,8 +530,11 @@ def _aggregate_values(node: Aggregate, vs: ValueSets, n: int) -> list:
     # strings move (a mean of several raises in the interpreter); numbers move or average
     out.extend(strs)
     if nums:
+        bools = all(isinstance(v, (bool, np.bool_)) for v in nums)
+        if empty and isinstance(default, (bool, np.bool_)) and not (bools and single):
+            # a mean of numbers gives an empty row float(default): 0 / 1, not a bool
+            out[0] = int(default)
         if single:
-            bools = all(isinstance(v, (bool, np.bool_)) for v in nums)
             if bools and not isinstance(default, (bool, np.bool_)) and default is not None:
                 # the interpreter returns a moved bool with a non-bool default as 0/1 ints
                 nums = [int(v) for v in nums]
