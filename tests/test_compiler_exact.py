@@ -181,8 +181,27 @@ def test_affine_map_of_value_sets_too_large_to_enumerate():
     for length in (1, 7, 30, 47, 48):
         batch = [[["(", ")", "x"][i] for i in rng.integers(0, 3, length)] for _ in range(20)]
         _compare(cm, prog, batch)
+    # two means over different selectors: their difference is not enumerated, and a consumer
+    # that needs its values is refused
+    from rasp import aggregate, indices, numerical, select
+    opens = numerical(aggregate(select(indices, indices, "<="), numerical(rasp.tokens == "(")))
+    closes = numerical(aggregate(select(indices, indices, "<"), numerical(rasp.tokens == ")")))
     with pytest.raises(UnsupportedError, match="too large to enumerate"):
-        compile_program(make_shuffle_dyck(["()", "{}"]), list("(){}"), 48)
+        compile_program(numerical(opens - closes) < 0, ["(", ")", "x"], 48)
+
+
+def test_shuffle_dyck_at_64_with_exact_sets_of_dependent_means():
+    """opens - closes over one selector has 2,521 values at 64 (issue 15: the independent
+    product claimed more than 200,000 and refused shuffle_dyck / shuffle_dyck2)."""
+    from compiler.library import make_shuffle_dyck
+    prog = make_shuffle_dyck(["()", "{}"])
+    cm = compile_program(prog, list("(){}"), 64)
+    rng = np.random.default_rng(3)
+    for length in (1, 2, 9, 33, 64):
+        batch = [[list("(){}")[i] for i in rng.integers(0, 4, length)] for _ in range(8)]
+        batch.append((["(", ")"] * 32)[:length])     # balanced prefixes
+        for x in batch:
+            _compare(cm, prog, [x])
 
 
 EXAMPLES = ["reverse", "hist", "double_hist", "sort_tokens", "dyck1", "dyck1_ptf", "dyck2",

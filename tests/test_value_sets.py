@@ -109,3 +109,21 @@ def test_errors():
     big = aggregate(select(tokens, tokens, "=="), indices * 1000 + tokens_int)
     with pytest.raises(ValueSetError):
         infer_value_sets(big, [str(i) for i in range(300)], 700)
+
+
+def test_sum_of_dependent_means_is_exact():
+    """opens - closes over the same selector: one mean of the differences (-1, 0, 1), i.e.
+    every k/m with |k| <= m <= n: 2,521 values at 64 (the product of the two sets has ~1.6M);
+    sound against exhaustive evaluation at 7."""
+    from compiler.library import make_pair_balance
+    pb = make_pair_balance(tokens, "(", ")")
+    assert len(infer_value_sets(pb, list("()x"), 64)[pb.id]) == 2521
+    n = 7
+    vals = sorted(infer_value_sets(pb, list("()x"), n)[pb.id])
+    want = {Fraction(k, m) for m in range(1, n + 1) for k in range(-m, m + 1)}
+    assert {Fraction(v).limit_denominator(1000) for v in vals} == want
+    for length_ in range(1, n + 1):
+        batch = [list(x) for x in itertools.product("()x", repeat=length_)]
+        seen = np.asarray(rasp.evaluate(pb, batch), dtype=float).reshape(-1)
+        gap = np.min(np.abs(seen[:, None] - np.asarray(vals, dtype=float)[None, :]), axis=1)
+        assert gap.max() < 1e-12
