@@ -51,7 +51,7 @@ import numpy as np
 
 from . import ir, limits, ops
 from .builtins import BUILTIN_NODE_IDS, BUILTINS, CONSTANTS, RESERVED, binop, need_sop_or_atom, unop
-from .display import (LIBRARY_BUILTINS, DisplaySettings, describe_value, example_value,
+from .display import (LIBRARY_BUILTINS, DisplaySettings, describe_value,
                       original_evaluation, short_value, strdesc)
 from .interpreter import evaluate
 from .ir import (Aggregate, Elementwise, Full, Map, Node, RASPError, RASPNameError,
@@ -842,7 +842,8 @@ class Session:
         self.reporter = None
         self.pending: list = []
         self._custom_base: Environment | None = None
-        self._interp = _Interp(self)
+        self.env: Environment | None = None       # set by __init__ (None while the base
+        self._interp = _Interp(self)              # library itself is being loaded)
 
     def _build_library(self, path: str) -> Environment:
         text = read_source(path)
@@ -884,7 +885,7 @@ class Session:
     @causal.setter
     def causal(self, on: bool) -> None:
         self._causal = bool(on)
-        if hasattr(self, "env"):
+        if self.env is not None:
             self.env.parent = self._base(self._causal)
 
     def names(self) -> list[str]:
@@ -898,7 +899,7 @@ class Session:
     def check_library_name(self, name: str, env: Environment) -> None:
         """Raise RASPNameError when ``name`` may not be bound in ``env``: a library name in
         the session's own scope of a session that reserves them."""
-        if self.reserve_library and env is getattr(self, "env", None) and \
+        if self.reserve_library and env is self.env and \
                 (name in self.library_names() or name in ORIGINAL_RESERVED):
             what = "a name of the RASP library" if name in self.library_names() else \
                 "a word the original REPL reserves"
