@@ -142,9 +142,6 @@ def verify_compiled(cm, sop: SOp, samples: int = GATE_SAMPLES, seed: int = 0,
         # a causal model's outputs on a prefix are its outputs on the whole sequence, as the
         # interpreter's causal ones: inputs of length N check every length 1..N at once
         lengths = [N]
-    if progress:
-        from tqdm import tqdm
-        lengths = tqdm(lengths, desc="verify", unit="length")
     batches = []
     for n in lengths:
         k = samples
@@ -163,7 +160,11 @@ def verify_compiled(cm, sop: SOp, samples: int = GATE_SAMPLES, seed: int = 0,
         except RASPError:
             got_all = None
     pos = 0
-    for n, batch in batches:
+    steps = batches
+    if progress:
+        from tqdm import tqdm
+        steps = tqdm(batches, desc="verify", unit="length")
+    for n, batch in steps:
         want = _outcome(lambda b: evaluate(sop, b, causal=causal), batch)
         if got_all is not None:
             got = got_all[pos: pos + len(batch)]
