@@ -10,7 +10,7 @@ import importlib
 import sys
 
 BENCHMARKS = ["bench.bench_interpreter", "bench.bench_compiler", "bench.bench_compiler_fuzz",
-              "bench.bench_search",
+              "bench.bench_search", "bench.bench_loading",
               "bench.bench_training"]
 
 
