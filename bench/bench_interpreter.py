@@ -215,12 +215,13 @@ def make_inputs(name, batch, n, rng):
     return rng.integers(0, VOCAB, size=(batch, n))
 
 
-def best_time(fn, repeats):
+def best_time(fn, repeats, clock=time.perf_counter):
+    """The best of ``repeats`` timings of ``fn()`` (``clock``: wall or ``time.process_time``)."""
     best = float("inf")
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, clock() - t0)
     return best
 
 
@@ -337,16 +338,8 @@ def run_lists_vs_tracr(batch=1000, n=64, repeats=5, tracr_sequences=100, verbose
         t_tracr = (time.process_time() - t0) / len(sub) * batch
         if got[:len(sub)].tolist() != want:
             raise AssertionError(f"{name}: rasp-lab and Tracr disagree")
-
-        def cpu_best(fn):
-            best = float("inf")
-            for _ in range(repeats):
-                t = time.process_time()
-                fn()
-                best = min(best, time.process_time() - t)
-            return best
-        t_list = cpu_best(lambda: evaluate(prog, lists))
-        t_array = cpu_best(lambda: evaluate(prog, x))
+        t_list = best_time(lambda: evaluate(prog, lists), repeats, time.process_time)
+        t_array = best_time(lambda: evaluate(prog, x), repeats, time.process_time)
         tp = batch * n
         row = {"program": name, "length": n, "batch": batch, "list_tps": tp / t_list,
                "ndarray_tps": tp / t_array, "tracr_tps": tp / t_tracr,
