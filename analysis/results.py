@@ -186,8 +186,16 @@ def _task_section(task: dict) -> list[str]:
     claims = (task.get("claims") or {})
     if claims.get("note"):
         out += [f"Note: {claims['note']}", ""]
-    if task.get("problems"):
-        out += ["Missing or failed: " + "; ".join(task["problems"]), ""]
+    missing = [r for r in task.get("runs") or [] if r.get("id_em") is None]
+    if missing:
+        out += ["Runs not (yet) available, so not in any claim above: "
+                + ", ".join(f"{r['pe']}/seed{r['seed']} ({r.get('status', 'missing')})"
+                            for r in missing)
+                + " — rerun the command to train them (finished runs are reused).", ""]
+    other = [p for p in task.get("problems") or [] if "missing" not in p
+             and "not trained" not in p]
+    if other:
+        out += ["Problems: " + "; ".join(other), ""]
     return out
 
 
