@@ -3,12 +3,15 @@
     rasp train TASK --pe PE [--seed S] [--steps N] [--train-max-len L] [--device D] [-o DIR]
                [--preset default|quick] [--force] [--set KEY=VALUE ...]
     rasp train --grid TASK,TASK --pe all --seeds 0,1 [--preset quick] [--json FILE]
+               [--address HOST:PORT] [--serial] [--budget S] [--cpus-per-run N]
 
 One run writes ``runs/<task>/<pe>/seed<k>/`` (``seed<k>-quick`` with ``--preset quick``): config,
 metrics, accuracy by length, weights, and a DONE marker; a finished run is reused, an
-interrupted one resumes. ``--grid`` trains every task x PE x seed and prints a table of mean ID
-and OOD exact match (mean over seeds). Exit codes: 0 done, 2 bad input (unknown task / PE /
-setting, a run directory holding another configuration without ``--force``).
+interrupted one resumes. ``--grid`` trains every task x PE x seed with the grid runner
+(``analysis.grid``: one Ray task per run, a local Ray instance unless ``--address``) and prints
+a table of mean ID and OOD exact match (mean over seeds). Exit codes: 0 done, 1 a run of the
+grid failed or was left by the budget, 2 bad input (unknown task / PE / setting, unreachable
+cluster, a run directory holding another configuration without ``--force``).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default 1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON")
+    grid_options(p)
     p.set_defaults(func=train_command)
 
 
@@ -129,8 +133,44 @@ def format_grid(results) -> str:
     return "\n".join(lines)
 
 
+def grid_options(p) -> None:
+    """Add the options of the grid runner (``analysis.grid``) to a subcommand's parser."""
+    g = p.add_argument_group("grid runner (Ray)")
+    g.add_argument("--address", default=None, metavar="HOST:PORT",
+                   help="Ray cluster to run on (default: $RAY_ADDRESS, else a local Ray "
+                        "instance sized to this machine); run directories (-o) must then be "
+                        "on a path every node sees")
+    g.add_argument("--serial", action="store_true",
+                   help="train the runs in this process, one at a time (debugging)")
+    g.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="wall-clock budget: no new run starts when it would not finish in "
+                        "time; the rest is listed and trained by the next call")
+    g.add_argument("--cpus-per-run", type=int, default=1, metavar="N",
+                   help="CPUs (and torch threads) each run declares (default 1)")
+    g.add_argument("--gpus-per-run", type=float, default=None, metavar="F",
+                   help="GPU fraction each run declares with --device cuda (default 0.25)")
+
+
+def run_grid_from_args(runs, args, runs_root):
+    """Run ``runs`` (``GridRun`` list) with the grid options of ``args``; GridError -> usage
+    error (exit 2)."""
+    from analysis.grid import GridError, run_grid
+    from rasp_cli.main import UsageError
+    if args.budget is not None and args.budget < 0:
+        raise UsageError("--budget must be >= 0 seconds")
+    try:
+        return run_grid(runs, runs_root=runs_root, address=args.address, budget_s=args.budget,
+                        serial=args.serial, device=args.device, num_cpus=args.cpus_per_run,
+                        num_gpus=args.gpus_per_run, force=args.force,
+                        progress=not args.no_progress)
+    except GridError as e:
+        raise UsageError(str(e)) from None
+
+
 def train_command(args) -> int:
-    """Run ``rasp train``; returns the exit code."""
+    """Run ``rasp train``; returns the exit code (1 when a run of a grid failed or was not
+    started within the budget)."""
+    from analysis.grid import GridRun, check_runs
     from analysis.runs import RunDirError
     from analysis.training import TrainingError, train
     from rasp_cli.main import UsageError
@@ -145,33 +185,36 @@ def train_command(args) -> int:
     tasks = [s.strip() for s in (args.grid or args.task).split(",") if s.strip()]
     if not args.grid and (len(pes) > 1 or len(seeds) > 1 or len(tasks) > 1):
         raise UsageError("several tasks, PEs or seeds need --grid")
-    kw = dict(steps=args.steps, train_max_len=args.train_max_len, device=args.device,
-              config_overrides=overrides, progress=not args.no_progress, preset=args.preset,
-              force=args.force, threads=args.threads)
-    results = []
-    try:
-        for task in tasks:
-            for pe in pes:
-                for seed in seeds:
-                    if args.grid:
-                        root = args.out or "runs"
-                        results.append(train(task, pe, seed=seed, runs_root=root, **kw))
-                    else:
-                        results.append(train(task, pe, seed=seed, out_dir=args.out, **kw))
-    except (TrainingError, RunDirError) as e:
-        raise UsageError(str(e)) from None
     if args.grid:
+        runs = [GridRun(task, pe, seed, preset=args.preset, overrides=overrides,
+                        steps=args.steps, train_max_len=args.train_max_len)
+                for task in tasks for pe in pes for seed in seeds]
+        try:
+            check_runs(runs)
+        except TrainingError as e:
+            raise UsageError(str(e)) from None
+        report = run_grid_from_args(runs, args, args.out or "runs")
+        results = report.run_results()
         print()
         print(format_grid(results))
-    else:
-        r = results[0]
-        print("length split    EM      n   95% CI")
-        for a in r.accuracy:
-            em = "  n/a " if a["em"] is None else f"{a['em']:.3f}"
-            ci = (f"[{a['ci_low']:.2f}, {a['ci_high']:.2f}]" if a["ci_low"] is not None
-                  else a.get("note", ""))
-            print(f"{a['length']:>6} {a['split']:<5} {em:>6} {a['n']:>6}   {ci}")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump([r.to_dict() for r in report.results], f, indent=1)
+        return 0 if report.ok else 1
+    try:
+        r = train(tasks[0], pes[0], seed=seeds[0], out_dir=args.out, steps=args.steps,
+                  train_max_len=args.train_max_len, device=args.device,
+                  config_overrides=overrides, progress=not args.no_progress,
+                  preset=args.preset, force=args.force, threads=args.threads)
+    except (TrainingError, RunDirError) as e:
+        raise UsageError(str(e)) from None
+    print("length split    EM      n   95% CI")
+    for a in r.accuracy:
+        em = "  n/a " if a["em"] is None else f"{a['em']:.3f}"
+        ci = (f"[{a['ci_low']:.2f}, {a['ci_high']:.2f}]" if a["ci_low"] is not None
+              else a.get("note", ""))
+        print(f"{a['length']:>6} {a['split']:<5} {em:>6} {a['n']:>6}   {ci}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([r.to_dict() for r in results], f, indent=1)
+            json.dump([r.to_dict()], f, indent=1)
     return 0

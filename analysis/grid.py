@@ -1,0 +1,474 @@
+"""The one grid runner: every training run of a grid is a Ray task; run directories are the truth.
+
+``run_grid(runs)`` trains a list of :class:`GridRun` (task, PE, seed, preset, settings) and
+returns one :class:`GridResult` per run, in the order given. It is used by ``rasp train --grid``,
+``rasp sweep``, ``rasp report`` / ``rasp demo`` and the predictor's validation.
+
+* **Ray.** Each run is a Ray task (``ray.remote``) with declared resources: ``num_cpus`` (also
+  its torch threads) and, for ``device="cuda"``, a fractional ``num_gpus`` (default 0.25: four
+  small runs share one GPU). With no address, ``ray.init(address="local")`` starts a local Ray
+  instance sized to the machine and stops it at the end. With ``address="HOST:PORT"`` (or
+  ``$RAY_ADDRESS``) the grid runs on an existing cluster (``ray start --head`` /
+  ``ray start --address``, docs/training.md); the run directories must then lie on a path every
+  node sees (``runs_root`` / ``-o``). Workers write the run directories themselves; the driver
+  only receives each run's small summary (:class:`analysis.runs.RunResult`).
+* **Run directories are the unit of truth** (:func:`analysis.training.train`): a finished run is
+  reused (checked in the driver, no worker started), an interrupted one resumes from its
+  checkpoint, so a rerun of the same grid finishes only what is missing. A worker that dies is
+  retried by Ray (``max_retries``) and resumes from the last checkpoint.
+* **Failures.** A run that raises is reported (its error and run directory) and does not stop
+  the grid; :attr:`GridReport.ok` is False and the CLI exits non-zero at the end.
+* **Budget.** With ``budget_s`` no run is started once the time used plus the mean duration of
+  the runs trained so far would exceed it; the runs not started are reported as ``"skipped"``
+  and the same call trains them next time.
+* **Progress.** A tqdm bar over the grid and one summary line per run.
+* ``serial=True`` trains the runs in this process, one at a time (for debugging, e.g. with
+  ``pdb``); results are the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from analysis import runs as _runs
+from analysis import training
+
+__all__ = ["GridRun", "GridResult", "GridReport", "GridError", "run_grid", "check_runs",
+           "connect",
+           "parse_address", "DEFAULT_GPUS_PER_RUN", "CONNECT_TIMEOUT_S"]
+
+#: Fraction of a GPU each run declares with ``device="cuda"`` (several small runs share one GPU).
+DEFAULT_GPUS_PER_RUN = 0.25
+
+#: Seconds to wait for a cluster's address to accept a connection before giving up.
+CONNECT_TIMEOUT_S = 10.0
+
+
+class GridError(RuntimeError):
+    """The grid cannot run: unreachable or malformed cluster address, impossible resources
+    (e.g. ``device="cuda"`` on a cluster without GPUs). The message says how to fix it."""
+
+
+@dataclass
+class GridRun:
+    """One run of a grid: the arguments of :func:`analysis.training.train`.
+
+    ``task`` is a task name (or a task object, for ``serial=True`` only); ``overrides`` are
+    ``config_overrides`` (flat model / training settings, :mod:`analysis.configs`); ``run_dir``
+    defaults to ``runs_root/<task>/<pe>/seed<k>[-<preset>]``; ``tag`` is free text shown in the
+    summary (e.g. a sweep configuration).
+    """
+
+    task: object
+    pe: str
+    seed: int = 0
+    preset: str = "default"
+    overrides: dict = field(default_factory=dict)
+    steps: int | None = None
+    train_max_len: int | None = None
+    run_dir: str | None = None
+    tag: str = ""
+
+    @property
+    def task_name(self) -> str:
+        return self.task if isinstance(self.task, str) else self.task.name
+
+    def label(self) -> str:
+        """``task/pe/seed<k>`` plus the tag, for summaries."""
+        base = f"{self.task_name}/{self.pe}/seed{self.seed}"
+        return f"{base} {self.tag}" if self.tag else base
+
+    def directory(self, runs_root: str | os.PathLike = "runs") -> Path:
+        """The run directory (``run_dir`` or the default naming under ``runs_root``)."""
+        if self.run_dir is not None:
+            return Path(self.run_dir)
+        return _runs.default_run_dir(self.task_name, self.pe, self.seed, self.preset,
+                                        runs_root)
+
+
+@dataclass
+class GridResult:
+    """Outcome of one run. ``status``: ``"trained"`` (from scratch), ``"resumed"`` (from a
+    checkpoint), ``"reused"`` (finished before), ``"failed"`` (``error`` says why),
+    ``"skipped"`` (not started: time budget). ``result`` is the run's
+    :class:`analysis.runs.RunResult` when it finished; ``seconds`` is wall time."""
+
+    run: GridRun
+    run_dir: str
+    status: str
+    result: _runs.RunResult | None = None
+    error: str | None = None
+    seconds: float = 0.0
+    worker: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("trained", "resumed", "reused")
+
+    def summary_line(self) -> str:
+        """One line: the run, its outcome (exact match, time) or its error, its directory."""
+        if self.result is not None and self.finished:
+            line = self.result.summary_line()
+            if self.status == "resumed":
+                line += "  (resumed from a checkpoint)"
+            return f"{line}  [{self.run.tag}]" if self.run.tag else line
+        what = "FAILED" if self.status == "failed" else self.status
+        return f"{self.run.label()}: {what}: {self.error} -> {self.run_dir}"
+
+    def to_dict(self) -> dict:
+        d = {"task": self.run.task_name, "pe": self.run.pe, "seed": self.run.seed,
+             "preset": self.run.preset, "overrides": self.run.overrides, "tag": self.run.tag,
+             "run_dir": self.run_dir, "status": self.status, "error": self.error,
+             "seconds": round(self.seconds, 2), "worker": self.worker}
+        d["result"] = None if self.result is None else self.result.to_dict()
+        return d
+
+
+@dataclass
+class GridReport:
+    """All results of :func:`run_grid` (in the order of the runs given) and how it ran."""
+
+    results: list[GridResult]
+    wall_seconds: float
+    backend: str                       # "serial", "ray-local" or "ray://HOST:PORT"
+    budget_s: float | None = None
+
+    @property
+    def failed(self) -> list[GridResult]:
+        return [r for r in self.results if r.status == "failed"]
+
+    @property
+    def skipped(self) -> list[GridResult]:
+        return [r for r in self.results if r.status == "skipped"]
+
+    @property
+    def ok(self) -> bool:
+        """True when every run finished (none failed, none skipped)."""
+        return all(r.finished for r in self.results)
+
+    def run_results(self) -> list[_runs.RunResult]:
+        """The :class:`analysis.runs.RunResult` of every finished run."""
+        return [r.result for r in self.results if r.finished and r.result is not None]
+
+    def summary(self) -> str:
+        """A closing line: counts per status, wall time, and what is left to do."""
+        counts: dict[str, int] = {}
+        for r in self.results:
+            counts[r.status] = counts.get(r.status, 0) + 1
+        parts = ", ".join(f"{n} {s}" for s, n in counts.items())
+        line = f"grid: {len(self.results)} run(s): {parts} in {self.wall_seconds:.0f} s " \
+               f"({self.backend})"
+        if self.skipped:
+            line += (f"\ngrid: time budget of {self.budget_s:.0f} s used up; "
+                     f"{len(self.skipped)} run(s) not started: "
+                     + ", ".join(r.run.label() for r in self.skipped)
+                     + "; run the same command again to train them (finished runs are reused)")
+        if self.failed:
+            line += "\ngrid: failed run(s):\n" + "\n".join(
+                f"  {r.run.label()}: {r.error} -> {r.run_dir}" for r in self.failed)
+        return line
+
+
+def check_runs(runs: Sequence[GridRun]) -> None:
+    """Validate every run before anything starts (:func:`analysis.training.resolve_spec`:
+    known task and PE, valid preset, settings and lengths). Raises
+    :class:`analysis.training.TrainingError` naming the first problem."""
+    for run in runs:
+        training.resolve_spec(training.resolve_task(run.task), run.pe, run.seed, run.preset,
+                              run.steps, run.train_max_len, dict(run.overrides) or None)
+
+
+# ------------------------------------------------------------------------------------------
+# one run (what a Ray worker executes)
+# ------------------------------------------------------------------------------------------
+
+def _train_one(run: GridRun, run_dir: str, device: str, threads: int, force: bool) -> dict:
+    """Train (or resume) one run into ``run_dir``; returns ``{"status", "result", "worker"}``.
+
+    Executed by a Ray worker (or in-process with ``serial=True``); exceptions propagate to the
+    driver, which reports them with the run directory."""
+    resumed = _runs.has_checkpoint(run_dir)
+    res = training.train(run.task, run.pe, seed=run.seed, steps=run.steps,
+                         train_max_len=run.train_max_len, out_dir=run_dir, device=device,
+                         config_overrides=dict(run.overrides) or None, progress=False,
+                         preset=run.preset, force=force, threads=threads, verbose=False)
+    status = "reused" if res.reused else ("resumed" if resumed else "trained")
+    return {"status": status, "result": res, "worker": f"{socket.gethostname()}:{os.getpid()}"}
+
+
+def _reuse_in_driver(run: GridRun, run_dir: Path) -> _runs.RunResult | None:
+    """A finished run's result without starting a worker (``train`` checks that the finished
+    run has the same configuration and returns it without training); None if not finished."""
+    if not _runs.is_finished(run_dir):
+        return None
+    return training.train(run.task, run.pe, seed=run.seed, steps=run.steps,
+                          train_max_len=run.train_max_len, out_dir=run_dir,
+                          config_overrides=dict(run.overrides) or None, progress=False,
+                          preset=run.preset, verbose=False)
+
+
+# ------------------------------------------------------------------------------------------
+# Ray
+# ------------------------------------------------------------------------------------------
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``"HOST:PORT"`` -> ``(host, port)``; :class:`GridError` for anything else."""
+    text = address.strip()
+    if text.startswith("ray://"):
+        raise GridError(f"--address {address!r}: Ray client addresses (ray://) are not "
+                        f"supported; give the head node's GCS address HOST:PORT "
+                        f"(`ray start --head --port PORT`)")
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise GridError(f"--address {address!r}: expected HOST:PORT of a Ray head node, "
+                        f"e.g. 127.0.0.1:6379")
+    return host.strip("[]"), int(port)
+
+
+def _check_reachable(address: str, timeout_s: float) -> None:
+    host, port = parse_address(address)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as e:
+        why = "timed out" if isinstance(e, socket.timeout) else (e.strerror or str(e))
+        raise GridError(f"cannot reach a Ray cluster at {address} ({why}); start one with "
+                        f"`ray start --head --port {port}` or check the address "
+                        f"(docs/training.md)") from None
+
+
+def connect(address: str | None = None, num_cpus: int | None = None,
+            timeout_s: float = CONNECT_TIMEOUT_S) -> tuple[bool, str]:
+    """Connect to Ray; returns ``(started_here, backend_name)``.
+
+    ``address`` None (and no ``$RAY_ADDRESS``): start a local Ray instance sized to the machine
+    (``num_cpus`` to limit it). ``"HOST:PORT"``: connect to that cluster after checking within
+    ``timeout_s`` that the address accepts connections (Ray itself would retry for minutes).
+    If Ray is already initialised in this process, it is used as it is.
+
+    Raises :class:`GridError` for a malformed or unreachable address or a failed connection.
+    """
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")   # no usage reports leave the machine
+    if ray.is_initialized():
+        return False, "ray (already initialised)"
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    quiet = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    if address in (None, "local"):
+        ray.init(address="local", num_cpus=num_cpus, object_store_memory=128 * 1024 ** 2,
+                 **quiet)
+        return True, "ray-local"
+    _check_reachable(address, timeout_s)
+    # `ray start` enables token authentication and stores the token in ~/.ray/auth_token; Ray
+    # sends it only for address="auto", so do the same for an explicit address.
+    if "RAY_AUTH_MODE" not in os.environ and (
+            os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
+            or (Path.home() / ".ray" / "auth_token").exists()):
+        os.environ["RAY_AUTH_MODE"] = "token"
+    try:
+        ray.init(address=address, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        cause = e.__cause__
+        if cause is not None and "auth" in type(cause).__name__.lower():
+            msg += (" (authentication: copy the head node's ~/.ray/auth_token or set "
+                    "RAY_AUTH_TOKEN; docs/training.md)")
+        raise GridError(f"cannot connect to the Ray cluster at {address}: {msg}") from None
+    return False, f"ray://{address}"
+
+
+def _error_text(e: BaseException) -> str:
+    """The user-facing error of a failed run (the worker's exception, not Ray's wrapper)."""
+    import ray.exceptions as rex
+
+    if isinstance(e, rex.RayTaskError):
+        cause = e.cause if e.cause is not None else e
+        if isinstance(cause, rex.RayTaskError):
+            return str(cause).strip().splitlines()[-1]
+        return f"{type(cause).__name__}: {cause}"
+    if isinstance(e, (rex.WorkerCrashedError, rex.NodeDiedError)):
+        return f"the worker died ({type(e).__name__}); rerun to resume from the checkpoint"
+    return f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+
+
+# ------------------------------------------------------------------------------------------
+# the grid
+# ------------------------------------------------------------------------------------------
+
+def run_grid(runs: Sequence[GridRun], runs_root: str | os.PathLike = "runs",
+             address: str | None = None, budget_s: float | None = None, serial: bool = False,
+             device: str = "cpu", num_cpus: int = 1, num_gpus: float | None = None,
+             force: bool = False, progress: bool = True, max_retries: int = 2,
+             ray_num_cpus: int | None = None, log: Callable[[str], None] | None = None
+             ) -> GridReport:
+    """Train every run of a grid, reusing finished runs and resuming interrupted ones.
+
+    Args:
+        runs: the runs, in the order to start them (put the most informative first when a
+            budget may cut the grid short).
+        runs_root: root of the default run directories (a path every node sees on a cluster).
+        address: ``"HOST:PORT"`` of a Ray cluster; None = ``$RAY_ADDRESS`` or a local Ray
+            instance started here and stopped at the end.
+        budget_s: wall-clock budget in seconds; no run is started once time used + the mean
+            duration of the runs trained so far would exceed it (0 = start nothing).
+        serial: train in this process, one run at a time (debugging; no Ray).
+        device: ``"cpu"`` or ``"cuda"`` (each run declares ``num_gpus`` then).
+        num_cpus: CPUs each run declares (also its torch threads).
+        num_gpus: GPU fraction each run declares with ``device="cuda"``
+            (default :data:`DEFAULT_GPUS_PER_RUN`).
+        force: retrain finished runs / replace runs with another configuration.
+        progress: a tqdm bar over the grid (one summary line per run is always logged).
+        max_retries: Ray retries of a run whose worker died (it resumes from its checkpoint).
+        ray_num_cpus: size of the local Ray instance (default: all cores).
+        log: where summary lines go (default: the bar's ``write``, i.e. stderr).
+
+    Returns:
+        a :class:`GridReport` (results in the order of ``runs``).
+
+    Raises:
+        GridError: unreachable / malformed address, or impossible resources.
+    """
+    from tqdm.auto import tqdm
+
+    t0 = time.time()
+    if num_cpus < 1:
+        raise GridError(f"num_cpus per run must be >= 1, got {num_cpus}")
+    cuda = str(device).startswith("cuda")
+    if num_gpus is None:
+        num_gpus = DEFAULT_GPUS_PER_RUN if cuda else 0.0
+    if num_gpus < 0 or num_gpus > 1 and num_gpus != int(num_gpus):
+        raise GridError(f"num_gpus per run must be a fraction in (0, 1] or a whole number, "
+                        f"got {num_gpus}")
+    dirs = [str(r.directory(runs_root)) for r in runs]
+    if len(set(dirs)) != len(dirs):
+        dup = next(d for d in dirs if dirs.count(d) > 1)
+        raise GridError(f"two runs of the grid write the same run directory {dup}")
+    results: list[GridResult | None] = [None] * len(runs)
+    bar = tqdm(total=len(runs), desc="grid", unit="run", disable=not progress,
+               dynamic_ncols=True, file=sys.stderr)
+    say = log or (lambda s: bar.write(s, file=sys.stderr))
+    durations: list[float] = []
+
+    def finish(i: int, res: GridResult) -> None:
+        results[i] = res
+        if res.status in ("trained", "resumed"):
+            durations.append(res.seconds)
+        bar.update(1)
+        say(res.summary_line())
+
+    def may_start() -> bool:
+        if budget_s is None:
+            return True
+        if budget_s <= 0:
+            return False
+        expected = sum(durations) / len(durations) if durations else 0.0
+        return time.time() - t0 + expected <= budget_s
+
+    # finished runs are read in the driver (no worker needed)
+    todo = []
+    for i, (run, rd) in enumerate(zip(runs, dirs)):
+        if not force:
+            t1 = time.time()
+            try:
+                res = _reuse_in_driver(run, Path(rd))
+            except (training.TrainingError, _runs.RunDirError) as e:
+                finish(i, GridResult(run, rd, "failed", error=str(e),
+                                     seconds=time.time() - t1))
+                continue
+            if res is not None:
+                finish(i, GridResult(run, rd, "reused", res, seconds=time.time() - t1,
+                                     worker="driver"))
+                continue
+        todo.append(i)
+
+    backend = "serial" if serial else ("ray" if todo else "nothing to train")
+    try:
+        if todo and serial:
+            for n, i in enumerate(todo):
+                if not may_start():
+                    break
+                t1 = time.time()
+                try:
+                    out = _train_one(runs[i], dirs[i], device, num_cpus, force)
+                    finish(i, GridResult(runs[i], dirs[i], out["status"], out["result"],
+                                         seconds=time.time() - t1, worker="driver"))
+                except KeyboardInterrupt:
+                    raise
+                except Exception as e:  # noqa: BLE001 - any failure of one run is reported
+                    finish(i, GridResult(runs[i], dirs[i], "failed",
+                                         error=f"{type(e).__name__}: {e}",
+                                         seconds=time.time() - t1))
+        elif todo:
+            backend = _run_on_ray(runs, dirs, todo, address, device, num_cpus, num_gpus, force,
+                                  max_retries, ray_num_cpus, may_start, finish)
+    finally:
+        bar.close()
+    for i, run in enumerate(runs):
+        if results[i] is None:
+            results[i] = GridResult(run, dirs[i], "skipped",
+                                    error=f"not started: time budget of {budget_s:.0f} s "
+                                          f"used up")
+    report = GridReport([r for r in results if r is not None], time.time() - t0, backend,
+                        budget_s)
+    say(report.summary())
+    return report
+
+
+def _run_on_ray(runs, dirs, todo, address, device, num_cpus, num_gpus, force, max_retries,
+                ray_num_cpus, may_start, finish) -> str:
+    """Submit the runs ``todo`` as Ray tasks, as many at a time as the cluster can run."""
+    import ray
+    import ray.exceptions as rex
+
+    started_here, backend = connect(address, num_cpus=ray_num_cpus)
+    try:
+        avail = ray.cluster_resources()
+        if num_gpus and avail.get("GPU", 0) < num_gpus:
+            raise GridError(f"each run asks for {num_gpus} GPU but the Ray cluster has "
+                            f"{avail.get('GPU', 0):g} GPU(s); use --device cpu or add GPU "
+                            f"nodes")
+        if avail.get("CPU", 0) < num_cpus:
+            raise GridError(f"each run asks for {num_cpus} CPU(s) but the Ray cluster has "
+                            f"{avail.get('CPU', 0):g}")
+        slots = int(avail.get("CPU", 1) // num_cpus)
+        if num_gpus:
+            slots = min(slots, int(avail.get("GPU", 0) / num_gpus + 1e-9))
+        slots = max(1, slots)
+        task = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus or 0,
+                          max_retries=max_retries)(_train_one)
+        pending = list(todo)
+        running: dict = {}
+        try:
+            while pending or running:
+                while pending and len(running) < slots and may_start():
+                    i = pending.pop(0)
+                    ref = task.remote(runs[i], dirs[i], device, num_cpus, force)
+                    running[ref] = (i, time.time())
+                if not running:
+                    break
+                ready, _ = ray.wait(list(running), num_returns=1)
+                for ref in ready:
+                    i, t1 = running.pop(ref)
+                    try:
+                        out = ray.get(ref)
+                        res = GridResult(runs[i], dirs[i], out["status"], out["result"],
+                                         seconds=time.time() - t1, worker=out["worker"])
+                    except rex.RayError as e:
+                        res = GridResult(runs[i], dirs[i], "failed", error=_error_text(e),
+                                         seconds=time.time() - t1)
+                    finish(i, res)
+        finally:
+            for ref in running:                   # interrupted: stop what is still running
+                ray.cancel(ref, force=True)
+    finally:
+        if started_here:
+            ray.shutdown()
+    return backend

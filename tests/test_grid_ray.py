@@ -1,0 +1,188 @@
+"""The grid runner on a real Ray cluster (analysis.grid, issue 11's must-show).
+
+A Ray head node is started on 127.0.0.1 with ``ray start --head --block`` in its own session and
+a temporary directory; a 4-run quick grid runs against it through the CLI (``--address``); one
+worker process is SIGKILLed while it trains; after a rerun every run is finished and its weights
+and accuracy are bitwise those of the same grid trained in-process (``--serial``). The cluster's
+processes (all in the session of ``ray start``) are killed at the end.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+ROOT = Path(__file__).resolve().parents[1]
+RAY = Path(sys.executable).with_name("ray")
+TASKS, PES = "count,parity", "nope,alibi"
+# tiny runs: 80 quick-preset steps, a checkpoint every 10 steps (so a kill loses little)
+SETTINGS = ["--set", "steps=80", "--set", "checkpoint_every=10", "--set", "log_every=10",
+            "--set", "eval_samples=4", "--set", "probe_every=0"]
+
+
+def _env(home: Path) -> dict:
+    env = dict(os.environ)
+    env.update(PYTHONPATH=str(ROOT), HOME=str(home), RAY_USAGE_STATS_ENABLED="0",
+               # keep every Ray address on the loopback interface (Ray otherwise rewrites
+               # 127.0.0.1 to the machine's outward address)
+               RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _session_pids(sid: int) -> list[int]:
+    """PIDs of the processes in session ``sid`` (the head node and its workers)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[3]) == sid:           # state ppid pgrp session ...
+            out.append(int(d.name))
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _rasp(args, env, cwd, **kw):
+    return subprocess.Popen([sys.executable, "-m", "rasp_cli.main", *args], env=env, cwd=cwd,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+@pytest.fixture
+def ray_head():
+    """A Ray head node on 127.0.0.1 in a temporary directory; yields (address, env, sid)."""
+    tmp = Path(tempfile.mkdtemp(prefix="rr-", dir="/tmp"))     # short: Ray's socket paths
+    env = _env(tmp)
+    port = _free_port()
+    head = subprocess.Popen(
+        [str(RAY), "start", "--head", "--port", str(port), "--node-ip-address", "127.0.0.1",
+         "--temp-dir", str(tmp / "ray"), "--num-cpus", "2", "--include-dashboard", "false",
+         "--disable-usage-stats", "--block"],
+        env=env, cwd=tmp, stdin=subprocess.DEVNULL, stdout=open(tmp / "head.log", "w"),
+        stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if head.poll() is not None or time.time() > deadline:
+                    pytest.fail("ray start failed:\n" + (tmp / "head.log").read_text()[-3000:])
+                time.sleep(0.5)
+        yield f"127.0.0.1:{port}", env, head.pid, tmp
+    finally:
+        for pid in _session_pids(head.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        head.wait(timeout=30)
+        subprocess.run(["rm", "-rf", str(tmp)], check=False)
+
+
+def test_cluster_grid_survives_a_killed_worker_and_matches_a_local_run(ray_head, tmp_path):
+    address, env, sid, tmp = ray_head
+    runs = tmp_path / "cluster_runs"
+    args = ["train", "--grid", TASKS, "--pe", PES, "--preset", "quick", *SETTINGS,
+            "-o", str(runs), "--no-progress", "--address", address]
+    first = _rasp(args, env, tmp_path)
+    killed = None
+    deadline = time.time() + 300
+    while first.poll() is None and time.time() < deadline:
+        running = [c.parent for c in runs.glob("*/*/*/config.json")
+                   if not (c.parent / "DONE").exists()]
+        if killed is None and running and all((d / "checkpoint").exists() for d in running):
+            busy = [p for p in _session_pids(sid) if _cmdline(p).startswith("ray::_train_one")]
+            if busy:
+                os.kill(busy[0], signal.SIGKILL)          # a worker dies mid-run
+                killed = busy[0]
+        time.sleep(0.2)
+    out, err = first.communicate(timeout=60)
+    assert killed is not None, f"no worker was caught training:\n{err[-3000:]}"
+    assert "ray://" + address in err, err[-3000:]
+
+    again = _rasp(args, env, tmp_path)                     # the rerun finishes what is missing
+    out2, err2 = again.communicate(timeout=300)
+    assert again.returncode == 0, err2[-3000:]
+    dirs = sorted(p.parent for p in runs.glob("*/*/*/DONE"))
+    assert len(dirs) == 4, err2[-3000:]
+    # the killed run resumed from its checkpoint (retried by Ray, or by the rerun)
+    assert "resumed from a checkpoint" in err + err2, err + err2
+
+    local = tmp_path / "local_runs"                        # the same grid, in-process
+    ref = _rasp(["train", "--grid", TASKS, "--pe", PES, "--preset", "quick", *SETTINGS,
+                 "-o", str(local), "--no-progress", "--serial"], env, tmp_path)
+    _, err3 = ref.communicate(timeout=300)
+    assert ref.returncode == 0, err3[-3000:]
+    for d in dirs:
+        twin = local / d.relative_to(runs)
+        a, b = load_file(d / "model.safetensors"), load_file(twin / "model.safetensors")
+        assert a.keys() == b.keys()
+        for k in a:
+            assert (a[k] == b[k]).all(), f"{d.relative_to(runs)}: {k} differs"
+        assert json.loads((d / "accuracy.json").read_text()) == \
+            json.loads((twin / "accuracy.json").read_text())
+
+    # a run that raises inside a worker: reported with its error and run directory, the other
+    # run of the grid finishes, the command exits non-zero at the end
+    bad = tmp_path / "bad_runs"
+    broken = bad / "count" / "nope" / "seed0-quick"
+    broken.mkdir(parents=True)
+    (broken / "config.json").write_text("{not json")
+    p = _rasp(["train", "--grid", "count,parity", "--pe", "nope", "--preset", "quick",
+               *SETTINGS, "-o", str(bad), "--no-progress", "--address", address], env, tmp_path)
+    _, err4 = p.communicate(timeout=300)
+    assert p.returncode == 1, err4[-3000:]
+    failed = [l for l in err4.splitlines() if "FAILED" in l]
+    assert len(failed) == 1 and "count/nope/seed0" in failed[0] and str(broken) in failed[0]
+    assert "config.json" in failed[0], failed[0]
+    assert "Traceback" not in err4
+    assert (bad / "parity" / "nope" / "seed0-quick" / "DONE").exists()
+
+
+def test_unreachable_address_fails_fast_with_a_clear_message(tmp_path):
+    port = _free_port()                       # nothing listens there
+    t0 = time.time()
+    p = _rasp(["train", "--grid", "count", "--pe", "nope", "--preset", "quick", "-o",
+               str(tmp_path), "--no-progress", "--address", f"127.0.0.1:{port}"],
+              _env(tmp_path), tmp_path)
+    out, err = p.communicate(timeout=60)
+    assert time.time() - t0 < 30
+    assert p.returncode == 2
+    assert f"cannot reach a Ray cluster at 127.0.0.1:{port}" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("address", ["nohostport", "ray://127.0.0.1:10001", "127.0.0.1:0"])
+def test_malformed_address_is_a_usage_error(address, tmp_path, capsys):
+    from rasp_cli.main import main
+    rc = main(["train", "--grid", "count", "--pe", "nope", "--preset", "quick", "-o",
+               str(tmp_path), "--no-progress", "--address", address])
+    assert rc == 2
+    assert "--address" in capsys.readouterr().err
