@@ -58,10 +58,10 @@ def sweep_command(args) -> int:
     from analysis import sweep
     from analysis.grid import GridRun, check_runs
     from analysis.training import TrainingError
-    from rasp_cli.commands.train import _pes, run_grid_from_args
+    from rasp_cli.commands.train import parse_pes, run_grid_from_args
     from rasp_cli.main import UsageError
 
-    pes = _pes(args.pe)
+    pes = parse_pes(args.pe)
     if args.seeds < 1:
         raise UsageError("--seeds must be >= 1")
     if not 0.0 <= args.fit <= 1.0:
