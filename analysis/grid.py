@@ -33,7 +33,7 @@ import os
 import socket
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -406,7 +406,7 @@ def run_grid(runs: Sequence[GridRun], runs_root: str | os.PathLike = "runs",
                     finish(i, GridResult(runs[i], dirs[i], "failed",
                                          error=f"{type(e).__name__}: {e}",
                                          seconds=time.time() - t1))
-        elif todo:
+        elif todo and may_start():
             backend = _run_on_ray(runs, dirs, todo, address, device, num_cpus, num_gpus, force,
                                   max_retries, ray_num_cpus, may_start, finish)
     finally:

@@ -103,9 +103,11 @@ class ReportOptions:
     train_overrides: dict | None = None
     #: input lengths to probe (default: middle and end of the training range, and 1.5x its end)
     probe_lengths: list[int] | None = None
-    #: training processes run side by side (default: min(2, CPU cores)); each gets
-    #: cores // jobs torch threads. Small models train faster this way than one at a time.
+    #: CPUs of the local Ray instance, i.e. training runs side by side with one CPU and one
+    #: torch thread each (default: all cores).
     jobs: int | None = None
+    #: ``HOST:PORT`` of a Ray cluster to train on (default ``$RAY_ADDRESS``, else local).
+    address: str | None = None
     #: wall-clock budget of the whole report in seconds (training stops starting new runs
     #: RENDER_RESERVE_S before it); None = no budget. ``rasp demo`` uses 570.
     budget_s: float | None = None
@@ -195,25 +197,6 @@ def wanted_runs(task_name: str, opts: ReportOptions) -> list[tuple[str, int, Pat
     return out
 
 
-def _train_worker(job: tuple) -> dict:
-    """Run one training job in a worker process (module level so it can be pickled). A run
-    that fails is reported (status ``"failed"`` and its error), never raised: one failed run
-    does not stop the others."""
-    task_name, pe, seed, rd, opts, train_preset, threads = job
-    t0 = time.time()
-    state = "resumed" if Path(rd).exists() else "trained"
-    try:
-        res = training.train(task_name, pe, seed=seed, out_dir=str(rd), device=opts.device,
-                             config_overrides=opts.train_overrides, preset=train_preset,
-                             progress=False, verbose=False, threads=threads)
-        return {"dir": str(rd), "status": state, "seconds": time.time() - t0,
-                "line": res.summary_line()}
-    except (training.TrainingError, RunDirError, RASPError, OSError, RuntimeError,
-            ValueError) as e:
-        return {"dir": str(rd), "status": "failed", "error": str(e),
-                "seconds": time.time() - t0}
-
-
 #: Order in which missing runs are trained, so that a time budget leaves the most informative
 #: runs done: NoPE and T5 first (the paper's closest pair), then NoPE's other seed (the
 #: baseline), then the others; tasks interleaved.
@@ -230,11 +213,14 @@ def _job_rank(job: tuple) -> tuple:
 
 def train_missing(task_names: Sequence[str], opts: ReportOptions,
                   budget_s: float | None = None) -> dict[str, dict]:
-    """Train every missing or partial run of the report, ``opts.jobs`` at a time.
+    """Train every missing or partial run of the report with the grid runner
+    (:func:`analysis.grid.run_grid`: Ray tasks on a local Ray instance, or ``opts.address``),
+    most informative runs first (:data:`_PE_PRIORITY`).
 
     Args:
         task_names: the report's tasks.
-        opts: the report options (``jobs``, ``train_missing``, ...).
+        opts: the report options (``jobs`` = CPUs of the local Ray instance, ``address``,
+            ``train_missing``, ...).
         budget_s: wall-clock budget in seconds for training; a run is not started when the
             time used plus the mean duration of the runs so far would exceed it. Skipped runs
             are reported (status ``"skipped"``) and trained by the next call (finished runs are
@@ -242,78 +228,44 @@ def train_missing(task_names: Sequence[str], opts: ReportOptions,
 
     Returns:
         run directory -> ``{"status": "trained"|"resumed"|"failed"|"skipped", "error"?,
-        "seconds"}``.
+        "seconds", "line"?}``.
 
     Raises:
-        ReportError: a run directory holds another task's run.
+        ReportError: a run directory holds another task's run; the cluster cannot be reached.
     """
+    from analysis.grid import GridError, GridRun, run_grid
+
     preset = opts.resolved()
     jobs = []
     for name in task_names:
         for pe, seed, rd in wanted_runs(name, opts):
             _check_owner(rd, name)
             if not is_finished(rd):
-                jobs.append((name, pe, seed, str(rd), opts, preset["train_preset"]))
+                jobs.append((name, pe, seed, str(rd)))
     if not jobs or not opts.train_missing:
         return {}
     jobs.sort(key=_job_rank)
-    cores = os.cpu_count() or 1
-    n_jobs = max(1, min(opts.jobs or min(2, cores), len(jobs)))
-    threads = max(1, cores // n_jobs)
+    runs = [GridRun(name, pe, seed, preset=preset["train_preset"],
+                    overrides=dict(opts.train_overrides or {}), run_dir=rd)
+            for name, pe, seed, rd in jobs]
+    _log(opts, f"[report] training {len(runs)} missing run(s) on Ray"
+               + (f", time budget {budget_s:.0f} s" if budget_s is not None else ""))
+    try:
+        rep = run_grid(runs, runs_root=preset["runs_root"], address=opts.address,
+                       budget_s=budget_s, device=opts.device, progress=opts.progress,
+                       ray_num_cpus=opts.jobs,
+                       log=(lambda line: _log(opts, f"[report] {line}")))
+    except GridError as e:
+        raise ReportError(str(e)) from None
     done: dict[str, dict] = {}
-    _log(opts, f"[report] training {len(jobs)} missing run(s), {n_jobs} at a time "
-               f"({threads} torch thread(s) each)"
-               + (f", time budget {budget_s:.0f} s" if budget_s else ""))
-    t0 = time.time()
-    durations: list[float] = []
-
-    def may_start() -> bool:
-        if budget_s is None:
-            return True
-        if budget_s <= 0:
-            return False
-        expected = float(np.mean(durations)) if durations else 0.0
-        return time.time() - t0 + expected <= budget_s
-
-    def finished(i_done: int, job: tuple, r: dict) -> None:
-        name, pe, seed, rd = job[:4]
-        done[rd] = r
-        durations.append(r.get("seconds", 0.0))
-        _log(opts, f"[report] [{i_done}/{len(jobs)}, {time.time() - t0:.0f} s] {name} "
-                   f"{pe}/seed{seed}: {r['status']} in {r.get('seconds', 0.0):.0f} s  "
-                   f"{r.get('line') or r.get('error', '')}")
-
-    pending = list(jobs)
-    if n_jobs == 1:
-        while pending and may_start():
-            job = pending.pop(0)
-            finished(len(done) + 1, job, _train_worker(job + (threads,)))
-    else:
-        import concurrent.futures as cf
-        import multiprocessing as mp
-        with cf.ProcessPoolExecutor(n_jobs, mp_context=mp.get_context("spawn")) as pool:
-            running: dict = {}
-            while pending or running:
-                while pending and len(running) < n_jobs and may_start():
-                    job = pending.pop(0)
-                    running[pool.submit(_train_worker, job + (threads,))] = job
-                if not running:
-                    break
-                ready, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
-                for fut in ready:
-                    job = running.pop(fut)
-                    try:
-                        r = fut.result()
-                    except (cf.BrokenExecutor, OSError) as e:     # a crashed worker process
-                        r = {"dir": job[3], "status": "failed", "seconds": 0.0,
-                             "error": f"worker crashed: {e}"}
-                    finished(len(done) + 1, job, r)
-    for job in pending:
-        done[job[3]] = {"dir": job[3], "status": "skipped", "seconds": 0.0,
-                        "error": f"time budget of {budget_s:.0f} s used up; run the same "
-                                 "command again to train it (finished runs are reused)"}
-    if pending:
-        _log(opts, f"[report] time budget reached: {len(pending)} run(s) left for next time")
+    for r in rep.results:
+        entry = {"dir": r.run_dir, "status": r.status, "seconds": r.seconds}
+        if r.finished:
+            entry["line"] = r.summary_line()
+        else:
+            entry["error"] = r.error if r.status == "failed" else (
+                f"{r.error}; run the same command again to train it (finished runs are reused)")
+        done[r.run_dir] = entry
     return done
 
 

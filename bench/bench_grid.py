@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 #: The last commit of main whose ``analysis/report.py`` holds the process-pool runner.
-OLD_COMMIT = "fc9b9b64a5805e9b6ec85bcc6ba857dcafe38de5"
+OLD_COMMIT = "6ca52579e152e2c804b04c3b0d99d2994b796743"
 
 OLD_SCRIPT = """
 import json, sys, time
@@ -50,7 +50,8 @@ import json, sys, time
 from analysis import grid, report
 opts = report.ReportOptions(runs_root=sys.argv[1], progress=False)
 overrides = json.loads(sys.argv[3])
-runs = [grid.GridRun(t, pe, seed, preset="quick", overrides=overrides, run_dir=str(rd))
+preset = opts.resolved()["train_preset"]
+runs = [grid.GridRun(t, pe, seed, preset=preset, overrides=overrides, run_dir=str(rd))
         for t in sys.argv[2].split(",") for pe, seed, rd in report.wanted_runs(t, opts)]
 t0 = time.time()
 rep = grid.run_grid(runs, runs_root=sys.argv[1], progress=False, log=lambda s: None)

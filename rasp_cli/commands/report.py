@@ -40,7 +40,11 @@ def add_arguments(p, default_preset: str = "quick") -> None:
     p.add_argument("--runs", metavar="DIR", help="root of the run directories")
     p.add_argument("--device", default="cpu", help="torch device for training (cpu, cuda)")
     p.add_argument("-j", "--jobs", type=int, default=None,
-                   help="training runs side by side (default: min(2, CPU cores))")
+                   help="CPUs of the local Ray instance = training runs side by side "
+                        "(default: all cores)")
+    p.add_argument("--address", default=None, metavar="HOST:PORT",
+                   help="train missing runs on this Ray cluster (default: $RAY_ADDRESS, else a "
+                        "local Ray instance); --runs must be a path every node sees")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="wall-clock budget: no new training run starts when it would not "
                         "finish in time (skipped runs are named in the report and trained by "
@@ -71,7 +75,7 @@ def options_from_args(args):
     return ReportOptions(preset=args.preset, pes=pes, runs_root=args.runs, device=args.device,
                          train_missing=not args.no_train, variant=args.variant,
                          progress=not args.quiet, jobs=args.jobs,
-                         budget_s=args.budget)
+                         budget_s=args.budget, address=args.address)
 
 
 def run(args) -> int:
