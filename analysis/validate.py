@@ -94,8 +94,13 @@ def _label(prediction: str, measured: str) -> str:
 def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int],
              preset: str = "quick", runs_root: str = "runs", steps: int | None = None,
              search_seconds: float = 0.0, verify_max_length: int = 40, samples: int = 3,
-             progress: bool = True, log: Callable[[str], None] | None = None) -> dict:
+             progress: bool = True, log: Callable[[str], None] | None = None,
+             address: str | None = None, budget_s: float | None = None) -> dict:
     """Predict, train (reusing runs) and compare for every task x PE.
+
+    Training goes through the grid runner (:func:`analysis.grid.run_grid`: one Ray task per
+    run, a local Ray instance unless ``address``); a failed or skipped run raises
+    :class:`analysis.training.TrainingError` after the grid, naming every such run.
 
     Args:
         task_names: next-token tasks of the catalogue.
@@ -113,8 +118,18 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
         analysis.training.TrainingError / RunDirError: bad settings or an unusable run
         directory; analysis.predict.PredictError: a task the predictor cannot handle.
     """
+    from analysis.grid import GridRun, check_runs, run_grid
     from analysis.predict import predict
-    from analysis.training import train
+    from analysis.training import TrainingError
+    runs = [GridRun(name, pe, seed, preset=preset, steps=steps)
+            for name in task_names for pe in pes for seed in seeds]
+    check_runs(runs)
+    grid = run_grid(runs, runs_root=runs_root, address=address, budget_s=budget_s,
+                    progress=progress, log=log)
+    if not grid.ok:
+        raise TrainingError("; ".join(f"{r.run.label()}: {r.status}: {r.error} ({r.run_dir})"
+                                      for r in grid.results if not r.finished))
+    trained = {(r.run.task_name, r.run.pe, r.run.seed): r.result for r in grid.results}
     rows = []
     for name in task_names:
         for pe in pes:
@@ -122,8 +137,7 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
                            verify_max_length=verify_max_length, samples=samples)
             ids, oods, dirs = [], [], []
             for seed in seeds:
-                r = train(name, pe, seed=seed, steps=steps, preset=preset,
-                          runs_root=runs_root, progress=progress, verbose=progress)
+                r = trained[(name, pe, seed)]
                 ids.append(r.id_em)
                 oods.append(r.ood_em)
                 dirs.append(r.run_dir)

@@ -33,6 +33,9 @@ def register(sub) -> None:
                    help="seconds per program search for the predictor (default 0: shipped "
                         "programs only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--address", default=None, metavar="HOST:PORT",
+                   help="train on this Ray cluster (default: $RAY_ADDRESS, else a local Ray "
+                        "instance; analysis.grid)")
     p.set_defaults(func=validate_command)
 
 
@@ -43,6 +46,7 @@ def validate_command(args) -> int:
     from analysis.predict import PredictError
     from analysis.report import FULL_TASKS
     from analysis.training import RunDirError, TrainingError
+    from analysis.grid import GridError
     from analysis.validate import format_validation, validate
     names = args.tasks or list(FULL_TASKS)
     for n in names:
@@ -62,9 +66,9 @@ def validate_command(args) -> int:
     try:
         out = validate(names, pes, list(range(args.seeds)), preset=args.preset,
                        runs_root=args.runs, steps=args.steps, search_seconds=args.search,
-                       progress=not args.json,
+                       progress=not args.json, address=args.address,
                        log=None if args.json else (lambda m: print(m, file=sys.stderr)))
-    except (TrainingError, RunDirError, PredictError) as e:
+    except (TrainingError, RunDirError, PredictError, GridError) as e:
         raise UsageError(str(e)) from None
     if args.json:
         print(json.dumps(out))
