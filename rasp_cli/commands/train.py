@@ -195,8 +195,9 @@ def train_command(args) -> int:
             raise UsageError(str(e)) from None
         report = run_grid_from_args(runs, args, args.out or "runs")
         results = report.run_results()
-        print()
-        print(format_grid(results))
+        if results:
+            print()
+            print(format_grid(results))
         if args.json:
             with open(args.json, "w") as f:
                 json.dump([r.to_dict() for r in report.results], f, indent=1)
