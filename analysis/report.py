@@ -110,7 +110,7 @@ class ReportOptions:
     #: ``HOST:PORT`` of a Ray cluster to train on (default ``$RAY_ADDRESS``, else local).
     address: str | None = None
     #: wall-clock budget of the whole report in seconds (training stops starting new runs
-    #: RENDER_RESERVE_S before it); None = no budget. ``rasp demo`` uses 570.
+    #: RENDER_RESERVE_S before it); None = no budget. ``rasp demo`` uses 590.
     budget_s: float | None = None
 
     def resolved(self) -> dict:
