@@ -74,14 +74,14 @@ def results_markdown(doc: dict, command: str) -> str:
            ""]
     wall = meta.get("demo_wall_seconds", meta.get("wall_seconds"))
     if wall is not None:
+        details = []
+        if meta.get("run_seconds_trained_now") is not None:
+            details.append(f"{meta['run_seconds_trained_now']:.0f} run-seconds in the Ray workers")
+        if meta.get("load_before") is not None:
+            details.append(f"{meta.get('cpu_count')} cores, load average before start "
+                           f"{meta['load_before']:.1f}")
         out += [f"Wall time of the command: {wall:.0f} s, {meta.get('trained_now', '?')} runs "
-                "trained in it"
-                + (f" ({meta['cpu_seconds']:.0f} CPU-seconds of all processes"
-                   if meta.get("cpu_seconds") is not None else "")
-                + (f", {meta.get('cpu_count')} cores, load average before start "
-                   f"{meta['load_before']:.1f})" if meta.get("load_before") is not None
-                   else (")" if meta.get("cpu_seconds") is not None else ""))
-                + ".", ""]
+                "trained in it" + (f" ({'; '.join(details)})" if details else "") + ".", ""]
     out += ["How the labels are decided: *supported* when every seed of one side is beyond every "
             "seed of the other **and** the 95% bootstrap interval of the difference of the means "
             "(seeds resampled, and test samples within each seed) excludes 0; *contradicted* when "

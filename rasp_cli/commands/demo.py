@@ -56,7 +56,8 @@ def run(args) -> int:
     if results:
         report_cmd.write_results_file(report_json, results, args.command_line)
     meta = doc["meta"]
-    print(f"demo finished in {wall:.0f} s wall ({meta.get('cpu_seconds', 0):.0f} CPU-seconds, "
-          f"{meta.get('trained_now', 0)} runs trained now, {os.cpu_count()} cores); open the "
+    print(f"demo finished in {wall:.0f} s wall ({meta.get('trained_now', 0)} runs trained now, "
+          f"{meta.get('run_seconds_trained_now', 0):.0f} run-seconds in the Ray workers, "
+          f"{meta.get('driver_cpu_seconds', 0):.0f} driver CPU-seconds, {os.cpu_count()} cores); open the "
           f"report in a browser (it is self-contained).")
     return rc
