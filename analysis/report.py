@@ -74,9 +74,9 @@ OOD_GENERALIZES, ID_FIT = _claims.OOD_GENERALIZES, _claims.ID_FIT
 
 
 #: Seconds kept for compiling, probing and drawing after training when a budget is set (measured
-#: for the demo's 18 runs: 15 s wall at load ~1, 37 s at load ~9). The demo's runs take ~58
-#: CPU-s each, so the training budget (590 - 50 = 540 s) lets all 18 start on 2 idle cores (9
-#: rounds of two); on a busy machine the last ones are skipped and named, and the next call
+#: for the report of 18 demo runs: 15 s wall at load ~1, 37 s at load ~9). The demo's runs take ~58
+#: CPU-s each, so the training budget (590 - 50 = 540 s) lets all 16 start on 2 idle cores (8
+#: rounds of two; measured: 478 s in all, docs/benchmarks.md); on a busy machine the last ones are skipped and named, and the next call
 #: trains them.
 RENDER_RESERVE_S = 50.0
 
