@@ -63,63 +63,111 @@ MLP_TABLE_LIMIT = 200_000
 # Expressions (what an MLP computes) and compiler nodes
 # --------------------------------------------------------------------------------------------
 
+_UNSET = object()   # an Expr attribute not computed yet
+
+
 class Expr:
     """An elementwise expression: a :class:`CNode` leaf or ``fn(*args)``.
 
     ``fn`` maps NumPy arrays to an array (the interpreter's elementwise semantics); ``ew`` is
     the IR :class:`~rasp.ir.Elementwise` when known (used to find affine maps)."""
 
-    __slots__ = ("leaf", "fn", "args", "ew", "desc")
+    __slots__ = ("leaf", "fn", "args", "ew", "desc", "_leaves", "_affine")
 
     def __init__(self, leaf: "CNode | None" = None, fn: Callable | None = None,
                  args: tuple = (), ew: Elementwise | None = None, desc: str = ""):
         self.leaf, self.fn, self.args, self.ew, self.desc = leaf, fn, tuple(args), ew, desc
+        self._leaves = None          # cached: an Expr is never changed after construction
+        self._affine = _UNSET
 
     def leaves(self) -> list["CNode"]:
-        """Distinct leaf nodes, in first-occurrence order."""
-        out, seen, stack = [], set(), [self]
+        """Distinct leaf nodes, in first-occurrence order (computed once per expression, from
+        the arguments' cached leaves, so fusing a chain of maps stays linear)."""
+        if self._leaves is None:
+            for e in self.postorder(skip=lambda x: x._leaves is not None):
+                if e.leaf is not None:
+                    e._leaves = (e.leaf,)
+                    continue
+                out, seen = [], set()
+                for a in e.args:
+                    for l in a._leaves:
+                        if id(l) not in seen:
+                            seen.add(id(l))
+                            out.append(l)
+                e._leaves = tuple(out)
+        return list(self._leaves)
+
+    def postorder(self, skip: Callable[["Expr"], bool] | None = None) -> list["Expr"]:
+        """The distinct sub-expressions (by identity), every one after its arguments;
+        sub-expressions for which ``skip`` is true are neither listed nor entered (the root
+        always is).
+
+        Iterative, so a chain of thousands of fused maps is not bounded by Python's recursion
+        limit (issue 13); every traversal of an :class:`Expr` goes through it."""
+        out, done, stack = [], set(), [(self, False)]
         while stack:
-            e = stack.pop()
-            if e.leaf is not None:
-                if id(e.leaf) not in seen:
-                    seen.add(id(e.leaf))
-                    out.append(e.leaf)
-            else:
-                stack.extend(reversed(e.args))
+            e, expanded = stack.pop()
+            if id(e) in done:
+                continue
+            if expanded or e.leaf is not None:
+                done.add(id(e))
+                out.append(e)
+                continue
+            stack.append((e, True))
+            stack.extend((a, False) for a in reversed(e.args)
+                         if id(a) not in done and not (skip is not None and skip(a)))
         return out
 
     def substitute(self, node: "CNode", expr: "Expr") -> "Expr":
-        if self.leaf is node:
-            return expr
-        if self.leaf is not None:
-            return self
-        return Expr(fn=self.fn, args=tuple(a.substitute(node, expr) for a in self.args),
-                    ew=self.ew, desc=self.desc)
+        """This expression with every leaf ``node`` replaced by ``expr``; sub-expressions that
+        do not read ``node`` are shared, not copied."""
+        new: dict[int, Expr] = {}
+        for e in self.postorder(skip=lambda x: not any(l is node for l in x.leaves())):
+            if e.leaf is not None:
+                new[id(e)] = expr if e.leaf is node else e
+            else:
+                args = tuple(new.get(id(a), a) for a in e.args)
+                same = all(a is b for a, b in zip(args, e.args))
+                new[id(e)] = e if same else Expr(fn=e.fn, args=args, ew=e.ew, desc=e.desc)
+        return new[id(self)]
 
     def describe(self) -> str:
-        if self.leaf is not None:
-            return self.leaf.name
-        return self.desc or "f(" + ", ".join(a.describe() for a in self.args) + ")"
+        text: dict[int, str] = {}
+        for e in self.postorder():
+            if e.leaf is not None:
+                text[id(e)] = e.leaf.name
+            else:
+                text[id(e)] = e.desc or "f(" + ", ".join(text[id(a)] for a in e.args) + ")"
+        return text[id(self)]
 
 
 def eval_expr(expr: Expr, env: dict[int, np.ndarray]) -> np.ndarray:
-    """Evaluate ``expr`` given ``env[id(leaf)] -> array``."""
-    if expr.leaf is not None:
-        return env[id(expr.leaf)]
-    return expr.fn(*[eval_expr(a, env) for a in expr.args])
+    """Evaluate ``expr`` given ``env[id(leaf)] -> array`` (iteratively, in post-order)."""
+    val: dict[int, np.ndarray] = {}
+    for e in expr.postorder():
+        val[id(e)] = env[id(e.leaf)] if e.leaf is not None else \
+            e.fn(*[val[id(a)] for a in e.args])
+    return val[id(expr)]
 
 
 def affine_form(expr: Expr) -> tuple[dict[int, float], float] | None:
     """``({id(leaf): coefficient}, constant)`` when ``expr`` is an affine function of its
     leaves built from ``+ - neg pos identity`` and multiplication/division by constants; None
-    otherwise."""
+    otherwise. Computed once per expression, iteratively over :meth:`Expr.postorder`."""
+    if expr._affine is _UNSET:
+        for e in expr.postorder(skip=lambda x: x._affine is not _UNSET):
+            e._affine = _affine_step(e, [a._affine for a in e.args])
+    return expr._affine
+
+
+def _affine_step(expr: Expr, sub: list) -> tuple[dict[int, float], float] | None:
+    """The affine form of ``expr`` given its arguments' forms ``sub`` (None: not affine)."""
     if expr.leaf is not None:
         return {id(expr.leaf): 1.0}, 0.0
     ew = expr.ew
     if ew is None:
         return None
-    sub = [affine_form(a) for a in expr.args]
-    if any(s is None for s in sub):
+    if any(f is None for f in sub):
         return None
 
     def scale(f, c):
@@ -748,21 +796,34 @@ def _fuse(nodes: list, output: CNode, extra: tuple = ()) -> int:
 
     For each MLP, first the whole tree of single-consumer MLPs below it is tried at once (so
     ``f(a) + g(a)`` becomes one MLP of ``a``), then single leaves, greedily; a fusion is kept
-    when it does not blow up the MLP (at most 1.5x the units of the separate MLPs)."""
+    when it does not blow up the MLP (at most 1.5x the units of the separate MLPs). Passes
+    over the nodes in topological order repeat until nothing fuses; within a pass the
+    consumer table is updated per fusion (not rebuilt), so a chain of n maps fuses in O(n)."""
     fused = 0
     changed = True
     while changed:
         changed = False
         cons = _consumers(nodes, output, extra)
+        gone: set[int] = set()
 
-        def eligible(leaf, parent_set):
+        def eligible(leaf, parent_ids) -> bool:
             if leaf.kind != "mlp" or leaf is output:
                 return False
             users = cons.get(id(leaf), [])
-            return len(users) == 1 and users[0] in parent_set
+            return len(users) == 1 and users[0] is not None and id(users[0]) in parent_ids
 
-        for p in nodes:
-            if p.kind != "mlp":
+        def absorbed(p, into_p: list) -> None:
+            """``into_p`` were fused into ``p``: ``p`` now reads their leaves directly."""
+            ids = {id(t) for t in into_p}
+            for leaf in p.expr.leaves():
+                users = [u for u in cons.get(id(leaf), []) if u is None or id(u) not in ids]
+                if not any(u is p for u in users):
+                    users.append(p)
+                cons[id(leaf)] = users
+            gone.update(ids)
+
+        for p in list(nodes):
+            if p.kind != "mlp" or id(p) in gone:
                 continue
             # whole tree
             tree = {id(p): p}
@@ -772,7 +833,7 @@ def _fuse(nodes: list, output: CNode, extra: tuple = ()) -> int:
             while grew:
                 grew = False
                 for leaf in expr.leaves():
-                    if eligible(leaf, [tree[k] for k in tree]):
+                    if eligible(leaf, tree):
                         expr = expr.substitute(leaf, leaf.expr)
                         tree[id(leaf)] = leaf
                         old_cost += mlp_cost(leaf.expr.leaves())
@@ -782,23 +843,24 @@ def _fuse(nodes: list, output: CNode, extra: tuple = ()) -> int:
                 p.expr = expr
                 p.error = p.error or next((t.error for t in tree.values() if t.error), None)
                 fused += len(tree) - 1
+                absorbed(p, [t for t in tree.values() if t is not p])
                 changed = True
-            else:
-                for leaf in p.expr.leaves():
-                    if not eligible(leaf, [p]):
-                        continue
-                    new_expr = p.expr.substitute(leaf, leaf.expr)
-                    old = mlp_cost(p.expr.leaves()) + mlp_cost(leaf.expr.leaves())
-                    if not _fusion_ok(p, new_expr, old):
-                        continue
-                    p.expr = new_expr
-                    p.error = p.error or leaf.error
-                    fused += 1
-                    changed = True
-                    break
-            if changed:
-                nodes[:] = _reachable(output, extra)
+                continue
+            for leaf in p.expr.leaves():
+                if not eligible(leaf, {id(p)}):
+                    continue
+                new_expr = p.expr.substitute(leaf, leaf.expr)
+                old = mlp_cost(p.expr.leaves()) + mlp_cost(leaf.expr.leaves())
+                if not _fusion_ok(p, new_expr, old):
+                    continue
+                p.expr = new_expr
+                p.error = p.error or leaf.error
+                fused += 1
+                absorbed(p, [leaf])
+                changed = True
                 break
+        if changed:
+            nodes[:] = _reachable(output, extra)
     return fused
 
 

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["MAX_CALL_DEPTH", "MAX_COLLECTION", "MAX_INT_BITS", "MAX_ITERATIONS",
+__all__ = ["MAX_CALL_DEPTH", "MAX_COLLECTION", "MAX_EXPR_DEPTH", "MAX_INT_BITS", "MAX_ITERATIONS",
            "MEMORY_BUDGET_BYTES", "memory_budget_bytes"]
 
 #: Nested user-function calls (recursion is not part of RASP).
 MAX_CALL_DEPTH = 60
+
+#: Parse-tree levels one statement may nest (``1 + 1 + ... + 1`` with this many operators, or
+#: brackets inside brackets); deeper statements are refused before they run. Chains of
+#: statements are not limited.
+MAX_EXPR_DEPTH = 200
 
 #: Longest list or string a program may build (atoms: ``+``, ``*``, ``range``; s-op string
 #: values: ``+`` of strings), in elements / characters.

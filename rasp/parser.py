@@ -24,6 +24,7 @@ import lark
 from lark.exceptions import (LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput,
                              UnexpectedToken)
 
+from . import limits
 from .ir import RASPError, Span
 
 __all__ = ["parse", "RASPSyntaxError", "directives", "needs_more_input", "GRAMMAR_PATH",
@@ -176,7 +177,7 @@ def parse(text: str, filename: str = "<string>") -> lark.Tree:
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        return _parser().parse(text)
+        tree = _parser().parse(text)
     except UnexpectedInput as e:
         raise _convert(e, text, filename) from None
     except LarkError as e:  # pragma: no cover - defensive
@@ -186,6 +187,34 @@ def parse(text: str, filename: str = "<string>") -> lark.Tree:
     finally:
         if gc_was_on:
             gc.enable()
+    check_depth(tree, filename)
+    return tree
+
+
+def check_depth(tree: lark.Tree, filename: str = "<string>") -> None:
+    """Refuse a statement nested deeper than :data:`rasp.limits.MAX_EXPR_DEPTH` parse-tree
+    levels (for example ``x + 1 + 1 + ...`` with hundreds of operators in one expression).
+
+    The evaluator walks expressions recursively; this documented limit, checked iteratively
+    before anything runs, keeps it far from Python's recursion limit, so a deep expression is
+    a clear error with its position rather than a crash at an unknown depth. Chains of
+    *statements* (``x = x + 1;`` repeated) have no depth limit.
+
+    Raises:
+        RASPSyntaxError: naming the depth, the limit and the statement's line:column.
+    """
+    limit = limits.MAX_EXPR_DEPTH
+    stack = [(st, 1) for st in tree.children if isinstance(st, lark.Tree)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            meta = node.meta
+            line = getattr(meta, "line", 1) if not meta.empty else 1
+            col = getattr(meta, "column", 1) if not meta.empty else 1
+            raise RASPSyntaxError(
+                f"expression nested more than {limit} levels deep (rasp.limits.MAX_EXPR_DEPTH); "
+                f"split it into several statements", Span(filename, line, col))
+        stack.extend((c, depth + 1) for c in node.children if isinstance(c, lark.Tree))
 
 
 def needs_more_input(text: str) -> bool:
