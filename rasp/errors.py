@@ -56,6 +56,14 @@ class RASPTypeError(RASPError):
     """A value of the wrong type (averaging strings, mixed sequences, wrong arity, ...)."""
 
 
+class MixedBatchError(RASPTypeError):
+    """Raised inside an evaluation when the sequences of one batch would hold values of
+    different types (strings in some sequences, numbers in others: an aggregate's default of
+    another type, or ``x if c else y`` with a string and a number branch). Each sequence is
+    valid on its own, so :class:`rasp.interpreter.Evaluator` then evaluates the batch sequence
+    by sequence, as the original RASP evaluates one input at a time."""
+
+
 class RASPValueError(RASPError):
     """A value that is out of range or otherwise invalid."""
 

@@ -31,6 +31,7 @@ from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPError, RASPRes
                  RASPTypeError, RASPValueError, Select, Selector, SelectorAnd, SelectorNot, SelectorOr,
                  SelectorWidth, SequenceMap, SOp, Tokens, topological_order)
 from .ops import compare, homogeneous_array
+from .errors import MixedBatchError
 
 __all__ = ["evaluate", "Evaluator", "to_batch", "convert_tokens", "stack_sequences",
            "MixedBatchError"]
@@ -115,12 +116,6 @@ def convert_tokens(arr: np.ndarray, conversion: str) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # Defaults of another type than the values
 # --------------------------------------------------------------------------------------------
-
-class MixedBatchError(RASPTypeError):
-    """Raised inside an :class:`Evaluator` when an aggregate's default and its values differ
-    in type (string vs number) and some sequences of the batch take only the default while
-    others take only values: the batch is then evaluated sequence by sequence."""
-
 
 def stack_sequences(parts: list[np.ndarray]) -> np.ndarray:
     """Stack per-sequence results ``[1, seq]`` into ``[batch, seq]``; an object array when

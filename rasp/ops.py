@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 
 from . import limits
-from .errors import RASPResourceError, RASPTypeError, RASPValueError
+from .errors import MixedBatchError, RASPResourceError, RASPTypeError, RASPValueError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .ir import Elementwise
@@ -95,6 +95,10 @@ def _sub(a, b):
 
 def _mul(a, b):
     a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind == "U" and b.dtype.kind in "iub":
+        return _repeat(a, b)
+    if b.dtype.kind == "U" and a.dtype.kind in "iub":
+        return _repeat(b, a)
     if _both_int(a, b) and _magnitude(a) * _magnitude(b) > INT64_MAX:
         return _exact_int("*", np.multiply, a, b)
     return np.multiply(a, b)
@@ -180,7 +184,53 @@ def _or(a, b):
 
 
 def _ternary(cond, a, b):
-    return np.where(_truthy(cond), a, b)
+    """``a if cond else b`` per position. Branches of one kind (strings, or numbers) are
+    chosen with ``np.where``. A string branch and a number branch are chosen per sequence, as
+    the original RASP (tech-srl/RASP ``Evaluator.py`` zips the three sequences and
+    ``Support.py`` checks the result's type): a sequence (the last axis) that ends up mixing
+    strings and numbers raises :class:`RASPTypeError` naming its first position of each kind;
+    a batch whose sequences are each homogeneous but of different kinds raises
+    :class:`MixedBatchError` (the evaluator then runs it sequence by sequence)."""
+    c, a, b = _truthy(cond), np.asarray(a), np.asarray(b)
+    if (a.dtype.kind == "U") == (b.dtype.kind == "U"):
+        return np.where(c, a, b)
+    shape = np.broadcast_shapes(c.shape, a.shape, b.shape)
+    c = np.broadcast_to(c, shape)
+    if c.ndim == 0:
+        return a if c else b
+    rows = c.reshape(-1, shape[-1])
+    takes_a, takes_b = rows.all(axis=1), ~rows.any(axis=1)
+    mixed = ~(takes_a | takes_b)
+    if mixed.any():
+        r = rows[int(np.flatnonzero(mixed)[0])]
+        kind = {"a": "strings" if a.dtype.kind == "U" else "numbers",
+                "b": "strings" if b.dtype.kind == "U" else "numbers"}
+        raise RASPTypeError(
+            f"'x if c else y' gives {kind['a']} at position {int(np.flatnonzero(r)[0])} and "
+            f"{kind['b']} at position {int(np.flatnonzero(~r)[0])} of one sequence; a "
+            "sequence cannot mix strings and numbers")
+    if takes_a.all():
+        return np.broadcast_to(a, shape)
+    if takes_b.all():
+        return np.broadcast_to(b, shape)
+    raise MixedBatchError("'x if c else y': sequences of strings and of numbers in one batch")
+
+
+def _repeat(s: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """``s * k`` of strings and integers (bools count 0/1): the string repeated ``k`` times,
+    empty for ``k <= 0``, as Python and the original RASP (``'ab' * 2 == 'abab'``). Refused
+    before allocating when one value would exceed :data:`rasp.limits.MAX_COLLECTION`
+    characters or the result the memory budget."""
+    k = np.asarray(k).astype(np.int64)
+    width = s.dtype.itemsize // 4 * max(int(k.max(initial=0)), 0)
+    need = width * 4 * max(s.size, k.size)
+    if width > limits.MAX_COLLECTION or need > limits.MEMORY_BUDGET_BYTES:
+        raise RASPResourceError(
+            f"'*' of a string by an integer would make values of up to {width} characters "
+            f"({need / 2**20:.0f} MiB); the limits are {limits.MAX_COLLECTION} characters "
+            f"(rasp.limits.MAX_COLLECTION) and {limits.MEMORY_BUDGET_BYTES / 2**20:.0f} MiB "
+            "(RASP_MEMORY_BUDGET_MB)")
+    return np.char.multiply(s, np.maximum(k, 0))
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,12 +253,13 @@ def _atom_round(x):
 TYPE_RULES = {
     "sum": "numbers (bools count as 0/1), or strings on both sides (concatenation)",
     "arithmetic": "numbers (bools count as 0/1)",
+    "product": "numbers (bools count as 0/1), or a string and an integer (repetition)",
     "order": "any values, but not strings with numbers",
     "equality": "any values; a string never equals a number",
     "logical": "any values, by truthiness",
     "round": "numbers",
     "any": "any values",
-    "branches": "a condition, and two values that are not strings with numbers",
+    "branches": "a condition and two values; a sequence may not end up mixing strings and numbers",
 }
 
 
@@ -239,7 +290,7 @@ class Op:
 
     @property
     def is_arithmetic(self) -> bool:
-        return self.types in ("sum", "arithmetic")
+        return self.types in ("sum", "arithmetic", "product")
 
     def describe(self, *args: str) -> str:
         """The readable form of the operation on operand texts: ``x + 1``, ``round(x)``,
@@ -255,7 +306,7 @@ class Op:
 OPS: dict[str, Op] = {op.name: op for op in (
     Op("add", "+", 2, _add, operator.add, "sum"),
     Op("sub", "-", 2, _sub, operator.sub, "arithmetic"),
-    Op("mul", "*", 2, _mul, operator.mul, "arithmetic"),
+    Op("mul", "*", 2, _mul, operator.mul, "product"),
     Op("div", "/", 2, _div, operator.truediv, "arithmetic"),
     Op("mod", "%", 2, _mod, operator.mod, "arithmetic"),
     Op("pow", "^", 2, _pow, operator.pow, "arithmetic"),
@@ -413,8 +464,11 @@ def check_types(fn: "Elementwise", arrays: Sequence[np.ndarray]) -> None:
         return
     operands = _operands(fn, arrays) if fn.op != "ternary" else list(arrays)
     rule = op.types
-    if rule in ("sum", "arithmetic"):
+    if rule in ("sum", "arithmetic", "product"):
         if rule == "sum" and all(a.dtype.kind == "U" for a in operands):
+            return
+        if rule == "product" and sorted(a.dtype.kind == "U" for a in operands) == [False, True] \
+                and all(a.dtype.kind in "Uiub" for a in operands):
             return
         if not all(_is_num(a) for a in operands):
             names = " and ".join(value_type(a) for a in operands)
@@ -427,11 +481,6 @@ def check_types(fn: "Elementwise", arrays: Sequence[np.ndarray]) -> None:
             names = " and ".join(value_type(a) for a in operands)
             raise RASPTypeError(f"cannot order-compare strings with numbers ('{op.symbol}' "
                                 f"on {names} values)")
-    elif rule == "branches" and len(operands) == 3:
-        kinds = {("U" if a.dtype.kind == "U" else "n") for a in operands[1:]}
-        if len(kinds) > 1:
-            raise RASPTypeError("'x if c else y' mixes string and number values; sequences "
-                                "must be homogeneous")
     elif rule == "round":
         if not _is_num(operands[0]):
             raise RASPTypeError(f"round needs numbers, got {value_type(operands[0])} values")

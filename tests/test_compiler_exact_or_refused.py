@@ -139,3 +139,32 @@ def test_only_compiler_errors_escape():
     with pytest.raises(CompilerError) as e:
         compile_program(env["y"], VOCAB, 4)
     assert "cannot compile" in str(e.value) or "differs from the interpreter" in str(e.value)
+
+
+# Issue 12's two semantics of the original RASP, compiled: a plain-Python truth per input
+# (None: the original raises, a sequence would mix strings and numbers).
+_ORIGINAL_SEMANTICS = {
+    "tokens if indices == 0 else 1":
+        lambda x: list(x) if len(x) == 1 else None,
+    "tokens if length == 2 else 7":
+        lambda x: list(x) if len(x) == 2 else [7] * len(x),
+    "tokens * 2": lambda x: [t * 2 for t in x],
+    "indices * tokens": lambda x: [i * t for i, t in enumerate(x)],
+    "tokens * (indices == 1)": lambda x: [t * (i == 1) for i, t in enumerate(x)],
+    "(3 * tokens) == \"aaa\"": lambda x: [t * 3 == "aaa" for t in x],
+}
+
+
+@pytest.mark.parametrize("expr", sorted(_ORIGINAL_SEMANTICS))
+def test_mixed_branches_and_string_repetition_compile_exactly(expr):
+    sop = rasp.run_source(f"x = {expr};")["x"]
+    cm = compile_program(sop, ["a", "b"], 4)
+    truth = _ORIGINAL_SEMANTICS[expr]
+    for n in range(1, 5):
+        for x in itertools.product("ab", repeat=n):
+            want = truth(x)
+            try:
+                got = [v.item() if hasattr(v, "item") else v for v in cm.run([list(x)])[0]]
+            except (CompiledRuntimeError, rasp.RASPError):
+                got = None
+            assert got == want, (expr, x)

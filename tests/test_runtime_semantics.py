@@ -304,11 +304,32 @@ def test_partial_results_on_error():
     assert [r.name for r in ei.value.partial_results] == ["a", "b"]
 
 
-def test_ternary_mixing_strings_and_numbers_is_an_error():
-    env = run_source('t = "a" if indices > 1 else 1;')
+def test_ternary_mixing_strings_and_numbers_is_an_error_only_where_a_sequence_mixes():
+    # the original RASP zips the sequences and type-checks each result (Support.py
+    # lazy_type_check): an error only for a sequence that ends up mixed
+    env = run_source('t = "a" if indices > 1 else 1; u = tokens if length == 2 else 7; '
+                     'v = tokens if aggregate(select(indices, 0, ==), tokens) == "a" else 7;')
     with pytest.raises(RASPTypeError) as ei:
         evaluate(env["t"], "abc")
-    assert "homogeneous" in str(ei.value) and "1:5" in str(ei.value)
+    assert "cannot mix strings and numbers" in str(ei.value) and "1:5" in str(ei.value)
+    assert evaluate(env["t"], "ab").tolist() == [[1, 1]]           # never reaches index 2
+    assert evaluate(env["u"], "ab").tolist() == [["a", "b"]]
+    assert evaluate(env["u"], "abc").tolist() == [[7, 7, 7]]
+    # one batch, sequences of different kinds: each as on its own
+    got = evaluate(env["v"], ["ab", "ba", "aa"])
+    assert [list(r) for r in got] == [["a", "b"], [7, 7], ["a", "a"]]
+
+
+def test_string_times_integer_repeats_as_python():
+    env = run_source('f = tokens * 2; g = indices * tokens; h = tokens * (indices == 1); '
+                     'k = 3 * "ab"; m = "ab" * -1;')
+    assert evaluate(env["f"], "ab").tolist() == [["aa", "bb"]]
+    assert evaluate(env["g"], "abc").tolist() == [["", "b", "cc"]]
+    assert evaluate(env["h"], "abc").tolist() == [["", "b", ""]]
+    assert env["k"] == "ab" * 3 and env["m"] == ""
+    for bad in ('x = tokens * tokens;', 'x = tokens * 1.5;', 'x = "ab" * 2.0;'):
+        with pytest.raises(RASPTypeError):
+            evaluate(run_source(bad)["x"], "ab") if "tokens" in bad else run_source(bad)
 
 
 def test_errors_in_functions_name_the_call_sites():
