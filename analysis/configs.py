@@ -100,6 +100,12 @@ class TrainConfig:
         log_every: a ``metrics.jsonl`` line every k steps; ``checkpoint_every``: a checkpoint
             every k steps; ``probe_every``: a greedy ID exact-match probe every k steps
             (0 = off) on ``probe_samples`` prompts.
+        torch_compile: run the training forward through ``torch.compile(model, dynamic=True)``
+            (PyTorch 2.x; the first steps pay a compile warm-up; evaluation stays eager).
+        autocast: ``"none"`` (float32) or ``"bfloat16"``: the training forward under
+            ``torch.autocast(device_type, torch.bfloat16)`` (weights and optimizer state stay
+            float32). Both are recorded with the run; measured in docs/benchmarks.md
+            ("Training settings"): on this CPU neither pays.
     Raises:
         ConfigError: a value of the wrong type or out of range (the message names the key).
     """
@@ -126,6 +132,8 @@ class TrainConfig:
     checkpoint_every: int = 500
     probe_every: int = 500
     probe_samples: int = 64
+    torch_compile: bool = False
+    autocast: str = "none"
 
     def __post_init__(self):
         def integer(name, lo, optional=False):
@@ -165,6 +173,10 @@ class TrainConfig:
         if self.batching not in ("packed", "bucketed", "padded"):
             raise ConfigError(f"batching must be packed, bucketed or padded, got "
                               f"{self.batching!r}")
+        if not isinstance(self.torch_compile, bool):
+            raise ConfigError(f"torch_compile must be true or false, got {self.torch_compile!r}")
+        if self.autocast not in ("none", "bfloat16"):
+            raise ConfigError(f"autocast must be none or bfloat16, got {self.autocast!r}")
         b = self.betas
         if (not isinstance(b, (list, tuple)) or len(b) != 2 or any(
                 isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x < 1

@@ -26,6 +26,7 @@ the step through ``step_hook``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -278,6 +279,14 @@ def prepare(spec: RunSpec, run_dir: Path, device: str = "cpu", force: bool = Fal
 # 3. the training loop
 # ------------------------------------------------------------------------------------------
 
+def autocast_context(tr: TrainConfig, device: str):
+    """The precision of a training forward: ``torch.autocast`` to bfloat16 when
+    ``tr.autocast == "bfloat16"`` (on ``device``'s type: cpu or cuda), else a no-op."""
+    if tr.autocast == "none":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
+
+
 class _DeferredInterrupt:
     """While active (in the main thread), SIGINT only sets :attr:`requested`; the training loop
     acts on it at the end of the current step."""
@@ -320,6 +329,7 @@ def run_loop(spec: RunSpec, task, run_dir: Path, st: TrainState, device: str = "
     from tqdm.auto import tqdm
 
     tr, model, opt = spec.train, st.model, st.opt
+    forward_model = torch.compile(model, dynamic=True) if tr.torch_compile else model
     hook = step_hook or (lambda point, step: None)
     lengths = [n for n in range(spec.train_lengths[0], spec.train_lengths[1] + 1)
                if task.length_ok(n)]
@@ -353,7 +363,8 @@ def run_loop(spec: RunSpec, task, run_dir: Path, st: TrainState, device: str = "
                 lr = lr_at(step, tr)
                 for g in opt.param_groups:
                     g["lr"] = lr
-                loss, outputs = step_loss(model, batch, device)
+                with autocast_context(tr, device):
+                    loss, outputs = step_loss(forward_model, batch, device)
                 hook("forward", step)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()

@@ -36,43 +36,62 @@ import torch  # noqa: E402
 from analysis import configs  # noqa: E402
 from analysis.batches import make_step, step_loss  # noqa: E402
 from analysis.evaluation import evaluate  # noqa: E402
-from analysis.training import (make_optimizer, resolve_spec,  # noqa: E402
-                               resolve_task, train)
+from analysis.training import (autocast_context, make_optimizer,  # noqa: E402
+                               resolve_spec, resolve_task, train)
 from bench import cpu_model  # noqa: E402
 from model import PE_NAMES, Transformer  # noqa: E402
 
 
-def measure_pe(task, pe: str, steps: int, threads: int, preset: str = "default") -> dict:
-    """Throughput of ``steps`` training steps of the resolved config for (task, pe)."""
+#: the training-settings comparison (``--settings``): name -> TrainConfig overrides
+SETTINGS = {"eager float32": {}, "torch_compile": {"torch_compile": True},
+            "autocast bfloat16": {"autocast": "bfloat16"},
+            "torch_compile + bfloat16": {"torch_compile": True, "autocast": "bfloat16"}}
+
+
+def measure_pe(task, pe: str, steps: int, threads: int, preset: str = "default",
+               settings: dict | None = None, with_eval: bool = True) -> dict:
+    """Throughput of ``steps`` training steps of the resolved config for (task, pe), after 5
+    warm-up steps (timed apart: ``warmup_s`` holds torch.compile's compile time).
+    ``settings``: TrainConfig overrides (``torch_compile``, ``autocast``), applied as
+    :func:`analysis.training.run_loop` applies them."""
     torch.set_num_threads(threads)
-    spec = resolve_spec(task, pe, 0, preset)
+    torch._dynamo.reset()
+    spec = resolve_spec(task, pe, 0, preset, config_overrides=settings or None)
     tr = spec.train
     lo, hi = spec.train_lengths
     lengths = [n for n in range(lo, hi + 1) if task.length_ok(n)]
     pairs = list(spec.eval_lengths)
     torch.manual_seed(0)
     model = Transformer(spec.model)
+    fwd = torch.compile(model, dynamic=True) if tr.torch_compile else model
     opt = make_optimizer(model, tr)
     tokens = 0
     t0 = None
+    w0 = time.perf_counter()
     for s in range(steps + 5):
         if s == 5:
-            t0, tokens = time.perf_counter(), 0
+            t0, tokens, c0 = time.perf_counter(), 0, time.process_time()
+            warmup_s = t0 - w0
         batch = make_step(task, lengths, tr.batch_size, np.random.default_rng([0, s]),
                           spec.model.n_ctx, tr.position_offsets, tr.batching)
-        loss, _ = step_loss(model, batch)
+        with autocast_context(tr, "cpu"):
+            loss, _ = step_loss(fwd, batch)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         tokens += batch.real_tokens             # real tokens only (padding not counted)
     dt = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     t1 = time.perf_counter()
-    evaluate(model, task, pairs, samples=tr.eval_samples, batch_size=tr.eval_batch_size)
+    if with_eval:
+        evaluate(model, task, pairs, samples=tr.eval_samples, batch_size=tr.eval_batch_size)
     eval_s = time.perf_counter() - t1
     sps = dt / steps
     return {"pe": pe, "threads": threads, "params": model.num_parameters(),
-            "tokens_per_s": tokens / dt, "s_per_step": sps, "eval_s": eval_s,
+            "settings": settings or {}, "warmup_s": warmup_s, "cpu_s": cpu,
+            "tokens_per_s": tokens / dt, "tokens_per_cpu_s": tokens / max(cpu, 1e-9),
+            "s_per_step": sps, "eval_s": eval_s, "final_loss": float(loss.detach()),
             "run_steps": tr.steps, "projected_run_s": tr.steps * sps + eval_s}
 
 
@@ -84,8 +103,13 @@ def main(argv=None) -> int:
     ap.add_argument("--pes", default="all")
     ap.add_argument("--full-quick", action="store_true",
                     help="also time one complete quick-preset run per PE")
+    ap.add_argument("--settings", action="store_true",
+                    help="instead: eager float32 vs torch_compile vs bfloat16 autocast vs both, "
+                         "side by side per PE (training steps only)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "training.json"))
     a = ap.parse_args(argv)
+    if a.settings:
+        return settings_main(a)
     task = resolve_task(a.task)
     pes = list(PE_NAMES) if a.pes == "all" else a.pes.split(",")
     rows = []
@@ -115,6 +139,35 @@ def main(argv=None) -> int:
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(result, indent=2))
     print(f"wrote {a.out}")
+    return 0
+
+
+def settings_main(a) -> int:
+    """``--settings``: the four precision/compile settings side by side, per PE."""
+    task = resolve_task(a.task)
+    pes = ["nope", "rope"] if a.pes == "all" else a.pes.split(",")
+    th = int(a.threads.split(",")[0])
+    rows = []
+    print(f"| PE | setting | warm-up s (5 steps) | tokens/s | tokens/CPU-s | ratio to eager | "
+          f"loss after {a.steps + 5} steps |\n|---|---|---|---|---|---|---|")
+    for pe in pes:
+        base = None
+        for name, st in SETTINGS.items():
+            r = measure_pe(task, pe, a.steps, th, settings=st, with_eval=False)
+            r["setting"] = name
+            base = base or r["tokens_per_s"]
+            rows.append(r)
+            print(f"| {pe} | {name} | {r['warmup_s']:.1f} | {r['tokens_per_s']:.0f} | "
+                  f"{r['tokens_per_cpu_s']:.0f} | {r['tokens_per_s'] / base:.2f} | "
+                  f"{r['final_loss']:.3f} |", flush=True)
+    out = Path(a.out).with_name("training_settings.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"task": a.task, "steps": a.steps, "threads": th,
+                               "machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
+                                           "torch": torch.__version__,
+                                           "load_avg": os.getloadavg()},
+                               "rows": rows}, indent=2))
+    print(f"wrote {out}")
     return 0
 
 

@@ -336,7 +336,10 @@ class Transformer(nn.Module):
         if tokens.dim() != 2 or tokens.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"tokens must be an integer tensor [batch, seq], got "
                              f"{tuple(tokens.shape)} {tokens.dtype}")
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= cfg.d_vocab):
+        # (skipped inside torch.compile: reading the range back is a graph break; the training
+        # loop's batches are built from the task's vocabulary)
+        if not torch.compiler.is_compiling() and tokens.numel() and (
+                int(tokens.min()) < 0 or int(tokens.max()) >= cfg.d_vocab):
             raise ValueError(f"token ids must be in 0..{cfg.d_vocab - 1}, got "
                              f"{int(tokens.min())}..{int(tokens.max())}")
         device = self.embed.W_E.device
