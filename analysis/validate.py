@@ -5,12 +5,13 @@ with that ``pe``) next to the outcome measured on models trained by this toolkit
 ``rasp train --grid``: :func:`analysis.training.train`, which reuses a finished run with the same
 settings and resumes an interrupted one), labelled like the report's claims:
 
-* the measured outcome per (task, PE) is read from the per-seed mean out-of-distribution exact
-  match (OOD EM) with a 95% interval across seeds (Student t; one seed: no interval): a model
-  that does not fit the training lengths (mean ID EM < ``ID_FIT``) is **inconclusive**; an
-  interval entirely at or above ``OOD_GENERALIZES`` is "generalizes", entirely below it "fails",
-  and an interval straddling it is **inconclusive** (the thresholds are the report's,
-  :mod:`analysis.report`);
+* the measured outcome and the label come from the one owner of that rule,
+  :func:`analysis.claims.prediction_claim`, applied to the runs of one (task, PE): "generalizes"
+  when the PE fits its training lengths on every seed and every seed's out-of-distribution
+  exact match (OOD EM) and the bootstrap 95% interval of the mean (seeds and test samples
+  resampled) are at or above the report's threshold, "fails" when every seed and the interval's
+  upper end are below it, otherwise **inconclusive** (also with fewer than 2 seeds, or a model
+  that does not fit the training lengths);
 * the prediction is **supported** when it names the measured outcome, **contradicted** when it
   names the other one, **inconclusive** when the measurement is inconclusive or the theories
   disagree.
@@ -21,13 +22,12 @@ rate = supported / (supported + contradicted).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["ValidationRow", "validate", "measured_label", "format_validation"]
+__all__ = ["ValidationRow", "validate", "measure", "format_validation"]
 
 
 @dataclass
@@ -45,6 +45,7 @@ class ValidationRow:
     ood_ci: tuple | None
     measured: str
     label: str
+    reason: str = ""
     run_dirs: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -52,43 +53,25 @@ class ValidationRow:
                 "theories": {k: v["prediction"] for k, v in self.theories.items()},
                 "seeds": self.seeds, "id_em": self.id_em, "ood_em": self.ood_em,
                 "ood_mean": self.ood_mean, "ood_ci95": self.ood_ci, "measured": self.measured,
-                "label": self.label, "run_dirs": self.run_dirs}
+                "label": self.label, "reason": self.reason, "run_dirs": self.run_dirs}
 
 
-def measured_label(id_em: Sequence[float | None], ood_em: Sequence[float | None]
-                   ) -> tuple[str, float | None, tuple | None]:
-    """``(outcome, mean OOD EM, 95% interval)`` from per-seed exact matches (module docstring).
+def measure(records, prediction: str) -> tuple[str, str, str, float | None, tuple | None]:
+    """``(measured, label, reason, mean OOD EM, 95% interval)`` of the runs of one (task, PE)
+    (:class:`analysis.claims.RunRecord`, one per seed) against ``prediction``, by
+    :func:`analysis.claims.prediction_claim` (module docstring).
 
-    ``outcome`` is ``"generalizes"``, ``"fails"`` or ``"inconclusive"``.
+    Raises:
+        analysis.claims.ClaimError: the runs cannot be pooled (different configurations).
     """
-    from scipy import stats
-    from analysis.report import ID_FIT, OOD_GENERALIZES
-    ids = [x for x in id_em if x is not None]
-    oods = [x for x in ood_em if x is not None]
-    if not ids or not oods:
-        return "inconclusive", None, None
-    mean = float(np.mean(oods))
-    if float(np.mean(ids)) < ID_FIT:
-        return "inconclusive", mean, None
-    if len(oods) == 1:
-        ci = None
-        lo = hi = mean
-    else:
-        sem = float(np.std(oods, ddof=1) / math.sqrt(len(oods)))
-        half = float(stats.t.ppf(0.975, len(oods) - 1) * sem)
-        lo, hi = max(0.0, mean - half), min(1.0, mean + half)
-        ci = (round(lo, 4), round(hi, 4))
-    if lo >= OOD_GENERALIZES:
-        return "generalizes", mean, ci
-    if hi < OOD_GENERALIZES:
-        return "fails", mean, ci
-    return "inconclusive", mean, ci
-
-
-def _label(prediction: str, measured: str) -> str:
-    if measured == "inconclusive" or prediction not in ("generalizes", "fails"):
-        return "inconclusive"
-    return "supported" if prediction == measured else "contradicted"
+    from analysis.claims import prediction_claim
+    claim = prediction_claim(records, prediction)
+    (pe_numbers,) = claim.numbers["per_pe"].values()
+    oods = [x for x in pe_numbers["ood_em"] if x is not None]
+    ci = pe_numbers["ci"]
+    ci = None if any(c != c for c in ci) else (round(ci[0], 4), round(ci[1], 4))
+    return (claim.numbers["measured"], claim.label, claim.reason,
+            float(np.mean(oods)) if oods else None, ci)
 
 
 def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int],
@@ -118,6 +101,7 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
         analysis.training.TrainingError / RunDirError: bad settings or an unusable run
         directory; analysis.predict.PredictError: a task the predictor cannot handle.
     """
+    from analysis.claims import load_runs
     from analysis.grid import GridRun, check_runs, run_grid
     from analysis.predict import predict
     from analysis.training import TrainingError
@@ -141,11 +125,11 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
                 ids.append(r.id_em)
                 oods.append(r.ood_em)
                 dirs.append(r.run_dir)
-            measured, mean, ci = measured_label(ids, oods)
+            measured, label, reason, mean, ci = measure(load_runs(dirs), pred.prediction)
             row = ValidationRow(task=name, pe=pe, prediction=pred.prediction,
                                 theories=pred.theories, seeds=list(seeds), id_em=ids,
                                 ood_em=oods, ood_mean=mean, ood_ci=ci, measured=measured,
-                                label=_label(pred.prediction, measured), run_dirs=dirs)
+                                label=label, reason=reason, run_dirs=dirs)
             if log:
                 log(f"{name} {pe}: predicted {row.prediction}, measured {measured} "
                     f"-> {row.label}")

@@ -2,20 +2,38 @@
 
 import json
 
-from analysis.validate import _label, measured_label
+from analysis.claims import run_record
+from analysis.validate import measure
 from rasp_cli.main import main
 
 
-def test_measured_label_uses_the_interval_across_seeds():
-    assert measured_label([1.0, 1.0, 1.0], [0.9, 0.95, 0.92])[0] == "generalizes"
-    assert measured_label([1.0, 1.0, 1.0], [0.0, 0.05, 0.02])[0] == "fails"
-    # straddles the 0.5 threshold: inconclusive
-    assert measured_label([1.0, 1.0], [0.1, 0.9])[0] == "inconclusive"
+def _runs(id_em, ood_em, n=200):
+    """One run record per seed: ID EM and OOD EM at two lengths each, ``n`` test samples."""
+    return [run_record({"task": "t", "pe": "nope", "seed": s, "train": {"steps": 10}},
+                       [{"length": L, "split": "id", "em": i, "n": n} for L in (1, 2)]
+                       + [{"length": L, "split": "ood", "em": o, "n": n} for L in (3, 4)])
+            for s, (i, o) in enumerate(zip(id_em, ood_em))]
+
+
+def test_measurement_and_label_are_the_claims_rule():
+    """The rule of analysis.claims (one owner): every seed and the bootstrap interval on one
+    side of the report's 0.5 threshold, else inconclusive."""
+    assert measure(_runs([1.0] * 3, [0.9, 0.95, 0.92]), "generalizes")[:2] == \
+        ("generalizes", "supported")
+    assert measure(_runs([1.0] * 3, [0.0, 0.05, 0.02]), "generalizes")[:2] == \
+        ("fails", "contradicted")
+    assert measure(_runs([1.0] * 3, [0.0, 0.05, 0.02]), "fails")[:2] == ("fails", "supported")
+    # seeds on both sides of the threshold: inconclusive
+    assert measure(_runs([1.0] * 2, [0.1, 0.9]), "fails")[:2] == ("inconclusive", "inconclusive")
     # does not fit the training lengths: inconclusive whatever the OOD number
-    assert measured_label([0.2, 0.3], [0.0, 0.0])[0] == "inconclusive"
-    assert _label("generalizes", "fails") == "contradicted"
-    assert _label("fails", "fails") == "supported"
-    assert _label("disagree", "fails") == "inconclusive"
+    assert measure(_runs([0.2, 0.3], [0.0, 0.0]), "fails")[:2] == ("inconclusive",
+                                                                    "inconclusive")
+    # one seed: no uncertainty across seeds, inconclusive
+    assert measure(_runs([1.0], [0.99]), "generalizes")[0] == "inconclusive"
+    # theories that disagree make no prediction
+    assert measure(_runs([1.0] * 3, [0.9, 0.95, 0.92]), "disagree")[1] == "inconclusive"
+    lo, hi = measure(_runs([1.0] * 3, [0.9, 0.95, 0.92]), "generalizes")[4]
+    assert lo <= 0.923 <= hi
 
 
 def test_tiny_validation_run_and_reuse(tmp_path, capsys):

@@ -3,8 +3,9 @@
 
 For each task and positional encoding: the prediction (``analysis.predict``, per PE), the models
 trained by ``rasp train --grid`` (finished runs with the same settings are reused, interrupted
-ones resumed; seeds 0..N-1), the measured outcome with a 95% interval across seeds, and the label
-supported / contradicted / inconclusive; then the confusion matrix (predicted x measured) and
+ones resumed; seeds 0..N-1), the measured outcome with a bootstrap 95% interval across seeds and
+test samples, and the label supported / contradicted / inconclusive (the report's rule,
+``analysis.claims.prediction_claim``; one seed is always inconclusive); then the confusion matrix (predicted x measured) and
 the agreement rate. See ``analysis/validate.py`` for the rule. Defaults: the six tasks of the
 report's full set, PEs nope and ape_learned, 2 seeds, the quick preset.
 
@@ -43,6 +44,7 @@ def validate_command(args) -> int:
     import sys
     from rasp_cli.main import UsageError
     import tasks
+    from analysis.claims import ClaimError
     from analysis.predict import PredictError
     from analysis.report import FULL_TASKS
     from analysis.training import RunDirError, TrainingError
@@ -68,7 +70,7 @@ def validate_command(args) -> int:
                        runs_root=args.runs, steps=args.steps, search_seconds=args.search,
                        progress=not args.json, address=args.address,
                        log=None if args.json else (lambda m: print(m, file=sys.stderr)))
-    except (TrainingError, RunDirError, PredictError, GridError) as e:
+    except (TrainingError, RunDirError, PredictError, GridError, ClaimError) as e:
         raise UsageError(str(e)) from None
     if args.json:
         print(json.dumps(out))
