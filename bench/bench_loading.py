@@ -43,6 +43,19 @@ print(ru.ru_utime + ru.ru_stime, ru.ru_maxrss, len(env.own_names()))
 """
 
 
+_REPL_CHILD = """
+import contextlib, io, os, resource, sys
+from rasp.repl import Repl
+path = sys.argv[1]
+os.chdir(os.path.dirname(path))
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    Repl(history_file=False).run_lines(['load "' + os.path.basename(path)[:-5] + '";' + chr(10)])
+assert "s-op: x" in out.getvalue() and "ignoring" not in out.getvalue(), out.getvalue()[-500:]
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print(ru.ru_utime + ru.ru_stime, ru.ru_maxrss, 1)
+"""
+
+
 def make_program(size_bytes: int, shape: str = "library") -> str:
     """A program of about ``size_bytes`` bytes. ``library``: blocks of an aggregate, a
     selector width and a function definition, every name new; ``short``: many short atom
@@ -75,9 +88,9 @@ def _extract(rev: str, dest: Path) -> Path:
     return dest
 
 
-def _load_cpu(tree: Path, path: Path, timeout: int) -> dict:
+def _load_cpu(tree: Path, path: Path, timeout: int, child: str = _CHILD) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", child, str(path)], capture_output=True,
                          text=True, env=env, timeout=timeout)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-1000:])
@@ -116,6 +129,34 @@ def run(sizes=(0.5, 1.7, 5.0), baseline: str | None = BASELINE, timeout: int = 1
             "rows": rows}
 
 
+def run_repl_chain(counts=(1000, 2000, 4000), baseline: str | None = "ba133f1",
+                   timeout: int = 1800, verbose: bool = True) -> dict:
+    """The REPL's ``load`` of a chain ``x = indices; x = x + 1; ...`` of ``count`` statements:
+    every statement is checked on the running example (as the original REPL), which before the
+    cached example evaluator re-evaluated the whole chain each time (quadratic)."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        trees = {"today": ROOT}
+        if baseline:
+            trees["baseline"] = _extract(baseline, tmp / "baseline")
+        for n in counts:
+            path = tmp / f"chain{n}.rasp"
+            path.write_text("x = indices;\n" + "x = x + 1;\n" * n)
+            row = {"statements": n}
+            for label, tree in trees.items():
+                row[label] = _load_cpu(tree, path, timeout, _REPL_CHILD)
+                row[f"{label}_ms_per_statement"] = 1000 * row[label]["cpu_s"] / n
+            rows.append(row)
+            if verbose:
+                base = (f"  baseline {row['baseline']['cpu_s']:7.1f} s"
+                        if "baseline" in row else "")
+                print(f"REPL load of a {n}-statement chain: today {row['today']['cpu_s']:6.1f} s"
+                      f"{base}", flush=True)
+    return {"command": ".venv/bin/python -m bench.bench_loading --repl-chain",
+            "baseline": baseline, "rows": rows}
+
+
 def markdown_table(result: dict) -> str:
     lines = ["| program | size | today CPU s | today s/MB | baseline CPU s | baseline s/MB | "
              "speed-up |", "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -134,8 +175,27 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline", default=BASELINE, help="git revision to compare with")
     ap.add_argument("--skip-baseline", action="store_true")
     ap.add_argument("--shapes", default=",".join(SHAPES), help="program shapes: library,short")
+    ap.add_argument("--repl-chain", action="store_true",
+                    help="instead: the REPL's load of chains of 1,000-4,000 dependent statements "
+                         "(checked on the running example), today vs --baseline (default ba133f1, "
+                         "before the cached example evaluator)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "loading.json"))
     args = ap.parse_args(argv)
+    if args.repl_chain:
+        base = None if args.skip_baseline else (
+            "ba133f1" if args.baseline == BASELINE else args.baseline)
+        result = run_repl_chain(baseline=base)
+        out = Path(args.out).with_name("loading_repl_chain.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2))
+        print("\n| statements | today CPU s | baseline CPU s | ms/statement today | baseline |"
+              "\n|---|---|---|---|---|")
+        for r in result["rows"]:
+            b = r.get("baseline", {}).get("cpu_s")
+            print(f"| {r['statements']:,} | {r['today']['cpu_s']:.1f} | "
+                  f"{'' if b is None else f'{b:.1f}'} | {r['today_ms_per_statement']:.2f} | "
+                  f"{r.get('baseline_ms_per_statement', float('nan')):.2f} |")
+        return 0
     sizes = tuple(float(s) for s in args.sizes.split(","))
     result = run(sizes, None if args.skip_baseline else args.baseline,
                  shapes=tuple(args.shapes.split(",")))

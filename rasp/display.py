@@ -19,6 +19,8 @@ Public API: :class:`DisplaySettings`, :func:`format_named`, :func:`format_applic
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -329,16 +331,33 @@ def _check_means(n: Aggregate, ev: Evaluator, kinds: np.ndarray) -> None:
             "mean of booleans: average indicator(...) instead", n.span)
 
 
+#: evaluators of the last few running examples, reused across statements (keyed by the
+#: example's values and their Python types): a REPL session or a ``load``ed file that extends a
+#: chain of s-ops by one node then evaluates that node only, not the whole chain again
+_EXAMPLE_EVALUATORS: "OrderedDict[tuple, tuple[Evaluator, dict, set]]" = OrderedDict()
+_EXAMPLE_CACHE_SIZE = 4
+
+
 def original_evaluation(node: Node, example: Any) -> tuple[Evaluator, dict[int, np.ndarray]]:
     """Evaluate ``node`` on one example as the original REPL would: the
     :class:`~rasp.interpreter.Evaluator` with every node's value and the per-position Python
     types of the bool and numeric s-ops (see :func:`_kinds`). Raises RASPError where the
-    original fails (the program fails on the example, or a mean of several booleans)."""
+    original fails (the program fails on the example, or a mean of several booleans).
+
+    IR nodes never change, so the values and checks of nodes already evaluated on the same
+    example are kept (for the last :data:`_EXAMPLE_CACHE_SIZE` examples) and only new nodes are
+    computed: checking a chain of n statements costs O(n), not O(n^2)."""
     seq = list(example)
-    ev = Evaluator([seq], causal=None)
+    key = tuple((type(v).__name__, v) for v in seq)
+    if key in _EXAMPLE_EVALUATORS:
+        _EXAMPLE_EVALUATORS.move_to_end(key)
+    else:
+        _EXAMPLE_EVALUATORS[key] = (Evaluator([seq], causal=None), {}, set())
+        while len(_EXAMPLE_EVALUATORS) > _EXAMPLE_CACHE_SIZE:
+            _EXAMPLE_EVALUATORS.popitem(last=False)
+    ev, done, checked = _EXAMPLE_EVALUATORS[key]
     ev(node)
-    done: dict[int, np.ndarray] = {}
-    for n in topological_order(node):
+    for n in topological_order(node, known=checked):
         if isinstance(n, SOp):
             arr = ev.values[n.id][0]
             if arr.dtype.kind in "biuf":
@@ -347,6 +366,7 @@ def original_evaluation(node: Node, example: Any) -> tuple[Evaluator, dict[int, 
             _check_means(n, ev, done[n.values.id])
         elif isinstance(n, Aggregate) and ev.values[n.values.id][0].dtype.kind == "b":
             _check_means(n, ev, np.full(1, "b"))
+        checked.add(n.id)
     return ev, done
 
 

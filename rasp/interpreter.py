@@ -209,7 +209,7 @@ class Evaluator:
             return self.values[node.id]
         lazy = self.lazy_selectors
         try:
-            for n in topological_order(node):
+            for n in topological_order(node, known=self.values):
                 if n.id not in self.values:
                     if lazy and isinstance(n, Selector):
                         continue

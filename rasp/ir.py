@@ -24,7 +24,7 @@ Nodes are immutable after construction except for their ``name``, ``span`` and `
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Container, Iterable, Sequence
 
 import numpy as np
 
@@ -728,13 +728,19 @@ def walk(roots: Node | Iterable[Node]) -> list[Node]:
     return list(seen.values())
 
 
-def topological_order(roots: Node | Iterable[Node]) -> list[Node]:
-    """Nodes reachable from ``roots``, children before parents (iterative, no recursion limit)."""
+def topological_order(roots: Node | Iterable[Node], known: Container[int] = ()) -> list[Node]:
+    """Nodes reachable from ``roots``, children before parents (iterative, no recursion limit).
+
+    Nodes whose id is in ``known`` (for example the node values an evaluator already holds) are
+    neither listed nor entered, so extending a long chain by one node costs O(1), not O(chain).
+    """
     if isinstance(roots, Node):
         roots = [roots]
     order: list[Node] = []
     state: dict[int, int] = {}
     for root in roots:
+        if root.id in known:
+            continue
         stack: list[tuple[Node, bool]] = [(root, False)]
         while stack:
             n, done = stack.pop()
@@ -748,6 +754,6 @@ def topological_order(roots: Node | Iterable[Node]) -> list[Node]:
             state[n.id] = 1
             stack.append((n, True))
             for c in reversed(n.children):
-                if not state.get(c.id):
+                if not state.get(c.id) and c.id not in known:
                     stack.append((c, False))
     return order
