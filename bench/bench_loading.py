@@ -90,8 +90,10 @@ def _extract(rev: str, dest: Path) -> Path:
 
 def _load_cpu(tree: Path, path: Path, timeout: int, child: str = _CHILD) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree))
+    # cwd=tree: ``python -c`` puts the working directory first on sys.path, which would import
+    # the working tree's ``rasp`` for the baseline too
     out = subprocess.run([sys.executable, "-c", child, str(path)], capture_output=True,
-                         text=True, env=env, timeout=timeout)
+                         text=True, env=env, timeout=timeout, cwd=str(tree))
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-1000:])
     cpu, rss, names = out.stdout.split()
