@@ -88,6 +88,14 @@ def _extract(rev: str, dest: Path) -> Path:
     return dest
 
 
+def _trees(baseline: str | None, tmp: Path) -> dict[str, Path]:
+    """``{"today": ROOT, "baseline": extracted tree}`` (no baseline: today only)."""
+    trees = {"today": ROOT}
+    if baseline:
+        trees["baseline"] = _extract(baseline, tmp / "baseline")
+    return trees
+
+
 def _load_cpu(tree: Path, path: Path, timeout: int, child: str = _CHILD) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree))
     # cwd=tree: ``python -c`` puts the working directory first on sys.path, which would import
@@ -105,9 +113,7 @@ def run(sizes=(0.5, 1.7, 5.0), baseline: str | None = BASELINE, timeout: int = 1
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        trees = {"today": ROOT}
-        if baseline:
-            trees["baseline"] = _extract(baseline, tmp / "baseline")
+        trees = _trees(baseline, tmp)
         for shape, mb in [(sh, mb) for sh in shapes for mb in sizes]:
             path = tmp / f"prog_{shape}_{mb}MB.rasp"
             path.write_text(make_program(int(mb * 1_000_000), shape))
@@ -139,9 +145,7 @@ def run_repl_chain(counts=(1000, 2000, 4000), baseline: str | None = "ba133f1",
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        trees = {"today": ROOT}
-        if baseline:
-            trees["baseline"] = _extract(baseline, tmp / "baseline")
+        trees = _trees(baseline, tmp)
         for n in counts:
             path = tmp / f"chain{n}.rasp"
             path.write_text("x = indices;\n" + "x = x + 1;\n" * n)

@@ -222,15 +222,22 @@ def _repeat(s: np.ndarray, k: np.ndarray) -> np.ndarray:
     before allocating when one value would exceed :data:`rasp.limits.MAX_COLLECTION`
     characters or the result the memory budget."""
     k = np.asarray(k).astype(np.int64)
-    width = s.dtype.itemsize // 4 * max(int(k.max(initial=0)), 0)
-    need = width * 4 * max(s.size, k.size)
+    check_string_size("'*' of a string by an integer",
+                      s.dtype.itemsize // 4 * max(int(k.max(initial=0)), 0), max(s.size, k.size))
+    return np.char.multiply(s, np.maximum(k, 0))
+
+
+def check_string_size(what: str, width: int, count: int) -> None:
+    """Refuse, before allocating, string s-op values of up to ``width`` characters for
+    ``count`` positions when one value would exceed :data:`rasp.limits.MAX_COLLECTION`
+    characters or all of them the memory budget (NumPy stores ``width`` UCS-4 characters per
+    value). Raises :class:`~rasp.errors.RASPResourceError` naming ``what`` and both limits."""
+    need = width * 4 * count
     if width > limits.MAX_COLLECTION or need > limits.MEMORY_BUDGET_BYTES:
         raise RASPResourceError(
-            f"'*' of a string by an integer would make values of up to {width} characters "
-            f"({need / 2**20:.0f} MiB); the limits are {limits.MAX_COLLECTION} characters "
-            f"(rasp.limits.MAX_COLLECTION) and {limits.MEMORY_BUDGET_BYTES / 2**20:.0f} MiB "
-            "(RASP_MEMORY_BUDGET_MB)")
-    return np.char.multiply(s, np.maximum(k, 0))
+            f"{what} would make values of up to {width} characters ({need / 2**20:.0f} MiB); "
+            f"the limits are {limits.MAX_COLLECTION} characters (rasp.limits.MAX_COLLECTION) "
+            f"and {limits.MEMORY_BUDGET_BYTES / 2**20:.0f} MiB (RASP_MEMORY_BUDGET_MB)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -519,15 +526,8 @@ def _concat(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """String concatenation of s-op values, refused before allocating when one value would
     be longer than :data:`rasp.limits.MAX_COLLECTION` characters or the result larger than
     the memory budget (``x = x + x`` on strings in a loop)."""
-    width = a.dtype.itemsize // 4 + b.dtype.itemsize // 4      # characters per value, at most
-    size = max(a.size, b.size)
-    need = width * 4 * size
-    if width > limits.MAX_COLLECTION or need > limits.MEMORY_BUDGET_BYTES:
-        raise RASPResourceError(
-            f"'+' of strings would make values of up to {width} characters ({need / 2**20:.0f} "
-            f"MiB); the limits are {limits.MAX_COLLECTION} characters "
-            f"(rasp.limits.MAX_COLLECTION) and {limits.MEMORY_BUDGET_BYTES / 2**20:.0f} MiB "
-            "(RASP_MEMORY_BUDGET_MB)")
+    check_string_size("'+' of strings", a.dtype.itemsize // 4 + b.dtype.itemsize // 4,
+                      max(a.size, b.size))
     return np.char.add(a, b)
 
 
