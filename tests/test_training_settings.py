@@ -77,3 +77,19 @@ def test_torch_compile_forward_equals_eager():
     eager, _ = step_loss(model, batch)
     compiled, _ = step_loss(torch.compile(model, dynamic=True), batch)
     assert torch.allclose(eager, compiled, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal when no GPU is present")
+def test_cli_device_cuda_without_gpu_is_one_line_error(tmp_path, capsys):
+    """``rasp train --device cuda`` on a machine without CUDA: exit 2, one line, no traceback,
+    and no run directory written."""
+    from rasp_cli.main import main
+
+    out = tmp_path / "runs"
+    rc = main(["train", "sort_unique", "--pe", "nope", "--device", "cuda", "--set", "steps=1",
+               "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert len(err.splitlines()) == 1 and "CUDA is not available" in err
+    assert "Traceback" not in err
+    assert not out.exists() or not any(out.rglob("*.safetensors"))
