@@ -14,6 +14,11 @@ Each runner is a subprocess; its wall time (start-up included), runs finished an
 load average before and after are recorded. Writes ``bench/results/grid.json`` and prints a
 table. Run: ``.venv/bin/python -m bench.bench_grid`` (``--tasks``, ``--set steps=N`` to shrink
 the runs, ``--runners old,ray``, ``--old-commit SHA``).
+
+``--startup N``: instead of the grid, time a local Ray instance's start-up (``ray.init``) and
+shutdown N times each, alternating, with Ray's default settings (dashboard on) and with
+``analysis.grid``'s settings (``include_dashboard=False``, no log forwarding, 128 MiB object
+store); each trial in a fresh subprocess. Writes ``bench/results/ray_startup.json``.
 """
 
 from __future__ import annotations
@@ -89,6 +94,50 @@ def _run(name: str, tree: Path, script: str, runs_root: Path, tasks: str,
             "load_before": round(load0, 2), "load_after": round(os.getloadavg()[0], 2)}
 
 
+STARTUP_SCRIPT = r"""
+import json, logging, os, sys, time
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+import ray
+lean = sys.argv[1] == "lean"
+kw = (dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+           object_store_memory=128 * 1024 ** 2) if lean else {})
+c0, t0 = time.process_time(), time.perf_counter()
+ray.init(address="local", num_cpus=2, **kw)
+ray.get(ray.remote(lambda: 1).remote())     # a worker is up and answers
+t1 = time.perf_counter()
+ray.shutdown()
+t2 = time.perf_counter()
+print(json.dumps({"init_s": t1 - t0, "shutdown_s": t2 - t1, "driver_cpu_s": time.process_time() - c0}))
+"""
+
+
+def _startup(trials: int, out: str) -> int:
+    rows = []
+    for i in range(trials):
+        for mode in ("default", "lean"):
+            load0 = os.getloadavg()[0]
+            p = subprocess.run([sys.executable, "-c", STARTUP_SCRIPT, mode], capture_output=True,
+                               text=True, cwd=str(ROOT))
+            if p.returncode:
+                raise SystemExit(f"ray start-up ({mode}) failed:\n{p.stderr[-2000:]}")
+            r = json.loads(p.stdout.strip().splitlines()[-1])
+            r = {"mode": mode, "trial": i, **{k: round(v, 2) for k, v in r.items()},
+                 "load_before": round(load0, 2)}
+            rows.append(r)
+            print(json.dumps(r), flush=True)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps({"rows": rows, "cores": os.cpu_count(), "when": time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1) + "\n")
+    print("\n| Ray settings | start-up + first task (s), per trial | shutdown (s) | load |")
+    print("| --- | --- | --- | --- |")
+    for mode in ("default", "lean"):
+        rs = [r for r in rows if r["mode"] == mode]
+        print(f"| {mode} | {', '.join(str(r['init_s']) for r in rs)} | "
+              f"{', '.join(str(r['shutdown_s']) for r in rs)} | "
+              f"{', '.join(str(r['load_before']) for r in rs)} |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", default=None, help="comma-separated (default: the report's)")
@@ -97,7 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="training setting for every run (JSON value), e.g. steps=50")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "grid.json"))
+    ap.add_argument("--startup", type=int, default=0, metavar="N",
+                    help="time Ray start-up N times, default settings vs analysis.grid's")
     args = ap.parse_args(argv)
+    if args.startup:
+        return _startup(args.startup, str(ROOT / "bench" / "results" / "ray_startup.json"))
     sys.path.insert(0, str(ROOT))
     from analysis import report
     tasks = args.tasks or ",".join(report.DEFAULT_TASKS)
