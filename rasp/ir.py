@@ -292,6 +292,22 @@ class SOp(Node):
         return f"<s-op {self.label}>"
 
 
+def _selector_depth(*children: "Selector") -> int:
+    """Combination depth of a new ``and``/``or``/``not`` over ``children`` (a :class:`Select` is
+    0), computed in O(1) from the children's stored depth, so no traversal recurses.
+
+    Raises:
+        RASPResourceError: above ``limits.MAX_SELECTOR_DEPTH``.
+    """
+    from .limits import MAX_SELECTOR_DEPTH
+    depth = 1 + max(getattr(c, "selector_depth", 0) for c in children)
+    if depth > MAX_SELECTOR_DEPTH:
+        raise RASPResourceError(
+            f"selector combined more than {MAX_SELECTOR_DEPTH} levels deep with and/or/not "
+            f"(limit MAX_SELECTOR_DEPTH in rasp/limits.py)")
+    return depth
+
+
 class Selector(Node):
     """A selector: a boolean ``[batch, query, key]`` matrix when evaluated."""
 
@@ -485,6 +501,7 @@ class SelectorAnd(Selector):
     def __init__(self, a: Selector, b: Selector):
         super().__init__()
         self.a, self.b = a, b
+        self.selector_depth = _selector_depth(a, b)
 
     @property
     def causal(self):
@@ -506,6 +523,7 @@ class SelectorOr(Selector):
     def __init__(self, a: Selector, b: Selector):
         super().__init__()
         self.a, self.b = a, b
+        self.selector_depth = _selector_depth(a, b)
 
     @property
     def causal(self):
@@ -527,6 +545,7 @@ class SelectorNot(Selector):
     def __init__(self, a: Selector):
         super().__init__()
         self.a = a
+        self.selector_depth = _selector_depth(a)
 
     @property
     def causal(self):

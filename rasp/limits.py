@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["MAX_CALL_DEPTH", "MAX_COLLECTION", "MAX_EXPR_DEPTH", "MAX_INT_BITS", "MAX_ITERATIONS",
+__all__ = ["MAX_CALL_DEPTH", "MAX_COLLECTION", "MAX_EXPR_DEPTH", "MAX_SELECTOR_DEPTH", "MAX_INT_BITS", "MAX_ITERATIONS",
            "MEMORY_BUDGET_BYTES", "memory_budget_bytes"]
 
 #: Nested user-function calls (recursion is not part of RASP).
@@ -20,6 +20,11 @@ MAX_CALL_DEPTH = 60
 #: brackets inside brackets); deeper statements are refused before they run. Chains of
 #: statements are not limited.
 MAX_EXPR_DEPTH = 200
+
+#: Levels of ``and``/``or``/``not`` one selector may combine (``s = s and select(...)`` in a
+#: chain of statements); deeper selectors are refused when built. Chains of s-op statements
+#: (maps, aggregates) are not limited.
+MAX_SELECTOR_DEPTH = 200
 
 #: Longest list or string a program may build (atoms: ``+``, ``*``, ``range``; s-op string
 #: values: ``+`` of strings), in elements / characters.

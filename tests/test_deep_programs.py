@@ -88,3 +88,24 @@ def test_cli_compiles_a_chain_and_refuses_deep_nesting(tmp_path):
     assert r.returncode == 2
     assert "Traceback" not in r.stdout + r.stderr
     assert "deep.rasp:1:" in r.stderr and "MAX_EXPR_DEPTH" in r.stderr
+
+
+def _selector_chain(n: int) -> str:
+    return ("s = select(indices, indices, ==);\n"
+            + "s = s and select(indices, indices, <=);\n" * n
+            + "y = aggregate(s, indices);\n")
+
+
+def test_selector_chain_below_the_limit_compiles_exactly():
+    n = limits.MAX_SELECTOR_DEPTH - 1
+    y = rasp.run_source(_selector_chain(n)).get("y")
+    # (i == j) and (i <= j) ... selects exactly the query's own position: y = indices
+    assert rasp.evaluate(y, [[1, 2, 3]]).tolist() == [[0, 1, 2]]
+    cm = compile_program(y, [1, 2, 3], 4)
+    assert np.asarray(cm.run([[3, 1, 2, 1]])).tolist() == [[0, 1, 2, 3]]
+
+
+def test_selector_chain_above_the_limit_is_a_clear_error():
+    with pytest.raises(RASPError) as e:
+        rasp.run_source(_selector_chain(1500))
+    assert "MAX_SELECTOR_DEPTH" in str(e.value) and str(e.value).startswith("<string>:")
