@@ -66,6 +66,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from rasp.interpreter import Evaluator
 from rasp.ops import OPS
@@ -322,6 +323,7 @@ _KIND_INT, _KIND_IDX, _KIND_STR, _KIND_COUNT = 0, 1, 2, 3
 _SEL_OPS = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
             ">": np.greater, ">=": np.greater_equal}
 _CHUNK = 1 << 22          # elements per vectorized block
+_DENSE_BYTES = 1 << 28    # dense float32 selector matrices kept per search
 
 
 class _Recipes:
@@ -459,6 +461,7 @@ class _Engine:
         self.found = None
         self.explored = 0
         self.stored_bytes = 0
+        self.dense_bytes = 0
         self.storing = True
         self.all_programs: list | None = [] if not prune else None
         self.combine_seconds = float(g.get("combine_seconds", 0.0))
@@ -905,10 +908,95 @@ class _Engine:
         S[:, self.sel_flat] = ent
         return S.reshape(len(rows), self.B, self.T, self.T)
 
+    def _dense_sels(self, sl: _SelLevel, rows: np.ndarray) -> np.ndarray:
+        """``[len(rows), B, q, k]`` float32 0/1 matrices of selectors ``rows`` of a level; a
+        level's matrices are unpacked once and kept while they fit in ``_DENSE_BYTES``."""
+        dense = getattr(sl, "_dense", None)
+        if dense is None and len(sl) * self.B * self.T * self.T * 4 <= _DENSE_BYTES - \
+                self.dense_bytes:
+            dense = self._sel_matrices(sl, np.arange(len(sl))).astype(np.float32)
+            sl._dense = dense
+            self.dense_bytes += dense.nbytes
+        if dense is None:
+            return self._sel_matrices(sl, rows).astype(np.float32)
+        if rows.size and rows[-1] - rows[0] + 1 == rows.size:
+            return dense[rows[0]:rows[-1] + 1]                      # a view
+        return dense[rows]
+
+    def _agg_gemm(self, V: np.ndarray, S: np.ndarray, dtype=np.float32) -> np.ndarray:
+        """Selected sums of every value row under every selector: ``V`` ``[B, M, T]``,
+        ``S`` ``[s, B, q, k]`` bool -> ``[s, M, P]`` (P = valid query positions). One
+        matrix product per batch row ``[M, k] @ [k, s*q]`` (a BLAS gemm; far faster than
+        NumPy's batched ``matmul`` over ``(s, B)``). Exact: integer sums far below 2^24."""
+        ns, B, T = S.shape[0], self.B, self.T
+        M = V.shape[1]
+        out = np.empty((B, M, ns, T), dtype)
+        Sf = S.astype(dtype, copy=False)
+        for b in range(B):
+            St = Sf[:, b].reshape(ns * T, T)                 # [s*q, k]
+            np.matmul(V[b].astype(dtype, copy=False), St.T, out=out[b].reshape(M, ns * T))
+        return out.transpose(2, 1, 0, 3).reshape(ns, M, B * T)[:, :, self.vflat]
+
+    def _agg_maxmin(self, lv, num, Vi, S, red) -> np.ndarray:
+        """Max (or min) of the selected values, ``[s, len(num), P]`` int16, as one gemm:
+        each row's values are replaced by their rank r among the row's distinct values and
+        the selected keys sum ``2^(b*r)`` with ``2^b`` > the number of keys (float64, exact
+        in the exponent); the exponent of the sum is ``b*r_max`` (rows with too many
+        distinct values for float64's exponent, and rows with -inf, use a masked reduction).
+        Empty selections give 0 here (the caller writes the default)."""
+        ns = S.shape[0]
+        vals = lv.vals[num].astype(np.int16)                       # [M', P]
+        Mn = vals.shape[0]
+        if not hasattr(lv, "_rank_cache"):
+            lv._rank_cache = {}
+        key = (red, num.size, int(num[:1].sum()) if num.size else 0)
+        cached = lv._rank_cache.get(key)
+        if cached is None:
+            sh = vals + 128                                       # 0..255
+            if red == "min":
+                sh = 255 - sh
+            present = np.zeros((Mn, 256), bool)
+            present[np.arange(Mn)[:, None], sh] = True
+            rank_of = np.cumsum(present, axis=1) - 1               # [M', 256]
+            nd = present.sum(axis=1)
+            ranks = np.take_along_axis(rank_of, sh.astype(np.int64), axis=1)   # [M', P]
+            # value of each rank: sorted distinct values (descending for min)
+            order = np.argsort(~present, axis=1, kind="stable")    # present codes first, asc
+            val_of = (order - 128).astype(np.int16)
+            if red == "min":
+                val_of = (127 - order).astype(np.int16)
+            bits = max(1, int(np.ceil(np.log2(self.T + 1))))
+            f32 = (nd - 1) * bits + 1 <= 126                 # float32's exponent range
+            f64 = ~f32 & ((nd - 1) * bits + 1 <= 1022)
+            fast = f32 | f64
+            full = np.zeros((Mn, self.B * self.T), np.float64)
+            full[:, self.vflat] = np.where(fast[:, None], np.exp2(bits * ranks.astype(np.float64)), 0)
+            full = full.reshape(Mn, self.B, self.T).transpose(1, 0, 2)
+            i32, i64 = np.flatnonzero(f32), np.flatnonzero(f64)
+            cached = (i32, full[:, i32].astype(np.float32), i64, full[:, i64].copy(), val_of,
+                      fast, bits)
+            lv._rank_cache[key] = cached
+        i32, W32, i64, W64, val_of, fast, bits = cached
+        r = np.zeros((ns, Mn, self.Pn), np.int64)
+        for idx, W, dt in ((i32, W32, np.float32), (i64, W64, np.float64)):
+            if idx.size:
+                _, ex = np.frexp(self._agg_gemm(W, S, dt))          # [s, m, P]
+                r[:, idx] = np.maximum(ex - 1, 0) // bits           # rank of the extreme
+        out = np.take_along_axis(np.broadcast_to(val_of[None], (ns,) + val_of.shape),
+                                 r, axis=2).astype(np.int16)
+        slow = np.flatnonzero(~fast)
+        if slow.size:
+            fill = np.int16(-32768 if red == "max" else 32767)
+            Vs = Vi[:, slow]
+            big = np.where(S[:, :, None, :, :] > 0, Vs[None, :, :, None, :], fill)
+            rr = big.max(axis=-1) if red == "max" else big.min(axis=-1)
+            out[:, slow] = rr.transpose(0, 2, 1, 3).reshape(ns, slow.size, -1)[:, :, self.vflat]
+        return out
+
     def _aggregates(self, k):
         """All aggregates of a selector level with a value level, many selectors at once:
-        mean = one batched matrix product ``[s, B, M, k] @ [s, B, k, q]``; max / min = one
-        masked reduction."""
+        mean = one gemm per batch row ``[M, k] @ [k, s*q]`` (:meth:`_agg_gemm`); max / min =
+        the same product over ``2^(b * rank)`` (:meth:`_agg_maxmin`)."""
         BTT = self.B * self.T * self.T
         if self.crasp:
             return            # C-RASP has no value aggregation
@@ -932,26 +1020,22 @@ class _Engine:
                 srows = np.arange(len(sl)) if red == "mean" else np.flatnonzero(multi)
                 if srows.size == 0:
                     continue
-                per = (M if red == "mean" else num.size) * max(self.Pn, BTT // 4)
-                step = max(1, _CHUNK // max(1, per))
+                # per selector: its matrix (bool + float) and the output rows (float)
+                per = (M if red == "mean" else num.size) * self.B * self.T * 8 + BTT * 9
+                step = max(1, (_CHUNK * 8) // per)
                 for a in range(0, srows.size, step):
                     rows = srows[a:a + step]
-                    S = self._sel_matrices(sl, rows)            # [s, B, q, k]
+                    S = self._dense_sels(sl, rows)              # [s, B, q, k] float32
                     ns = len(rows)
                     if red == "mean":
-                        sums = np.matmul(V[None], S.astype(np.float32).transpose(0, 1, 3, 2))
-                        # [s, B, M, q] -> [s, M, P]
-                        sums = sums.transpose(0, 2, 1, 3).reshape(ns, M, -1)[:, :, self.vflat]
+                        sums = self._agg_gemm(V, S)                     # [s, M, P]
                         wq = np.maximum(sl.W[rows], 1).astype(np.float32)[:, None, :]
                         out = np.trunc(sums / wq).astype(np.int16)
                         okc = np.ones((ns, M), bool)
                         okc[:, :] = (kinds != _KIND_STR)[None, :] | ~multi[rows][:, None]
                         cols = np.arange(M)
                     else:
-                        fill = np.int16(-32768 if red == "max" else 32767)
-                        big = np.where(S[:, :, None, :, :], Vi[None, :, :, None, :], fill)
-                        r = big.max(axis=-1) if red == "max" else big.min(axis=-1)
-                        out = r.transpose(0, 2, 1, 3).reshape(ns, num.size, -1)[:, :, self.vflat]
+                        out = self._agg_maxmin(lv, num, Vi, S, red)     # [s, M', P]
                         okc = np.ones((ns, num.size), bool)
                         cols = num
                     empty = sl.W[rows] == 0                               # [s, P]
@@ -1297,7 +1381,10 @@ def search(problem: SearchProblem, max_length: int = 6, time_limit: float = 60.0
         g["combine_seconds"] = comb
         res = _Engine(problem, max(left - comb, 1e-3), max_length, progress,
                       int(max_memory_mb * 2**20), validate, prune=prune, grammar=g)
-        out = res.run()
+        # one BLAS thread: the products are many and small; OpenBLAS's extra threads spin
+        # and cost CPU time without saving wall time (bench/bench_search.py measures it)
+        with threadpool_limits(limits=1, user_api="blas"):
+            out = res.run()
         explored += out.explored
         if res.spurious_node is None:
             break
