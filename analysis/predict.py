@@ -612,6 +612,21 @@ def markdown_pe_report(preds: list[Prediction]) -> str:
         src = p.program_source or "-"
         lines.append(f"| {p.task} | {p.pe or '-'} | [{p.length_lower_bound}, {hi}] | {src} | "
                      f"{rl} | {cr} | {th} | {p.prediction} | {'; '.join(paper) or '-'} |")
+    # the RASP-L program each bound's upper end (and the RASP-L theory) used, once per task
+    shown, progs = set(), []
+    for p in preds:
+        if p.task in shown or not p.program_source:
+            continue
+        shown.add(p.task)
+        head = (f"**{p.task}** ({p.program_source}, certified lower bound "
+                f"{p.length_lower_bound}, size {p.length_upper_bound})")
+        if p.source:
+            progs += [head + ":", "", "```", p.source.strip(), "```", ""]
+        else:             # a shipped program: its file (tasks/programs/) is its source
+            progs += [f"{head}: `tasks/programs/{p.program}`", ""]
+    if progs:
+        lines += ["", "Programs used (RASP-L; `shipped` = the task's file, `search` = found by "
+                  "`analysis.search` without reading it):", ""] + progs[:-1]
     return "\n".join(lines)
 
 

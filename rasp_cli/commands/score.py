@@ -145,6 +145,10 @@ def score_command(args) -> int:
           f"{'Zhou et al.':17s} agree")
     for p in preds:
         print(_row(p))
+        if p.program_source:
+            print(f"{'':26s}program used ({p.program_source}; size bounds [certified lower, "
+                  f"used] = [{p.length_lower_bound}, {p.length_upper_bound}]): "
+                  + (p.program if p.program_source != "search" else "below"))
         for th in (p.theories or {}).values():
             print(f"{'':26s}{th['theory']}: {th['prediction']} - {th['reason']}")
             if p.disagreement and th.get("program"):
