@@ -6,7 +6,8 @@
 * position embedding ``W_pos [max_seq_len + 1, d_model]`` (``ape_learned``): position ``p``
   writes ``indices:(p-1)``; BOS sits at position 0;
 * per layer ``n_heads_l`` heads and ``d_mlp_l`` MLP units, exactly what that layer needs;
-  every head has the model's ``d_head`` (chosen to minimise the parameter count; a head whose
+  every head is at most the model's ``d_head`` wide (its own width, ``d_head_widths``, is what
+  its query/key and value spaces need; chosen to minimise the parameter count; a head whose
   value space is wider than ``d_head`` is split into several heads sharing the same query/key
   weights, so a value space larger than the query/key space is fine: Tracr's failure mode 6);
 * no LayerNorm, ReLU, no biases (``one`` direction instead), ``1/sqrt(d_head)`` scaling
@@ -114,9 +115,9 @@ def assemble(plan: LayerPlan, space: ResidualSpace, heads: dict, mlps: dict, voc
     scale = math.sqrt(D)
     r_bos = W_E[0].copy()
     state: dict[str, torch.Tensor] = {}
-    heads_per_layer, mlp_per_layer, head_nodes = [], [], []
+    heads_per_layer, mlp_per_layer, head_nodes, head_widths = [], [], [], []
     for l in range(plan.n_layers):
-        WQ, WK, WV, WO, names = [], [], [], [], []
+        WQ, WK, WV, WO, names, widths_l = [], [], [], [], [], []
         garbage = r_bos.copy()
         garbage[BOS] = 0.0
         write = np.zeros(d)
@@ -141,8 +142,10 @@ def assemble(plan: LayerPlan, space: ResidualSpace, heads: dict, mlps: dict, voc
                 WV.append(Wv)
                 WO.append(Wo)
                 names.append(n.name)
+                widths_l.append(max(hb.r_qk, c1 - c0, 1))   # the rest of the D columns are 0
         r_bos = r_bos + write
         heads_per_layer.append(len(WQ))
+        head_widths.append(widths_l)
         head_nodes.append(names)
         if WQ:
             state[f"blocks.{l}.attn.W_Q"] = torch.tensor(np.stack(WQ))
@@ -175,7 +178,8 @@ def assemble(plan: LayerPlan, space: ResidualSpace, heads: dict, mlps: dict, voc
         d_mlp=mlp_per_layer, d_vocab=V + 2, d_vocab_out=W_U.shape[1], n_ctx=n_ctx,
         pe="ape_learned", act_fn="relu", normalization_type=None, use_attn_scale=True,
         attention_dir="causal" if causal else "bidirectional",
-        tied_embeddings=False, dropout=0.0, attn_bias=False, mlp_bias=False)
+        tied_embeddings=False, dropout=0.0, attn_bias=False, mlp_bias=False,
+        d_head_widths=head_widths)
     state["embed.W_E"] = torch.tensor(W_E)
     state["pos_embed.W_pos"] = torch.tensor(W_pos)
     state["unembed.W_U"] = torch.tensor(W_U)

@@ -559,8 +559,8 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params) -> Co
                                  "ir_id": n.ir.id if n.ir is not None and not n.internal
                                  else None}
     model = asm.model
-    params = sum(p.numel() for p in model.parameters())
-    nonzero = int(sum(int(torch.count_nonzero(p)) for p in model.parameters()))
+    params = model.num_parameters()            # per-head widths unpadded, as stored
+    nonzero = model.num_nonzero_parameters()
     stats = {
         "layers": asm.config.n_layers,
         "heads": int(sum(asm.heads_per_layer)),

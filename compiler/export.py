@@ -180,16 +180,24 @@ def transformer_lens_state_dict(model, buffers: bool = False) -> dict[str, torch
         ln_params(f"{p}.ln1", block.ln1)
         a = block.attn
         zero_h = torch.zeros(0, d, dh, dtype=dt)
-        for n in ("W_Q", "W_K", "W_V"):
-            sd[f"{p}.attn.{n}"] = _padded(getattr(a, n).detach() if a is not None else zero_h,
+        wm = a.width_mask.to(dt) if a is not None and a.width_mask is not None else None
+        for n in ("W_Q", "W_K", "W_V"):   # per-head widths: zero-padded to d_head
+            w = getattr(a, n).detach() if a is not None else zero_h
+            if wm is not None:
+                w = w * wm[:, None, :]
+            sd[f"{p}.attn.{n}"] = _padded(w,
                                           (H, d, dh))
         W_O = a.W_O.detach() if a is not None else torch.zeros(0, dh, d, dtype=dt)
+        if wm is not None:
+            W_O = W_O * wm[:, :, None]
         if a is not None and a.head_mask is not None:
             W_O = W_O * a.head_mask.to(dt)[:, None, None]
         sd[f"{p}.attn.W_O"] = _padded(W_O, (H, dh, d))
         for n in ("b_Q", "b_K", "b_V"):
             b = getattr(a, n).detach() if a is not None and cfg.attn_bias else torch.zeros(
                 0, dh, dtype=dt)
+            if wm is not None and cfg.attn_bias:
+                b = b * wm
             sd[f"{p}.attn.{n}"] = _padded(b, (H, dh))
         sd[f"{p}.attn.b_O"] = (a.b_O.detach().clone() if a is not None and cfg.attn_bias
                                else torch.zeros(d, dtype=dt))

@@ -66,6 +66,8 @@ TL_FIELDS: tuple[TLField, ...] = (
     TLField("dropout", None, "none (inference only)"),
     TLField("attn_bias", None, "TransformerLens always has b_Q, b_K, b_V, b_O: zeros when False"),
     TLField("mlp_bias", None, "TransformerLens always has b_in, b_out: zeros when False"),
+    TLField("d_head_widths", None, "heads zero-padded to d_head (W_Q/W_K/W_V columns, W_O rows "
+            "beyond a head's width are 0)"),
     TLField("n_heads_mask", None, "folded into W_O (a silenced head writes nothing)"),
     TLField("initializer_range", "initializer_range", "same (std of the normal init)",
             legacy="init_std"),
@@ -100,7 +102,12 @@ class TransformerConfig:
     (:func:`model.positional.default_rotary_dim`, 25% of d_head as Kazemnejad et al.).
     ``normalization_type`` is ``"LN"`` (pre-LN) or None. ``tied_embeddings`` reuses ``W_E`` as
     the unembedding (needs ``d_vocab == d_vocab_out``). ``n_heads_mask`` (optional, list of
-    per-layer lists of 0/1) silences heads, e.g. for ablations. Raises
+    per-layer lists of 0/1) silences heads, e.g. for ablations. ``d_head_widths`` (optional,
+    one list of per-head ints per layer, each 1..d_head) gives each head its own width: head
+    ``h`` of layer ``l`` uses only the first ``d_head_widths[l][h]`` of its ``d_head``
+    query/key/value dimensions (the rest are zero; weights are stored unpadded, see
+    :mod:`model.io`); None = every head has ``d_head`` (trained models). Scores are still
+    divided by sqrt(d_head). Not with ``pe="rope"``. Raises
     :class:`TransformerConfigError` for an invalid value.
     """
 
@@ -124,6 +131,7 @@ class TransformerConfig:
     attn_bias: bool = True
     mlp_bias: bool = True
     n_heads_mask: list | None = None
+    d_head_widths: list | None = None
     initializer_range: float = 0.02
     embed_init_std: float | None = None
     relative_attention_num_buckets: int = 32
@@ -145,6 +153,12 @@ class TransformerConfig:
     def mlp_width(self, layer: int) -> int:
         """MLP hidden width in ``layer`` (0 = no MLP)."""
         return int(self.d_mlp[layer] if isinstance(self.d_mlp, (list, tuple)) else self.d_mlp)
+
+    def head_widths(self, layer: int) -> list[int]:
+        """Per-head widths of ``layer`` (``d_head`` each unless ``d_head_widths`` is set)."""
+        if self.d_head_widths is None:
+            return [self.d_head] * self.heads(layer)
+        return [int(w) for w in self.d_head_widths[layer]]
 
     @property
     def max_heads(self) -> int:
@@ -193,12 +207,28 @@ class TransformerConfig:
                     len(m) != self.heads(l) for l, m in enumerate(self.n_heads_mask)):
                 bad("n_heads_mask must hold one list of length n_heads_l per layer")
 
+        if self.d_head_widths is not None:
+            if self.pe == "rope":
+                bad("d_head_widths is not supported with pe='rope'")
+            w = self.d_head_widths
+            if (not isinstance(w, (list, tuple)) or len(w) != self.n_layers
+                    or any(not isinstance(m, (list, tuple)) or len(m) != self.heads(l)
+                           for l, m in enumerate(w))):
+                bad("d_head_widths must hold one list of length n_heads_l per layer")
+            if any(not isinstance(x, int) or isinstance(x, bool) or not 1 <= x <= self.d_head
+                   for m in w for x in m):
+                bad(f"d_head_widths entries must be ints in 1..d_head={self.d_head}")
+
     def to_dict(self) -> dict:
         """Plain JSON-serialisable dict."""
         d = dataclasses.asdict(self)
         for k in ("n_heads", "d_mlp"):
             if isinstance(d[k], tuple):
                 d[k] = list(d[k])
+        if d["d_head_widths"] is None:
+            del d["d_head_widths"]          # configs without it stay byte-identical
+        else:
+            d["d_head_widths"] = [list(m) for m in d["d_head_widths"]]
         return d
 
     @classmethod

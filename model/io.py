@@ -28,7 +28,7 @@ def save_safetensors(model: Transformer, path, metadata: dict | None = None) -> 
         if k in ("config", "format"):
             raise ValueError(f"metadata key {k!r} is reserved")
         meta[str(k)] = v if isinstance(v, str) else json.dumps(v)
-    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    tensors = {k: v.detach().cpu().contiguous() for k, v in model.packed_state_dict().items()}
     path = os.fspath(path)
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
@@ -78,8 +78,8 @@ def load_safetensors(path, device: str = "cpu") -> Transformer:
     if len(dtypes) == 1:  # keep the stored precision (compiled models are float64)
         model = model.to(dtypes.pop())
     try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as e:
+        model.load_state_dict(model.unpack_state_dict(state), strict=True)
+    except (RuntimeError, ValueError) as e:
         raise ValueError(f"{path}: weights do not match the stored config: {e}") from None
     decoded = {}
     for k, v in meta.items():

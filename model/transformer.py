@@ -20,11 +20,18 @@ compiler can write weights by name and probing tools read them the same way::
     unembed.W_U             [d_model, d_vocab_out]          (absent when tied_embeddings)
     unembed.b_U             [d_vocab_out]
 
+With ``d_head_widths`` (per-head widths) the attention tensors above stay padded to ``d_head``
+in memory (columns/rows beyond a head's width are zero and kept zero in the forward pass);
+:meth:`Transformer.packed_state_dict` and safetensors files hold them unpadded, heads
+concatenated: ``W_Q/W_K/W_V [d_model, sum_h w_h]``, ``b_Q/b_K/b_V [sum_h w_h]``,
+``W_O [sum_h w_h, d_model]``.
+
 A layer with 0 heads has no attention sublayer (``blocks.{l}.attn`` is None) and a layer with
 ``d_mlp_l = 0`` has no MLP.
 
 Hook points have TransformerLens's names and layouts; they are identity modules, so observing
-never changes the forward pass (``pos`` = query position; ``head`` = the layer's heads)::
+never changes the forward pass (``pos`` = query position; ``head`` = the layer's heads; with
+``d_head_widths`` the ``d_head`` axis of q/k/v/z is padded: entries beyond a head's width are 0)::
 
     hook_embed                      [batch, pos, d_model]
     hook_pos_embed                  [batch, pos, d_model]    (ape_learned, ape_sinusoidal)
@@ -138,6 +145,11 @@ class Attention(nn.Module):
         mask = cfg.n_heads_mask[layer] if cfg.n_heads_mask is not None else None
         self.register_buffer("head_mask", None if mask is None
                              else torch.tensor(mask, dtype=torch.float32), persistent=False)
+        widths = None
+        if cfg.d_head_widths is not None:
+            widths = (torch.arange(dh)[None, :] < torch.tensor(cfg.head_widths(layer))[:, None])
+            widths = widths.to(torch.float32)        # [head, d_head] 1 inside a head's width
+        self.register_buffer("width_mask", widths, persistent=False)
         self.hook_q = HookPoint()            # [batch, pos, head, d_head] (before rotary)
         self.hook_k = HookPoint()            # [batch, pos, head, d_head] (before rotary)
         self.hook_v = HookPoint()            # [batch, pos, head, d_head]
@@ -158,11 +170,18 @@ class Attention(nn.Module):
         ``n_heads_mask`` still shows its ``z``; it writes nothing to the residual stream.
         """
         cfg = self.cfg
-        q = torch.einsum("bsd,hde->bshe", x, self.W_Q)
-        k = torch.einsum("bsd,hde->bshe", x, self.W_K)
-        v = torch.einsum("bsd,hde->bshe", x, self.W_V)
+        W_Q, W_K, W_V, W_O = self.W_Q, self.W_K, self.W_V, self.W_O
+        m = self.width_mask
+        if m is not None:      # per-head widths: keep the padding exactly zero
+            W_Q, W_K, W_V = W_Q * m[:, None, :], W_K * m[:, None, :], W_V * m[:, None, :]
+            W_O = W_O * m[:, :, None]
+        q = torch.einsum("bsd,hde->bshe", x, W_Q)
+        k = torch.einsum("bsd,hde->bshe", x, W_K)
+        v = torch.einsum("bsd,hde->bshe", x, W_V)
         if cfg.attn_bias:
-            q, k, v = q + self.b_Q, k + self.b_K, v + self.b_V
+            bq, bk, bv = ((self.b_Q, self.b_K, self.b_V) if m is None
+                          else (self.b_Q * m, self.b_K * m, self.b_V * m))
+            q, k, v = q + bq, k + bk, v + bv
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
         if cfg.pe == "rope":
             q = self.hook_rot_q(apply_rotary(q.transpose(1, 2), positions, self.rot_dim,
@@ -186,7 +205,7 @@ class Attention(nn.Module):
         scores = self.hook_attn_scores(scores)
         pattern = self.hook_pattern(torch.softmax(scores, dim=-1))
         z = self.hook_z(torch.einsum("bhqk,bkhe->bqhe", self.attn_dropout(pattern), v))
-        W_O = self.W_O if self.head_mask is None else self.W_O * self.head_mask[:, None, None]
+        W_O = W_O if self.head_mask is None else W_O * self.head_mask[:, None, None]
         out = torch.einsum("bshe,hed->bsd", z, W_O)
         if cfg.attn_bias:
             out = out + self.b_O
@@ -426,5 +445,55 @@ class Transformer(nn.Module):
         return out
 
     def num_parameters(self) -> int:
-        """Number of trainable parameters."""
-        return sum(p.numel() for p in self.parameters())
+        """Number of trainable parameters (per-head widths counted unpadded, as stored)."""
+        return sum(t.numel() for t in self.packed_state_dict().values())
+
+    def num_nonzero_parameters(self) -> int:
+        """Number of parameters that are not exactly 0 (unpadded)."""
+        return sum(int(torch.count_nonzero(t)) for t in self.packed_state_dict().values())
+
+    _PACK_AXIS = {"W_Q": 2, "W_K": 2, "W_V": 2, "W_O": 1, "b_Q": 1, "b_K": 1, "b_V": 1}
+
+    def packed_state_dict(self) -> dict:
+        """``state_dict()`` with per-head-width attention tensors unpadded (module docstring):
+        head ``h``'s first ``w_h`` dimensions, heads concatenated. Equal to ``state_dict()``
+        when ``d_head_widths`` is None."""
+        state = self.state_dict()
+        if self.cfg.d_head_widths is None:
+            return state
+        out = {}
+        for k, t in state.items():
+            parts = k.split(".")
+            if len(parts) == 4 and parts[0] == "blocks" and parts[2] == "attn" \
+                    and parts[3] in self._PACK_AXIS:
+                ws = self.cfg.head_widths(int(parts[1]))
+                ax = self._PACK_AXIS[parts[3]]
+                t = torch.cat([t[h].narrow(ax - 1, 0, w) for h, w in enumerate(ws)], dim=ax - 1)
+            out[k] = t
+        return out
+
+    def unpack_state_dict(self, packed: dict) -> dict:
+        """Inverse of :meth:`packed_state_dict` (zero padding to ``d_head``); ValueError for a
+        tensor whose shape does not match the config."""
+        if self.cfg.d_head_widths is None:
+            return packed
+        out = dict(packed)
+        dh = self.cfg.d_head
+        for k, t in packed.items():
+            parts = k.split(".")
+            if len(parts) == 4 and parts[0] == "blocks" and parts[2] == "attn" \
+                    and parts[3] in self._PACK_AXIS:
+                ws = self.cfg.head_widths(int(parts[1]))
+                ax = self._PACK_AXIS[parts[3]] - 1
+                if t.shape[ax] != sum(ws):
+                    raise ValueError(f"{k}: packed width {t.shape[ax]} != sum of head widths "
+                                     f"{sum(ws)}")
+                shape = list(t.shape)
+                shape[ax] = dh
+                full = torch.zeros([len(ws)] + shape, dtype=t.dtype)
+                c = 0
+                for h, w in enumerate(ws):
+                    full[h].narrow(ax, 0, w).copy_(t.narrow(ax, c, w))
+                    c += w
+                out[k] = full
+        return out
