@@ -359,7 +359,7 @@ def load_compiled(directory: str | os.PathLike) -> CompiledModel:
             meta = json.load(f)
         cfg = TransformerConfig.from_dict(meta["config"])
         model = Transformer(cfg).double()
-        model.load_state_dict(load_file(wpath), strict=True)
+        model.load_state_dict(model.unpack_state_dict(load_file(wpath)), strict=True)
     except (KeyError, ValueError, RuntimeError, json.JSONDecodeError) as e:
         raise CompilerError(f"{directory}: not a compiled rasp-lab model ({e})") from None
     model.eval()
