@@ -107,7 +107,11 @@ def test_stats_fields():
     for k in ("layers", "heads", "d_model", "d_head", "mlp_hidden", "params", "nonzero_params",
               "compile_seconds"):
         assert k in cm.stats
-    assert cm.stats["params"] == sum(p.numel() for p in cm.model.parameters())
+    cfg = cm.model.cfg
+    padding = sum(4 * cfg.d_model * (cfg.d_head - w)            # W_Q, W_K, W_V, W_O columns
+                  for l in range(cfg.n_layers) for w in cfg.head_widths(l))
+    assert cm.stats["params"] == sum(p.numel() for p in cm.model.parameters()) - padding
+    assert cm.stats["nonzero_params"] == sum(int((p != 0).sum()) for p in cm.model.parameters())
     assert len(cm.residual_labels) == cm.stats["d_model"] == cm.model.cfg.d_model
 
 
