@@ -35,8 +35,9 @@ EXHAUSTIVE_LIMIT = 1024
 #: random inputs per length checked by ``compile_program``'s gate when not exhaustive (the
 #: most; long lengths get fewer, see :data:`GATE_TOKENS`)
 GATE_SAMPLES = 8
-#: models with fewer parameters run all lengths of the check in one padded batch
-SMALL_MODEL = 1_000_000
+#: lengths are checked in padded groups whose padding is at most this fraction of the group's
+#: real token positions (BOS included)
+PAD_WASTE = 0.15
 #: the gate's budget in token positions: at length ``n`` of ``N`` it checks
 #: ``clamp(GATE_TOKENS // (N * (n + 1)), 1, samples)`` inputs, so its cost stays near that of
 #: compiling (a compiled model of max_seq_len 64 runs ~1,000 positions in 0.02-0.2 s)
@@ -106,6 +107,25 @@ def _inputs(vocab: list, n: int, k: int, rng: np.random.Generator,
     return batch
 
 
+def _groups(sizes: list[tuple[int, int]], waste: float = PAD_WASTE) -> list[list[int]]:
+    """Indices of ``sizes = [(length, inputs), ...]`` (lengths ascending) grouped greedily so
+    that padding every input of a group to its longest length (plus BOS) costs at most
+    ``waste`` times the group's real positions."""
+    groups: list[list[int]] = []
+    real = 0
+    for i, (n, k) in enumerate(sizes):
+        if groups:
+            cand_real = real + k * (n + 1)
+            padded = (n + 1) * sum(sizes[j][1] for j in groups[-1] + [i])
+            if padded <= (1 + waste) * cand_real:
+                groups[-1].append(i)
+                real = cand_real
+                continue
+        groups.append([i])
+        real = k * (n + 1)
+    return groups
+
+
 def verify_compiled(cm, sop: SOp, samples: int = GATE_SAMPLES, seed: int = 0,
                     exhaustive_limit: int = EXHAUSTIVE_LIMIT, progress: bool = False,
                     token_budget: int | None = GATE_TOKENS) -> VerificationResult:
@@ -150,27 +170,29 @@ def verify_compiled(cm, sop: SOp, samples: int = GATE_SAMPLES, seed: int = 0,
         elif token_budget is not None:
             k = max(1, min(samples, token_budget // (N * (n + 1))))
         batches.append((n, _inputs(vocab, n, k, rng, exhaustive)))
-    # a small model runs every length in one padded batch (its cost is per call, not per
-    # position); a large one length by length
-    got_all = None
-    if cm.stats.get("params", 0) < SMALL_MODEL and len(batches) > 1:
-        flat = [x for _, b in batches for x in b]
+    # lengths run in padded groups (one forward each) whose padding adds at most
+    # PAD_WASTE of the group's real positions: the forward's cost is per position, so fewer
+    # calls without padding work; a group whose run raises is run length by length
+    pos_of = {}
+    for group in _groups([(n, len(b)) for n, b in batches]):
+        flat = [x for i in group for x in batches[i][1]]
+        if len(group) == 1:
+            continue
         try:
             got_all = list(cm.run(flat))
         except RASPError:
-            got_all = None
-    pos = 0
-    steps = batches
+            continue
+        at = 0
+        for i in group:
+            pos_of[i] = got_all[at: at + len(batches[i][1])]
+            at += len(batches[i][1])
+    steps = list(enumerate(batches))
     if progress:
         from tqdm import tqdm
-        steps = tqdm(batches, desc="verify", unit="length")
-    for n, batch in steps:
+        steps = tqdm(steps, desc="verify", unit="length")
+    for i, (n, batch) in steps:
         want = _outcome(lambda b: evaluate(sop, b, causal=causal), batch)
-        if got_all is not None:
-            got = got_all[pos: pos + len(batch)]
-            pos += len(batch)
-        else:
-            got = _outcome(cm.run, batch)
+        got = pos_of[i] if i in pos_of else _outcome(cm.run, batch)
         bad = 0
         for x, w, g in zip(batch, want, got):
             w_err, g_err = isinstance(w, BaseException), isinstance(g, BaseException)
