@@ -29,8 +29,14 @@ SETTINGS = ["--set", "steps=80", "--set", "checkpoint_every=10", "--set", "log_e
 
 
 def _env(home: Path) -> dict:
+    # the CLI imports matplotlib (analysis.alignment); with HOME moved it would build a fresh
+    # font cache and print matplotlib's one-time notice on stderr: point it at this process's
+    # cache, built here once
+    import matplotlib
+    import matplotlib.font_manager  # noqa: F401  (builds the font cache if missing)
     env = dict(os.environ)
     env.update(PYTHONPATH=str(ROOT), HOME=str(home), RAY_USAGE_STATS_ENABLED="0",
+               MPLCONFIGDIR=matplotlib.get_cachedir(),
                # keep every Ray address on the loopback interface (Ray otherwise rewrites
                # 127.0.0.1 to the machine's outward address)
                RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
