@@ -28,7 +28,7 @@ from .graph_to_blocks import build_head, build_mlp
 from .encoding import CATEGORICAL
 from .verification import GATE_SAMPLES, verify_compiled
 from .errors import CompiledRuntimeError, CompilerError, ModelTooLargeError, UnsupportedError
-from .rasp_to_graph import CompilerGraph, build_graph, mlp_cost
+from .rasp_to_graph import CompilerGraph, build_graph, mlp_units
 from .layer_allocation import allocate_layers
 from .residual_space import ResidualSpace
 
@@ -383,7 +383,7 @@ def _estimate(cg: CompilerGraph, space: ResidualSpace, vocab_size: int, n: int) 
     total = d * (vocab_size + 2) + d * (n + 1)
     for c in cg.nodes:
         if c.kind == "mlp":
-            total += 2 * d * mlp_cost(c.expr.leaves())
+            total += 2 * d * mlp_units(c.encoding, c.expr)
         elif c.is_attention:
             r = len(c.values) if c.encoding == CATEGORICAL else 1
             qk = 1 + min(sum(len(f.key.values) if f.key else 1 for f in c.selector.factors) + 1,

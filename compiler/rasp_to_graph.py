@@ -72,13 +72,14 @@ class Expr:
     ``fn`` maps NumPy arrays to an array (the interpreter's elementwise semantics); ``ew`` is
     the IR :class:`~rasp.ir.Elementwise` when known (used to find affine maps)."""
 
-    __slots__ = ("leaf", "fn", "args", "ew", "desc", "_leaves", "_affine")
+    __slots__ = ("leaf", "fn", "args", "ew", "desc", "_leaves", "_affine", "_units")
 
     def __init__(self, leaf: "CNode | None" = None, fn: Callable | None = None,
                  args: tuple = (), ew: Elementwise | None = None, desc: str = ""):
         self.leaf, self.fn, self.args, self.ew, self.desc = leaf, fn, tuple(args), ew, desc
         self._leaves = None          # cached: an Expr is never changed after construction
         self._affine = _UNSET
+        self._units: dict = {}       # mlp_units, per tuple of the leaves' encodings
 
     def leaves(self) -> list["CNode"]:
         """Distinct leaf nodes, in first-occurrence order (computed once per expression, from
@@ -445,7 +446,11 @@ class _Lowerer:
                 # need the values (a discretising MLP, a select) are refused.
                 return CNode("mlp", self.fresh(node.label), node, NUMERICAL, [], expr=expr,
                              unbounded=True)
-            c = CNode("mlp", self.fresh(node.label), node, enc or CATEGORICAL,
+            # a sum / difference of dependent means (value_sets.ValueSets.rounded): its value
+            # set is exact but the interpreter's floats may differ from it by an ulp, so it is
+            # kept as a number (read by discretising MLPs, which merge such near-duplicates)
+            default = NUMERICAL if node.id in self.vs.rounded else CATEGORICAL
+            c = CNode("mlp", self.fresh(node.label), node, enc or default,
                       self.vs.sets[node.id], expr=expr)
             c.error = self.vs.errors.get(node.id)
             return c
@@ -768,13 +773,153 @@ def _reachable(output: CNode, extra: tuple = ()) -> list:
 
 def mlp_cost(leaves: list) -> int:
     """Estimated hidden units of an MLP reading ``leaves`` (categorical: one unit per input
-    combination; one numerical input: two units per step, per categorical combination)."""
+    combination; one numerical input: two units per step, per categorical combination).
+    An affine numerical MLP costs less: :func:`mlp_units`."""
     cat = [l for l in leaves if l.encoding == CATEGORICAL]
     num = [l for l in leaves if l.encoding != CATEGORICAL]
     combos = math.prod(len(l.values) for l in cat) if cat else 1
     if num:
         return combos * (1 + 2 * max(len(num[0].values) - 1, 0))
     return combos
+
+
+def _numbers_only(values) -> bool:
+    return all(isinstance(v, (int, float, np.integer, np.floating))
+               and not isinstance(v, (bool, np.bool_)) for v in values)
+
+
+def _affine_mlp(encoding: str, expr: Expr, leaves: list) -> bool:
+    """Whether an MLP of this output encoding and expression is built as an affine MLP
+    (``graph_to_blocks._try_affine``): numerical output, affine expression, number inputs."""
+    return (encoding == NUMERICAL and affine_form(expr) is not None
+            and all(l.kind == "full" or l.unbounded or _numbers_only(l.values) for l in leaves))
+
+
+#: a discretising MLP's units are counted exactly (its function evaluated on every input
+#: combination) up to this many combinations, estimated by :func:`mlp_cost` above
+STEP_COUNT_LIMIT = 20_000
+
+
+def mlp_units(encoding: str, expr: Expr, leaves: list | None = None) -> int:
+    """Estimated hidden units of an MLP computing ``expr`` into an s-op of ``encoding``
+    (``graph_to_blocks.build_mlp``): an affine numerical MLP needs two units per numerical
+    input, one per value of a categorical input and one for the constant; a discretising MLP
+    (one numerical input) one unit per categorical combination plus two per step where the
+    output changes (counted on the values, up to ``STEP_COUNT_LIMIT`` combinations); any other
+    MLP :func:`mlp_cost`. Cached per expression and encodings of its leaves."""
+    leaves = expr.leaves() if leaves is None else leaves
+    key = (encoding,) + tuple((id(l), l.encoding) for l in leaves)
+    if key not in expr._units:
+        if _affine_mlp(encoding, expr, leaves):
+            units = 1 + sum(2 if l.encoding != CATEGORICAL else len(l.values)
+                            for l in leaves if l.kind != "full")
+        else:
+            units = _step_units(expr, leaves)
+        expr._units[key] = units
+    return expr._units[key]
+
+
+def _step_units(expr: Expr, leaves: list) -> int:
+    num = [l for l in leaves if l.encoding != CATEGORICAL]
+    cat = [l for l in leaves if l.encoding == CATEGORICAL]
+    combos = math.prod(len(l.values) for l in cat) if cat else 1
+    if len(num) != 1 or num[0].unbounded or not num[0].values or \
+            combos * len(num[0].values) > STEP_COUNT_LIMIT:
+        return mlp_cost(leaves)
+    x = num[0]
+    us = sort_values(v for v in x.values if isinstance(v, (int, float, bool, np.integer,
+                                                           np.floating, np.bool_)))
+    rows = [(c, u) for c in itertools.product(*[l.values for l in cat]) for u in us]
+    if not rows:
+        return mlp_cost(leaves)
+    cols = [[r[0][i] for r in rows] for i in range(len(cat))] + [[r[1] for r in rows]]
+    ids = [id(l) for l in cat] + [id(x)]
+    out = apply_elementwise_table(lambda *a: eval_expr(expr, dict(zip(ids, a))), cols)
+    units = 0
+    m = len(us)
+    for i in range(0, len(out), m):
+        seq = [repr(v) if ok else None for ok, v in out[i: i + m]]
+        units += 1 + 2 * sum(a != b for a, b in zip(seq, seq[1:]))
+    return units
+
+
+#: the largest magnitude of an integer s-op given a numerical encoding by
+#: :func:`_numerical_where_smaller` (sums of such values stay exact in float64)
+NUMERICAL_INT_LIMIT = 2 ** 31
+
+
+def _int_values(values) -> bool:
+    return bool(values) and all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+        and abs(int(v)) <= NUMERICAL_INT_LIMIT for v in values)
+
+
+def _numerical_where_smaller(nodes: list, output: CNode, extra: tuple = ()) -> int:
+    """Encoding pass: give an integer-valued MLP s-op a **numerical** encoding (one residual
+    direction instead of one per value) where every reader can read it as a number and the
+    model gets smaller (``compiler/encoding.py`` rule 5). Returns the number of s-ops changed.
+
+    Candidates: categorical MLP nodes (maps, sequence maps, selector widths) with no encoding
+    annotation, whose values are all integers (``|v| <= NUMERICAL_INT_LIMIT``: a discretising
+    MLP reads them with gaps >= 1, an affine MLP adds them exactly in float64), that are not the
+    program's output and do not flag an error. Readers allowed: an MLP that then reads at most
+    one numerical input, or is itself an affine numerical MLP of numbers; a numerical mean
+    aggregate reading it as its values. A select (key or query), a max/min aggregate, a
+    categorical aggregate or the output need the categorical encoding, so their inputs stay.
+
+    Nodes are visited from the output down (each reader's encoding is decided before its
+    inputs'), and a change is kept when the parameters saved by the fewer residual directions
+    exceed the parameters of the extra MLP units (the readers' :func:`mlp_units` before and
+    after), with the model's current size as the price of one direction and one unit."""
+    cons = _consumers(nodes, output, extra)
+    roots = {id(output)} | {id(r) for r in extra}
+
+    def dims(n: CNode) -> int:
+        if n.kind == "full":
+            return 0
+        return len(n.values) if n.encoding == CATEGORICAL else 1
+
+    units = {id(p): mlp_units(p.encoding, p.expr) for p in nodes if p.kind == "mlp"}
+    d_model = 3 + sum(dims(n) for n in nodes)
+    changed = 0
+    for n in reversed(nodes):
+        if (n.kind != "mlp" or n.encoding != CATEGORICAL or n.internal or n.unbounded
+                or id(n) in roots or n.error is not None or len(n.values) < 2
+                or (n.ir is not None and explicit_encoding(n.ir) is not None)
+                or not _int_values(n.values)):
+            continue
+        readers = cons.get(id(n), [])
+        if not readers or any(r is None for r in readers):
+            continue
+        new_units, ok = {}, True
+        n.encoding = NUMERICAL                     # tentatively, to cost the readers
+        for r in readers:
+            if r.kind == "mlp":
+                leaves = r.expr.leaves()
+                nums = [l for l in leaves if l.encoding != CATEGORICAL]
+                if len(nums) > 1 and not _affine_mlp(r.encoding, r.expr, leaves):
+                    ok = False
+                    break
+                new_units[id(r)] = mlp_units(r.encoding, r.expr, leaves)
+            elif (r.kind == "aggregate" and r.encoding == NUMERICAL and r.reduction == "mean"
+                  and r.values_node is n and not any(
+                      x is n for f in r.selector.factors for x in (f.key, f.query))):
+                continue
+            else:
+                ok = False
+                break
+        if ok:
+            extra_units = sum(u - units[k] for k, u in new_units.items())
+            total_units = sum(units.values())
+            saved = (len(n.values) - 1) * (2 * total_units + d_model)
+            ok = saved > 2 * d_model * extra_units
+        if not ok:
+            n.encoding = CATEGORICAL
+            continue
+        units.update(new_units)
+        d_model -= len(n.values) - 1
+        changed += 1
+    return changed
 
 
 def _fusion_ok(p: CNode, new_expr: Expr, old_cost: int) -> bool:
@@ -788,7 +933,7 @@ def _fusion_ok(p: CNode, new_expr: Expr, old_cost: int) -> bool:
     cat_rows = math.prod(len(l.values) for l in new_leaves if l.encoding == CATEGORICAL)
     if cat_rows > FUSE_LIMIT:
         return False
-    return mlp_cost(new_leaves) <= max(1.5 * old_cost, old_cost + 64)
+    return mlp_units(p.encoding, new_expr, new_leaves) <= max(1.5 * old_cost, old_cost + 64)
 
 
 def _fuse(nodes: list, output: CNode, extra: tuple = ()) -> int:
@@ -828,7 +973,7 @@ def _fuse(nodes: list, output: CNode, extra: tuple = ()) -> int:
             # whole tree
             tree = {id(p): p}
             expr = p.expr
-            old_cost = mlp_cost(p.expr.leaves())
+            old_cost = mlp_units(p.encoding, p.expr)
             grew = True
             while grew:
                 grew = False
@@ -836,7 +981,7 @@ def _fuse(nodes: list, output: CNode, extra: tuple = ()) -> int:
                     if eligible(leaf, tree):
                         expr = expr.substitute(leaf, leaf.expr)
                         tree[id(leaf)] = leaf
-                        old_cost += mlp_cost(leaf.expr.leaves())
+                        old_cost += mlp_units(leaf.encoding, leaf.expr)
                         grew = True
                         break
             if len(tree) > 2 and _fusion_ok(p, expr, old_cost):
@@ -850,7 +995,7 @@ def _fuse(nodes: list, output: CNode, extra: tuple = ()) -> int:
                 if not eligible(leaf, {id(p)}):
                     continue
                 new_expr = p.expr.substitute(leaf, leaf.expr)
-                old = mlp_cost(p.expr.leaves()) + mlp_cost(leaf.expr.leaves())
+                old = mlp_units(p.encoding, p.expr) + mlp_units(leaf.encoding, leaf.expr)
                 if not _fusion_ok(p, new_expr, old):
                     continue
                 p.expr = new_expr
@@ -899,6 +1044,7 @@ def build_graph(sop: SOp, vocab, max_seq_len: int, causal: bool = False,
     out = low.lower(sop)
     extra = tuple(low.extra_roots)
     nodes = _reachable(out, extra)
+    _numerical_where_smaller(nodes, out, extra)
     _fuse(nodes, out, extra)
     _convert_extra_numericals(low, nodes)
     nodes = _reachable(out, extra)

@@ -361,6 +361,9 @@ class ValueSets:
             before truncation.
         errors: ``{node.id: message}`` for a map that fails (the interpreter raises) on some
             combination of possible input values.
+        rounded: ids of s-ops whose set holds the exact values while the interpreter's floats
+            may differ from them by an ulp (a sum or difference of dependent means): a
+            consumer must compare them with a tolerance, never by equality.
     """
 
     def __init__(self):
@@ -368,6 +371,7 @@ class ValueSets:
         self.unbounded: set[int] = set()
         self.means: dict[int, list] = {}
         self.errors: dict[int, str] = {}
+        self.rounded: set[int] = set()
 
     def values(self, node: Node) -> list | None:
         """The sorted values of ``node``; None when it is unbounded."""
@@ -477,6 +481,7 @@ def _node_values(node: SOp, vs: ValueSets, vocab, n) -> list:
     if isinstance(node, SequenceMap):
         dep = _dependent_means(node, vs, n)
         if dep is not None:
+            vs.rounded.add(node.id)
             return dep
     if isinstance(node, (Map, SequenceMap)):
         inputs = [node.inner] if isinstance(node, Map) else list(node.inputs)
@@ -553,16 +558,20 @@ def _dependent_means(node: SequenceMap, vs: ValueSets, n: int) -> list | None:
     memo: dict = {}
     if _structure(a.selector, memo) != _structure(b.selector, memo):
         return None
-    va, vb = a.values, b.values
-    if not (isinstance(va, Map) and isinstance(vb, Map)) or \
-            _structure(va.inner, memo) != _structure(vb.inner, memo):
+    chain_a, chain_b = _map_chain(a.values), _map_chain(b.values)
+    keys_b = {_structure(x, memo): i for i, x in enumerate(chain_b)}
+    common = next(((i, keys_b[_structure(x, memo)]) for i, x in enumerate(chain_a)
+                   if i > 0 and keys_b.get(_structure(x, memo), 0) > 0), None)
+    if common is None:
         return None
-    if va.inner.id in vs.unbounded or a.id in vs.unbounded or b.id in vs.unbounded:
+    ia, ib = common
+    src = chain_a[ia]
+    if src.id in vs.unbounded or a.id in vs.unbounded or b.id in vs.unbounded:
         return None
-    base = vs.sets[va.inner.id]
-    ra = apply_elementwise_table(_elementwise_fn(va.fn), [base])
-    rb = apply_elementwise_table(_elementwise_fn(vb.fn), [base])
-    if not all(ok for ok, _ in ra + rb):
+    base = vs.sets[src.id]
+    ra = _apply_chain(chain_a[:ia], base)
+    rb = _apply_chain(chain_b[:ib], base)
+    if ra is None or rb is None:
         return None
     if not all(_is_number(x) for _, x in ra + rb):
         return None
@@ -578,6 +587,26 @@ def _dependent_means(node: SequenceMap, vs: ValueSets, n: int) -> list | None:
     # each mean differs from the mean of the differences by an ulp: the compiler's
     # discretising MLPs merge such near-duplicates)
     return out
+
+
+def _map_chain(sop: SOp) -> list:
+    """``[sop, its inner s-op, ...]`` down a chain of one-input maps (``indicator(tokens ==
+    "(")`` -> the indicator map, the comparison map, ``tokens``)."""
+    out = [sop]
+    while isinstance(out[-1], Map) and len(out) <= 64:
+        out.append(out[-1].inner)
+    return out
+
+
+def _apply_chain(maps: list, base: list) -> list | None:
+    """``[(True, value)]`` of the maps ``maps`` (outermost first) applied to every value of
+    ``base``, in order; None when one fails on some value."""
+    rows = [(True, v) for v in base]
+    for m in reversed(maps):
+        rows = apply_elementwise_table(_elementwise_fn(m.fn), [[v for _, v in rows]])
+        if not all(ok for ok, _ in rows):
+            return None
+    return rows
 
 
 def _num(v):
