@@ -48,7 +48,7 @@ from rasp.value_sets import apply_elementwise_table, sort_values
 
 from .encoding import NUMERICAL
 from .errors import CompilerError
-from .rasp_to_graph import CNode, affine_form, eval_expr
+from .rasp_to_graph import CNode, affine_form, eval_expr, ternary_parts
 from .residual_space import ResidualSpace
 
 __all__ = ["MLPBlock", "HeadBlock", "build_mlp", "build_head", "SCORE", "RANK_STEP", "BIG",
@@ -164,45 +164,134 @@ def _sub(a: dict, b: dict) -> dict:
 
 
 def build_mlp(node: CNode, space: ResidualSpace) -> MLPBlock:
-    """The MLP computing ``node`` (kind ``mlp``) from its leaves (see module docstring)."""
+    """The MLP computing ``node`` (kind ``mlp``) from its leaves (see module docstring).
+
+    A ternary ``x if c else y`` (nested ones too) is built branch by branch
+    (:func:`~compiler.rasp_to_graph.ternary_parts`): each branch's table runs over the values
+    of its own inputs and of the conditions leading to it, gated by those conditions, instead
+    of over every input of the whole expression (``digit if is_hint else next_hint``: 10 + 125
+    combinations, not 2 x 10 x 125)."""
     leaves = node.expr.leaves()
     units = _Units(space.d_model)
     if node.encoding == NUMERICAL and _try_affine(node, leaves, space, units):
         W_in, W_out = units.arrays()
         return MLPBlock(node, W_in, W_out, "affine")
     num = [l for l in leaves if not space.is_categorical(l)]
-    cat = [l for l in leaves if space.is_categorical(l)]
     if len(num) > 1:
         raise CompilerError(f"internal: MLP '{node.name}' reads {len(num)} numerical s-ops",
                             node.span)
-    cat_vals = [list(space.dirs(l).keys()) for l in cat]
+    parts = _branch_tables(node, space)
+    if parts is None:
+        cat = [l for l in leaves if space.is_categorical(l)]
+        parts = [(node.expr, cat, list(itertools.product(
+            *[list(space.dirs(l).keys()) for l in cat])))]
+    for expr, cat, combos in parts:
+        x = [l for l in expr.leaves() if not space.is_categorical(l)]
+        if x:
+            _discretising_units(node, expr, cat, combos, x[0], space, units)
+        else:
+            _lookup_units(node, expr, cat, combos, space, units)
+    W_in, W_out = units.arrays()
+    return MLPBlock(node, W_in, W_out, "discretising" if num else "lookup")
+
+
+def _branch_tables(node: CNode, space: ResidualSpace) -> list | None:
+    """``[(branch expression, categorical leaves, their value combinations)]`` of a ternary
+    MLP: per branch, the combinations of the branch's and its conditions' categorical inputs
+    on which the conditions lead to it. None when the MLP is not a ternary, when it flags
+    errors (the interpreter evaluates both branches everywhere, so every combination is
+    needed), when its values mix strings and numbers (chosen per sequence), when a
+    condition reads a numerical input, or when the split is not smaller."""
+    parts = ternary_parts(node.expr)
+    if len(parts) < 2 or node.error is not None:
+        return None
+    if len({isinstance(v, str) for v in node.values}) > 1:
+        return None
+    truth: dict[int, dict] = {}              # id(condition) -> {combo of its leaves: bool}
+    out, total = [], 0
+    for branch, conds in parts:
+        cat: list = []
+        for c, _ in conds:
+            for l in c.leaves():
+                if not space.is_categorical(l):
+                    return None
+                if all(l is not m for m in cat):
+                    cat.append(l)
+        for l in branch.leaves():
+            if space.is_categorical(l) and all(l is not m for m in cat):
+                cat.append(l)
+        for c, _ in conds:
+            if id(c) not in truth:
+                t = _truth_table(c, space)
+                if t is None:
+                    return None
+                truth[id(c)] = t
+        pos = {id(l): i for i, l in enumerate(cat)}
+        combos = []
+        for combo in itertools.product(*[list(space.dirs(l).keys()) for l in cat]):
+            if all(truth[id(c)][tuple(combo[pos[id(l)]] for l in c.leaves())] == want
+                   for c, want in conds):
+                combos.append(combo)
+        total += len(combos)
+        out.append((branch, cat, combos))
+    full = math.prod(len(space.dirs(l)) for l in node.expr.leaves() if space.is_categorical(l))
+    return out if total < full else None
+
+
+def _truth_table(cond, space: ResidualSpace) -> dict | None:
+    """``{combination of the condition's leaf values: truthiness}`` (``astype(bool)``, the
+    ternary's rule); None when it fails or is not a bool / number on some combination."""
+    leaves = cond.leaves()
+    combos = list(itertools.product(*[list(space.dirs(l).keys()) for l in leaves]))
+    ids = [id(l) for l in leaves]
+    cols = [[c[i] for c in combos] for i in range(len(leaves))]
+    rows = apply_elementwise_table(lambda *a: eval_expr(cond, dict(zip(ids, a))), cols) \
+        if leaves else []
+    table = {}
+    for combo, (ok, v) in zip(combos, rows):
+        if not ok or not isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating)):
+            return None
+        table[combo] = bool(v)
+    return table if leaves else None
+
+
+def _lookup_units(node: CNode, expr, cat: list, combos: list, space: ResidualSpace,
+                  units: _Units) -> None:
+    """One unit per combination of the categorical inputs ``cat``: ``ReLU(x_a + y_b + ... -
+    (k-1))`` writes ``expr``'s value there (or the error flag where it fails)."""
     ids = [id(l) for l in cat]
-    combos = list(itertools.product(*cat_vals))
 
     def f(*arrays):
-        return eval_expr(node.expr, dict(zip(ids + [id(l) for l in num], arrays)))
+        return eval_expr(expr, dict(zip(ids, arrays)))
 
-    if not num:
-        cols = [[c[i] for c in combos] for i in range(len(cat))]
-        rows = apply_elementwise_table(f, cols) if cat else [_const_row(f)]
-        k = len(cat)
-        err = space.err.get(node.name)
-        for combo, (ok, y) in zip(combos, rows):
-            if not ok:
-                if err is not None:   # flag the interpreter's error at this combination
-                    w_in = _merge_in(cat, combo, space)
-                    w_in[ResidualSpace.ONE] = w_in.get(ResidualSpace.ONE, 0.0) - (k - 1)
-                    units.add(w_in, {err: 1.0})
-                continue
-            out = _out_vec(node, space, y)
-            if not out:
-                continue
-            w_in = _merge_in(cat, combo, space)
-            w_in[ResidualSpace.ONE] = w_in.get(ResidualSpace.ONE, 0.0) - (k - 1)
-            units.add(w_in, out)
-        W_in, W_out = units.arrays()
-        return MLPBlock(node, W_in, W_out, "lookup")
-    x = num[0]
+    cols = [[c[i] for c in combos] for i in range(len(cat))]
+    rows = apply_elementwise_table(f, cols) if cat else [_const_row(f)]
+    k = len(cat)
+    err = space.err.get(node.name)
+    for combo, (ok, y) in zip(combos, rows):
+        if not ok:
+            if err is not None:   # flag the interpreter's error at this combination
+                w_in = _merge_in(cat, combo, space)
+                w_in[ResidualSpace.ONE] = w_in.get(ResidualSpace.ONE, 0.0) - (k - 1)
+                units.add(w_in, {err: 1.0})
+            continue
+        out = _out_vec(node, space, y)
+        if not out:
+            continue
+        w_in = _merge_in(cat, combo, space)
+        w_in[ResidualSpace.ONE] = w_in.get(ResidualSpace.ONE, 0.0) - (k - 1)
+        units.add(w_in, out)
+
+
+def _discretising_units(node: CNode, expr, cat: list, combos: list, x: CNode,
+                        space: ResidualSpace, units: _Units) -> None:
+    """Steps along the numerical input ``x`` per combination of the categorical inputs
+    ``cat`` (which gate them), writing ``expr``'s value (module docstring)."""
+    ids = [id(l) for l in cat] + [id(x)]
+
+    def f(*arrays):
+        return eval_expr(expr, dict(zip(ids, arrays)))
+
     xdir = space.dir(x)
     us = sort_values(v for v in x.values if _is_number(v) or isinstance(v, (bool, np.bool_)))
     groups = _cluster(sorted(set(float(u) for u in us)))
@@ -255,8 +344,6 @@ def build_mlp(node: CNode, space: ResidualSpace) -> MLPBlock:
                 w_in[xdir] = w_in.get(xdir, 0.0) + a
                 w_in[ResidualSpace.ONE] = w_in.get(ResidualSpace.ONE, 0.0) - a * t + off - M * k
                 units.add(w_in, {d: sign * v for d, v in delta.items()})
-    W_in, W_out = units.arrays()
-    return MLPBlock(node, W_in, W_out, "discretising")
 
 
 #: values of a numerical s-op closer than this (relative) are one value (float rounding of the

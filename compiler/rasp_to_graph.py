@@ -51,7 +51,7 @@ from .encoding import CATEGORICAL, NUMERICAL, aggregate_encoding, explicit_encod
 from .errors import CompilerError, UnsupportedError
 
 __all__ = ["CNode", "Expr", "Factor", "SelectorSpec", "CompilerGraph", "build_graph",
-           "eval_expr", "affine_form", "FUSE_LIMIT"]
+           "eval_expr", "affine_form", "ternary_parts", "mlp_units", "FUSE_LIMIT"]
 
 #: fusion is skipped when the fused MLP's input table would exceed this many rows
 FUSE_LIMIT = 4096
@@ -149,6 +149,22 @@ def eval_expr(expr: Expr, env: dict[int, np.ndarray]) -> np.ndarray:
         val[id(e)] = env[id(e.leaf)] if e.leaf is not None else \
             e.fn(*[val[id(a)] for a in e.args])
     return val[id(expr)]
+
+
+def ternary_parts(expr: Expr) -> list[tuple[Expr, list]]:
+    """The branches of a (nested) ternary ``x if c else y``: ``[(branch, [(condition,
+    truth), ...])]``, each branch with the conditions that lead to it (``[(expr, [])]`` when
+    ``expr`` is not a ternary). Iterative."""
+    out, stack = [], [(expr, [])]
+    while stack:
+        e, conds = stack.pop()
+        if e.ew is not None and e.ew.op == "ternary" and len(e.args) == 3:
+            c, x, y = e.args
+            stack.append((y, conds + [(c, False)]))
+            stack.append((x, conds + [(c, True)]))
+        else:
+            out.append((e, conds))
+    return out
 
 
 def affine_form(expr: Expr) -> tuple[dict[int, float], float] | None:
@@ -814,9 +830,29 @@ def mlp_units(encoding: str, expr: Expr, leaves: list | None = None) -> int:
             units = 1 + sum(2 if l.encoding != CATEGORICAL else len(l.values)
                             for l in leaves if l.kind != "full")
         else:
-            units = _step_units(expr, leaves)
+            units = _ternary_units(expr, leaves)
         expr._units[key] = units
     return expr._units[key]
+
+
+def _ternary_units(expr: Expr, leaves: list) -> int:
+    """Units of a ternary MLP built branch by branch (``graph_to_blocks.build_mlp``): per
+    branch, the table of its own and its conditions' inputs; else :func:`_step_units`."""
+    parts = ternary_parts(expr)
+    if len(parts) < 2 or len({isinstance(v, str) for l in leaves for v in l.values}) > 1:
+        return _step_units(expr, leaves)
+    total = 0
+    for branch, conds in parts:
+        part: list = []
+        for c, _ in conds:
+            for l in c.leaves():
+                if l.encoding != CATEGORICAL:
+                    return _step_units(expr, leaves)
+                if all(l is not m for m in part):
+                    part.append(l)
+        part += [l for l in branch.leaves() if all(l is not m for m in part)]
+        total += _step_units(branch, part)
+    return min(total, _step_units(expr, leaves))
 
 
 def _step_units(expr: Expr, leaves: list) -> int:
