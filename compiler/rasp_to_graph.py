@@ -895,8 +895,9 @@ def _numerical_where_smaller(nodes: list, output: CNode, extra: tuple = ()) -> i
     direction instead of one per value) where every reader can read it as a number and the
     model gets smaller (``compiler/encoding.py`` rule 5). Returns the number of s-ops changed.
 
-    Candidates: categorical MLP nodes (maps, sequence maps, selector widths) with no encoding
-    annotation, whose values are all integers (``|v| <= NUMERICAL_INT_LIMIT``: a discretising
+    Candidates: categorical MLP nodes (maps, sequence maps, selector widths) and mean
+    aggregates that copy one value per query (never average different values: the head then
+    writes the number instead of its one-hot) with no encoding annotation, whose values are all integers (``|v| <= NUMERICAL_INT_LIMIT``: a discretising
     MLP reads them with gaps >= 1, an affine MLP adds them exactly in float64), that are not the
     program's output and do not flag an error. Readers allowed: an MLP that then reads at most
     one numerical input, or is itself an affine numerical MLP of numbers; a numerical mean
@@ -919,8 +920,10 @@ def _numerical_where_smaller(nodes: list, output: CNode, extra: tuple = ()) -> i
     d_model = 3 + sum(dims(n) for n in nodes)
     changed = 0
     for n in reversed(nodes):
-        if (n.kind != "mlp" or n.encoding != CATEGORICAL or n.internal or n.unbounded
-                or id(n) in roots or n.error is not None or len(n.values) < 2
+        copy = (n.kind == "aggregate" and n.reduction == "mean" and not n.may_average
+                and n.count_check is None)
+        if ((n.kind != "mlp" and not copy) or n.encoding != CATEGORICAL or n.internal
+                or n.unbounded or id(n) in roots or n.error is not None or len(n.values) < 2
                 or (n.ir is not None and explicit_encoding(n.ir) is not None)
                 or not _int_values(n.values)):
             continue
@@ -948,6 +951,8 @@ def _numerical_where_smaller(nodes: list, output: CNode, extra: tuple = ()) -> i
             extra_units = sum(u - units[k] for k, u in new_units.items())
             total_units = sum(units.values())
             saved = (len(n.values) - 1) * (2 * total_units + d_model)
+            if copy:        # the head's value / output weights: one column, not one per value
+                saved += 2 * d_model * (len(n.values) - 1)
             ok = saved > 2 * d_model * extra_units
         if not ok:
             n.encoding = CATEGORICAL
