@@ -48,7 +48,7 @@ from rasp.value_sets import apply_elementwise_table, sort_values
 
 from .encoding import NUMERICAL
 from .errors import CompilerError
-from .rasp_to_graph import CNode, affine_form, eval_expr, ternary_parts
+from .rasp_to_graph import CNode, affine_form, affine_steps, eval_expr, ternary_parts
 from .residual_space import ResidualSpace
 
 __all__ = ["MLPBlock", "HeadBlock", "build_mlp", "build_head", "SCORE", "RANK_STEP", "BIG",
@@ -176,6 +176,9 @@ def build_mlp(node: CNode, space: ResidualSpace) -> MLPBlock:
     if node.encoding == NUMERICAL and _try_affine(node, leaves, space, units):
         W_in, W_out = units.arrays()
         return MLPBlock(node, W_in, W_out, "affine")
+    if _try_affine_steps(node, leaves, space, units):
+        W_in, W_out = units.arrays()
+        return MLPBlock(node, W_in, W_out, "discretising")
     num = [l for l in leaves if not space.is_categorical(l)]
     if len(num) > 1:
         raise CompilerError(f"internal: MLP '{node.name}' reads {len(num)} numerical s-ops",
@@ -193,6 +196,57 @@ def build_mlp(node: CNode, space: ResidualSpace) -> MLPBlock:
             _lookup_units(node, expr, cat, combos, space, units)
     W_in, W_out = units.arrays()
     return MLPBlock(node, W_in, W_out, "discretising" if num else "lookup")
+
+
+def _try_affine_steps(node: CNode, leaves: list, space: ResidualSpace, units: _Units) -> bool:
+    """An integer affine expression of integer inputs (``length - indices - 1``) as one
+    discretising MLP over ``z = sum_i c_i x_i + b`` read linearly from the residual stream (a
+    numerical input from its direction, a categorical one as ``sum_v v * onehot_v``): two
+    units per step between consecutive values of ``z`` (``rasp_to_graph.affine_steps``),
+    instead of one unit per combination of the inputs. False (nothing added) when the
+    expression is not of that form or the table is not larger."""
+    z_values = affine_steps(node.expr, leaves)
+    if z_values is None or node.error is not None:
+        return False
+    cat = [l for l in leaves if space.is_categorical(l) and l.kind != "full"]
+    num = [l for l in leaves if not space.is_categorical(l)]
+    table = math.prod(len(space.dirs(l)) for l in cat)       # the lookup's units
+    if len(num) == 1:                                        # the discretising MLP's
+        table *= 1 + 2 * (len(num[0].values) - 1)
+    if len(num) <= 1 and 1 + 2 * (len(z_values) - 1) >= table:
+        return False
+    coefs, const = affine_form(node.expr)
+    w: dict[int, float] = {}
+    for l in leaves:
+        c = coefs.get(id(l), 0.0)
+        if c == 0:
+            continue
+        if l.kind == "full":
+            const += c * float(l.value)
+        elif space.is_categorical(l):
+            for v, d in space.dirs(l).items():
+                w[d] = w.get(d, 0.0) + c * float(v)
+        else:
+            d = space.dir(l)
+            w[d] = w.get(d, 0.0) + c
+    outs = []
+    for z in z_values:
+        if not _representable(node, space, z):
+            return False
+        outs.append(_out_vec(node, space, z))
+    if outs[0]:
+        units.add({ResidualSpace.ONE: 1.0}, outs[0])
+    for u1, u2, v1, v2 in zip(z_values, z_values[1:], outs, outs[1:]):
+        delta = _sub(v2, v1)
+        if not delta:
+            continue
+        a = 2.0 / (u2 - u1)
+        t = (u1 + u2) / 2.0
+        for off, sign in ((0.5, 1.0), (-0.5, -1.0)):
+            w_in = {d: a * x for d, x in w.items()}
+            w_in[ResidualSpace.ONE] = w_in.get(ResidualSpace.ONE, 0.0) + a * (const - t) + off
+            units.add(w_in, {d: sign * x for d, x in delta.items()})
+    return True
 
 
 def _branch_tables(node: CNode, space: ResidualSpace) -> list | None:

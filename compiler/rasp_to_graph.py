@@ -151,6 +151,39 @@ def eval_expr(expr: Expr, env: dict[int, np.ndarray]) -> np.ndarray:
     return val[id(expr)]
 
 
+#: the most values of ``z`` an affine discretising MLP is built for (:func:`affine_steps`)
+AFFINE_STEPS_LIMIT = 4096
+
+
+def affine_steps(expr: Expr, leaves: list | None = None) -> list | None:
+    """The sorted values of ``expr`` when it is an affine form with integer coefficients and
+    constant of leaves whose values are all integers (``length - indices - 1``), computed as a
+    sumset; None otherwise or beyond ``AFFINE_STEPS_LIMIT`` values. Such an expression is
+    built as steps over ``z`` read linearly from the residual stream
+    (``graph_to_blocks._try_affine_steps``)."""
+    form = affine_form(expr)
+    if form is None:
+        return None
+    coefs, const = form
+    leaves = expr.leaves() if leaves is None else leaves
+    if not float(const).is_integer():
+        return None
+    zs = {int(const)}
+    for l in leaves:
+        c = coefs.get(id(l), 0.0)
+        if c == 0:
+            continue
+        if not float(c).is_integer() or l.unbounded:
+            return None
+        vals = [l.value] if l.kind == "full" else l.values
+        if not _int_values(vals) and not (l.kind == "full" and _int_values([l.value])):
+            return None
+        zs = {z + int(c) * int(v) for z in zs for v in vals}
+        if len(zs) > AFFINE_STEPS_LIMIT:
+            return None
+    return sorted(zs)
+
+
 def ternary_parts(expr: Expr) -> list[tuple[Expr, list]]:
     """The branches of a (nested) ternary ``x if c else y``: ``[(branch, [(condition,
     truth), ...])]``, each branch with the conditions that lead to it (``[(expr, [])]`` when
@@ -831,6 +864,9 @@ def mlp_units(encoding: str, expr: Expr, leaves: list | None = None) -> int:
                             for l in leaves if l.kind != "full")
         else:
             units = _ternary_units(expr, leaves)
+            zs = affine_steps(expr, leaves)
+            if zs is not None:
+                units = min(units, 1 + 2 * (len(zs) - 1))
         expr._units[key] = units
     return expr._units[key]
 
@@ -936,7 +972,8 @@ def _numerical_where_smaller(nodes: list, output: CNode, extra: tuple = ()) -> i
             if r.kind == "mlp":
                 leaves = r.expr.leaves()
                 nums = [l for l in leaves if l.encoding != CATEGORICAL]
-                if len(nums) > 1 and not _affine_mlp(r.encoding, r.expr, leaves):
+                if len(nums) > 1 and not _affine_mlp(r.encoding, r.expr, leaves) and \
+                        affine_steps(r.expr, leaves) is None:
                     ok = False
                     break
                 new_units[id(r)] = mlp_units(r.encoding, r.expr, leaves)
@@ -969,7 +1006,8 @@ def _fusion_ok(p: CNode, new_expr: Expr, old_cost: int) -> bool:
             new_expr)):
         return False
     nums = [l for l in new_leaves if l.encoding != CATEGORICAL]
-    if len(nums) > 1 and not (p.encoding == NUMERICAL and affine_form(new_expr)):
+    if len(nums) > 1 and not (p.encoding == NUMERICAL and affine_form(new_expr)) and \
+            affine_steps(new_expr, new_leaves) is None:
         return False
     cat_rows = math.prod(len(l.values) for l in new_leaves if l.encoding == CATEGORICAL)
     if cat_rows > FUSE_LIMIT:
@@ -1060,6 +1098,8 @@ def _convert_extra_numericals(low: _Lowerer, nodes: list) -> None:
             continue
         if p.encoding == NUMERICAL and affine_form(p.expr) is not None:
             continue
+        if p.error is None and affine_steps(p.expr, leaves) is not None:
+            continue       # built as steps over the affine form (graph_to_blocks)
         keep = max(nums, key=lambda l: len(l.values))
         for l in nums:
             if l is not keep:

@@ -140,3 +140,33 @@ def test_task_programs_of_dependent_means_compile_at_larger_lengths(name, n):
             except rasp.RASPError:
                 continue
             assert _same(ref, cm.run([x])[0]), x
+
+
+def test_affine_expression_of_integers_is_built_as_steps():
+    """reverse at 64: ``opp_idx = length - indices - 1`` is a select query (categorical), read
+    from the integers length (1..64) and indices (0..63). As a lookup it was one unit per
+    pair (64 x 64 = 4,096); as steps over z = length - indices - 1 (127 values, read linearly
+    from the residual stream) it is 1 + 2 x 126 = 253 units."""
+    from compiler.library import make_reverse
+    from rasp import tokens_int
+    sop = make_reverse(tokens_int)
+    cm = compile_program(sop, [1, 2, 3], 64)
+    assert cm.stats["mlp_hidden"] <= 127 + 253
+    rng = np.random.default_rng(2)
+    for length in (1, 2, 5, 31, 63, 64):
+        batch = [[int(v) for v in rng.integers(1, 4, length)] for _ in range(20)]
+        ref, got = rasp.evaluate(sop, batch), cm.run(batch)
+        assert all(_same(r, g) for r, g in zip(ref, got))
+
+
+def test_difference_of_two_selector_widths_as_a_select_query_is_exact():
+    """Two numerical inputs of one categorical MLP (before: one of them was converted to a
+    categorical copy first)."""
+    src = """
+    w1 = selector_width(select(tokens, "a", ==));
+    w2 = selector_width(select(tokens, "b", ==));
+    y = aggregate(select(indices, w1 - w2 + 1, ==), tokens, "z");
+    """
+    sop = _program(src, "y")
+    cm = compile_program(sop, ["a", "b", "c"], 5)
+    assert _exhaustive(cm, sop, ["a", "b", "c"], 5) == 363
