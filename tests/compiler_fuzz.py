@@ -74,6 +74,11 @@ def _binary(op: str, xs: list, ys: list) -> list:
     if op in ("add", "sub", "mul", "div", "mod", "pow"):
         if op == "add" and kx == ky == "str":
             return [a + b for a, b in zip(xs, ys)]
+        if op == "mul" and (kx == "str") != (ky == "str"):
+            # docs/language.md: a string times an integer repeats it (Python's rule)
+            s, k = (xs, ys) if kx == "str" else (ys, xs)
+            if all(isinstance(v, (bool, int)) for v in k):
+                return [a * int(b) for a, b in zip(s, k)]
         if kx == "str" or ky == "str":
             raise RefError(f"{op} of strings")
         xs, ys = [_num(a) for a in xs], [_num(b) for b in ys]
@@ -157,9 +162,12 @@ def _elementwise(fn: ir.Elementwise, args: list[list]) -> list:
         return out
     if op == "ternary":
         cond, a, b = args if fn.const_side is None else (args + [None])[:3]
-        if _seq_kind(a) != _seq_kind(b):
+        # docs/language.md: branches of different kinds are chosen per sequence; only a
+        # sequence whose result mixes strings and numbers is an error
+        out = [x if c else y for c, x, y in zip(cond, a, b)]
+        if {_is_str(v) for v in out} == {True, False}:
             raise RefError("ternary mixes strings and numbers")
-        return [x if c else y for c, x, y in zip(cond, a, b)]
+        return out
     if op in ("neg", "pos", "round", "not", "indicator", "identity"):
         return _unary(op, args[0])
     n = len(args[0])
