@@ -234,7 +234,8 @@ class CompiledModel:
                 raise CompiledRuntimeError(
                     f"output '{self.output_name}' at position {int(bad[0])} is not a clean "
                     f"categorical value (largest logit {top[bad[0]]:.4f})")
-            return homogeneous_array([self.output_values[i] for i in idx.tolist()])
+            return homogeneous_array(_bools_with_numbers_as_ints(
+                [self.output_values[i] for i in idx.tolist()]))
         x = logits[:, 0]
         if not self.output_values:        # a value set too large to enumerate: the number
             return x.astype(np.float64)
@@ -255,10 +256,7 @@ class CompiledModel:
             raise CompiledRuntimeError(
                 f"numerical output '{self.output_name}' at position {j} is {x[j]!r}, not one of "
                 "its possible values")
-        if any(isinstance(v, bool) for v in snapped) and not all(
-                isinstance(v, bool) for v in snapped):
-            snapped = [int(v) if isinstance(v, bool) else v for v in snapped]
-        return homogeneous_array(snapped)
+        return homogeneous_array(_bools_with_numbers_as_ints(snapped))
 
     @torch.no_grad()
     def attention(self, inputs: Any) -> np.ndarray:
@@ -372,6 +370,15 @@ def load_compiled(directory: str | os.PathLike) -> CompiledModel:
                          meta.get("kind_checks"))
     cm.reads_later_positions = meta.get("reads_later_positions")
     return cm
+
+
+def _bools_with_numbers_as_ints(vals: list) -> list:
+    """A sequence holding bools and other numbers holds them as 0/1, as the interpreter's
+    NumPy arrays do (a ``max`` over ints with the default ``False`` is ``[0, 0, 1, ...]``)."""
+    if any(isinstance(v, bool) for v in vals) and any(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+        return [int(v) if isinstance(v, bool) else v for v in vals]
+    return vals
 
 
 def _at(node) -> str:

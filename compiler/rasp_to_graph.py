@@ -693,6 +693,11 @@ class _Lowerer:
     def _may_raise(self, sop: SOp) -> bool:
         vs = self.vs
         for x in topological_order(sop):
+            if isinstance(x, Select) and x.op in ("<", "<=", ">", ">="):
+                kinds = [{isinstance(v, str) for v in vs.sets.get(side.id, [])}
+                         for side in (x.keys, x.queries)]
+                if kinds[0] and kinds[1] and kinds[0] != kinds[1]:
+                    return True       # orders strings against numbers: the interpreter raises
             if not isinstance(x, SOp) or x.id in vs.unbounded:
                 continue
             vals = vs.sets.get(x.id, [])

@@ -168,3 +168,30 @@ def test_mixed_branches_and_string_repetition_compile_exactly(expr):
             except (CompiledRuntimeError, rasp.RASPError):
                 got = None
             assert got == want, (expr, x)
+
+
+def test_max_of_ints_with_a_bool_default_decodes_as_ints():
+    """Found by the long fuzz profile (seed 7): a causal ``max`` over ints with the default
+    ``False`` is ``[0, 0, 1, ...]`` in the interpreter (one NumPy int array); the compiled
+    model decoded ``False`` and ``1`` into one sequence and raised, so the gate refused it."""
+    sop = rasp.run_source('y = aggregate(select(indices, tokens_int, >), tokens_int, False, '
+                          '"max");', causal=True)["y"]
+    cm, checked = assert_exact(sop, vocab=[1, 2, 3], n=4, causal=True)
+    assert checked == 120
+
+
+def test_true_select_over_keys_that_order_strings_against_numbers_is_refused_with_reason():
+    """Found by the long fuzz profile (seed 7): a ``TRUE`` select reads no keys, but the
+    interpreter evaluates them, and here they order strings against numbers (it always
+    raises). Refused naming the select, not by the verification gate."""
+    src = """
+    a = aggregate(not select(tokens_int, tokens, <=), length);
+    y = selector_width(select(tokens, a, "TRUE") and select(indices, indices, <=));
+    """
+    sop = rasp.run_source(src)["y"]
+    with pytest.raises(rasp.RASPError):
+        rasp.evaluate(sop, [["1", "2"]])
+    with pytest.raises(CompilerError) as e:
+        compile_program(sop, ["1", "2", "3"], 4)
+    assert "compare strings with numbers" in str(e.value)
+    assert "differs from the interpreter" not in str(e.value)
