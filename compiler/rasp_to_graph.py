@@ -981,6 +981,14 @@ def _numerical_where_smaller(nodes: list, output: CNode, extra: tuple = ()) -> i
                         affine_steps(r.expr, leaves) is None:
                     ok = False
                     break
+                # a one-reader MLP input of r with a numerical input of its own would fuse
+                # into r (one layer less); a second numerical input of r would prevent that
+                fusing = [l for l in leaves if l is not n and l.kind == "mlp"
+                          and len(cons.get(id(l), [])) == 1 and any(
+                              x.encoding != CATEGORICAL for x in l.expr.leaves())]
+                if fusing and not _affine_mlp(r.encoding, r.expr, leaves):
+                    ok = False
+                    break
                 new_units[id(r)] = mlp_units(r.encoding, r.expr, leaves)
             elif (r.kind == "aggregate" and r.encoding == NUMERICAL and r.reduction == "mean"
                   and r.values_node is n and not any(
