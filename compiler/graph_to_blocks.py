@@ -215,20 +215,13 @@ def _try_affine_steps(node: CNode, leaves: list, space: ResidualSpace, units: _U
         table *= 1 + 2 * (len(num[0].values) - 1)
     if len(num) <= 1 and 1 + 2 * (len(z_values) - 1) >= table:
         return False
-    coefs, const = affine_form(node.expr)
+    form = _checked_affine_form(node, leaves)
+    if form is None:
+        return False
+    cat_terms, num_terms, const = _affine_terms(leaves, form, space)
     w: dict[int, float] = {}
-    for l in leaves:
-        c = coefs.get(id(l), 0.0)
-        if c == 0:
-            continue
-        if l.kind == "full":
-            const += c * float(l.value)
-        elif space.is_categorical(l):
-            for v, d in space.dirs(l).items():
-                w[d] = w.get(d, 0.0) + c * float(v)
-        else:
-            d = space.dir(l)
-            w[d] = w.get(d, 0.0) + c
+    for d, x in cat_terms + num_terms:
+        w[d] = w.get(d, 0.0) + x
     outs = []
     for z in z_values:
         if not _representable(node, space, z):
@@ -475,15 +468,16 @@ def _merge_in(cat: list, combo, space: ResidualSpace) -> dict:
     return w
 
 
-def _try_affine(node: CNode, leaves: list, space: ResidualSpace, units: _Units) -> bool:
+def _checked_affine_form(node: CNode, leaves: list):
+    """``affine_form(node.expr)`` when every leaf holds numbers and the form agrees with the
+    expression on 24 sample combinations (guards against dtype surprises); else None."""
     form = affine_form(node.expr)
     if form is None:
-        return False
+        return None
     for l in leaves:
         if any(not _is_number(v) for v in l.values):
-            return False
+            return None
     coefs, const = form
-    # verify the affine form on sample combinations (guards against dtype surprises)
     rng = random.Random(0)
     ids = [id(l) for l in leaves]
     samples = [[rng.choice(l.values) if l.values else rng.uniform(-2, 2) for l in leaves]
@@ -496,8 +490,17 @@ def _try_affine(node: CNode, leaves: list, space: ResidualSpace, units: _Units) 
         y = float(y)
         pred = const + sum(coefs.get(i, 0.0) * float(v) for i, v in zip(ids, s))
         if not math.isclose(y, pred, rel_tol=1e-9, abs_tol=1e-9):
-            return False
-    out = space.dir(node)
+            return None
+    return form
+
+
+def _affine_terms(leaves: list, form, space: ResidualSpace):
+    """The affine form's reads of the residual stream: ``(categorical, numerical, constant)``
+    with ``categorical = [(direction, coefficient * value)]`` (a categorical input is
+    ``sum_v v * onehot_v``), ``numerical = [(direction, coefficient)]``, constant inputs folded
+    into ``constant``."""
+    coefs, const = form
+    cat, num = [], []
     for l in leaves:
         c = coefs.get(id(l), 0.0)
         if c == 0:
@@ -505,13 +508,23 @@ def _try_affine(node: CNode, leaves: list, space: ResidualSpace, units: _Units) 
         if l.kind == "full":
             const += c * float(l.value)
         elif space.is_categorical(l):
-            for v, d in space.dirs(l).items():
-                if float(v) * c != 0:
-                    units.add({d: 1.0}, {out: c * float(v)})
+            cat.extend((d, c * float(v)) for v, d in space.dirs(l).items() if float(v) * c)
         else:
-            d = space.dir(l)
-            units.add({d: 1.0}, {out: c})
-            units.add({d: -1.0}, {out: -c})
+            num.append((space.dir(l), c))
+    return cat, num, const
+
+
+def _try_affine(node: CNode, leaves: list, space: ResidualSpace, units: _Units) -> bool:
+    form = _checked_affine_form(node, leaves)
+    if form is None:
+        return False
+    cat, num, const = _affine_terms(leaves, form, space)
+    out = space.dir(node)
+    for d, w in cat:
+        units.add({d: 1.0}, {out: w})
+    for d, c in num:
+        units.add({d: 1.0}, {out: c})
+        units.add({d: -1.0}, {out: -c})
     if const != 0:
         units.add({ResidualSpace.ONE: 1.0}, {out: const})
     return True

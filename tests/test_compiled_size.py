@@ -14,16 +14,11 @@ import rasp
 import tasks
 from analysis.alignment import compile_reference
 from compiler import compile_program
+from rasp.equality import values_equal
 from rasp.value_sets import infer_value_sets
 
 
-def _same(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape:
-        return False
-    if a.dtype.kind in "fiub" and b.dtype.kind in "fiub":
-        return bool(np.allclose(a.astype(float), b.astype(float), rtol=1e-9, atol=1e-9))
-    return bool(np.array_equal(a.astype(str), b.astype(str)))
+_same = values_equal
 
 
 def _exhaustive(cm, sop, vocab, n, causal=False):
