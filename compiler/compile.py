@@ -239,9 +239,11 @@ class CompiledModel:
         x = logits[:, 0]
         if not self.output_values:        # a value set too large to enumerate: the number
             return x.astype(np.float64)
-        vals = np.array([float(v) for v in self.output_values])
-        order = np.argsort(vals)
-        vs = vals[order]
+        if getattr(self, "_sorted_outputs", None) is None:     # once per model
+            vals = np.array([float(v) for v in self.output_values])
+            order = np.argsort(vals)
+            self._sorted_outputs = (order, vals[order])
+        order, vs = self._sorted_outputs
         pos = np.clip(np.searchsorted(vs, x), 1, len(vs) - 1) if len(vs) > 1 else np.zeros(
             len(x), dtype=int)
         if len(vs) > 1:

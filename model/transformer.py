@@ -125,8 +125,36 @@ class LayerNorm(nn.Module):
         return self.hook_normalized(F.layer_norm(x, x.shape[-1:], self.w, self.b, 1e-5))
 
 
+#: the structured-sparse path is taken when it keeps at most this fraction of a product's
+#: multiply-adds (see :func:`_nonzero_index`)
+SPARSE_KEEP = 0.5
+
+
+def _nonzero_index(W: torch.Tensor, dims: tuple) -> torch.Tensor:
+    """Indices along the one axis of ``W`` not in ``dims`` where some entry is non-zero."""
+    return torch.nonzero(W.abs().sum(dim=dims) > 0).reshape(-1)
+
+
+def _weights_key(*ts) -> tuple:
+    """Identifies the current values of tensors (storage and in-place version counters)."""
+    return tuple((t.data_ptr(), t._version) for t in ts)
+
+
+def _hooked(*points) -> bool:
+    return any(p._forward_hooks or p._forward_pre_hooks for p in points)
+
+
 class Attention(nn.Module):
-    """Multi-head attention with per-head weights ``W_Q/W_K/W_V [H, d_model, d_head]``."""
+    """Multi-head attention with per-head weights ``W_Q/W_K/W_V [H, d_model, d_head]``.
+
+    Inference on structured-sparse weights (compiled models: each head reads a few residual
+    directions and writes a few): without gradients, biases, RoPE, a head mask or observers on
+    ``hook_q/k/v/z``, q, k and v are computed from the residual directions their weights read
+    and the ``d_head`` columns they use, and the output written only to the directions ``W_O``
+    writes — the same products without their all-zero rows and columns (exact up to summation
+    order). Taken when it saves at least half the multiply-adds; trained (dense) models are
+    unaffected.
+    """
 
     def __init__(self, cfg: TransformerConfig, layer: int):
         super().__init__()
@@ -170,15 +198,15 @@ class Attention(nn.Module):
         ``n_heads_mask`` still shows its ``z``; it writes nothing to the residual stream.
         """
         cfg = self.cfg
-        W_Q, W_K, W_V, W_O = self.W_Q, self.W_K, self.W_V, self.W_O
-        m = self.width_mask
-        if m is not None:      # per-head widths: keep the padding exactly zero
-            W_Q, W_K, W_V = W_Q * m[:, None, :], W_K * m[:, None, :], W_V * m[:, None, :]
-            W_O = W_O * m[:, :, None]
+        sparse = self._sparse_plan()
+        if sparse is not None:
+            return self._sparse_forward(x, sparse, rel_bias, segment_ids)
+        W_Q, W_K, W_V, W_O = self._masked_weights()
         q = torch.einsum("bsd,hde->bshe", x, W_Q)
         k = torch.einsum("bsd,hde->bshe", x, W_K)
         v = torch.einsum("bsd,hde->bshe", x, W_V)
         if cfg.attn_bias:
+            m = self.width_mask
             bq, bk, bv = ((self.b_Q, self.b_K, self.b_V) if m is None
                           else (self.b_Q * m, self.b_K * m, self.b_V * m))
             q, k, v = q + bq, k + bk, v + bv
@@ -188,7 +216,27 @@ class Attention(nn.Module):
                                              cfg.rotary_base).transpose(1, 2))
             k = self.hook_rot_k(apply_rotary(k.transpose(1, 2), positions, self.rot_dim,
                                              cfg.rotary_base).transpose(1, 2))
-        scores = torch.einsum("bqhe,bkhe->bhqk", q, k)
+        pattern = self._pattern(torch.einsum("bqhe,bkhe->bhqk", q, k), x, rel_bias,
+                                segment_ids)
+        z = self.hook_z(torch.einsum("bhqk,bkhe->bqhe", self.attn_dropout(pattern), v))
+        W_O = W_O if self.head_mask is None else W_O * self.head_mask[:, None, None]
+        out = torch.einsum("bshe,hed->bsd", z, W_O)
+        if cfg.attn_bias:
+            out = out + self.b_O
+        return out
+
+    def _masked_weights(self):
+        W_Q, W_K, W_V, W_O = self.W_Q, self.W_K, self.W_V, self.W_O
+        m = self.width_mask
+        if m is not None:      # per-head widths: keep the padding exactly zero
+            W_Q, W_K, W_V = W_Q * m[:, None, :], W_K * m[:, None, :], W_V * m[:, None, :]
+            W_O = W_O * m[:, :, None]
+        return W_Q, W_K, W_V, W_O
+
+    def _pattern(self, scores, x, rel_bias, segment_ids):
+        """Scaled, biased, masked scores -> ``hook_attn_scores``; their softmax ->
+        ``hook_pattern`` ``[batch, head, query, key]``."""
+        cfg = self.cfg
         if cfg.use_attn_scale:
             scores = scores / math.sqrt(cfg.d_head)
         seq = x.shape[1]
@@ -203,12 +251,51 @@ class Attention(nn.Module):
             other = segment_ids[:, None, :, None] != segment_ids[:, None, None, :]
             scores = scores.masked_fill(other, float("-inf"))
         scores = self.hook_attn_scores(scores)
-        pattern = self.hook_pattern(torch.softmax(scores, dim=-1))
-        z = self.hook_z(torch.einsum("bhqk,bkhe->bqhe", self.attn_dropout(pattern), v))
-        W_O = W_O if self.head_mask is None else W_O * self.head_mask[:, None, None]
-        out = torch.einsum("bshe,hed->bsd", z, W_O)
-        if cfg.attn_bias:
-            out = out + self.b_O
+        return self.hook_pattern(torch.softmax(scores, dim=-1))
+
+    def _sparse_plan(self):
+        """The non-zero structure of the weights (module docstring), or None for the dense
+        path. Cached until a weight changes."""
+        cfg = self.cfg
+        if (torch.is_grad_enabled() or cfg.attn_bias or cfg.pe == "rope"
+                or self.head_mask is not None or self.training
+                or _hooked(self.hook_q, self.hook_k, self.hook_v, self.hook_z)):
+            return None
+        key = _weights_key(self.W_Q, self.W_K, self.W_V, self.W_O)
+        cached = getattr(self, "_plan", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        W_Q, W_K, W_V, W_O = self._masked_weights()
+        d, dh = cfg.d_model, cfg.d_head
+        qk_cols = torch.nonzero((W_Q.abs().sum(1) > 0) & (W_K.abs().sum(1) > 0)
+                                ).reshape(-1, 2)[:, 1].unique()
+        ov_cols = torch.nonzero((W_V.abs().sum(1) > 0) & (W_O.abs().sum(2) > 0)
+                                ).reshape(-1, 2)[:, 1].unique()
+        q_rows, k_rows = _nonzero_index(W_Q, (0, 2)), _nonzero_index(W_K, (0, 2))
+        v_rows, o_cols = _nonzero_index(W_V, (0, 2)), _nonzero_index(W_O, (0, 1))
+        dense = 4 * d * dh
+        kept = (len(q_rows) + len(k_rows)) * len(qk_cols) + (len(v_rows) + len(o_cols)) * len(
+            ov_cols)
+        plan = None
+        if kept <= SPARSE_KEEP * dense:
+            plan = (q_rows, k_rows, v_rows, o_cols, qk_cols, ov_cols,
+                    W_Q[:, q_rows][:, :, qk_cols].contiguous(),
+                    W_K[:, k_rows][:, :, qk_cols].contiguous(),
+                    W_V[:, v_rows][:, :, ov_cols].contiguous(),
+                    W_O[:, ov_cols][:, :, o_cols].contiguous())
+        self._plan = (key, plan)
+        return plan
+
+    def _sparse_forward(self, x, plan, rel_bias, segment_ids):
+        q_rows, k_rows, v_rows, o_cols, qk_cols, ov_cols, wq, wk, wv, wo = plan
+        q = torch.einsum("bsd,hde->bshe", x[..., q_rows], wq)
+        k = torch.einsum("bsd,hde->bshe", x[..., k_rows], wk)
+        v = torch.einsum("bsd,hde->bshe", x[..., v_rows], wv)
+        pattern = self._pattern(torch.einsum("bqhe,bkhe->bhqk", q, k), x, rel_bias,
+                                segment_ids)
+        z = torch.einsum("bhqk,bkhe->bqhe", self.attn_dropout(pattern), v)
+        out = x.new_zeros(x.shape)
+        out[..., o_cols] = torch.einsum("bshe,hed->bsd", z, wo)
         return out
 
 
@@ -228,7 +315,17 @@ class MLP(nn.Module):
         self.hook_post = HookPoint()  # [batch, pos, d_mlp] (after the activation)
 
     def forward(self, x):
-        """``x [batch, pos, d_model]`` -> ``[batch, pos, d_model]``."""
+        """``x [batch, pos, d_model]`` -> ``[batch, pos, d_model]``. Without gradients, biases
+        or observers on its hooks, an MLP whose ``W_in`` reads few residual directions and
+        whose ``W_out`` writes few computes only those (as :class:`Attention`)."""
+        plan = self._sparse_plan()
+        if plan is not None:
+            rows, cols, w_in, w_out = plan
+            h = x[..., rows] @ w_in
+            h = F.relu(h) if self.cfg.act_fn == "relu" else F.gelu(h)
+            out = x.new_zeros(x.shape)
+            out[..., cols] = h @ w_out
+            return out
         h = x @ self.W_in
         if self.cfg.mlp_bias:
             h = h + self.b_in
@@ -238,6 +335,22 @@ class MLP(nn.Module):
         if self.cfg.mlp_bias:
             out = out + self.b_out
         return out
+
+    def _sparse_plan(self):
+        if (torch.is_grad_enabled() or self.cfg.mlp_bias or self.training
+                or _hooked(self.hook_pre, self.hook_post)):
+            return None
+        key = _weights_key(self.W_in, self.W_out)
+        cached = getattr(self, "_plan", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        rows, cols = _nonzero_index(self.W_in, (1,)), _nonzero_index(self.W_out, (0,))
+        d = self.cfg.d_model
+        plan = None
+        if len(rows) + len(cols) <= SPARSE_KEEP * 2 * d:
+            plan = (rows, cols, self.W_in[rows].contiguous(), self.W_out[:, cols].contiguous())
+        self._plan = (key, plan)
+        return plan
 
 
 class Block(nn.Module):

@@ -253,3 +253,67 @@ def test_rotary_dim_sets_the_rotated_dimensions():
     for bad in (0, 3, 10):
         with pytest.raises(TransformerConfigError, match="rotary_dim"):
             small("rope", rotary_dim=bad)
+
+
+def _dense_logits(model, tokens):
+    """The forward pass with the structured-sparse path switched off (an observer on hook_q,
+    hook_pre of every layer forces the dense products)."""
+    handles = []
+    for blk in model.blocks:
+        if blk.attn is not None:
+            handles.append(blk.attn.hook_q.register_forward_hook(lambda m, i, o: None))
+        if blk.mlp is not None:
+            handles.append(blk.mlp.hook_pre.register_forward_hook(lambda m, i, o: None))
+    try:
+        with torch.no_grad():
+            return model(tokens)
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@pytest.mark.parametrize("name", ["reverse", "sort", "shuffle_dyck2", "frac_prevs",
+                                  "detect_pattern(abc)"])
+def test_structured_sparse_inference_equals_the_dense_products(name):
+    """Compiled models read and write few residual directions per head / MLP: inference
+    without gradients skips the all-zero rows and columns (model/transformer.py). The logits
+    equal the dense products' (up to summation order) on random inputs at every length."""
+    from compiler import compile_program
+    from compiler.library import peer_programs
+    sop, vocab, _, _ = peer_programs(32)[name]
+    cm = compile_program(sop, [str(v) for v in vocab], 32)
+    model = cm.model
+    with torch.no_grad():
+        assert any(b.attn is not None and b.attn._sparse_plan() is not None
+                   for b in model.blocks)
+    rng = np.random.default_rng(0)
+    for n in (1, 7, 32):
+        tokens = torch.tensor(np.concatenate([np.zeros((4, 1), int),
+                                              rng.integers(1, len(vocab) + 1, (4, n))], 1))
+        with torch.no_grad():
+            sparse = model(tokens)
+        dense = _dense_logits(model, tokens)
+        assert torch.allclose(sparse, dense, rtol=1e-10, atol=1e-9)
+
+
+def test_dense_models_and_training_take_the_dense_path():
+    """A trained-style model (random dense weights) never takes the sparse path, nor does a
+    forward with gradients; changing a weight in place recomputes the plan."""
+    cfg = TransformerConfig(n_layers=2, d_model=16, d_head=4, n_heads=2, d_mlp=32, d_vocab=7,
+                            n_ctx=9, pe="nope", normalization_type=None, attn_bias=False,
+                            mlp_bias=False)
+    model = Transformer(cfg)
+    model.reset_parameters(0)
+    model.eval()
+    attn = model.blocks[0].attn
+    with torch.no_grad():
+        assert attn._sparse_plan() is None and model.blocks[0].mlp._sparse_plan() is None
+    assert attn._sparse_plan() is None            # gradients enabled
+    with torch.no_grad():
+        attn.W_Q[:, 4:] = 0                         # reads 4 of 16 directions now
+        attn.W_K[:, 4:] = 0
+        attn.W_V[:, 4:] = 0
+        attn.W_O[:, :, 4:] = 0
+        assert attn._sparse_plan() is not None
+        tokens = torch.randint(0, 7, (2, 6))
+        assert torch.allclose(model(tokens), _dense_logits(model, tokens), atol=1e-5)
