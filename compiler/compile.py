@@ -129,14 +129,20 @@ class CompiledModel:
                 f"{self.max_seq_len}")
         ids = np.full((len(seqs), 1 + max(lens)), self.pad_id, dtype=np.int64)
         ids[:, 0] = 0
+        known: dict = {}              # (type, value) -> id, each distinct token looked up once
         for b, s in enumerate(seqs):
-            for i, v in enumerate(s):
-                k = self._key(v)
-                if k not in self._ids:
-                    raise CompiledRuntimeError(
-                        f"token {v!r} is not in the compiled vocabulary "
-                        f"{{{', '.join(map(repr, self.vocab))}}}")
-                ids[b, i + 1] = self._ids[k]
+            row = []
+            for v in s:
+                t = known.get((v.__class__, v))
+                if t is None:
+                    k = self._key(v)
+                    if k not in self._ids:
+                        raise CompiledRuntimeError(
+                            f"token {v!r} is not in the compiled vocabulary "
+                            f"{{{', '.join(map(repr, self.vocab))}}}")
+                    t = known[(v.__class__, v)] = self._ids[k]
+                row.append(t)
+            ids[b, 1: 1 + len(row)] = row
         return torch.tensor(ids), lens
 
     @staticmethod

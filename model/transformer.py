@@ -517,16 +517,22 @@ class Transformer(nn.Module):
         elif callable(names):
             want = names
         else:
-            wanted = set(names)
-            unknown = wanted - set(self.hook_names())
-            if unknown:
-                raise KeyError(f"unknown hook names: {sorted(unknown)}")
-            want = wanted.__contains__
-        handles = []
-        for name, mod in self.named_modules():
-            if isinstance(mod, HookPoint) and want(name):
-                handles.append(mod.register_forward_hook(
-                    lambda m, i, o, name=name: cache.__setitem__(name, o.detach())))
+            points = {}
+            for name in set(names):           # named hooks: looked up, not searched for
+                try:
+                    mod = self.get_submodule(name)
+                except AttributeError:
+                    mod = None
+                if not isinstance(mod, HookPoint):
+                    unknown = sorted(set(names) - set(self.hook_names()))
+                    raise KeyError(f"unknown hook names: {unknown}")
+                points[name] = mod
+        if callable(names) or names is None:
+            points = {name: mod for name, mod in self.named_modules()
+                      if isinstance(mod, HookPoint) and want(name)}
+        handles = [mod.register_forward_hook(
+            lambda m, i, o, name=name: cache.__setitem__(name, o.detach()))
+            for name, mod in points.items()]
         try:
             logits = self(tokens, pos_offset=pos_offset)
         finally:
