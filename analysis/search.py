@@ -458,6 +458,8 @@ class _Engine:
         g.update(grammar or {})
         self.g = g
         self.spurious_node = None
+        self.validation: SearchProblem | None = None    # terms of the combination are checked on it
+        self.counterexample_rows: list[int] = []        # validation rows chance-fit terms miss
         self.found = None
         self.explored = 0
         self.stored_bytes = 0
@@ -1195,6 +1197,129 @@ class _Engine:
             source=program_to_source(f[0]) if f else None, found_by=found_by,
             measured_length=_measured(f[0]) if f else None)
 
+    # -- deep aggregates: the top operation completed against the target ----------------------
+    def _deep_aggregates(self, need: np.ndarray) -> list:
+        """Aggregates ``aggregate(select(K, Q, ==), V, default, max | min)`` larger than the
+        exhaustive part reached, found top-down: on the target positions ``need`` (those where the
+        target is not its most frequent value) the value at query ``i`` must be the
+        target ``y_i``, so for every key row ``K`` the query values that give ``y_i`` are one
+        table ``allowed[i, q]`` (the reduction over the keys ``j <= i`` with ``K[j] == q``, or
+        the default where there are none), and every query row ``Q`` of the pool is checked
+        against it at once. ``K`` and ``Q`` come from the enumerated levels (sizes <=
+        ``deep_key_size`` / ``deep_query_size``, at most ``deep_key_rows`` /
+        ``deep_query_rows`` rows, smallest first), ``V`` is ``tokens``. Returns
+        ``[(IR node, expression size, values at the target positions)]``, smallest first;
+        these are terms for the combination (an upper bound, validated like any program)."""
+        if self.is_str or not need.any():
+            return []
+        key_size, query_size = int(self.g.get("deep_key_size", 3)), int(
+            self.g.get("deep_query_size", 4))
+        key_cap, query_cap = int(self.g.get("deep_key_rows", 2000)), int(
+            self.g.get("deep_query_rows", 400_000))
+        T = self.T
+        # the query positions (batch row, index) of the needed targets
+        flat = self.vflat[self.tcols[need]]
+        qb, qi = flat // T, flat % T
+        y = self.tvals[need]
+        nS = len(y)
+        def rows_upto(max_size, cap):
+            """Key / query candidates: int or index rows of levels 0..max_size, smallest
+            first, at most ``cap``; their values in the ``[row, B*T]`` layout and sizes."""
+            refs = []
+            for k in sorted(self.rows):
+                if k > max_size or len(refs) >= cap:
+                    break
+                lv = self.rows[k]
+                refs += [(k, int(i)) for i in np.flatnonzero(lv.kind != _KIND_STR)[
+                    : cap - len(refs)]]
+            full_ = np.zeros((len(refs), self.B * T), np.int16)
+            for r, (k, i) in enumerate(refs):
+                full_[r, self.vflat] = self.rows[k].vals[i]
+            return refs, full_, np.array([k for k, _ in refs], dtype=np.int64)
+
+        kpool, full, ksizes = rows_upto(key_size, key_cap)
+        # query rows: only their values at the needed query positions
+        qpool, qparts = [], []
+        cols = self.tcols[need]
+        for k in sorted(self.rows):
+            if k > query_size or len(qpool) >= query_cap:
+                break
+            lv = self.rows[k]
+            idx = np.flatnonzero(lv.kind != _KIND_STR)[: query_cap - len(qpool)]
+            qpool += [(k, int(i)) for i in idx]
+            qparts.append(lv.vals[idx][:, cols].astype(np.int64))
+        if not kpool or not qpool:
+            return []
+        qsizes = np.array([k for k, _ in qpool], dtype=np.int64)
+        Qv = np.concatenate(qparts) + 128                             # [Mq, nS] in 0..255
+        qvals = np.arange(-128, 128)
+        out, seen = [], set()
+        budget = self.start_combine + self.combine_seconds / 2
+
+        def late() -> bool:
+            return time.perf_counter() > budget
+
+        values = [("tokens", self.tokens_row)]
+        for vname, vrow in values:
+            vfull = np.zeros(self.B * T, np.int64)
+            vfull[self.vflat] = vrow
+            for red in ("max", "min"):
+                for d in self.defaults:
+                    if late():
+                        break
+                    allowed = np.zeros((len(kpool), nS, 256), bool)
+                    for s_ in range(nS):
+                        keys = full[:, qb[s_] * T: qb[s_] * T + qi[s_] + 1]     # [M, L]
+                        vv = vfull[qb[s_] * T: qb[s_] * T + qi[s_] + 1]          # [L]
+                        eq = keys[:, :, None] == qvals[None, None, :]           # [M, L, 256]
+                        fill = -10**6 if red == "max" else 10**6
+                        cand = np.where(eq, vv[None, :, None], fill)
+                        r_ = cand.max(axis=1) if red == "max" else cand.min(axis=1)
+                        has = eq.any(axis=1)
+                        allowed[:, s_] = (has & (r_ == y[s_])) | (~has & (d == y[s_]))
+                    # a key row is viable when every needed query has some value to take
+                    viable = np.flatnonzero(allowed.any(axis=2).all(axis=1))
+                    for a in range(0, viable.size, 16):
+                        if late():
+                            break
+                        kk = viable[a:a + 16]
+                        ok = allowed[kk][:, np.arange(nS)[:, None], Qv.T].all(axis=1)
+                        for kr, qr in zip(*np.nonzero(ok)):
+                            kr = int(kk[kr])
+                            size = 2 + int(ksizes[kr]) + int(qsizes[qr])
+                            key = (kpool[kr], qpool[int(qr)], vname, red, d)
+                            if key in seen:
+                                continue
+                            seen.add(key)
+                            out.append((size, key))
+        out.sort(key=lambda x: x[0])
+        terms = []
+        for size, (kref, qref, vname, red, d) in out[: int(self.g.get("deep_terms", 200))]:
+            if time.perf_counter() > self.start_combine + 0.8 * self.combine_seconds:
+                break
+            K = self._node(self._ref(kref))
+            Q = self._node(self._ref(qref))
+            V = Tokens("asis").named("tokens") if vname == "tokens" else Indices()
+            node = Aggregate(Select(K, Q, "==", causal=True), V, d, red)
+            try:
+                with np.errstate(all="ignore"):
+                    val = Evaluator(self.p.inputs, causal=True)(node)
+            except (RASPError, ValueError, TypeError, OverflowError):
+                continue
+            got = val.reshape(-1)[self.vflat][self.tcols]
+            if got.dtype.kind not in "iub":
+                continue
+            bad_row = _term_failing_row(node, self.validation)
+            if bad_row is not None:
+                # a chance fit of the batch: the validation example it gets wrong joins the
+                # batch on the next round (counterexample-guided, as for whole programs)
+                if bad_row not in self.counterexample_rows and len(
+                        self.counterexample_rows) < 3:
+                    self.counterexample_rows.append(bad_row)
+                continue
+            terms.append((node, size, got.astype(np.int64)))
+        return terms
+
     # -- combination: a decision list of where(condition, term, ...) over the pool ------------
     def _combine(self):
         """Divide and conquer (Alur et al. 2017, "Scaling enumerative program synthesis via
@@ -1220,6 +1345,16 @@ class _Engine:
             ccosts += [k] * b.size
         if not refs or not crefs:
             return
+        if self.g.get("deep_aggregates", True) and not self.crasp:
+            # the targets the most frequent target value (one constant term) does not give
+            vals_, counts_ = np.unique(self.tvals, return_counts=True)
+            for node, size, vals in self._deep_aggregates(
+                    self.tvals != vals_[np.argmax(counts_)]):
+                c = (vals == self.tvals) & True
+                if c.any():
+                    refs.append(("ir", node, vals))
+                    covs.append(c[None, :])
+                    costs.append(size)
         cov = np.concatenate(covs)
         costs = np.array(costs)
         # conditions one size up, made lazily: comparisons of the best terms with constants
@@ -1227,17 +1362,22 @@ class _Engine:
         top = np.lexsort((costs, -cov.sum(axis=1)))[:self.g.get("combine_terms", 4000)]
         consts = [int(c) for c in self.int_consts]
         for t in top.tolist():
-            k, i = refs[t]
-            lv = self.rows[k]
-            if lv.kind[i] == _KIND_STR or lv.binary[i] or (
-                    self.crasp and lv.kind[i] == _KIND_IDX):
-                continue
-            v = lv.vals[i, self.tcols]
+            if refs[t][0] == "ir":
+                if self.is_str:
+                    continue
+                v = refs[t][2]
+            else:
+                k, i = refs[t]
+                lv = self.rows[k]
+                if lv.kind[i] == _KIND_STR or lv.binary[i] or (
+                        self.crasp and lv.kind[i] == _KIND_IDX):
+                    continue
+                v = lv.vals[i, self.tcols]
             for c in consts:
                 for op, f in (("eq", np.equal), ("gt", np.greater), ("lt", np.less)):
-                    crefs.append(("cmp", op, c, (k, i)))
+                    crefs.append(("cmp", op, c, refs[t]))
                     conds.append(f(v, c)[None, :])
-                    ccosts.append(k + 1)
+                    ccosts.append(int(costs[t]) + 1)
         C = np.concatenate(conds)
         ccosts = np.array(ccosts)
         nT = len(self.tcols)
@@ -1280,14 +1420,16 @@ class _Engine:
                 for rest in solve(rest_S, depth - 1):
                     yield ("where", crefs[ci], neg, ("term", refs[t]), rest)
 
+        def term(ref):
+            return ref[1] if ref[0] == "ir" else self._node(self._ref(ref))
+
         def build(tree):
             if tree[0] == "term":
-                return self._node(self._ref(tree[1]))
+                return term(tree[1])
             _, cref, neg, a, rest = tree
             if cref[0] == "cmp":
                 _, op, const, tref = cref
-                c = Map(Elementwise(op, const=const, const_side="right"),
-                        self._node(self._ref(tref)))
+                c = Map(Elementwise(op, const=const, const_side="right"), term(tref))
             else:
                 c = self._node(self._ref(cref))
             a, r = build(a), build(rest)
@@ -1381,13 +1523,22 @@ def search(problem: SearchProblem, max_length: int = 6, time_limit: float = 60.0
         g["combine_seconds"] = comb
         res = _Engine(problem, max(left - comb, 1e-3), max_length, progress,
                       int(max_memory_mb * 2**20), validate, prune=prune, grammar=g)
+        res.validation = validation
         # one BLAS thread: the products are many and small; OpenBLAS's extra threads spin
         # and cost CPU time without saving wall time (bench/bench_search.py measures it)
         with threadpool_limits(limits=1, user_api="blas"):
             out = res.run()
         explored += out.explored
         if res.spurious_node is None:
-            break
+            if out.found or not res.counterexample_rows or added >= 20 or \
+                    time.perf_counter() - start >= 0.7 * time_limit:
+                break
+            # terms of the combination that fit the batch by chance: their counterexamples
+            # join the batch (the certificate stays sound: more examples, same grammar)
+            for row in res.counterexample_rows:
+                problem = _with_row(problem, validation, row)
+                added += 1
+            continue
         # counterexample-guided refinement: add the shortest validation example that the
         # chance fit gets wrong, so that the batch separates it from the task; start again
         row = _first_failing_row(res.spurious_node, validation)
@@ -1401,6 +1552,27 @@ def search(problem: SearchProblem, max_length: int = 6, time_limit: float = 60.0
     out.seconds = time.perf_counter() - start
     out.counterexamples_added = added
     return out
+
+
+def _term_failing_row(term: Node, problem: SearchProblem | None) -> int | None:
+    """The shortest example of ``problem`` on which ``term`` is wrong where the target is not
+    its most frequent value (a term of the combination, checked on the validation batch);
+    None when it is right there, or without a batch."""
+    if problem is None:
+        return None
+    lens = problem.valid.sum(axis=1)
+    try:
+        with np.errstate(all="ignore"):
+            val = Evaluator(problem.inputs, causal=True)(term)
+    except (RASPError, ValueError, TypeError, OverflowError):
+        return int(np.argmin(lens))
+    want = problem.target[problem.target_mask]
+    vals, counts = np.unique(want, return_counts=True)
+    need = problem.target_mask & (problem.target != vals[np.argmax(counts)])
+    if val.dtype.kind == "U" or problem.target.dtype.kind == "U":
+        return int(np.argmin(lens))
+    rows = np.flatnonzero(((val != problem.target) & need).any(axis=1))
+    return int(rows[np.argmin(lens[rows])]) if rows.size else None
 
 
 def _first_failing_row(sop: Node, problem: SearchProblem) -> int | None:
