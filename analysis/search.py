@@ -1264,19 +1264,26 @@ class _Engine:
             vfull = np.zeros(self.B * T, np.int64)
             vfull[self.vflat] = vrow
             for red in ("max", "min"):
+                if late():
+                    break
+                # per key row and needed query: which query values give the target through
+                # the selected keys (hit), and which select no key (the default decides)
+                hit = np.zeros((len(kpool), nS, 256), bool)
+                empty = np.zeros((len(kpool), nS, 256), bool)
+                for s_ in range(nS):
+                    keys = full[:, qb[s_] * T: qb[s_] * T + qi[s_] + 1]         # [M, L]
+                    vv = vfull[qb[s_] * T: qb[s_] * T + qi[s_] + 1]              # [L]
+                    eq = keys[:, :, None] == qvals[None, None, :]               # [M, L, 256]
+                    fill = -10**6 if red == "max" else 10**6
+                    cand = np.where(eq, vv[None, :, None], fill)
+                    r_ = cand.max(axis=1) if red == "max" else cand.min(axis=1)
+                    has = eq.any(axis=1)
+                    hit[:, s_] = has & (r_ == y[s_])
+                    empty[:, s_] = ~has
                 for d in self.defaults:
                     if late():
                         break
-                    allowed = np.zeros((len(kpool), nS, 256), bool)
-                    for s_ in range(nS):
-                        keys = full[:, qb[s_] * T: qb[s_] * T + qi[s_] + 1]     # [M, L]
-                        vv = vfull[qb[s_] * T: qb[s_] * T + qi[s_] + 1]          # [L]
-                        eq = keys[:, :, None] == qvals[None, None, :]           # [M, L, 256]
-                        fill = -10**6 if red == "max" else 10**6
-                        cand = np.where(eq, vv[None, :, None], fill)
-                        r_ = cand.max(axis=1) if red == "max" else cand.min(axis=1)
-                        has = eq.any(axis=1)
-                        allowed[:, s_] = (has & (r_ == y[s_])) | (~has & (d == y[s_]))
+                    allowed = hit | (empty & (d == y)[None, :, None])
                     # a key row is viable when every needed query has some value to take
                     viable = np.flatnonzero(allowed.any(axis=2).all(axis=1))
                     for a in range(0, viable.size, 16):

@@ -53,3 +53,17 @@ def test_task_without_allowed_length():
 def test_sequence_programs_are_refused():
     with pytest.raises(SearchError, match="next-token"):
         problem_from_task(tasks.get_task("hist"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mode", "copy_unique"])
+def test_search_finds_mode_and_copy_unique_by_deep_aggregates(name):
+    """Issue 10: programs found without reading the shipped file (the combination's deep
+    aggregates, analysis/search.py). The found program is checked here against the task's
+    ground truth (its generator's next tokens) at every length up to 30, beyond the search's
+    validation lengths (1..20). ~1-2 min each: opt-in (``-m slow``)."""
+    task = tasks.get_task(name)
+    res = search_task(task, max_length=5, time_limit=90)
+    assert res.found and res.found_by == "combination"
+    check = problem_from_task(task, range(1, 31), 5, seed=7)
+    assert matches_problem(res.program, check)
