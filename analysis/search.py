@@ -323,6 +323,11 @@ _KIND_INT, _KIND_IDX, _KIND_STR, _KIND_COUNT = 0, 1, 2, 3
 _SEL_OPS = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
             ">": np.greater, ">=": np.greater_equal}
 _CHUNK = 1 << 22          # elements per vectorized block
+# operators of structured selectors (opc) and, per operator, the coefficients of
+# (sum over keys < query, sum over keys <= query, sum over all causal keys)
+_STRUCT_OPS = ("<", "<=", "==", "!=", ">", ">=")
+_OP_COEF = np.array([(1, 0, 0), (0, 1, 0), (-1, 1, 0), (1, -1, 1), (0, -1, 1), (-1, 0, 1)],
+                    np.int64)
 _DENSE_BYTES = 1 << 28    # dense float32 selector matrices kept per search
 
 
@@ -389,17 +394,26 @@ class _Level:
 
 
 class _SelLevel:
-    """The distinct selectors of one expression size: packed causal entries, widths, recipes."""
+    """The distinct selectors of one expression size, in emission order, with their widths
+    ``W`` ``[n, P]`` and recipes. A ``select(K, Q, op)`` row is kept as its structure (key and
+    query rows, operator code ``opc``: :data:`_STRUCT_OPS`), never as entries; other selectors
+    (TRUE, and/or, local) as packed causal entries ``P`` (``dense[i]`` = the row of ``P``, -1
+    for structured rows)."""
 
     def __init__(self):
         self.packed: list[np.ndarray] = []
         self.widths: list[np.ndarray] = []
+        self.structs: list[np.ndarray] = []      # [n, 5]: klev, krow, qlev, qrow, opc (-1: dense)
         self.recipes = _Recipes()
 
     def freeze(self, nbytes: int, p: int):
         self.P = np.concatenate(self.packed) if self.packed else np.zeros((0, nbytes), np.uint8)
         self.W = np.concatenate(self.widths) if self.widths else np.zeros((0, p), np.int16)
-        self.packed, self.widths = [], []
+        st = np.concatenate(self.structs) if self.structs else np.zeros((0, 5), np.int64)
+        self.packed, self.widths, self.structs = [], [], []
+        self.klev, self.krow, self.qlev, self.qrow, self.opc = st.T
+        isd = self.opc < 0
+        self.dense = np.where(isd, np.cumsum(isd) - 1, -1)
         self.has_empty = (self.W == 0).any(axis=1)
         self.maxw = self.W.max(axis=1, initial=0)
 
@@ -441,7 +455,10 @@ class _Engine:
     selector over a level of values, all selects of a key row against a level of query rows)
     is computed as one NumPy broadcast or one batched matrix product, fingerprinted by a 64-bit
     linear hash (one integer matrix-vector product), checked against the target, and only its
-    new distinct rows are kept (observational equivalence).
+    new distinct rows are kept (observational equivalence). ``select(K, Q, op)`` candidates
+    are fingerprinted without forming their ``[E]`` causal entries (:meth:`_select_hashes`,
+    O(P) per candidate instead of O(E)) and kept as structure; their entries are formed only
+    when an aggregate or an and/or reads them (:meth:`_sel_entries`).
     """
 
     def __init__(self, problem: SearchProblem, time_limit: float, max_length: int,
@@ -519,7 +536,26 @@ class _Engine:
         self.sel_flat = (self.eq_flat // T) * T * T + (self.eq_flat % T) * T + (self.ek_flat % T)
         rng = np.random.default_rng(12345)
         self.R = rng.integers(1, 2**62, size=P, dtype=np.int64) | 1
-        self.RS = rng.integers(1, 2**62, size=(self.nbytes + 7) // 8, dtype=np.int64) | 1
+        # selector fingerprints: a random linear hash of the causal entries modulo 2^64 with
+        # rank-one coefficients RE[(q, k)] = a[q] * b[k] (a degree-2 polynomial identity test:
+        # distinct selectors collide with probability about 2^-62), the same function whether
+        # computed from packed bits (a byte table) or, for ``select(K, Q, op)``, from running
+        # sums without forming the entries (:meth:`_select_hashes`)
+        comp = np.full(B * T, -1, np.int64)
+        comp[self.vflat] = np.arange(P)
+        self.qa = rng.integers(1, 2**63 - 1, size=P, dtype=np.int64)
+        self.kb = rng.integers(1, 2**63 - 1, size=P, dtype=np.int64)
+        self.RE = self.qa[comp[self.eq_flat]] * self.kb[comp[self.ek_flat]]      # mod 2^64
+        self.RE_total = self.RE.sum()
+        re_pad = np.zeros(self.nbytes * 8, np.int64)
+        re_pad[:self.E] = self.RE
+        bits = ((np.arange(256)[:, None] >> (7 - np.arange(8))[None, :]) & 1).astype(np.int64)
+        self.sel_byte_hash = (re_pad.reshape(self.nbytes, 1, 8) * bits[None]).sum(axis=2)
+        # compact positions: index of the first / last position of each one's batch row
+        row_of = self.vflat // T
+        first = np.searchsorted(row_of, row_of, side="left")
+        last = np.searchsorted(row_of, row_of, side="right") - 1
+        self.row_first, self.row_last = first, last
         self.rows: dict[int, _Level] = {}
         self.sels: dict[int, _SelLevel] = {}
         self.seen = _Seen()
@@ -613,33 +649,131 @@ class _Engine:
         if self.stored_bytes > self.max_bytes:
             self.storing = False
 
-    def _emit_sels(self, level: int, ent: np.ndarray, recipe):
-        """Keep a family of candidate selectors. ``ent``: ``[M, E]`` bool causal entries."""
-        M = ent.shape[0]
+    def _sel_hash(self, packed: np.ndarray) -> np.ndarray:
+        """Fingerprints ``[M]`` int64 of selectors given as packed causal entries ``[M, nbytes]``
+        uint8: ``sum_e entry_e * RE_e`` modulo 2^64, one table lookup per byte."""
+        idx = packed.astype(np.int64) + (np.arange(packed.shape[1]) * 256)[None, :]
+        return self.sel_byte_hash.reshape(-1)[idx].sum(axis=1)
+
+    def _emit_sels(self, level: int, ent: np.ndarray | None, recipe, h: np.ndarray | None = None,
+                   struct=None):
+        """Keep a family of candidate selectors: ``ent`` ``[M, E]`` bool causal entries, or
+        their fingerprints ``h`` ``[M]`` (:meth:`_select_hashes`) with ``struct`` = ``(klev,
+        krows [nk], qlev, qrows [nq], opc, nq, widths_of, make)``: candidate ``r`` is
+        ``select(krows[r // nq], qrows[r % nq], _STRUCT_OPS[opc])``, kept as that structure;
+        its widths come from ``widths_of(x, y)`` (or ``make(x, y)``, its entries)."""
+        M = ent.shape[0] if ent is not None else h.shape[0]
         if M == 0:
             return
         self._tick(M)
         if not self.storing:
             return
-        packed = np.packbits(ent, axis=1)
+        packed = None
+        if h is None:
+            packed = np.packbits(ent, axis=1)
+            h = self._sel_hash(packed) if self.prune else None
         if self.prune:
-            pad = (-packed.shape[1]) % 8
-            p8 = np.pad(packed, ((0, 0), (0, pad))) if pad else packed
-            h = p8.view(np.int64) @ self.RS
             keep = self.sel_seen.add_new(h)
             if keep.size == 0:
                 return
         else:
             keep = np.arange(M)
-        e = ent[keep]
-        widths = np.add.reduceat(e.astype(np.int16), self.qstarts, axis=1)
         lv = self.sels.setdefault(level, _SelLevel())
-        lv.packed.append(packed[keep])
+        st = np.full((keep.size, 5), -1, np.int64)
+        if ent is None:
+            klev, krows, qlev, qrows, opc, nq, widths_of, make = struct
+            x_, y_ = np.divmod(keep, nq)
+            st[:, 0], st[:, 1], st[:, 2], st[:, 3], st[:, 4] = \
+                klev, krows[x_], qlev, qrows[y_], opc
+            if widths_of is not None:
+                widths = widths_of(x_, y_)
+            else:
+                step = max(1, _CHUNK // self.E)
+                widths = np.concatenate([
+                    np.add.reduceat(make(x_[a:a + step], y_[a:a + step]), self.qstarts,
+                                    axis=1, dtype=np.int16)
+                    for a in range(0, keep.size, step)])
+            self.stored_bytes += keep.size * (40 + 2 * self.Pn)
+        else:
+            e = ent[keep]
+            widths = np.add.reduceat(e, self.qstarts, axis=1, dtype=np.int16)
+            lv.packed.append(packed[keep])
+            self.stored_bytes += keep.size * (self.nbytes + 2 * self.Pn)
         lv.widths.append(widths)
+        lv.structs.append(st)
         lv.recipes.extend(recipe, keep)
-        self.stored_bytes += keep.size * (self.nbytes + 2 * self.Pn)
         if self.stored_bytes > self.max_bytes:
             self.storing = False
+
+    def _select_hashes(self, K: np.ndarray, Q: np.ndarray):
+        """Fingerprints of ``select(K_x, Q_y, op)`` for every key row ``K`` ``[nk, P]`` and
+        query row ``Q`` ``[nq, P]`` without forming the ``[nk * nq, E]`` entries. The hash is
+        linear in the entries with coefficients ``a[q] * b[k]``, so grouped by the smaller side:
+        by key rows, ``C[q, u] = sum_{k <= q, K[k] < U[u]} b[k]`` (running sums over key
+        positions of each sorted key value ``U[u]``) gives ``hash(K < Q) = sum_q a[q] *
+        C[q, #U < Q[q]]``; by query rows, the same with suffix sums over query positions.
+        Returns ``(lt, le, widths_of)``: ``lt``/``le`` ``[nk, nq]`` int64, the hashes of ``<``
+        and ``<=`` (key op query), and (grouped by key rows) ``widths_of(x, y, opc)`` the
+        selector widths ``[n, P]`` of pairs ``(K_x, Q_y)`` from the same running sums with
+        weight 1 (None when grouped by query rows);
+        with ``tot`` = ``self.RE_total`` (the causal TRUE selector) the others follow: ``==`` =
+        le - lt, ``!=`` = tot - eq, ``>`` = tot - le, ``>=`` = tot - lt. O(P * |U|) per row of
+        the grouped side and O(P) per pair, instead of O(E) = O(P * T) per pair."""
+        P = self.Pn
+        by_key = K.shape[0] <= Q.shape[0]
+        G, O = (K, Q) if by_key else (Q, K)
+        ng, no = G.shape[0], O.shape[0]
+        U = np.unique(G)
+        nu = U.size
+        gid = np.searchsorted(U, G)                                   # [ng, P]
+        w = self.kb if by_key else self.qa                            # summed inside
+        M = np.zeros((ng, P, nu), np.int64)
+        M[np.arange(ng)[:, None], np.arange(P)[None, :], gid] = w[None, :]
+        cs = np.zeros((ng, P + 1, nu), np.int64)
+        np.cumsum(M, axis=1, out=cs[:, 1:])
+        widths_of = None
+        if by_key:      # S[p, u] = sum over keys k <= p of p's batch row with value U[u]
+            S = cs[:, 1:] - cs[:, self.row_first]
+            Tb = np.zeros((ng, P, nu + 1), np.int64)
+            np.cumsum(S, axis=2, out=Tb[:, :, 1:])                    # values < U[u]
+            Tb *= self.qa[None, :, None]
+            # the same running sums with weight 1: widths of the selectors kept
+            cnt = np.zeros((ng, P + 1, nu), np.int16)
+            np.cumsum(M != 0, axis=1, out=cnt[:, 1:])
+            Cn = np.zeros((ng, P, nu + 1), np.int16)
+            np.cumsum(cnt[:, 1:] - cnt[:, self.row_first], axis=2, out=Cn[:, :, 1:])
+            Cn = Cn.reshape(ng, P * (nu + 1))
+            allk = (np.arange(P) - self.row_first + 1).astype(np.int16)   # causal keys
+
+            def widths_of(x, y, opc):
+                c = _OP_COEF[opc].astype(np.int16)
+                w = c[2] * allk[None, :]
+                if c[0]:
+                    w = w + c[0] * Cn[x[:, None], f_lt[y]]
+                if c[1]:
+                    w = w + c[1] * Cn[x[:, None], f_le[y]]
+                return w.astype(np.int16)
+            lo_side, hi_side = "left", "right"
+        else:           # S[p, u] = sum over queries q >= p of p's batch row with value U[u]
+            S = cs[:, self.row_last + 1] - cs[:, :-1]
+            Tb = np.zeros((ng, P, nu + 1), np.int64)
+            np.cumsum(S[:, :, ::-1], axis=2, out=Tb[:, :, 1:])
+            Tb = Tb[:, :, ::-1]                                       # values >= U[u]
+            Tb *= self.kb[None, :, None]
+            lo_side, hi_side = "right", "left"
+        Tf = Tb.reshape(ng, P * (nu + 1))
+        base = (np.arange(P) * (nu + 1))[None, :]
+        f_lt = np.searchsorted(U, O, side=lo_side) + base             # [no, P]
+        f_le = np.searchsorted(U, O, side=hi_side) + base
+        lt = np.empty((ng, no), np.int64)
+        le = np.empty((ng, no), np.int64)
+        step = max(1, _CHUNK // max(1, ng * P))
+        for a in range(0, no, step):
+            lt[:, a:a + step] = Tf[:, f_lt[a:a + step]].sum(axis=2)
+            le[:, a:a + step] = Tf[:, f_le[a:a + step]].sum(axis=2)
+        if by_key:
+            return lt, le, widths_of
+        return lt.T, le.T, None
 
     def _consider(self, level, rec):
         node = self._node((level, rec), fresh=True)
@@ -897,15 +1031,39 @@ class _Engine:
         self._emit(k, sl.W, _KIND_COUNT if self.crasp else _KIND_IDX,
                    lambda i: ("sw", (k - 1, i)), checked=False)
 
-    def _sel_matrix(self, sl: _SelLevel, i: int) -> np.ndarray:
-        ent = np.unpackbits(sl.P[i])[:self.E].astype(bool)
-        S = np.zeros(self.B * self.T * self.T, bool)
-        S[self.sel_flat] = ent
-        return S.reshape(self.B, self.T, self.T)
+    def _sel_entries(self, sl: _SelLevel, rows: np.ndarray) -> np.ndarray:
+        """``[len(rows), E]`` bool causal entries of the selectors ``rows`` of a level (packed
+        rows unpacked, structured rows compared)."""
+        rows = np.asarray(rows, np.int64)
+        ent = np.empty((rows.size, self.E), bool)
+        d = sl.dense[rows]
+        isd = d >= 0
+        if isd.any():
+            ent[isd] = np.unpackbits(sl.P[d[isd]], axis=1)[:, :self.E].astype(bool)
+        st = np.flatnonzero(~isd)
+        if st.size:
+            x = rows[st]
+            kv = self._rows_of(sl.klev[x], sl.krow[x])
+            qv = self._rows_of(sl.qlev[x], sl.qrow[x])
+            comp = np.full(self.B * self.T, 0, np.int64)
+            comp[self.vflat] = np.arange(self.Pn)
+            ke, qe = comp[self.ek_flat], comp[self.eq_flat]
+            for code in np.unique(sl.opc[x]).tolist():
+                w = np.flatnonzero(sl.opc[x] == code)
+                ent[st[w]] = _SEL_OPS[_STRUCT_OPS[code]](kv[w][:, ke], qv[w][:, qe])
+        return ent
+
+    def _rows_of(self, levels: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``[n, P]`` int16 values of the s-ops ``(levels[i], rows[i])``."""
+        out = np.empty((len(rows), self.Pn), np.int16)
+        for lev in np.unique(levels).tolist():
+            w = np.flatnonzero(levels == lev)
+            out[w] = self.rows[lev].vals[rows[w]]
+        return out
 
     def _sel_matrices(self, sl: _SelLevel, rows: np.ndarray) -> np.ndarray:
         """``[len(rows), B, q, k]`` bool matrices of the selectors ``rows`` of a level."""
-        ent = np.unpackbits(sl.P[rows], axis=1)[:, :self.E].astype(bool)
+        ent = self._sel_entries(sl, rows)
         S = np.zeros((len(rows), self.B * self.T * self.T), bool)
         S[:, self.sel_flat] = ent
         return S.reshape(len(rows), self.B, self.T, self.T)
@@ -1007,13 +1165,11 @@ class _Engine:
             sl, lv = self.sels.get(i), self._lv(j)
             if sl is None or not len(sl) or lv is None:
                 continue
-            V = self._full_layout(j)                  # [B, M, T] float32
             M = len(lv)
             kinds = lv.kind
             num = np.flatnonzero(kinds != _KIND_STR)
-            Vn = V[:, num]
-            Vi = Vn.astype(np.int16)
             multi = sl.maxw > 1
+            V = Vn = Vi = None
             for red in ("mean", "max", "min"):
                 if red != "mean" and not self.g["maxmin"]:
                     continue
@@ -1022,44 +1178,54 @@ class _Engine:
                 srows = np.arange(len(sl)) if red == "mean" else np.flatnonzero(multi)
                 if srows.size == 0:
                     continue
+                cols = np.arange(M) if red == "mean" else num
+                dn = srows
+                if V is None:
+                    V = self._full_layout(j)                  # [B, M, T] float32
+                    Vn = V[:, num]
+                    Vi = Vn.astype(np.int16)
                 # per selector: its matrix (bool + float) and the output rows (float)
-                per = (M if red == "mean" else num.size) * self.B * self.T * 8 + BTT * 9
+                per = cols.size * self.B * self.T * 8 + BTT * 9
                 step = max(1, (_CHUNK * 8) // per)
-                for a in range(0, srows.size, step):
-                    rows = srows[a:a + step]
+                for a in range(0, dn.size, step):
+                    rows = dn[a:a + step]
                     S = self._dense_sels(sl, rows)              # [s, B, q, k] float32
-                    ns = len(rows)
                     if red == "mean":
                         sums = self._agg_gemm(V, S)                     # [s, M, P]
                         wq = np.maximum(sl.W[rows], 1).astype(np.float32)[:, None, :]
                         out = np.trunc(sums / wq).astype(np.int16)
-                        okc = np.ones((ns, M), bool)
-                        okc[:, :] = (kinds != _KIND_STR)[None, :] | ~multi[rows][:, None]
-                        cols = np.arange(M)
                     else:
                         out = self._agg_maxmin(lv, num, Vi, S, red)     # [s, M', P]
-                        okc = np.ones((ns, num.size), bool)
-                        cols = num
-                    empty = sl.W[rows] == 0                               # [s, P]
-                    he = sl.has_empty[rows]
-                    for di, d in enumerate(self.defaults):
-                        sub = np.flatnonzero(he) if di else np.arange(ns)
-                        if sub.size == 0:
-                            continue
-                        dv = self.code[d] if self.is_str else d
-                        o = out[sub].copy()
-                        o[np.broadcast_to(empty[sub][:, None, :], o.shape)] = dv
-                        sel_ok = okc[sub].reshape(-1)
-                        o = o.reshape(-1, self.Pn)[sel_ok]
-                        pairs = np.argwhere(okc[sub])
-                        nc = len(cols)
+                    self._emit_aggs(k, sl, rows, out, kinds, cols, multi, i, j, red)
 
-                        def rec(r_, sub=sub, rows=rows, pairs=pairs, d=d, red=red, cols=cols,
-                                i=i, j=j):
-                            s_, c_ = pairs[r_]
-                            return ("agg", (i, int(rows[sub[s_]])), (j, int(cols[c_])), d, red)
-                        kk = np.broadcast_to(kinds[cols][None, :], (sub.size, nc)).reshape(-1)
-                        self._emit(k, o, kk[sel_ok], rec, checked=False)
+    def _emit_aggs(self, k, sl, rows, out, kinds, cols, multi, i, j, red):
+        """Emit the aggregates ``out`` ``[s, len(cols), P]`` of selectors ``rows`` (level i)
+        over value rows ``cols`` (level j), once per default (a default other than the first
+        only for selectors with an empty selection somewhere)."""
+        ns = len(rows)
+        if red == "mean":
+            okc = (kinds[cols] != _KIND_STR)[None, :] | ~multi[rows][:, None]
+        else:
+            okc = np.ones((ns, cols.size), bool)
+        empty = sl.W[rows] == 0                               # [s, P]
+        he = sl.has_empty[rows]
+        for di, d in enumerate(self.defaults):
+            sub = np.flatnonzero(he) if di else np.arange(ns)
+            if sub.size == 0:
+                continue
+            dv = self.code[d] if self.is_str else d
+            o = out[sub].copy()
+            o[np.broadcast_to(empty[sub][:, None, :], o.shape)] = dv
+            sel_ok = okc[sub].reshape(-1)
+            o = o.reshape(-1, self.Pn)[sel_ok]
+            pairs = np.argwhere(okc[sub])
+            nc = len(cols)
+
+            def rec(r_, sub=sub, rows=rows, pairs=pairs, d=d, red=red, cols=cols, i=i, j=j):
+                s_, c_ = pairs[r_]
+                return ("agg", (i, int(rows[sub[s_]])), (j, int(cols[c_])), d, red)
+            kk = np.broadcast_to(kinds[cols][None, :], (sub.size, nc)).reshape(-1)
+            self._emit(k, o, kk[sel_ok], rec, checked=False)
 
     def _selects(self, k):
         if k == 1:
@@ -1082,8 +1248,6 @@ class _Engine:
             Kf[:, self.vflat] = lk.vals
             Qf = np.zeros((len(lq), self.B * self.T), np.int16)
             Qf[:, self.vflat] = lq.vals
-            Ke = Kf[:, self.ek_flat]                  # [Mk, E]
-            Qe = Qf[:, self.eq_flat]                  # [Mq, E]
             for strness in ((False, True) if self.is_str else (False,)):
                 kk = np.flatnonzero((lk.kind == _KIND_STR) == strness)
                 qq = np.flatnonzero((lq.kind == _KIND_STR) == strness)
@@ -1093,18 +1257,33 @@ class _Engine:
                 if kk.size == 0 or qq.size == 0:
                     continue
                 ops = ("==", "!=") if strness else tuple(_SEL_OPS)
-                Qs = Qe[qq]
-                step = max(1, _CHUNK // max(1, qq.size * self.E))
+                Qv = lq.vals[qq].astype(np.int16)
+                nq = qq.size
+                # key rows in blocks whose one-hot values and gathers fit in _CHUNK elements
+                step = max(1, _CHUNK // max(1, nq * self.Pn))
                 for a in range(0, kk.size, step):
                     kb = kk[a:a + step]
+                    Kv = lk.vals[kb].astype(np.int16)
+                    lt, le, widths_of = self._select_hashes(Kv, Qv)
+                    eq = le - lt
+                    tot = np.full(len(kb), self.RE_total)
+                    hs = {"<": lt, "<=": le, "==": eq, "!=": tot[:, None] - eq,
+                          ">": tot[:, None] - le, ">=": tot[:, None] - lt}
                     for op in ops:
-                        ent = _SEL_OPS[op](Ke[kb][:, None, :], Qs[None, :, :]).reshape(-1, self.E)
-                        nq = qq.size
-
                         def rec(r, kb=kb, op=op, qq=qq, nq=nq, i=i, j=j):
                             x_, y_ = divmod(r, nq)
                             return ("select", (i, int(kb[x_])), (j, int(qq[y_])), op)
-                        self._emit_sels(k, ent, rec)
+                        opc = _STRUCT_OPS.index(op)
+
+                        def make(x_, y_, kb=kb, qq=qq, op=op):
+                            return _SEL_OPS[op](Kf[kb[x_]][:, self.ek_flat],
+                                                Qf[qq[y_]][:, self.eq_flat])
+                        wo = None if widths_of is None else \
+                            (lambda x_, y_, opc=opc, f=widths_of: f(x_, y_, opc))
+                        struct = (i, kb, j, qq, opc, nq, wo, make)
+                        self._emit_sels(k, None, rec, h=hs[op].reshape(-1), struct=struct)
+                        if not self.storing:
+                            return
         if self.g["sel_andor"]:
             for i in range(1, k):
                 j = k - 1 - i
@@ -1113,13 +1292,15 @@ class _Engine:
                 a_, b_ = self.sels.get(i), self.sels.get(j)
                 if a_ is None or b_ is None or not len(a_) or not len(b_):
                     continue
-                for x in range(len(a_)):
-                    ex = np.unpackbits(a_.P[x])[:self.E].astype(bool)
-                    eb = np.unpackbits(b_.P, axis=1)[:, :self.E].astype(bool)
-                    for name, f in (("and", np.logical_and), ("or", np.logical_or)):
-                        ent = f(ex[None, :], eb)
-                        self._emit_sels(k, ent, lambda r, x=x, name=name, i=i, j=j:
-                                        (name, (i, x), (j, r)))
+                bstep = max(1, _CHUNK // self.E)
+                for b0 in range(0, len(b_), bstep):
+                    eb = self._sel_entries(b_, np.arange(b0, min(b0 + bstep, len(b_))))
+                    for x in range(len(a_)):
+                        ex = self._sel_entries(a_, np.array([x]))
+                        for name, f in (("and", np.logical_and), ("or", np.logical_or)):
+                            ent = f(ex, eb)
+                            self._emit_sels(k, ent, lambda r, x=x, name=name, i=i, j=j, b0=b0:
+                                            (name, (i, x), (j, b0 + r)))
 
     # -- driver ------------------------------------------------------------------------------
     def _sop_level(self, k):
