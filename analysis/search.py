@@ -431,13 +431,14 @@ class _Seen:
         """Indices (ascending) of the first occurrence of each fingerprint of ``h`` not seen
         before; those fingerprints become seen."""
         u, first = np.unique(h, return_index=True)
-        seen = self.s
-        keep = [f for hh, f in zip(u.tolist(), first.tolist()) if hh not in seen]
-        if keep:
-            keep = np.sort(np.array(keep))
-            seen.update(h[keep].tolist())
-            return keep
-        return np.zeros(0, np.int64)
+        ul = u.tolist()
+        new = set(ul).difference(self.s)                 # set operations in C, no Python loop
+        if not new:
+            return np.zeros(0, np.int64)
+        self.s.update(new)
+        if len(new) == len(ul):
+            return np.sort(first)
+        return np.sort(first[np.isin(u, np.fromiter(new, np.int64, len(new)))])
 
     def __len__(self):
         return len(self.s)

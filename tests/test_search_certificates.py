@@ -97,3 +97,84 @@ def test_stored_aggregate_values_equal_the_interpreter():
             want = Evaluator(problem.inputs, causal=True)(node)[problem.valid]
             assert np.array_equal(lv.vals[i].astype(np.int64), np.asarray(want, np.int64)), rec
     assert min(seen.values()) >= 20
+
+
+def _entries(eng, K, Q, op):
+    """Causal entries ``[nk * nq, E]`` of ``select(K_x, Q_y, op)`` formed directly."""
+    from analysis.search import _SEL_OPS
+    Kf = np.zeros((len(K), eng.B * eng.T), np.int64)
+    Kf[:, eng.vflat] = K
+    Qf = np.zeros((len(Q), eng.B * eng.T), np.int64)
+    Qf[:, eng.vflat] = Q
+    return _SEL_OPS[op](Kf[:, None, eng.ek_flat], Qf[None, :, eng.eq_flat]).reshape(-1, eng.E)
+
+
+@pytest.mark.parametrize("shape", [(3, 40), (40, 3), (1, 1)])
+@pytest.mark.parametrize("T", [7, 64])
+def test_select_fingerprints_and_widths_equal_those_of_the_entries(shape, T):
+    """The fingerprints of ``select(K, Q, op)`` computed from running sums (never forming the
+    entries; grouped by key rows when there are fewer, else by query rows) equal the linear
+    hash of the entries formed directly, for all six operators, and the widths equal the
+    number of selected causal keys per query."""
+    rng = np.random.default_rng(T)
+    ex = []
+    for n in (T, T - 2, 3):
+        xs = [int(v) for v in rng.integers(0, 5, size=n)]
+        ex.append((xs + [0], n))
+    problem = problem_from_examples(ex, constants=(0,), defaults=(0,))
+    eng = _Engine(problem, 60, 3, False, 2**31, None)
+    nk, nq = shape
+    K = rng.integers(-6, 6, size=(nk, eng.Pn)).astype(np.int16)
+    Q = rng.integers(-8, 8, size=(nq, eng.Pn)).astype(np.int16)
+    lt, le, widths_of = eng._select_hashes(K, Q)
+    tot = eng.RE_total
+    got = {"<": lt, "<=": le, "==": le - lt, "!=": tot - (le - lt), ">": tot - le,
+           ">=": tot - lt}
+    x, y = np.divmod(np.arange(nk * nq), nq)
+    from analysis.search import _STRUCT_OPS
+    for op, h in got.items():
+        ent = _entries(eng, K, Q, op)
+        want = (ent.astype(np.uint64) * eng.RE.astype(np.uint64)).sum(axis=1, dtype=np.uint64)
+        assert np.array_equal(h.reshape(-1).astype(np.uint64), want), op
+        assert np.array_equal(eng._sel_hash(np.packbits(ent, axis=1)).astype(np.uint64), want)
+        if widths_of is not None:
+            w = widths_of(x, y, _STRUCT_OPS.index(op))
+            assert np.array_equal(w, np.add.reduceat(ent.astype(np.int64), eng.qstarts, axis=1))
+
+
+def test_selector_deduplication_keeps_every_distinct_selector():
+    """Observational equivalence on selectors is exact: at every size up to 4 of mode's search
+    batch, every ``select(K, Q, op)`` of two stored s-ops (compared as their causal entries,
+    byte for byte, no hash) is a selector kept at that size or below, and no two kept
+    selectors are equal. (The earlier fingerprint, one coefficient per 64-bit word of packed
+    entries, dropped 6 distinct size-4 selectors of this batch as duplicates.)"""
+    import time
+    import tasks
+    from analysis.search import _KIND_STR, _SEL_OPS, problem_from_task
+    problem = problem_from_task(tasks.get_task("mode"), range(1, 7), 3, 0)
+    eng = _Engine(problem, 600, 5, False, 2**31, None)
+    eng.found = ("not checked", 0)               # enumerate every size, stop at none
+    eng.start = time.perf_counter()
+    eng._leaves()
+    eng.rows[0].freeze()
+    kept: set = set()
+    for k in range(1, 5):
+        eng._sop_level(k)
+        eng._sel_level(k)
+        sl = eng.sels[k]
+        pats = [bytes(p) for p in np.packbits(eng._sel_entries(sl, np.arange(len(sl))), axis=1)]
+        assert len(set(pats)) == len(pats) and not kept & set(pats), k
+        kept |= set(pats)
+        n_candidates = 0
+        for i in range(k):
+            lk, lq = eng.rows[i], eng.rows[k - 1 - i]
+            for strness in (False, True):
+                K = lk.vals[(lk.kind == _KIND_STR) == strness]
+                Q = lq.vals[(lq.kind == _KIND_STR) == strness]
+                for op in (("==", "!=") if strness else tuple(_SEL_OPS)):
+                    for a in range(0, len(K), 64):
+                        ent = _entries(eng, K[a:a + 64], Q, op)
+                        n_candidates += len(ent)
+                        missing = {bytes(p) for p in np.packbits(ent, axis=1)} - kept
+                        assert not missing, (k, i, op, len(missing))
+        assert n_candidates > (1000 if k == 3 else 100 if k == 2 else 0)
