@@ -592,8 +592,11 @@ class _Engine:
 
     def _hash(self, vals: np.ndarray, kinds) -> np.ndarray:
         """64-bit fingerprints of rows: a random linear hash modulo 2^64 (one integer
-        matrix-vector product); the kind is part of the fingerprint."""
-        h = vals.astype(np.int64) @ self.R
+        matrix-vector product, as ``einsum``: no int64 copy of the rows); the kind is part of
+        the fingerprint."""
+        if vals.dtype.kind not in "iu":
+            vals = vals.astype(np.int64)
+        h = np.einsum("ij,j->i", vals, self.R)      # int64, wraps mod 2^64; ~3x a cast + matmul
         return h ^ (np.asarray(kinds, np.int64) * np.int64(0x5BD1E9955BD1E995))
 
     def _emit(self, level: int, vals: np.ndarray, kinds, recipe, checked: bool = True):
