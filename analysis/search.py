@@ -544,9 +544,10 @@ class _Engine:
         # sums without forming the entries (:meth:`_select_hashes`)
         comp = np.full(B * T, -1, np.int64)
         comp[self.vflat] = np.arange(P)
+        self.eq_c, self.ek_c = comp[self.eq_flat], comp[self.ek_flat]   # compact query / key
         self.qa = rng.integers(1, 2**63 - 1, size=P, dtype=np.int64)
         self.kb = rng.integers(1, 2**63 - 1, size=P, dtype=np.int64)
-        self.RE = self.qa[comp[self.eq_flat]] * self.kb[comp[self.ek_flat]]      # mod 2^64
+        self.RE = self.qa[self.eq_c] * self.kb[self.ek_c]               # mod 2^64
         self.RE_total = self.RE.sum()
         re_pad = np.zeros(self.nbytes * 8, np.int64)
         re_pad[:self.E] = self.RE
@@ -663,9 +664,10 @@ class _Engine:
                    struct=None):
         """Keep a family of candidate selectors: ``ent`` ``[M, E]`` bool causal entries, or
         their fingerprints ``h`` ``[M]`` (:meth:`_select_hashes`) with ``struct`` = ``(klev,
-        krows [nk], qlev, qrows [nq], opc, nq, widths_of, make)``: candidate ``r`` is
-        ``select(krows[r // nq], qrows[r % nq], _STRUCT_OPS[opc])``, kept as that structure;
-        its widths come from ``widths_of(x, y)`` (or ``make(x, y)``, its entries)."""
+        krows [nk], qlev, qrows [nq], opc, widths_of)``: candidate ``r`` is ``select(krows[r //
+        nq], qrows[r % nq], _STRUCT_OPS[opc])`` (rows of levels klev / qlev), kept as that
+        structure; its widths come from ``widths_of(x, y, opc)`` (:meth:`_select_hashes`) or,
+        when that is None, from its entries."""
         M = ent.shape[0] if ent is not None else h.shape[0]
         if M == 0:
             return
@@ -685,17 +687,19 @@ class _Engine:
         lv = self.sels.setdefault(level, _SelLevel())
         st = np.full((keep.size, 5), -1, np.int64)
         if ent is None:
-            klev, krows, qlev, qrows, opc, nq, widths_of, make = struct
-            x_, y_ = np.divmod(keep, nq)
+            klev, krows, qlev, qrows, opc, widths_of = struct
+            x_, y_ = np.divmod(keep, qrows.size)
             st[:, 0], st[:, 1], st[:, 2], st[:, 3], st[:, 4] = \
                 klev, krows[x_], qlev, qrows[y_], opc
             if widths_of is not None:
-                widths = widths_of(x_, y_)
+                widths = widths_of(x_, y_, opc)
             else:
+                K, Q = self.rows[klev].vals, self.rows[qlev].vals
                 step = max(1, _CHUNK // self.E)
                 widths = np.concatenate([
-                    np.add.reduceat(make(x_[a:a + step], y_[a:a + step]), self.qstarts,
-                                    axis=1, dtype=np.int16)
+                    np.add.reduceat(self._select_entries(K[krows[x_[a:a + step]]],
+                                                         Q[qrows[y_[a:a + step]]], opc),
+                                    self.qstarts, axis=1, dtype=np.int16)
                     for a in range(0, keep.size, step)])
             self.stored_bytes += keep.size * (40 + 2 * self.Pn)
         else:
@@ -1049,13 +1053,15 @@ class _Engine:
             x = rows[st]
             kv = self._rows_of(sl.klev[x], sl.krow[x])
             qv = self._rows_of(sl.qlev[x], sl.qrow[x])
-            comp = np.full(self.B * self.T, 0, np.int64)
-            comp[self.vflat] = np.arange(self.Pn)
-            ke, qe = comp[self.ek_flat], comp[self.eq_flat]
             for code in np.unique(sl.opc[x]).tolist():
                 w = np.flatnonzero(sl.opc[x] == code)
-                ent[st[w]] = _SEL_OPS[_STRUCT_OPS[code]](kv[w][:, ke], qv[w][:, qe])
+                ent[st[w]] = self._select_entries(kv[w], qv[w], code)
         return ent
+
+    def _select_entries(self, K: np.ndarray, Q: np.ndarray, opc: int) -> np.ndarray:
+        """``[n, E]`` bool causal entries of ``select(K[i], Q[i], _STRUCT_OPS[opc])`` for key
+        and query rows ``K``, ``Q`` ``[n, P]`` (compact valid positions)."""
+        return _SEL_OPS[_STRUCT_OPS[opc]](K[:, self.ek_c], Q[:, self.eq_c])
 
     def _rows_of(self, levels: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """``[n, P]`` int16 values of the s-ops ``(levels[i], rows[i])``."""
@@ -1173,7 +1179,8 @@ class _Engine:
             kinds = lv.kind
             num = np.flatnonzero(kinds != _KIND_STR)
             multi = sl.maxw > 1
-            V = Vn = Vi = None
+            V = self._full_layout(j)                  # [B, M, T] float32
+            Vi = V[:, num].astype(np.int16)
             for red in ("mean", "max", "min"):
                 if red != "mean" and not self.g["maxmin"]:
                     continue
@@ -1183,16 +1190,11 @@ class _Engine:
                 if srows.size == 0:
                     continue
                 cols = np.arange(M) if red == "mean" else num
-                dn = srows
-                if V is None:
-                    V = self._full_layout(j)                  # [B, M, T] float32
-                    Vn = V[:, num]
-                    Vi = Vn.astype(np.int16)
                 # per selector: its matrix (bool + float) and the output rows (float)
                 per = cols.size * self.B * self.T * 8 + BTT * 9
                 step = max(1, (_CHUNK * 8) // per)
-                for a in range(0, dn.size, step):
-                    rows = dn[a:a + step]
+                for a in range(0, srows.size, step):
+                    rows = srows[a:a + step]
                     S = self._dense_sels(sl, rows)              # [s, B, q, k] float32
                     if red == "mean":
                         sums = self._agg_gemm(V, S)                     # [s, M, P]
@@ -1248,10 +1250,6 @@ class _Engine:
             lk, lq = self._lv(i), self._lv(j)
             if lk is None or lq is None:
                 continue
-            Kf = np.zeros((len(lk), self.B * self.T), np.int16)
-            Kf[:, self.vflat] = lk.vals
-            Qf = np.zeros((len(lq), self.B * self.T), np.int16)
-            Qf[:, self.vflat] = lq.vals
             for strness in ((False, True) if self.is_str else (False,)):
                 kk = np.flatnonzero((lk.kind == _KIND_STR) == strness)
                 qq = np.flatnonzero((lq.kind == _KIND_STR) == strness)
@@ -1269,23 +1267,15 @@ class _Engine:
                     kb = kk[a:a + step]
                     Kv = lk.vals[kb].astype(np.int16)
                     lt, le, widths_of = self._select_hashes(Kv, Qv)
-                    eq = le - lt
-                    tot = np.full(len(kb), self.RE_total)
-                    hs = {"<": lt, "<=": le, "==": eq, "!=": tot[:, None] - eq,
-                          ">": tot[:, None] - le, ">=": tot[:, None] - lt}
                     for op in ops:
                         def rec(r, kb=kb, op=op, qq=qq, nq=nq, i=i, j=j):
                             x_, y_ = divmod(r, nq)
                             return ("select", (i, int(kb[x_])), (j, int(qq[y_])), op)
                         opc = _STRUCT_OPS.index(op)
-
-                        def make(x_, y_, kb=kb, qq=qq, op=op):
-                            return _SEL_OPS[op](Kf[kb[x_]][:, self.ek_flat],
-                                                Qf[qq[y_]][:, self.eq_flat])
-                        wo = None if widths_of is None else \
-                            (lambda x_, y_, opc=opc, f=widths_of: f(x_, y_, opc))
-                        struct = (i, kb, j, qq, opc, nq, wo, make)
-                        self._emit_sels(k, None, rec, h=hs[op].reshape(-1), struct=struct)
+                        c = _OP_COEF[opc]
+                        h = c[0] * lt + c[1] * le + c[2] * self.RE_total       # mod 2^64
+                        self._emit_sels(k, None, rec, h=h.reshape(-1),
+                                        struct=(i, kb, j, qq, opc, widths_of))
                         if not self.storing:
                             return
         if self.g["sel_andor"]:
