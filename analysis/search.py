@@ -60,8 +60,11 @@ only where their term is right. A combined program is validated like any other a
 
 from __future__ import annotations
 
+import collections
 import itertools
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -323,6 +326,19 @@ _KIND_INT, _KIND_IDX, _KIND_STR, _KIND_COUNT = 0, 1, 2, 3
 _SEL_OPS = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
             ">": np.greater, ">=": np.greater_equal}
 _CHUNK = 1 << 22          # elements per vectorized block
+
+
+def _default_threads() -> int:
+    """Worker threads of the search: ``RASP_SEARCH_THREADS`` when set, else the cores this
+    process may use, at most 2 (the families are memory-bound beyond that)."""
+    env = os.environ.get("RASP_SEARCH_THREADS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise SearchError(f"RASP_SEARCH_THREADS must be a whole number, not {env!r}") from None
+    return max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                      else (os.cpu_count() or 1)))
 # operators of structured selectors (opc) and, per operator, the coefficients of
 # (sum over keys < query, sum over keys <= query, sum over all causal keys)
 _STRUCT_OPS = ("<", "<=", "==", "!=", ">", ">=")
@@ -430,7 +446,10 @@ class _Seen:
     def add_new(self, h: np.ndarray) -> np.ndarray:
         """Indices (ascending) of the first occurrence of each fingerprint of ``h`` not seen
         before; those fingerprints become seen."""
-        u, first = np.unique(h, return_index=True)
+        return self.add_new_unique(*np.unique(h, return_index=True))
+
+    def add_new_unique(self, u: np.ndarray, first: np.ndarray) -> np.ndarray:
+        """:meth:`add_new` given ``np.unique(h, return_index=True)`` (computed elsewhere)."""
         ul = u.tolist()
         new = set(ul).difference(self.s)                 # set operations in C, no Python loop
         if not new:
@@ -446,6 +465,24 @@ class _Seen:
 
 class _Found(Exception):
     pass
+
+
+@dataclass
+class _Prep:
+    """A family's candidates checked without touching engine state (:meth:`_Engine._prep`):
+    ``M`` candidates, their kinds ``[M]``, the int8 check ``ok`` ``[M]`` (None: all ok), the
+    rows equal to the target, the rows that may be kept (``idx`` into the family, None: all),
+    their values ``v`` ``[m, P]``, kinds ``k`` and fingerprints (``np.unique(h,
+    return_index=True)`` of the ``[m]`` fingerprints)."""
+    M: int
+    kinds: np.ndarray
+    ok: np.ndarray | None
+    allok: bool
+    hits: list
+    idx: np.ndarray | None
+    v: np.ndarray | None
+    k: np.ndarray | None
+    h: tuple | None
 
 
 class _Engine:
@@ -464,7 +501,7 @@ class _Engine:
 
     def __init__(self, problem: SearchProblem, time_limit: float, max_length: int,
                  progress: bool, max_bytes: int, validate, prune: bool = True,
-                 grammar: dict | None = None):
+                 grammar: dict | None = None, threads: int | None = None):
         self.p = problem
         self.time_limit = time_limit
         self.max_length = max_length
@@ -485,6 +522,10 @@ class _Engine:
         self.storing = True
         self.all_programs: list | None = [] if not prune else None
         self.combine_seconds = float(g.get("combine_seconds", 0.0))
+        # worker threads for the families (:meth:`_families`); one: everything on this thread
+        self.threads = max(1, int(threads if threads is not None else _default_threads()))
+        self._pool = None
+        self._ahead = 2 * self.threads
         self.mode = g.get("mode", "raspl")
         if self.mode not in ("raspl", "crasp", "crasp_pl"):
             raise SearchError(f"unknown search mode {self.mode!r}")
@@ -535,6 +576,9 @@ class _Engine:
         counts = np.concatenate([np.arange(1, n + 1) for n in lens])
         self.qstarts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         self.sel_flat = (self.eq_flat // T) * T * T + (self.eq_flat % T) * T + (self.ek_flat % T)
+        causal = np.zeros(B * T * T, np.float32)            # the causal valid entries, [B, q, k]
+        causal[self.sel_flat] = 1
+        self.causal_f32 = causal.reshape(B, T, T)
         rng = np.random.default_rng(12345)
         self.R = rng.integers(1, 2**62, size=P, dtype=np.int64) | 1
         # selector fingerprints: a random linear hash of the causal entries modulo 2^64 with
@@ -604,9 +648,15 @@ class _Engine:
         """Check and keep a family of candidate s-ops. ``vals``: ``[M, P]`` ints; ``kinds``:
         ``[M]`` or a scalar; ``recipe(i)`` builds the recipe of row i; ``checked=False`` for
         families whose values cannot leave the int8 range (comparisons, moves, widths)."""
+        self._commit(level, self._prep(level, vals, kinds, checked), recipe)
+
+    def _prep(self, level: int, vals: np.ndarray, kinds, checked: bool = True) -> "_Prep | None":
+        """The part of :meth:`_emit` that reads no engine state and so may run on a worker
+        thread (:meth:`_families`): the int8 range check, the rows equal to the target at the
+        target positions, and the fingerprints of the rows that may be kept."""
         M = vals.shape[0]
         if M == 0:
-            return
+            return None
         kinds = np.broadcast_to(np.asarray(kinds, np.int8), (M,))
         if checked or self.T > INT8[1]:     # widths and positions can pass 127 past 127 tokens
             ok = (vals.min(axis=1) >= INT8[0]) & (vals.max(axis=1) <= INT8[1])  # rule 2
@@ -614,35 +664,46 @@ class _Engine:
             allok = bool(ok.all())
         else:
             ok, allok = None, True
-        if self.all_programs is not None:
-            for i in (range(M) if allok else np.flatnonzero(ok)):
-                self.all_programs.append((level, recipe(int(i))))
         # the target: next-token values at the target positions (one column filters first)
-        if self.found is None:
-            c0 = vals[:, self.tcols[0]] == self.tvals[0]
-            if c0.any():
-                cand = np.flatnonzero(c0)
-                hit = cand[(vals[cand][:, self.tcols] == self.tvals).all(axis=1)]
-                for i in hit.tolist():
-                    if (ok is not None and not ok[i]) or \
-                            ((kinds[i] == _KIND_STR) != self.target_str):
-                        continue
-                    self._consider(level, recipe(int(i)))
-                    if self.found is not None or self.spurious_node is not None:
-                        raise _Found
-        self._tick(M)
-        if not self.storing or level >= self.max_length:
+        c0 = vals[:, self.tcols[0]] == self.tvals[0]
+        hits = ()
+        if c0.any():
+            cand = np.flatnonzero(c0)
+            hits = cand[(vals[cand][:, self.tcols] == self.tvals).all(axis=1)].tolist()
+        idx = v = k = h = None
+        if level < self.max_length:
+            if allok:
+                v, k = vals, kinds
+            else:
+                idx = np.flatnonzero(ok)
+                v, k = vals[idx], kinds[idx]
+            if self.prune and v.shape[0]:
+                h = np.unique(self._hash(v, k), return_index=True)
+        return _Prep(M, kinds, ok, allok, hits, idx, v, k, h)
+
+    def _commit(self, level: int, prep: "_Prep | None", recipe):
+        """The part of :meth:`_emit` that changes engine state, in emission order (main thread):
+        the target hits are considered, the candidates counted, the new rows kept."""
+        if prep is None:
             return
-        if allok:
-            idx, v, k = None, vals, kinds
-        else:
-            idx = np.flatnonzero(ok)
-            if idx.size == 0:
-                return
-            v, k = vals[idx], kinds[idx]
+        ok, kinds = prep.ok, prep.kinds
+        if self.all_programs is not None:
+            for i in (range(prep.M) if prep.allok else np.flatnonzero(ok)):
+                self.all_programs.append((level, recipe(int(i))))
+        if self.found is None:
+            for i in prep.hits:
+                if (ok is not None and not ok[i]) or \
+                        ((kinds[i] == _KIND_STR) != self.target_str):
+                    continue
+                self._consider(level, recipe(int(i)))
+                if self.found is not None or self.spurious_node is not None:
+                    raise _Found
+        self._tick(prep.M)
+        if not self.storing or prep.v is None or prep.v.shape[0] == 0:
+            return
+        v, k, idx = prep.v, prep.k, prep.idx
         if self.prune:
-            h = self._hash(v, k)
-            keep = self.seen.add_new(h)
+            keep = self.seen.add_new_unique(*prep.h)
             if keep.size == 0:
                 return
         else:
@@ -653,6 +714,33 @@ class _Engine:
         self.stored_bytes += keep.size * self.Pn
         if self.stored_bytes > self.max_bytes:
             self.storing = False
+
+    def _families(self, jobs):
+        """Run family jobs (callables returning ``[(level, prep, recipe)]``, the preps from
+        :meth:`_prep`) on the engine's worker threads, at most a few ahead, and commit their
+        emissions in the order the jobs come (the order a sequential run would emit them:
+        the same levels, the same first program found). NumPy releases the GIL in the array
+        work, so the two cores compute families while this thread commits."""
+        pool = self._pool
+        if pool is None:
+            for job in jobs:
+                for em in job():
+                    self._commit(*em)
+            return
+        pending = collections.deque()
+        try:
+            for job in jobs:
+                pending.append(pool.submit(job))
+                while len(pending) > self._ahead:
+                    for em in pending.popleft().result():
+                        self._commit(*em)
+            while pending:
+                for em in pending.popleft().result():
+                    self._commit(*em)
+        finally:       # _Found / TimeoutError: drop the rest, let running jobs end
+            for f in pending:
+                f.cancel()
+            wait(pending)
 
     def _sel_hash(self, packed: np.ndarray) -> np.ndarray:
         """Fingerprints ``[M]`` int64 of selectors given as packed causal entries ``[M, nbytes]``
@@ -896,6 +984,11 @@ class _Engine:
         self._emit(1, vals, _KIND_INT, lambda i: ("full", cs[i]))
 
     def _maps(self, k):
+        self._families(self._map_jobs(k))
+
+    def _map_jobs(self, k):
+        """Jobs (:meth:`_families`) of the maps of level k - 1: one per operation and
+        constant."""
         lv = self._lv(k - 1)
         if lv is None:
             return
@@ -905,25 +998,25 @@ class _Engine:
         num = np.flatnonzero(arith & ~lv.binary)
         ids = [(k - 1, int(i)) for i in range(len(lv))]
         if self.pl and k == 2:
-            self._periodic(k)
+            self._periodic(k)      # on this thread, before the jobs (the same order)
+        def job(vals, kinds, rec, checked=True):
+            return lambda: [(k, self._prep(k, vals(), kinds, checked), rec)]
+        sub = np.flatnonzero(arith)
         for c in (1, -1):
-            sub = np.flatnonzero(arith)
-            self._emit(k, X[sub] + c, kind[sub],
-                       lambda i, c=c, sub=sub: ("map", "add", c, ids[sub[i]]))
+            yield job(lambda c=c: X[sub] + c, kind[sub],
+                      lambda i, c=c: ("map", "add", c, ids[sub[i]]))
         for c in self.int_consts:
             for op, f in (("eq", np.equal), ("lt", np.less), ("gt", np.greater)):
-                self._emit(k, f(X[num], c).astype(np.int8), _KIND_INT,
-                           lambda i, c=c, op=op: ("map", op, int(c), ids[num[i]]),
-                           checked=False)
+                yield job(lambda c=c, f=f: f(X[num], c).astype(np.int8), _KIND_INT,
+                          lambda i, c=c, op=op: ("map", op, int(c), ids[num[i]]), False)
         b = np.flatnonzero(lv.binary)
-        self._emit(k, 1 - X[b], _KIND_INT, lambda i: ("map", "not", None, ids[b[i]]),
-                   checked=False)
+        yield job(lambda: 1 - X[b], _KIND_INT, lambda i: ("map", "not", None, ids[b[i]]),
+                  False)
         if self.is_str:
             s = np.flatnonzero(kind == _KIND_STR)
             for c in self.str_consts:
-                code = self.code[c]
-                self._emit(k, (X[s] == code).astype(np.int16), _KIND_INT,
-                           lambda i, c=c: ("map", "eq", c, ids[s[i]]))
+                yield job(lambda code=self.code[c]: (X[s] == code).astype(np.int16), _KIND_INT,
+                          lambda i, c=c: ("map", "eq", c, ids[s[i]]))
 
     def _periodic(self, k):
         """``indices % p == r`` (C-RASP[periodic, local] only; size 2)."""
@@ -938,6 +1031,11 @@ class _Engine:
             yield a, min(nx, a + step)
 
     def _seqmaps(self, k):
+        self._families(self._seqmap_jobs(k))
+
+    def _seqmap_jobs(self, k):
+        """Jobs (:meth:`_families`) of the sequence maps of size k: one per operation, level
+        pair and block of x rows."""
         for i in range(0, k):
             j = k - 1 - i
             lx, ly = self._lv(i), self._lv(j)
@@ -967,20 +1065,10 @@ class _Engine:
                 Yv = Y[ys_]
                 for a, b in self._pair_blocks(xs_.size, ys_.size):
                     xi = xs_[a:b]
-                    out = f(X[xi][:, None, :], Yv[None, :, :])
-                    if comm and i == j:
-                        # x op y == y op x: only pairs with x <= y
-                        tri = xi[:, None] <= ys_[None, :]
-                        out = out[tri]
-                        pairs = np.argwhere(tri)
-                    else:
-                        out = out.reshape(-1, self.Pn)
-                        pairs = None
                     ny = ys_.size
-                    kinds = _KIND_INT
-                    if op in ("add", "sub") and self.crasp:
-                        kk = np.maximum(kx[xi][:, None], ky[ys_][None, :])
-                        kinds = kk[tri] if pairs is not None else kk.reshape(-1)
+                    # x op y == y op x: only pairs with x <= y
+                    tri = xi[:, None] <= ys_[None, :] if comm and i == j else None
+                    pairs = np.argwhere(tri) if tri is not None else None
 
                     def rec(r, xi=xi, op=op, pairs=pairs, ny=ny, ys_=ys_, i=i, j=j):
                         if pairs is not None:
@@ -988,12 +1076,26 @@ class _Engine:
                         else:
                             a_, b_ = divmod(r, ny)
                         return ("seq", op, (i, int(xi[a_])), (j, int(ys_[b_])))
-                    self._emit(k, out.astype(np.int16, copy=False), kinds, rec,
-                               checked=op in ("add", "sub"))
+
+                    def job(xi=xi, tri=tri, f=f, X=X, Yv=Yv, kx=kx, ky=ky, ys_=ys_, op=op,
+                            rec=rec):
+                        out = f(X[xi][:, None, :], Yv[None, :, :])
+                        out = out[tri] if tri is not None else out.reshape(-1, self.Pn)
+                        kinds = _KIND_INT
+                        if op in ("add", "sub") and self.crasp:
+                            kk = np.maximum(kx[xi][:, None], ky[ys_][None, :])
+                            kinds = kk[tri] if tri is not None else kk.reshape(-1)
+                        return [(k, self._prep(k, out.astype(np.int16, copy=False), kinds,
+                                               op in ("add", "sub")), rec)]
+                    yield job
 
     def _wheres(self, k):
-        if not self.g["where"]:
-            return
+        if self.g["where"]:
+            self._families(self._where_jobs(k))
+
+    def _where_jobs(self, k):
+        """Jobs (:meth:`_families`) of the ternaries of size k: one per condition row and
+        block of x rows."""
         for a in range(1, k):
             lc = self._lv(a)
             if lc is None:
@@ -1020,8 +1122,6 @@ class _Engine:
                     for ci in cs:
                         cond = lc.vals[ci].astype(bool)
                         for x0, x1 in self._pair_blocks(xs_.size, ys_.size):
-                            out = np.where(cond[None, None, :], Xs[x0:x1, None, :],
-                                           Ys[None, :, :]).reshape(-1, self.Pn)
                             ny = ys_.size
 
                             def rec(r, x0=x0, ci=ci, ny=ny, xs_=xs_, ys_=ys_, b=b, c_=c_,
@@ -1029,7 +1129,14 @@ class _Engine:
                                 p_, q_ = divmod(r, ny)
                                 return ("where", (a, int(ci)), (b, int(xs_[x0 + p_])),
                                         (c_, int(ys_[q_])))
-                            self._emit(k, out, kind[x0 * ny:x1 * ny], rec, checked=False)
+
+                            def job(cond=cond, x0=x0, x1=x1, Xs=Xs, Ys=Ys, kind=kind, ny=ny,
+                                    rec=rec):
+                                out = np.where(cond[None, None, :], Xs[x0:x1, None, :],
+                                               Ys[None, :, :]).reshape(-1, self.Pn)
+                                return [(k, self._prep(k, out, kind[x0 * ny:x1 * ny], False),
+                                         rec)]
+                            yield job
 
     def _widths(self, k):
         sl = self.sels.get(k - 1)
@@ -1071,24 +1178,65 @@ class _Engine:
             out[w] = self.rows[lev].vals[rows[w]]
         return out
 
-    def _sel_matrices(self, sl: _SelLevel, rows: np.ndarray) -> np.ndarray:
-        """``[len(rows), B, q, k]`` bool matrices of the selectors ``rows`` of a level."""
-        ent = self._sel_entries(sl, rows)
-        S = np.zeros((len(rows), self.B * self.T * self.T), bool)
-        S[:, self.sel_flat] = ent
-        return S.reshape(len(rows), self.B, self.T, self.T)
+    def _sel_matrices(self, sl: _SelLevel, rows: np.ndarray,
+                      out: np.ndarray | None = None) -> np.ndarray:
+        """``[len(rows), B, q, k]`` float32 0/1 matrices of the selectors ``rows`` of a level
+        (written into ``out`` when given). A ``select(K, Q, op)`` row is compared directly in
+        the ``[B, q, k]`` layout and masked by the causal valid entries; packed rows are
+        unpacked and scattered."""
+        rows = np.asarray(rows, np.int64)
+        B, T = self.B, self.T
+        if out is None:
+            out = np.empty((rows.size, B, T, T), np.float32)
+        d = sl.dense[rows]
+        isd = d >= 0
+        if isd.any():
+            ent = np.unpackbits(sl.P[d[isd]], axis=1)[:, :self.E]
+            S = np.zeros((int(isd.sum()), B * T * T), np.float32)
+            S[:, self.sel_flat] = ent
+            out[isd] = S.reshape(-1, B, T, T)
+        st = np.flatnonzero(~isd)
+        if st.size:
+            x = rows[st]
+            kv, qv = (np.zeros((st.size, B * T), np.int16) for _ in range(2))
+            kv[:, self.vflat] = self._rows_of(sl.klev[x], sl.krow[x])
+            qv[:, self.vflat] = self._rows_of(sl.qlev[x], sl.qrow[x])
+            kv, qv = kv.reshape(-1, B, 1, T), qv.reshape(-1, B, T, 1)
+            for code in np.unique(sl.opc[x]).tolist():
+                w = np.flatnonzero(sl.opc[x] == code)
+                cmp = _SEL_OPS[_STRUCT_OPS[code]](kv[w], qv[w])       # [n, B, q, k]
+                if w.size == st.size and st.size == rows.size:
+                    np.multiply(cmp, self.causal_f32, out=out)
+                else:
+                    out[st[w]] = cmp * self.causal_f32
+        return out
 
-    def _dense_sels(self, sl: _SelLevel, rows: np.ndarray) -> np.ndarray:
-        """``[len(rows), B, q, k]`` float32 0/1 matrices of selectors ``rows`` of a level; a
-        level's matrices are unpacked once and kept while they fit in ``_DENSE_BYTES``."""
-        dense = getattr(sl, "_dense", None)
-        if dense is None and len(sl) * self.B * self.T * self.T * 4 <= _DENSE_BYTES - \
-                self.dense_bytes:
-            dense = self._sel_matrices(sl, np.arange(len(sl))).astype(np.float32)
+    def _dense_cache(self, sl: _SelLevel):
+        """Unpack a level's selector matrices once (``[n, B, q, k]`` float32, kept on the
+        level) while they fit in ``_DENSE_BYTES``; main thread only (the blocks are filled
+        on the worker threads)."""
+        if getattr(sl, "_dense", None) is None and len(sl) * self.B * self.T * self.T * 4 <= \
+                _DENSE_BYTES - self.dense_bytes:
+            dense = np.empty((len(sl), self.B, self.T, self.T), np.float32)
+            step = max(1, _CHUNK // (self.B * self.T * self.T))
+            blocks = [np.arange(a, min(a + step, len(sl))) for a in range(0, len(sl), step)]
+
+            def fill(r):
+                self._sel_matrices(sl, r, out=dense[r[0]:r[-1] + 1])
+            if self._pool is not None:
+                list(self._pool.map(fill, blocks))
+            else:
+                for r in blocks:
+                    fill(r)
             sl._dense = dense
             self.dense_bytes += dense.nbytes
+
+    def _dense_sels(self, sl: _SelLevel, rows: np.ndarray) -> np.ndarray:
+        """``[len(rows), B, q, k]`` float32 0/1 matrices of selectors ``rows`` of a level
+        (from the level's cache, :meth:`_dense_cache`, when it was made)."""
+        dense = getattr(sl, "_dense", None)
         if dense is None:
-            return self._sel_matrices(sl, rows).astype(np.float32)
+            return self._sel_matrices(sl, rows)
         if rows.size and rows[-1] - rows[0] + 1 == rows.size:
             return dense[rows[0]:rows[-1] + 1]                      # a view
         return dense[rows]
@@ -1105,23 +1253,20 @@ class _Engine:
         for b in range(B):
             St = Sf[:, b].reshape(ns * T, T)                 # [s*q, k]
             np.matmul(V[b].astype(dtype, copy=False), St.T, out=out[b].reshape(M, ns * T))
-        return out.transpose(2, 1, 0, 3).reshape(ns, M, B * T)[:, :, self.vflat]
+        out = out.transpose(2, 1, 0, 3).reshape(ns, M, B * T)
+        return out if self.Pn == B * T else out[:, :, self.vflat]
 
-    def _agg_maxmin(self, lv, num, Vi, S, red) -> np.ndarray:
-        """Max (or min) of the selected values, ``[s, len(num), P]`` int16, as one gemm:
-        each row's values are replaced by their rank r among the row's distinct values and
-        the selected keys sum ``2^(b*r)`` with ``2^b`` > the number of keys (float64, exact
-        in the exponent); the exponent of the sum is ``b*r_max`` (rows with too many
-        distinct values for float64's exponent, and rows with -inf, use a masked reduction).
-        Empty selections give 0 here (the caller writes the default)."""
-        ns = S.shape[0]
-        vals = lv.vals[num].astype(np.int16)                       # [M', P]
-        Mn = vals.shape[0]
+    def _rank_table(self, lv, num, red):
+        """Per value row ``num`` of a level: the rank weights ``2^(b * rank)`` of its values in
+        the ``[B, M', T]`` layout (float32 / float64 rows), the value of each rank, which rows
+        fit the float exponent, and ``b``; cached on the level (made on the main thread)."""
         if not hasattr(lv, "_rank_cache"):
             lv._rank_cache = {}
         key = (red, num.size, int(num[:1].sum()) if num.size else 0)
         cached = lv._rank_cache.get(key)
         if cached is None:
+            vals = lv.vals[num].astype(np.int16)                       # [M', P]
+            Mn = vals.shape[0]
             sh = vals + 128                                       # 0..255
             if red == "min":
                 sh = 255 - sh
@@ -1146,7 +1291,18 @@ class _Engine:
             cached = (i32, full[:, i32].astype(np.float32), i64, full[:, i64].copy(), val_of,
                       fast, bits)
             lv._rank_cache[key] = cached
-        i32, W32, i64, W64, val_of, fast, bits = cached
+        return cached
+
+    def _agg_maxmin(self, lv, num, Vi, S, red) -> np.ndarray:
+        """Max (or min) of the selected values, ``[s, len(num), P]`` int16, as one gemm:
+        each row's values are replaced by their rank r among the row's distinct values and
+        the selected keys sum ``2^(b*r)`` with ``2^b`` > the number of keys (float64, exact
+        in the exponent); the exponent of the sum is ``b*r_max`` (rows with too many
+        distinct values for float64's exponent, and rows with -inf, use a masked reduction).
+        Empty selections give 0 here (the caller writes the default)."""
+        ns = S.shape[0]
+        Mn = num.size
+        i32, W32, i64, W64, val_of, fast, bits = self._rank_table(lv, num, red)
         r = np.zeros((ns, Mn, self.Pn), np.int64)
         for idx, W, dt in ((i32, W32, np.float32), (i64, W64, np.float64)):
             if idx.size:
@@ -1170,44 +1326,56 @@ class _Engine:
         BTT = self.B * self.T * self.T
         if self.crasp:
             return            # C-RASP has no value aggregation
-        for i in range(1, k):
-            j = k - 1 - i
-            sl, lv = self.sels.get(i), self._lv(j)
-            if sl is None or not len(sl) or lv is None:
+        pairs = [(i, k - 1 - i) for i in range(1, k)]
+        self._families(itertools.chain.from_iterable(
+            self._aggregate_jobs(k, i, j, self.sels[i], self.rows[j], BTT) for i, j in pairs
+            if self.sels.get(i) is not None and len(self.sels[i]) and self._lv(j) is not None))
+
+    def _aggregate_jobs(self, k, i, j, sl, lv, BTT):
+        """The jobs of :meth:`_aggregates` for selector level i and value level j: blocks of
+        selectors, each one gemm (mean) or one rank gemm (max / min). Shared caches (dense
+        selector matrices, layouts, rank tables) are made here, on the main thread."""
+        M = len(lv)
+        kinds = lv.kind
+        num = np.flatnonzero(kinds != _KIND_STR)
+        multi = sl.maxw > 1
+        V = self._full_layout(j)                  # [B, M, T] float32
+        Vi = V[:, num].astype(np.int16)
+        self._dense_cache(sl)
+        for red in ("mean", "max", "min"):
+            if red != "mean" and not self.g["maxmin"]:
                 continue
-            M = len(lv)
-            kinds = lv.kind
-            num = np.flatnonzero(kinds != _KIND_STR)
-            multi = sl.maxw > 1
-            V = self._full_layout(j)                  # [B, M, T] float32
-            Vi = V[:, num].astype(np.int16)
-            for red in ("mean", "max", "min"):
-                if red != "mean" and not self.g["maxmin"]:
-                    continue
-                # a selector that never selects two keys: mean = max = min (only mean);
-                # strings only move (mean of one key)
-                srows = np.arange(len(sl)) if red == "mean" else np.flatnonzero(multi)
-                if srows.size == 0:
-                    continue
-                cols = np.arange(M) if red == "mean" else num
-                # per selector: its matrix (bool + float) and the output rows (float)
-                per = cols.size * self.B * self.T * 8 + BTT * 9
-                step = max(1, (_CHUNK * 8) // per)
-                for a in range(0, srows.size, step):
-                    rows = srows[a:a + step]
+            # a selector that never selects two keys: mean = max = min (only mean);
+            # strings only move (mean of one key)
+            srows = np.arange(len(sl)) if red == "mean" else np.flatnonzero(multi)
+            if srows.size == 0:
+                continue
+            if red != "mean":
+                self._rank_table(lv, num, red)
+            cols = np.arange(M) if red == "mean" else num
+            # per selector: its matrix (bool + float) and the output rows (float)
+            per = cols.size * self.B * self.T * 8 + BTT * 9
+            step = max(1, (_CHUNK * 8) // per)
+            for a in range(0, srows.size, step):
+                def job(rows=srows[a:a + step], red=red, cols=cols):
                     S = self._dense_sels(sl, rows)              # [s, B, q, k] float32
                     if red == "mean":
                         sums = self._agg_gemm(V, S)                     # [s, M, P]
                         wq = np.maximum(sl.W[rows], 1).astype(np.float32)[:, None, :]
-                        out = np.trunc(sums / wq).astype(np.int16)
+                        # exact quotients of integers are exact in IEEE division, and the
+                        # cast truncates towards zero: the RASP-L mean (trunc) in one pass
+                        out = np.divide(sums, wq, out=sums).astype(np.int16)
                     else:
                         out = self._agg_maxmin(lv, num, Vi, S, red)     # [s, M', P]
-                    self._emit_aggs(k, sl, rows, out, kinds, cols, multi, i, j, red)
+                    return self._agg_emissions(k, sl, rows, out, kinds, cols, multi, i, j, red)
+                yield job
 
-    def _emit_aggs(self, k, sl, rows, out, kinds, cols, multi, i, j, red):
-        """Emit the aggregates ``out`` ``[s, len(cols), P]`` of selectors ``rows`` (level i)
-        over value rows ``cols`` (level j), once per default (a default other than the first
-        only for selectors with an empty selection somewhere)."""
+    def _agg_emissions(self, k, sl, rows, out, kinds, cols, multi, i, j, red) -> list:
+        """The emissions ``[(level, prep, recipe)]`` of the aggregates ``out`` ``[s, len(cols),
+        P]`` of selectors ``rows`` (level i) over value rows ``cols`` (level j), once per
+        default (a default other than the first only for selectors with an empty selection
+        somewhere)."""
+        ems = []
         ns = len(rows)
         if red == "mean":
             okc = (kinds[cols] != _KIND_STR)[None, :] | ~multi[rows][:, None]
@@ -1220,10 +1388,13 @@ class _Engine:
             if sub.size == 0:
                 continue
             dv = self.code[d] if self.is_str else d
-            o = out[sub].copy()
-            o[np.broadcast_to(empty[sub][:, None, :], o.shape)] = dv
+            o = out if di == 0 else out[sub]
+            if he.any():                  # one pass: the default where nothing is selected
+                o = np.where(empty[sub][:, None, :], np.int16(dv), o)
             sel_ok = okc[sub].reshape(-1)
-            o = o.reshape(-1, self.Pn)[sel_ok]
+            o = o.reshape(-1, self.Pn)
+            if not sel_ok.all():
+                o = o[sel_ok]
             pairs = np.argwhere(okc[sub])
             nc = len(cols)
 
@@ -1231,7 +1402,8 @@ class _Engine:
                 s_, c_ = pairs[r_]
                 return ("agg", (i, int(rows[sub[s_]])), (j, int(cols[c_])), d, red)
             kk = np.broadcast_to(kinds[cols][None, :], (sub.size, nc)).reshape(-1)
-            self._emit(k, o, kk[sel_ok], rec, checked=False)
+            ems.append((k, self._prep(k, o, kk[sel_ok], checked=False), rec))
+        return ems
 
     def _selects(self, k):
         if k == 1:
@@ -1324,6 +1496,8 @@ class _Engine:
         self.bar = bar
         certified = -1
         stopped = "max_length"
+        if self.threads > 1:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="search")
         try:
             with np.errstate(all="ignore"):
                 try:
@@ -1350,6 +1524,9 @@ class _Engine:
         finally:
             if bar is not None:
                 bar.close()
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                self._pool = None
         found_by = "enumeration" if self.found is not None else None
         if self.found is None and self.spurious_node is None and self.combine_seconds > 0:
             try:
