@@ -1845,7 +1845,8 @@ def matches_problem(sop: Node, problem: SearchProblem) -> bool:
 def search(problem: SearchProblem, max_length: int = 6, time_limit: float = 60.0,
            progress: bool = False, max_memory_mb: float = 1024,
            validation: SearchProblem | None = None, prune: bool = True,
-           grammar: dict | None = None, combine: float | None = None) -> SearchResult:
+           grammar: dict | None = None, combine: float | None = None,
+           threads: int | None = None) -> SearchResult:
     """Enumerate RASP-L programs smallest first until one reproduces ``problem``.
 
     Args:
@@ -1862,6 +1863,9 @@ def search(problem: SearchProblem, max_length: int = 6, time_limit: float = 60.0
             (observational equivalence merged them), so the search adds the shortest
             validation example it gets wrong to the batch and starts again
             (counterexample-guided refinement; ``counterexamples_added`` in the result).
+        threads: worker threads that compute the candidate families (default: the
+            ``RASP_SEARCH_THREADS`` environment variable, else the usable cores, at most 2);
+            the result does not depend on it (the emissions are committed in one order).
 
     Returns:
         a :class:`SearchResult`: the first (shortest) program found, or the largest length
@@ -1881,7 +1885,8 @@ def search(problem: SearchProblem, max_length: int = 6, time_limit: float = 60.0
         g = dict(grammar or {})
         g["combine_seconds"] = comb
         res = _Engine(problem, max(left - comb, 1e-3), max_length, progress,
-                      int(max_memory_mb * 2**20), validate, prune=prune, grammar=g)
+                      int(max_memory_mb * 2**20), validate, prune=prune, grammar=g,
+                      threads=threads)
         res.validation = validation
         # one BLAS thread: the products are many and small; OpenBLAS's extra threads spin
         # and cost CPU time without saving wall time (bench/bench_search.py measures it)
@@ -1986,7 +1991,8 @@ def search_task(task, max_length: int = 6, time_limit: float = 60.0,
                 lengths: Iterable[int] = range(1, 7), samples: int = 3, seed: int = 0,
                 progress: bool = False, validation_lengths: Iterable[int] = range(1, 21),
                 validation_samples: int = 10, max_memory_mb: float = 1024,
-                combine: float | None = None, grammar: dict | None = None) -> SearchResult:
+                combine: float | None = None, grammar: dict | None = None,
+                threads: int | None = None) -> SearchResult:
     """Search the shortest RASP-L next-token program of a catalogue task.
 
     The search batch is :func:`problem_from_task` ``(task, lengths, samples, seed)``; a found
@@ -1997,7 +2003,7 @@ def search_task(task, max_length: int = 6, time_limit: float = 60.0,
     problem = problem_from_task(task, lengths, samples, seed)
     validation = problem_from_task(task, validation_lengths, validation_samples, seed + 1)
     return search(problem, max_length, time_limit, progress, max_memory_mb, validation,
-                  grammar=grammar, combine=combine)
+                  grammar=grammar, combine=combine, threads=threads)
 
 
 # --------------------------------------------------------------------------------------------

@@ -179,3 +179,59 @@ def test_selector_deduplication_keeps_every_distinct_selector():
                         missing = {bytes(p) for p in np.packbits(ent, axis=1)} - kept
                         assert not missing, (k, i, op, len(missing))
         assert n_candidates > {1: 10, 2: 100, 3: 10_000, 4: 100_000}[k]
+
+
+def _levels(threads, problem, k):
+    """Every level of an exhaustive run to size ``k`` (no target met) with ``threads``."""
+    eng = _Engine(problem, 600, k, False, 2**31, None, threads=threads)
+    eng.tvals = np.full_like(eng.tvals, 99)          # no program meets it: every size runs
+    res = eng.run()
+    rows = {lev: (lv.vals.copy(), lv.kind.copy()) for lev, lv in eng.rows.items()}
+    sels = {lev: (sl.W.copy(), np.stack([sl.klev, sl.krow, sl.qlev, sl.qrow, sl.opc]))
+            for lev, sl in eng.sels.items()}
+    return res, rows, sels
+
+
+def test_worker_threads_change_nothing(monkeypatch):
+    """The families computed on two worker threads and committed in emission order keep the
+    same s-ops and selectors, in the same order, at every size, as one thread (the sequential
+    engine), and count the same candidates. Small blocks: many jobs are in flight at once."""
+    import tasks
+    import analysis.search
+    monkeypatch.setattr(analysis.search, "_CHUNK", 1 << 12)
+    from analysis.search import problem_from_task
+    problem = problem_from_task(tasks.get_task("mode"), range(1, 7), 3, 0)
+    r1, rows1, sels1 = _levels(1, problem, 4)
+    r2, rows2, sels2 = _levels(2, problem, 4)
+    assert r1.explored == r2.explored and r1.certified_below == r2.certified_below == 4
+    assert rows1.keys() == rows2.keys() and sels1.keys() == sels2.keys()
+    for lev in rows1:
+        assert all(np.array_equal(a, b) for a, b in zip(rows1[lev], rows2[lev])), lev
+    for lev in sels1:
+        assert all(np.array_equal(a, b) for a, b in zip(sels1[lev], sels2[lev])), lev
+    # and the program found first is the same
+    sort = problem_from_task(tasks.get_task("sort_unique"), range(1, 7), 3, 0)
+    a = search(sort, max_length=5, time_limit=120, combine=0, threads=1)
+    b = search(sort, max_length=5, time_limit=120, combine=0, threads=2)
+    assert a.found and (a.source, a.explored) == (b.source, b.explored)
+
+
+def test_selector_matrices_equal_the_entries():
+    """The dense ``[B, q, k]`` selector matrices (compared directly in that layout for
+    ``select(K, Q, op)`` rows, unpacked for packed rows) hold exactly the causal entries."""
+    import tasks
+    from analysis.search import problem_from_task
+    problem = problem_from_task(tasks.get_task("copy_unique"), range(1, 7), 3, 0)
+    eng = _Engine(problem, 600, 3, False, 2**31, None, threads=1)
+    eng.tvals = np.full_like(eng.tvals, 99)
+    eng.run()
+    kinds = set()
+    for lev, sl in eng.sels.items():
+        kinds |= set(np.sign(sl.opc).tolist())
+        rows = np.arange(len(sl))
+        ent = eng._sel_entries(sl, rows)
+        want = np.zeros((len(sl), eng.B * eng.T * eng.T), np.float32)
+        want[:, eng.sel_flat] = ent
+        got = eng._sel_matrices(sl, rows)
+        assert np.array_equal(got.reshape(len(sl), -1), want), lev
+    assert -1 in kinds and 1 in kinds          # packed rows (TRUE, and/or) and select rows
