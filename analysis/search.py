@@ -457,7 +457,7 @@ class _Seen:
         self.s.update(new)
         if len(new) == len(ul):
             return np.sort(first)
-        return np.sort(first[np.isin(u, np.fromiter(new, np.int64, len(new)))])
+        return np.sort(first[np.searchsorted(u, np.fromiter(new, np.int64, len(new)))])
 
     def __len__(self):
         return len(self.s)
@@ -716,8 +716,8 @@ class _Engine:
             self.storing = False
 
     def _families(self, jobs):
-        """Run family jobs (callables returning ``[(level, prep, recipe)]``, the preps from
-        :meth:`_prep`) on the engine's worker threads, at most a few ahead, and commit their
+        """Run family jobs (callables returning a list of ``(level, prep, recipe)``, the preps
+        from :meth:`_prep`, or of callables that commit) on the engine's worker threads, at most a few ahead, and commit their
         emissions in the order the jobs come (the order a sequential run would emit them:
         the same levels, the same first program found). NumPy releases the GIL in the array
         work, so the two cores compute families while this thread commits."""
@@ -725,7 +725,7 @@ class _Engine:
         if pool is None:
             for job in jobs:
                 for em in job():
-                    self._commit(*em)
+                    em() if callable(em) else self._commit(*em)
             return
         pending = collections.deque()
         try:
@@ -733,10 +733,10 @@ class _Engine:
                 pending.append(pool.submit(job))
                 while len(pending) > self._ahead:
                     for em in pending.popleft().result():
-                        self._commit(*em)
+                        em() if callable(em) else self._commit(*em)
             while pending:
                 for em in pending.popleft().result():
-                    self._commit(*em)
+                    em() if callable(em) else self._commit(*em)
         finally:       # _Found / TimeoutError: drop the rest, let running jobs end
             for f in pending:
                 f.cancel()
@@ -749,7 +749,7 @@ class _Engine:
         return self.sel_byte_hash.reshape(-1)[idx].sum(axis=1)
 
     def _emit_sels(self, level: int, ent: np.ndarray | None, recipe, h: np.ndarray | None = None,
-                   struct=None):
+                   struct=None, unique: tuple | None = None):
         """Keep a family of candidate selectors: ``ent`` ``[M, E]`` bool causal entries, or
         their fingerprints ``h`` ``[M]`` (:meth:`_select_hashes`) with ``struct`` = ``(klev,
         krows [nk], qlev, qrows [nq], opc, widths_of)``: candidate ``r`` is ``select(krows[r //
@@ -767,7 +767,8 @@ class _Engine:
             packed = np.packbits(ent, axis=1)
             h = self._sel_hash(packed) if self.prune else None
         if self.prune:
-            keep = self.sel_seen.add_new(h)
+            keep = self.sel_seen.add_new_unique(*unique) if unique is not None else \
+                self.sel_seen.add_new(h)
             if keep.size == 0:
                 return
         else:
@@ -800,6 +801,30 @@ class _Engine:
         lv.recipes.extend(recipe, keep)
         if self.stored_bytes > self.max_bytes:
             self.storing = False
+
+    def _select_emissions(self, k, i, j, Kv, Qv, kb, qq, ops) -> list:
+        """A job of :meth:`_selects` (worker thread): the fingerprints of ``select(K, Q, op)``
+        for key rows ``kb`` (values ``Kv``) of level i, query rows ``qq`` (``Qv``) of level j
+        and each operator, deduplicated within the family; returns the commits (callables for
+        the main thread, in operator order)."""
+        lt, le, widths_of = self._select_hashes(Kv, Qv)
+        nq = qq.size
+        out = []
+        for op in ops:
+            def rec(r, kb=kb, op=op, qq=qq, nq=nq, i=i, j=j):
+                x_, y_ = divmod(r, nq)
+                return ("select", (i, int(kb[x_])), (j, int(qq[y_])), op)
+            opc = _STRUCT_OPS.index(op)
+            c = _OP_COEF[opc]
+            h = (c[0] * lt + c[1] * le + c[2] * self.RE_total).reshape(-1)     # mod 2^64
+            hu = np.unique(h, return_index=True) if self.prune else None
+
+            def commit(h=h, hu=hu, rec=rec, opc=opc):
+                if self.storing:          # a sequential run stops the family there
+                    self._emit_sels(k, None, rec, h=h, struct=(i, kb, j, qq, opc, widths_of),
+                                    unique=hu)
+            out.append(commit)
+        return out
 
     def _select_hashes(self, K: np.ndarray, Q: np.ndarray):
         """Fingerprints of ``select(K_x, Q_y, op)`` for every key row ``K`` ``[nk, P]`` and
@@ -1435,21 +1460,16 @@ class _Engine:
                 nq = qq.size
                 # key rows in blocks whose one-hot values and gathers fit in _CHUNK elements
                 step = max(1, _CHUNK // max(1, nq * self.Pn))
-                for a in range(0, kk.size, step):
-                    kb = kk[a:a + step]
-                    Kv = lk.vals[kb].astype(np.int16)
-                    lt, le, widths_of = self._select_hashes(Kv, Qv)
-                    for op in ops:
-                        def rec(r, kb=kb, op=op, qq=qq, nq=nq, i=i, j=j):
-                            x_, y_ = divmod(r, nq)
-                            return ("select", (i, int(kb[x_])), (j, int(qq[y_])), op)
-                        opc = _STRUCT_OPS.index(op)
-                        c = _OP_COEF[opc]
-                        h = c[0] * lt + c[1] * le + c[2] * self.RE_total       # mod 2^64
-                        self._emit_sels(k, None, rec, h=h.reshape(-1),
-                                        struct=(i, kb, j, qq, opc, widths_of))
+
+                def jobs(kk=kk, qq=qq, Qv=Qv, nq=nq, ops=ops, lk=lk, i=i, j=j, step=step):
+                    for a in range(0, kk.size, step):
                         if not self.storing:
                             return
+                        yield lambda kb=kk[a:a + step]: self._select_emissions(
+                            k, i, j, lk.vals[kb].astype(np.int16), Qv, kb, qq, ops)
+                self._families(jobs())
+                if not self.storing:
+                    return
         if self.g["sel_andor"]:
             for i in range(1, k):
                 j = k - 1 - i
