@@ -25,6 +25,9 @@ fingerprinted at once (a random linear hash modulo 2^64 of each row: one integer
 product), checked against the target on the target positions, and only new fingerprints are
 kept. Because every program is causal, position ``t``'s value depends only on the prefix
 ``0..t``: one evaluation of an example gives the next-token prediction for every prefix.
+The families are computed in blocks ("jobs") on worker threads (the usable cores, at most 2;
+NumPy releases the GIL in the array work) and their candidates committed on the calling thread
+in the order a sequential run emits them, so the result does not depend on the threads.
 
 **Grammar** (RASP-L mode; all RASP-L: causal selects, int8 values, indices only compared or
 shifted by a constant, no ``length``): leaves ``tokens``, ``indices``; constants (size 1) 0, 1,
@@ -326,6 +329,14 @@ _KIND_INT, _KIND_IDX, _KIND_STR, _KIND_COUNT = 0, 1, 2, 3
 _SEL_OPS = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
             ">": np.greater, ">=": np.greater_equal}
 _CHUNK = 1 << 22          # elements per vectorized block
+
+
+def _quiet(job):
+    """Run a family job on a worker thread with NumPy's floating-point warnings off, as the
+    engine's own thread runs (``np.errstate`` is per thread): int8 / int16 wrap-around and
+    divisions by zero are part of the families' arithmetic, checked where it matters."""
+    with np.errstate(all="ignore"):
+        return job()
 
 
 def _default_threads() -> int:
@@ -716,27 +727,31 @@ class _Engine:
             self.storing = False
 
     def _families(self, jobs):
-        """Run family jobs (callables returning a list of ``(level, prep, recipe)``, the preps
-        from :meth:`_prep`, or of callables that commit) on the engine's worker threads, at most a few ahead, and commit their
-        emissions in the order the jobs come (the order a sequential run would emit them:
-        the same levels, the same first program found). NumPy releases the GIL in the array
-        work, so the two cores compute families while this thread commits."""
+        """Run family jobs on the engine's worker threads, at most a few ahead, and commit
+        their emissions in the order the jobs come (the order a sequential run emits them:
+        the same levels, the same first program found). A job returns a list of emissions:
+        ``(level, prep, recipe)`` (the prep from :meth:`_prep`) or a callable that commits.
+        NumPy releases the GIL in the array work, so the cores compute families while this
+        thread commits."""
+        def commit(emissions):
+            for em in emissions:
+                if callable(em):
+                    em()
+                else:
+                    self._commit(*em)
         pool = self._pool
         if pool is None:
             for job in jobs:
-                for em in job():
-                    em() if callable(em) else self._commit(*em)
+                commit(job())
             return
         pending = collections.deque()
         try:
             for job in jobs:
-                pending.append(pool.submit(job))
+                pending.append(pool.submit(_quiet, job))
                 while len(pending) > self._ahead:
-                    for em in pending.popleft().result():
-                        em() if callable(em) else self._commit(*em)
+                    commit(pending.popleft().result())
             while pending:
-                for em in pending.popleft().result():
-                    em() if callable(em) else self._commit(*em)
+                commit(pending.popleft().result())
         finally:       # _Found / TimeoutError: drop the rest, let running jobs end
             for f in pending:
                 f.cancel()
@@ -1306,8 +1321,10 @@ class _Engine:
             if red == "min":
                 val_of = (127 - order).astype(np.int16)
             bits = max(1, int(np.ceil(np.log2(self.T + 1))))
-            f32 = (nd - 1) * bits + 1 <= 126                 # float32's exponent range
-            f64 = ~f32 & ((nd - 1) * bits + 1 <= 1022)
+            # at most T < 2^bits keys of rank <= nd - 1: every sum is < 2^(bits * nd), finite
+            # in float32 when bits * nd <= 127 (in float64 when <= 1023)
+            f32 = nd * bits <= 127
+            f64 = ~f32 & (nd * bits <= 1023)
             fast = f32 | f64
             full = np.zeros((Mn, self.B * self.T), np.float64)
             full[:, self.vflat] = np.where(fast[:, None], np.exp2(bits * ranks.astype(np.float64)), 0)

@@ -235,3 +235,19 @@ def test_selector_matrices_equal_the_entries():
         got = eng._sel_matrices(sl, rows)
         assert np.array_equal(got.reshape(len(sl), -1), want), lev
     assert -1 in kinds and 1 in kinds          # packed rows (TRUE, and/or) and select rows
+
+
+def test_max_aggregate_of_many_distinct_values_stays_exact():
+    """Running max over 26 distinct values with up to 20 keys of the largest one: its size-2
+    program (select TRUE, max) must be found and nothing smaller certified. The max/min gemm
+    sums ``2^(bits * rank)``; with ``bits = 5`` (20 tokens) and 26 ranks, 20 keys of the top
+    rank sum to 20 * 2^125, past float32's range: such rows must use float64 (they once gave
+    inf, read as rank 0, and the search certified "none of size <= 3")."""
+    rng = np.random.default_rng(0)
+    seqs = [list(range(20)), list(range(6, 26)), [25] * 20,
+            [int(v) for v in rng.integers(0, 26, 20)]]
+    ex = [(xs[:t] + [max(xs[:t])], t) for xs in seqs for t in range(1, len(xs) + 1)]
+    for threads in (1, 2):
+        res = search(problem_from_examples(ex), max_length=3, time_limit=60, combine=0,
+                     threads=threads)
+        assert res.found and res.length == 2 and res.certified_below == 1, threads
