@@ -1916,12 +1916,15 @@ def search(problem: SearchProblem, max_length: int = 6, time_limit: float = 60.0
     start = time.perf_counter()
     explored = 0
     added = 0
+    cap = max_length            # sizes this round enumerates exhaustively
+    best_cert = -1              # the best certificate of any round (each batch contains the
+    comb_share = 0.3            # ones before it, so each round's certificate holds)
     while True:
         left = time_limit - (time.perf_counter() - start)
-        comb = (0.3 * left if combine is None else min(combine, 0.9 * left))
+        comb = (comb_share * left if combine is None else min(combine, 0.9 * left))
         g = dict(grammar or {})
         g["combine_seconds"] = comb
-        res = _Engine(problem, max(left - comb, 1e-3), max_length, progress,
+        res = _Engine(problem, max(left - comb, 1e-3), cap, progress,
                       int(max_memory_mb * 2**20), validate, prune=prune, grammar=g,
                       threads=threads)
         res.validation = validation
@@ -1930,15 +1933,23 @@ def search(problem: SearchProblem, max_length: int = 6, time_limit: float = 60.0
         with threadpool_limits(limits=1, user_api="blas"):
             out = res.run()
         explored += out.explored
+        if not out.found:
+            best_cert = max(best_cert, out.certified_below)
         if res.spurious_node is None:
             if out.found or not res.counterexample_rows or added >= 20 or \
                     time.perf_counter() - start >= 0.7 * time_limit:
                 break
             # terms of the combination that fit the batch by chance: their counterexamples
-            # join the batch (the certificate stays sound: more examples, same grammar)
+            # join the batch (the certificate stays sound: more examples, same grammar). The
+            # next round only rebuilds the pool of terms for the combination: no program of
+            # the sizes this round certified fits the smaller batch, so none fits the new one
+            # and enumerating past them again (to the memory limit) would find nothing new;
+            # the combination gets the time instead
             for row in res.counterexample_rows:
                 problem = _with_row(problem, validation, row)
                 added += 1
+            cap = min(cap, max(out.certified_below, 1))
+            comb_share = 0.6
             continue
         # counterexample-guided refinement: add the shortest validation example that the
         # chance fit gets wrong, so that the batch separates it from the task; start again
@@ -1952,6 +1963,9 @@ def search(problem: SearchProblem, max_length: int = 6, time_limit: float = 60.0
     out.explored = explored
     out.seconds = time.perf_counter() - start
     out.counterexamples_added = added
+    out.max_length = max_length
+    if out.found_by != "enumeration":
+        out.certified_below = max(out.certified_below, best_cert)
     return out
 
 
