@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: demo results test install chromium bench clean
+.PHONY: demo results predictions test install chromium bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,12 @@ demo: install
 # claims computed from them, the command at the top of the file
 results: install
 	$(VENV)/bin/rasp demo --results docs/results.md
+
+# docs/predictions.md is generated, never edited by hand: per-PE predictions with program
+# searches, the check against our own training (runs reused) and the RASP-L conjecture alone
+# (about an hour on 2 cores; `python -m analysis.predictions_doc --help` for the settings)
+predictions: install
+	$(PY) -m analysis.predictions_doc -o docs/predictions.md
 
 # The report tests open pages in headless Chromium: `make test` installs Debian's package
 # `chromium` when no Chromium is on PATH (as root, or with password-less sudo), else stops

@@ -1,0 +1,239 @@
+"""``docs/predictions.md`` written from runs of the predictor, never by hand.
+
+One command (``make predictions``, or ``python -m analysis.predictions_doc``) computes every
+table of the document and writes it with the command, the date, the machine and the seconds
+each part took at its top:
+
+1. per positional encoding, the predictions for Zhou et al.'s tasks (part A) and Huang et al.'s
+   tasks (:func:`analysis.predict.predict` with ``pe``; the shortest-program searches of
+   :mod:`analysis.search`, longer ones for the tasks named by ``--deep-tasks``, whose programs
+   need the search's combination and deep aggregates);
+2. the predictions checked against our own training (:func:`analysis.validate.validate`:
+   trains through the grid runner, reusing finished runs under ``--runs``);
+3. the RASP-L conjecture alone on the shipped programs (:func:`analysis.predict.predict_all`).
+
+The prose around the tables explains how a row is computed; every number and every label in the
+tables comes from the run. The file is written atomically (a temporary file, then a rename).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["build", "main"]
+
+DEEP_TASKS = ("count", "mode", "copy_unique", "sort_unique", "boolean_and", "parity_scratchpad")
+
+_HOW = """\
+## How a prediction is made (`analysis.predict`)
+
+Nothing depends on the task's name or on a stored outcome: the prediction is computed from
+programs — the shipped one (`tasks/programs/`, when there is one), one you give
+(`predict(task, program=...)`, `rasp score --program FILE`), and the ones the search finds
+(`analysis.search`, `rasp search`).
+
+* **Bounds.** `[lower, upper]` is the program's *expression size* (operations counted at every
+  use; `tokens`/`indices` count 0). The lower bound is certified by the exhaustive search: no
+  program of the search grammar of smaller size reproduces the task on its search batch (and so
+  on every batch; limits of the claim in `analysis/search.py`). The upper bound is the size of
+  the program the prediction used (`program_source`: `shipped`, `search` or `user`). A padded
+  or obfuscated program does not change the prediction once the search finds the short one
+  (`tests/test_search_cli.py`). The searches are limited in wall time (the seconds above), so
+  a bound is what the search reached on this machine in that time.
+* **RASP-L theory** (Zhou et al. 2023): a valid RASP-L program (`rasp check`), verified by
+  greedy decoding at every length up to N, of at most 64 operations (`docs/language.md` §4
+  length) predicts "generalizes"; none known: "fails". Zhou et al.'s models used learned
+  absolute positions with random offsets, so the theory is listed for `ape_learned` (and is the
+  only reading for the PEs no theory covers).
+* **C-RASP theory** (Huang et al. 2025): a verified program in `C-RASP[]` predicts
+  "generalizes" for NoPE; in `C-RASP[periodic, local]` for a learned APE (`rasp/crasp.py` checks
+  a program, naming the offending operation and line:column; the C-RASP search modes enumerate
+  only C-RASP programs). None known: "fails" — with the search's bound, which is weak evidence:
+  C-RASP spells symbol logic out over the alphabet, so programs grow with the vocabulary and
+  lie beyond the search's reach for large alphabets (our search then reports the bound, not a
+  program).
+* Where the theories for one PE disagree the row says `disagree` and `rasp score --pe` prints
+  both theories' reasons and programs.
+"""
+
+_HUANG_NOTE = """\
+"paper" gives Huang et al.'s released mean exact match at lengths 101-150 (learned APE with
+random offsets, or NoPE; `tasks/huang.py` `RELEASED`), for comparison only. The formal
+languages are membership tasks here, not the paper's next-character-set format, so no paper
+number is attached to them.
+"""
+
+_VALIDATION_RULE = """\
+The measured outcome and the label are the report's rule (`analysis.claims.prediction_claim`,
+per task and PE): inconclusive unless the PE fits its training lengths on every seed and every
+seed and the bootstrap 95% interval lie on one side of the threshold on OOD exact match; a
+prediction is supported when it names the measured outcome, contradicted when it names the other
+one. The "ID EM per seed" column shows whether the models fit their training lengths.
+"""
+
+_DIFFER = """\
+## Where these predictions can differ from the papers, and why
+
+Properties of the method, to read the tables with:
+
+* **A "fails" without a program is an absence of evidence.** C-RASP rows predict "fails"
+  whenever no C-RASP program is known; the search certifies only small sizes (column "C-RASP":
+  "none of size <= k"), while C-RASP spells symbol logic out over the alphabet, so C-RASP
+  programs for tasks over many symbols (sort, copy, majority over 26 letters) are far larger
+  than k. A row where Huang et al.'s released runs generalize and ours says "fails" therefore
+  tests the search's reach, not their theory.
+* **Token values outside int8** (sort_150 and copy_unique_150 use values up to 149) break
+  RASP-L's rule 2: the search refuses them (the row says so).
+* **RASP-L vs C-RASP for a learned APE**: RASP-L programs use value aggregation (a `kqv`), which
+  C-RASP does not have; the `disagree` rows list both theories' reasons (`rasp score TASK --pe
+  ape_learned` prints both programs).
+* **Formal languages** are membership tasks here; Huang et al. predict next-character sets.
+"""
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _per_pe(names, pes, seconds_of, n, k):
+    from analysis.predict import predict
+    out = []
+    for name in names:
+        s = seconds_of(name)
+        t0 = time.perf_counter()
+        for pe in pes:
+            out.append(predict(name, pe=pe, verify_max_length=n, samples=k, search_seconds=s))
+        _log(f"predictions: {name} ({s:g} s per search) in {time.perf_counter() - t0:.0f} s")
+    return out
+
+
+def build(args: argparse.Namespace, command: str) -> str:
+    """The document's Markdown for the settings ``args`` (see :func:`main`); runs every search,
+    verification and (missing) training run it reports.
+
+    Raises:
+        analysis.predict.PredictError, analysis.training.TrainingError, analysis.grid.GridError:
+            as the commands it runs (a bad task or PE, an unusable run directory).
+    """
+    import tasks
+    from analysis.predict import markdown_pe_report, markdown_report, predict_all
+    from analysis.validate import format_validation, validate
+    pes = [p for p in args.pe.split(",") if p]
+    deep = {t for t in args.deep_tasks.split(",") if t}
+    secs = {}
+    t0 = time.perf_counter()
+    part_a = _per_pe(tasks.GENERALIZATION_TASKS, pes,
+                     lambda t: args.deep_search if t in deep else args.search, args.max_length,
+                     args.samples)
+    secs["per-PE, part A"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    huang = _per_pe(tasks.HUANG_TASKS, pes, lambda t: args.search, args.max_length,
+                    args.samples)
+    secs["per-PE, Huang et al."] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    vtasks = [t for t in args.validate_tasks.split(",") if t]
+    val = validate(vtasks, pes, list(range(args.validate_seeds)), preset=args.validate_preset,
+                   runs_root=args.runs, search_seconds=args.validate_search, progress=False,
+                   log=_log)
+    secs["validate-predictor"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    alone = predict_all(None, verify_max_length=100, samples=5)
+    secs["RASP-L alone"] = time.perf_counter() - t0
+    took = ", ".join(f"{k} {v:.0f} s" for k, v in secs.items())
+    lines = [
+        "# Predictions: which tasks length-generalize, per positional encoding?", "",
+        "Generated by `make predictions`; do not edit by hand. Command:", "", "```sh",
+        command, "```", "",
+        f"Written {_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} on {os.cpu_count()} cores "
+        f"({platform.machine()}), Python {platform.python_version()}; "
+        f"load average at the end {os.getloadavg()[0]:.1f}. Seconds per part: {took}. Searches: "
+        f"{args.search:g} s per search, {args.deep_search:g} s for "
+        f"{', '.join(sorted(deep)) or 'none'}; verification at every length 1..{args.max_length}, "
+        f"{args.samples} examples per length.", "",
+        "The same rows as JSON: `rasp score [TASK...] --pe nope --pe ape_learned --search S "
+        "--json`.", "",
+        _HOW,
+        "## Predictions per PE", "",
+        "### Zhou et al.'s tasks (part A)", "",
+        markdown_pe_report(part_a), "",
+        "### Huang et al.'s tasks", "",
+        markdown_pe_report(huang), "",
+        _HUANG_NOTE,
+        "## Predictions checked against our own training", "",
+        f"`rasp validate-predictor {' '.join(vtasks)} {' '.join('--pe ' + p for p in pes)} "
+        f"--seeds {args.validate_seeds} --preset {args.validate_preset} --search "
+        f"{args.validate_search:g} --runs {args.runs}` (runs of `rasp train --grid`'s runner, "
+        "reused when finished).", "",
+        _VALIDATION_RULE,
+        format_validation(val), "",
+        "## RASP-L alone (Zhou et al.'s conjecture, shipped programs)", "",
+        "`python -m analysis.predict --markdown` (no PE, no search; verification at every length "
+        "1..100, 5 examples per length):", "",
+        markdown_report(alone), "",
+        _DIFFER,
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    """``python -m analysis.predictions_doc [-o docs/predictions.md] [--search S]
+    [--deep-search S] [--deep-tasks a,b] [--pe nope,ape_learned] [-N 40] [-K 3]
+    [--validate-tasks a,b] [--validate-seeds N] [--validate-preset P] [--validate-search S]
+    [--runs DIR]``. Exit 0 written; 2 bad input (one line on stderr)."""
+    ap = argparse.ArgumentParser(
+        prog="python -m analysis.predictions_doc",
+        description="Regenerate docs/predictions.md from runs of the predictor: per-PE "
+                    "predictions with program searches, the check against our own training, "
+                    "and the RASP-L conjecture alone. Takes about an hour on 2 cores with the "
+                    "defaults (the searches are limited in wall time).")
+    ap.add_argument("-o", "--out", default="docs/predictions.md")
+    ap.add_argument("--search", type=float, default=20.0,
+                    help="seconds per program search (default 20)")
+    ap.add_argument("--deep-search", type=float, default=90.0,
+                    help="seconds per search for --deep-tasks (default 90)")
+    ap.add_argument("--deep-tasks", default=",".join(DEEP_TASKS),
+                    help="part-A tasks searched for --deep-search seconds (comma list)")
+    ap.add_argument("--pe", default="nope,ape_learned", help="comma-separated PEs")
+    ap.add_argument("-N", "--max-length", type=int, default=40,
+                    help="verify programs at every length up to N (default 40)")
+    ap.add_argument("-K", "--samples", type=int, default=3, help="examples per length (3)")
+    ap.add_argument("--validate-tasks", default="sort_unique,copy_repeat")
+    ap.add_argument("--validate-seeds", type=int, default=2)
+    ap.add_argument("--validate-preset", default="quick")
+    ap.add_argument("--validate-search", type=float, default=5.0)
+    ap.add_argument("--runs", default="runs", help="run directories of the grid (runs/)")
+    args = ap.parse_args(argv)
+    from analysis.grid import GridError
+    from analysis.predict import PredictError
+    from analysis.training import RunDirError, TrainingError
+    if min(args.search, args.deep_search, args.validate_search) < 0 or args.max_length < 1 \
+            or args.samples < 1 or args.validate_seeds < 1:
+        print("predictions_doc: seconds must be >= 0, -N, -K and --validate-seeds >= 1",
+              file=sys.stderr)
+        return 2
+    command = "python -m analysis.predictions_doc " + " ".join(
+        a for a in (argv if argv is not None else sys.argv[1:]))
+    try:
+        text = build(args, command.strip())
+    except (PredictError, TrainingError, RunDirError, GridError) as e:
+        print(f"predictions_doc: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text.rstrip() + "\n")
+    os.replace(tmp, out)
+    _log(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
