@@ -54,6 +54,12 @@ def test_search_task_json_and_usage_errors(capsys):
     assert main(["search"]) == 2
     assert main(["search", "no_such_task"]) == 2
     assert "unknown task" in capsys.readouterr().err
+    assert main(["search", "sort_unique", "--threads", "0"]) == 2
+    assert "--threads" in capsys.readouterr().err
+    # one thread finds the same program as the default threads
+    assert main(["search", "sort_unique", "--seconds", "120", "--json", "--threads", "1"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert (one["program"], one["explored"]) == (d["program"], d["explored"])
 
 
 def test_score_json_rows_per_pe(capsys):

@@ -43,6 +43,10 @@ def register(sub) -> None:
                    help="grammar: RASP-L (default), C-RASP[] or C-RASP[periodic, local]")
     p.add_argument("--memory-mb", type=float, default=1024, metavar="M",
                    help="memory for stored values (default 1024)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="worker threads computing the candidate families (default: "
+                        "$RASP_SEARCH_THREADS, else the usable cores, at most 2); the result "
+                        "does not depend on it")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=search_command)
 
@@ -114,6 +118,8 @@ def search_command(args) -> int:
         raise UsageError("--max-length must be between 0 and 20")
     if args.seconds <= 0:
         raise UsageError("--seconds must be positive")
+    if args.threads is not None and not 1 <= args.threads <= 64:
+        raise UsageError("--threads must be between 1 and 64")
     grammar = {"mode": args.mode}
     try:
         if args.examples:
@@ -126,7 +132,8 @@ def search_command(args) -> int:
             problem = problem_from_examples(ex, constants=consts, defaults=[0] + strs[:1],
                                             name=args.examples)
             res = search(problem, args.max_length, args.seconds, progress=not args.json,
-                         max_memory_mb=args.memory_mb, grammar=grammar)
+                         max_memory_mb=args.memory_mb, grammar=grammar,
+                         threads=args.threads)
         else:
             import tasks
             try:
@@ -135,7 +142,7 @@ def search_command(args) -> int:
                 raise UsageError(str(e)) from None
             res = search_task(t, max_length=args.max_length, time_limit=args.seconds,
                               progress=not args.json, max_memory_mb=args.memory_mb,
-                              grammar=grammar)
+                              grammar=grammar, threads=args.threads)
     except SearchError as e:
         raise UsageError(str(e)) from None
     if args.json:
