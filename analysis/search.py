@@ -52,7 +52,10 @@ dropped (RASP-L rule 2). ``tests/test_search_certificates.py`` re-checks certifi
 brute force that evaluates every program with the interpreter. A candidate that fits the batch
 but not a larger validation batch shows that the batch merged programs it should have
 separated: the shortest validation example it gets wrong joins the batch and the search starts
-again (counterexample-guided refinement).
+again (counterexample-guided refinement). Batches only grow from round to round, so the
+certificate of any round holds for the task and the result keeps the best one; a round
+restarted for the combination's counterexamples enumerates only the sizes already certified
+(they rebuild the pool of terms; no program of those sizes can fit the larger batch).
 
 **Combination** (Alur et al. 2017, divide and conquer): after the exhaustive part, a decision
 list ``c1 ? t1 : (c2 ? t2 : ...)`` of enumerated terms ``t`` (each right on part of the targets)
