@@ -138,7 +138,11 @@ def build(args: argparse.Namespace, command: str) -> str:
                     args.samples)
     secs["per-PE, Huang et al."] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    vtasks = [t for t in args.validate_tasks.split(",") if t]
+    if args.validate_tasks is None:
+        from analysis.report import FULL_TASKS
+        vtasks = list(FULL_TASKS)
+    else:
+        vtasks = [t for t in args.validate_tasks.split(",") if t]
     val = validate(vtasks, pes, list(range(args.validate_seeds)), preset=args.validate_preset,
                    runs_root=args.runs, search_seconds=args.validate_search, progress=False,
                    log=_log)
@@ -204,10 +208,15 @@ def main(argv=None) -> int:
     ap.add_argument("-N", "--max-length", type=int, default=40,
                     help="verify programs at every length up to N (default 40)")
     ap.add_argument("-K", "--samples", type=int, default=3, help="examples per length (3)")
-    ap.add_argument("--validate-tasks", default="sort_unique,copy_repeat")
-    ap.add_argument("--validate-seeds", type=int, default=2)
-    ap.add_argument("--validate-preset", default="quick")
-    ap.add_argument("--validate-search", type=float, default=5.0)
+    ap.add_argument("--validate-tasks", default=None,
+                    help="tasks checked against our own training (default: the report's six, "
+                         "as rasp validate-predictor)")
+    ap.add_argument("--validate-seeds", type=int, default=3, help="training seeds (3)")
+    ap.add_argument("--validate-preset", default="demo",
+                    help="training preset (default demo: the report's 3,000 steps; quick: "
+                         "600)")
+    ap.add_argument("--validate-search", type=float, default=5.0,
+                    help="seconds per search of the validation's predictions (5)")
     ap.add_argument("--runs", default="runs", help="run directories of the grid (runs/)")
     args = ap.parse_args(argv)
     from analysis.grid import GridError
