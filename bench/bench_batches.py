@@ -4,7 +4,7 @@ Trains the same model for ``--steps`` optimizer steps from the same initial weig
 examples (the batch of step s depends only on (seed, s)) once per batch layout, side by side in
 one run: ``padded`` (one batch padded to the longest example, the old behaviour),
 ``bucketed:k`` (at most k forward passes over groups of similar length) and ``packed`` (whole
-examples packed into rows, segment-masked attention) — see ``analysis.batches``. Reports CPU seconds per step, real
+examples packed into rows, segment-masked attention) — see ``analysis.training.batches``. Reports CPU seconds per step, real
 tokens/s (padding not counted), the padding fraction of the processed tokens, and the loss after
 the last step (equal across settings up to float rounding: the gradient is the padded batch's).
 
@@ -27,10 +27,11 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from analysis import batches, configs  # noqa: E402
-from analysis.training import make_optimizer, resolve_task  # noqa: E402
+from analysis.training import batches
+from analysis.training import configs  # noqa: E402
+from analysis.training.trainer import make_optimizer, resolve_task  # noqa: E402
 from bench import cpu_model  # noqa: E402
-from model import Transformer, TransformerConfig  # noqa: E402
+from rasp_model import Transformer, TransformerConfig  # noqa: E402
 
 
 def measure(task, pe: str, steps: int, layout: str, preset: str, offsets: str) -> dict:

@@ -1,13 +1,13 @@
 """Grid-runner benchmark (docs/benchmarks.md, "## Grid runner"): old process pool vs Ray.
 
 Trains the default report's grid (``rasp report`` / ``rasp demo`` with no arguments: the tasks
-of ``analysis.report.DEFAULT_TASKS``, every PE, seed 0 plus NoPE's other seed, quick preset)
+of ``analysis.reporting.report.DEFAULT_TASKS``, every PE, seed 0 plus NoPE's other seed, quick preset)
 twice, side by side in one run, each into a fresh temporary runs root:
 
-* ``old``: ``analysis.report.train_missing`` — the process pool (2 jobs of 1 torch thread on
+* ``old``: ``analysis.reporting.report.train_missing`` — the process pool (2 jobs of 1 torch thread on
   2 cores) that ``rasp report`` used before the grid runner — run from the source tree of
   ``--old-commit`` (extracted with ``git archive``, since the pool was removed afterwards);
-* ``ray``: ``analysis.grid.run_grid`` of this tree (a local Ray instance sized to the machine,
+* ``ray``: ``analysis.training.grid.run_grid`` of this tree (a local Ray instance sized to the machine,
   one CPU and one torch thread per run; Ray's start-up included).
 
 Each runner is a subprocess; its wall time (start-up included), runs finished and the 1-minute
@@ -17,7 +17,7 @@ the runs, ``--runners old,ray``, ``--old-commit SHA``).
 
 ``--startup N``: instead of the grid, time a local Ray instance's start-up (``ray.init``) and
 shutdown N times each, alternating, with Ray's default settings (dashboard on) and with
-``analysis.grid``'s settings (``include_dashboard=False``, no log forwarding, 128 MiB object
+``analysis.training.grid``'s settings (``include_dashboard=False``, no log forwarding, 128 MiB object
 store); each trial in a fresh subprocess. Writes ``bench/results/ray_startup.json``.
 """
 
@@ -35,12 +35,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: The last commit of main whose ``analysis/report.py`` holds the process-pool runner.
+#: The last commit of main whose ``analysis/reporting/report.py`` holds the process-pool runner.
 OLD_COMMIT = "6ca52579e152e2c804b04c3b0d99d2994b796743"
 
 OLD_SCRIPT = """
 import json, sys, time
-from analysis import report
+from analysis.reporting import report
 opts = report.ReportOptions(runs_root=sys.argv[1], progress=False,
                             train_overrides=json.loads(sys.argv[3]) or None)
 t0 = time.time()
@@ -52,7 +52,8 @@ print(json.dumps({"seconds": time.time() - t0, "runs": len(done),
 
 RAY_SCRIPT = """
 import json, sys, time
-from analysis import grid, report
+from analysis.training import grid
+from analysis.reporting import report
 opts = report.ReportOptions(runs_root=sys.argv[1], progress=False)
 overrides = json.loads(sys.argv[3])
 preset = opts.resolved()["train_preset"]
@@ -147,12 +148,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="training setting for every run (JSON value), e.g. steps=50")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "grid.json"))
     ap.add_argument("--startup", type=int, default=0, metavar="N",
-                    help="time Ray start-up N times, default settings vs analysis.grid's")
+                    help="time Ray start-up N times, default settings vs analysis.training.grid's")
     args = ap.parse_args(argv)
     if args.startup:
         return _startup(args.startup, str(ROOT / "bench" / "results" / "ray_startup.json"))
     sys.path.insert(0, str(ROOT))
-    from analysis import report
+    from analysis.reporting import report
     tasks = args.tasks or ",".join(report.DEFAULT_TASKS)
     overrides = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}
     rows = []

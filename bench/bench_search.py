@@ -3,7 +3,7 @@
 Two parts, one run:
 
 1. **Engines side by side.** The same search problem (a batch of task examples of about 64
-   tokens each: "length-64 batches") is given to today's engine (``analysis.search``: families
+   tokens each: "length-64 batches") is given to today's engine (``analysis.prediction.search``: families
    of candidates evaluated as array operations) and to the previous engine (the per-candidate
    interpreter loop of commit ``79749dd``, loaded from git history, its one renamed interpreter
    call patched), each for ``--engine-seconds``; reported: candidate programs evaluated per
@@ -40,7 +40,7 @@ if str(ROOT) not in sys.path:
 
 from bench import cpu_model  # noqa: E402
 import tasks  # noqa: E402
-from analysis import search as new_engine  # noqa: E402
+from analysis.prediction import search as new_engine  # noqa: E402
 from rasp.measures import measure  # noqa: E402
 
 DEFAULT_TASKS = ["count", "mode", "copy_unique", "sort_unique", "boolean_and",
@@ -50,11 +50,11 @@ OLD_COMMIT = "79749dd"
 
 def load_old_engine():
     """The search module as of :data:`OLD_COMMIT` (per-candidate interpreter calls)."""
-    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{OLD_COMMIT}:analysis/search.py"],
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{OLD_COMMIT}:analysis/prediction/search/"],
                          check=True, capture_output=True, text=True).stdout
     src = src.replace("self.ev._eval(node)", "self.ev.eval_node(node)")   # renamed since
     mod = types.ModuleType("old_search")
-    mod.__file__ = f"{OLD_COMMIT}:analysis/search.py"
+    mod.__file__ = f"{OLD_COMMIT}:analysis/prediction/search/"
     sys.modules["old_search"] = mod
     exec(compile(src, mod.__file__, "exec"), mod.__dict__)  # our own history, not user text
     return mod

@@ -1,6 +1,6 @@
 """Training benchmark (docs/benchmarks.md, "## Training").
 
-For the default configuration (``analysis/configs.py``) on a task (default ``copy_unique``),
+For the default configuration (``analysis/training/configs.py``) on a task (default ``copy_unique``),
 measures side by side in one run, for every positional encoding:
 
 * training throughput: tokens per second and seconds per optimizer step over ``--steps`` steps
@@ -33,13 +33,13 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from analysis import configs  # noqa: E402
-from analysis.batches import make_step, step_loss  # noqa: E402
-from analysis.evaluation import evaluate  # noqa: E402
-from analysis.training import (autocast_context, make_optimizer,  # noqa: E402
+from analysis.training import configs  # noqa: E402
+from analysis.training.batches import make_step, step_loss  # noqa: E402
+from analysis.training.evaluation import evaluate  # noqa: E402
+from analysis.training.trainer import (autocast_context, make_optimizer,  # noqa: E402
                                resolve_spec, resolve_task, train)
 from bench import cpu_model  # noqa: E402
-from model import PE_NAMES, Transformer  # noqa: E402
+from rasp_model import PE_NAMES, Transformer  # noqa: E402
 
 
 #: the training-settings comparison (``--settings``): name -> TrainConfig overrides
@@ -53,7 +53,7 @@ def measure_pe(task, pe: str, steps: int, threads: int, preset: str = "default",
     """Throughput of ``steps`` training steps of the resolved config for (task, pe), after 5
     warm-up steps (timed apart: ``warmup_s`` holds torch.compile's compile time).
     ``settings``: TrainConfig overrides (``torch_compile``, ``autocast``), applied as
-    :func:`analysis.training.run_loop` applies them."""
+    :func:`analysis.training.trainer.run_loop` applies them."""
     torch.set_num_threads(threads)
     torch._dynamo.reset()
     spec = resolve_spec(task, pe, 0, preset, config_overrides=settings or None)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model import Transformer, TransformerConfig
+from rasp_model import Transformer, TransformerConfig
 from rasp.interpreter import convert_tokens, to_batch
 
 from .graph_to_blocks import HeadBlock, MLPBlock

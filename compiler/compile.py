@@ -309,7 +309,7 @@ class CompiledModel:
         ``W_U``), ``DIR/model.json`` (config, vocabulary, residual labels, output
         encoding), and the TransformerLens export ``DIR/tl_config.json`` +
         ``DIR/tl_model.safetensors`` (:func:`compiler.export.save_transformer_lens`)."""
-        from model import save_safetensors
+        from rasp_model import save_safetensors
         from .export import save_transformer_lens
         os.makedirs(directory, exist_ok=True)
         meta = self.metadata()
@@ -354,7 +354,7 @@ def load_compiled(directory: str | os.PathLike) -> CompiledModel:
     """Load a model written by :meth:`CompiledModel.save`. Raises :class:`CompilerError` with
     a clear message for a missing or inconsistent directory."""
     from safetensors.torch import load_file
-    from model import Transformer, TransformerConfig
+    from rasp_model import Transformer, TransformerConfig
     jpath = os.path.join(directory, "model.json")
     wpath = os.path.join(directory, "model.safetensors")
     for p in (jpath, wpath):

@@ -19,7 +19,7 @@ has biases; rasp-lab models have per-layer widths and (compiled) no biases. The 
 missing heads get zero ``W_Q/W_K/W_V/W_O`` (their pattern is uniform, their output exactly 0),
 missing MLP units zero ``W_in/W_out`` (ReLU/GELU of 0 is 0), biases are zeros, missing
 LayerNorms ``w = 1, b = 0`` (they feed zero weights only). Config fields map through the one
-table :data:`model.config.TL_FIELDS`.
+table :data:`rasp_model.config.TL_FIELDS`.
 
 In: :func:`attention_patterns_from_transformer_lens` reads any TL model's attention patterns
 through its ``blocks.{l}.attn.hook_pattern`` hooks; :class:`TransformerLensModel` wraps a TL
@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from model import Transformer
-from model.config import TL_FIELDS
-from model.positional import sinusoidal_table
+from rasp_model import Transformer
+from rasp_model.config import TL_FIELDS
+from rasp_model.positional import sinusoidal_table
 
 from .errors import CompilerError
 
@@ -81,7 +81,7 @@ def transformer_lens_config(model) -> dict:
     """``HookedTransformerConfig`` keyword arguments (JSON-serialisable; ``dtype`` as a name,
     e.g. ``"float64"``) for ``model`` (a compiled model or a ``model.Transformer``).
 
-    Every field with a TransformerLens name in :data:`model.config.TL_FIELDS` is copied;
+    Every field with a TransformerLens name in :data:`rasp_model.config.TL_FIELDS` is copied;
     ``n_heads`` / ``d_mlp`` become the widest layer's; ``pe`` becomes
     ``positional_embedding_type``. Raises :class:`TransformerLensExportError` for what
     HookedTransformer cannot compute: ``t5`` (no decoder-only T5 bias in TransformerLens) and
@@ -98,7 +98,7 @@ def transformer_lens_config(model) -> dict:
     heads = [cfg.heads(l) for l in range(cfg.n_layers)]
     if cfg.pe == "alibi":
         h = heads[0] if heads else 0
-        # for a power of two, model.positional.alibi_slopes is TL's 2^(-8/H) geometric series
+        # for a power of two, rasp_model.positional.alibi_slopes is TL's 2^(-8/H) geometric series
         if any(x != h for x in heads) or h < 1 or h & (h - 1):
             raise TransformerLensExportError(
                 f"alibi export needs the same power-of-two number of heads in every layer "
@@ -120,7 +120,7 @@ def transformer_lens_config(model) -> dict:
         out["attn_only"] = True
     out["positional_embedding_type"] = _PE_TO_TL[cfg.pe]
     if cfg.pe == "rope":
-        out["rotary_adjacent_pairs"] = True       # GPT-J style, as model.positional
+        out["rotary_adjacent_pairs"] = True       # GPT-J style, as rasp_model.positional
     else:
         out.pop("rotary_dim", None)
     if cfg.pe != "t5":
@@ -485,7 +485,7 @@ class TransformerLensModel:
 
     ``attention_patterns(tokens)`` returns a list over layers of ``[batch, head, query, key]``
     arrays, like :meth:`model.Transformer.attention_patterns`, so
-    ``analysis.probing.capture_trained`` probes it like a trained model. ``d_vocab`` (optional)
+    ``analysis.probing.metrics.capture_trained`` probes it like a trained model. ``d_vocab`` (optional)
     is checked against the model's (see :func:`attention_patterns_from_transformer_lens`).
     """
 

@@ -8,7 +8,7 @@ prompts by length, appending, stopping at EOS, dropping finished rows); the call
 
 * a RASP program: ``tasks.decode_batch`` (``rasp.evaluate`` on the program values);
 * a compiled model: ``compiler.decode.decode_task`` / ``generate`` (``CompiledModel.run``);
-* a trained model: ``analysis.evaluation.greedy_decode`` (argmax of the last logits).
+* a trained model: ``analysis.training.evaluation.greedy_decode`` (argmax of the last logits).
 """
 
 from __future__ import annotations

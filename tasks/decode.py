@@ -133,7 +133,7 @@ def evaluate_sequence_program(task: Task, sop, prompts: Sequence[Sequence[int]])
 class LengthResult:
     """Exact match at one input length: ``correct`` of ``n`` examples (the one per-length
     result type: program verification here, trained-model evaluation in
-    :mod:`analysis.evaluation`, rows of a run's ``accuracy.json``).
+    :mod:`analysis.training.evaluation`, rows of a run's ``accuracy.json``).
 
     Attributes:
         length: the task's input length.
@@ -142,7 +142,7 @@ class LengthResult:
             evaluated (``note`` says why, e.g. ``ape_learned`` beyond its positions).
         split: ``"id"`` / ``"ood"`` for trained models (None for program verification).
         ci_low, ci_high: the Wilson 95% interval of ``em`` when computed
-            (:func:`analysis.evaluation.wilson_interval`).
+            (:func:`analysis.training.evaluation.wilson_interval`).
     """
 
     length: int
@@ -176,7 +176,7 @@ class LengthResult:
 @dataclass
 class VerifyResult:
     """Result of verifying a program against a task's ground truth (:func:`verify_program`,
-    :func:`analysis.verify.verify_task`).
+    :func:`analysis.prediction.verify.verify_task`).
 
     Attributes:
         task: task name. ``program``: a label of the checked program.

@@ -1,4 +1,4 @@
-"""Padding-free training batches and the position-offset protocol (analysis.batches)."""
+"""Padding-free training batches and the position-offset protocol (analysis.training.batches)."""
 
 import itertools
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from analysis import batches
-from model import PE_NAMES, Transformer, TransformerConfig
+from analysis.training import batches
+from rasp_model import PE_NAMES, Transformer, TransformerConfig
 import tasks
 
 TASK = tasks.get_task("sort_unique")

@@ -12,7 +12,7 @@ import pytest
 
 import rasp
 import tasks
-from analysis.alignment import compile_reference
+from analysis.probing.alignment import compile_reference
 from compiler import compile_program
 from rasp.equality import values_equal
 from rasp.value_sets import infer_value_sets

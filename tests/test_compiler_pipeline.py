@@ -140,7 +140,7 @@ def test_save_and_load_give_identical_outputs(tmp_path):
         assert back.run([s])[0].tolist() == cm.run([s])[0].tolist()
     assert np.array_equal(back.attention(["abc"]), cm.attention(["abc"]))
     # the shared loader reads the same file (float32) into the same Transformer class
-    from model import load_safetensors
+    from rasp_model import load_safetensors
     m32 = load_safetensors(tmp_path / "rev" / "model.safetensors")
     ids, _ = cm.encode(["abcab"])
     assert np.array_equal(m32(ids).argmax(-1).numpy(), cm.model(ids).argmax(-1).numpy())

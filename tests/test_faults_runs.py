@@ -26,8 +26,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from analysis.runs import RunDirError, load_run, read_accuracy
-from analysis.training import STEP_POINTS, train
+from analysis.training.runs import RunDirError, load_run, read_accuracy
+from analysis.training.trainer import STEP_POINTS, train
 from rasp_cli.main import main as rasp_main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,7 +128,7 @@ def test_kill_between_the_checkpoint_renames_resumes_exactly(reference, tmp_path
 _WRITER = """
 import sys, time
 from pathlib import Path
-from analysis.training import train
+from analysis.training.trainer import train
 marker = Path(sys.argv[2])
 def hook(point, step):
     if step == 2 and point == "commit":

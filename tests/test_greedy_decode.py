@@ -59,7 +59,7 @@ def test_program_compiled_and_trained_decoders_agree_on_copy_unique():
     task's ground truth give the same answers."""
     import tasks
     from compiler.decode import decode_task
-    from analysis.alignment import compile_reference
+    from analysis.probing.alignment import compile_reference
     t = tasks.get_task("copy_unique")
     sop = t.load_reference()
     cm = compile_reference(t, sop, 12)

@@ -1,4 +1,4 @@
-"""The grid runner on a real Ray cluster (analysis.grid, issue 11's must-show).
+"""The grid runner on a real Ray cluster (analysis.training.grid, issue 11's must-show).
 
 A Ray head node is started on 127.0.0.1 with ``ray start --head --block`` in its own session and
 a temporary directory; a 4-run quick grid runs against it through the CLI (``--address``); one
@@ -29,7 +29,7 @@ SETTINGS = ["--set", "steps=80", "--set", "checkpoint_every=10", "--set", "log_e
 
 
 def _env(home: Path) -> dict:
-    # the CLI imports matplotlib (analysis.alignment); with HOME moved it would build a fresh
+    # the CLI imports matplotlib (analysis.probing.alignment); with HOME moved it would build a fresh
     # font cache and print matplotlib's one-time notice on stderr: point it at this process's
     # cache, built here once
     import matplotlib

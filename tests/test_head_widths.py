@@ -8,9 +8,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from model import Transformer, TransformerConfig
-from model.config import TransformerConfigError
-from model.io import load_safetensors, read_safetensors_metadata, save_safetensors
+from rasp_model import Transformer, TransformerConfig
+from rasp_model.config import TransformerConfigError
+from rasp_model.io import load_safetensors, read_safetensors_metadata, save_safetensors
 
 
 def _cfg(**kw):

@@ -5,11 +5,11 @@ import math
 import pytest
 import torch
 
-from model.positional import (
+from rasp_model.positional import (
     PositionalEncodingError, alibi_bias, alibi_slopes, apply_rotary, check_pe,
     default_rotary_dim, rotary_dim_from_fraction,
     sinusoidal_table, t5_bucket)
-from model import Transformer, TransformerConfig
+from rasp_model import Transformer, TransformerConfig
 
 
 def test_t5_buckets_at_published_distances():

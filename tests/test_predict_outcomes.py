@@ -1,4 +1,4 @@
-"""The length-generalization predictor (analysis.predict) against what Zhou et al. 2023 report,
+"""The length-generalization predictor (analysis.prediction.predict) against what Zhou et al. 2023 report,
 its graded score, its independence from task names, and `rasp score`."""
 
 import copy
@@ -8,7 +8,7 @@ import pytest
 
 import rasp
 import tasks
-from analysis.predict import (SHORT_LENGTH, PredictError, format_effects,
+from analysis.prediction.predict import (SHORT_LENGTH, PredictError, format_effects,
                               generalization_score, paper_outcome, predict, predict_program)
 from rasp_cli.main import main
 

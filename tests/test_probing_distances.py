@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from analysis.probing import (ProbingError, head_distance, jsd, kazemnejad_distance,
+from analysis.probing.metrics import (ProbingError, head_distance, jsd, kazemnejad_distance,
                               match_heads, relative_position_fit, t5_bucket)
 
 
@@ -186,7 +186,7 @@ def _released_distance(nope_maps, pe_maps):
 
 def _pad(maps):
     """[sample][layer] of [heads, seq_s, seq_s] -> list over layers of [sample, heads, S, S]."""
-    from analysis.probing import pad_patterns
+    from analysis.probing.metrics import pad_patterns
     return pad_patterns(maps)
 
 
@@ -244,7 +244,7 @@ def test_released_aggregation_matches_the_ported_released_code():
 
 
 def test_reference_pairs_follow_the_released_seed_pairing():
-    from analysis.probing import reference_pairs
+    from analysis.probing.metrics import reference_pairs
     labels = ["nope/seed0", "nope/seed1", "nope/seed2", "t5/seed0", "t5/seed1", "rope/seed5"]
     assert reference_pairs(labels) == [
         ("nope/seed0", "nope/seed1"), ("nope/seed1", "nope/seed2"), ("nope/seed2", "nope/seed0"),

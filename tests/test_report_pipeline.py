@@ -7,8 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from analysis import alignment, probing, report
-from analysis.runs import default_run_dir
+from analysis.probing import alignment
+from analysis.probing import metrics
+from analysis.reporting import report
+from analysis.training.runs import default_run_dir
 from rasp_cli.main import main as rasp_main
 
 from test_report_cdp import find_chromium, open_page
@@ -129,10 +131,10 @@ def test_missing_runs_are_named_when_not_training(tmp_path):
 
 
 def test_partial_run_is_resumed(tmp_path):
-    from analysis import training
+    from analysis.training import trainer
     rd = default_run_dir(TASK, "alibi", 0, "quick", tmp_path)
     longer = {**TINY, "steps": 8}
-    res = training.train(TASK, "alibi", seed=0, out_dir=str(rd), preset="quick",
+    res = trainer.train(TASK, "alibi", seed=0, out_dir=str(rd), preset="quick",
                          config_overrides=longer, progress=False, verbose=False, stop_after=4)
     assert not res.finished and not (rd / "DONE").exists()
     opts = _opts(tmp_path, pes=["alibi"], jobs=1)

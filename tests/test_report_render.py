@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import probing, report
+from analysis.probing import metrics
+from analysis.reporting import report
 
 from test_report_cdp import find_chromium, open_page
 
@@ -40,7 +41,7 @@ def _synthetic_section(rng):
         "alibi/seed0": [np.concatenate([_causal(rng, n, 1, ex), compiled[0]], axis=1),
                         np.concatenate([_causal(rng, n, 1, ex), compiled[1]], axis=1)],
     }
-    res = probing.probe("synthetic", seqs, trained, compiled)
+    res = metrics.probe("synthetic", seqs, trained, compiled)
     return {
         "name": "synthetic", "description": "synthetic patterns <b>escaped</b>",
         "problems": ["run rope/seed0 is missing (runs/x); nothing trained in this test"],
@@ -125,8 +126,8 @@ def test_missing_sections_render_as_not_available(tmp_path):
 def test_claims_table_and_results_document_from_the_runs(tmp_path):
     import json
 
-    from analysis import claims
-    from analysis.results import results_markdown
+    from analysis.reporting import claims
+    from analysis.reporting.results import results_markdown
 
     def run(pe, seed, id_em, ood_em):
         cfg = {"task": "synthetic", "pe": pe, "seed": seed, "preset": "demo", "steps": 3000,

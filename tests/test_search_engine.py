@@ -1,11 +1,11 @@
-"""Shortest-program search (analysis.search): known minima on synthetic next-token functions,
+"""Shortest-program search (analysis.prediction.search): known minima on synthetic next-token functions,
 certificates, RASP-L validity of what it finds, and the task adapter."""
 
 import numpy as np
 import pytest
 
 import rasp
-from analysis.search import (SearchError, matches_problem, problem_from_examples,
+from analysis.prediction.search import (SearchError, matches_problem, problem_from_examples,
                              program_to_source, search)
 from rasp.measures import measure
 from rasp.raspl import check

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tasks
-from analysis.search import SearchError, matches_problem, problem_from_task, search_task
+from analysis.prediction.search import SearchError, matches_problem, problem_from_task, search_task
 
 
 @pytest.mark.parametrize("name", ["sort_unique", "copy_unique", "count", "boolean_and"])
@@ -59,7 +59,7 @@ def test_sequence_programs_are_refused():
 @pytest.mark.parametrize("name", ["mode", "copy_unique"])
 def test_search_finds_mode_and_copy_unique_by_deep_aggregates(name):
     """Issue 10: programs found without reading the shipped file (the combination's deep
-    aggregates, analysis/search.py). The found program is checked here against the task's
+    aggregates, analysis/prediction/search/). The found program is checked here against the task's
     ground truth (its generator's next tokens) at every length up to 30, beyond the search's
     validation lengths (1..20). ~1-2 min each: opt-in (``-m slow``)."""
     task = tasks.get_task(name)
@@ -76,7 +76,7 @@ def test_search_finds_boolean_and():
     search's validation: every bit string of length 1..10 (exhaustive) and sampled lengths up
     to 30. ~1-2 min: opt-in (``-m slow``)."""
     import itertools
-    from analysis.search import problem_from_examples
+    from analysis.prediction.search import problem_from_examples
     task = tasks.get_task("boolean_and")
     res = search_task(task, max_length=8, time_limit=120)
     assert res.found

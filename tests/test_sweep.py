@@ -1,8 +1,8 @@
-"""Sweep files and Huang et al.'s selection (analysis.sweep, `rasp sweep`)."""
+"""Sweep files and Huang et al.'s selection (analysis.training.sweep, `rasp sweep`)."""
 
 import pytest
 
-from analysis import sweep
+from analysis.training import sweep
 from rasp_cli.main import main
 
 

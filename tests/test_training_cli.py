@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from analysis.runs import RunResult
+from analysis.training.runs import RunResult
 from rasp_cli.commands.train import format_grid
 from rasp_cli.main import main
 

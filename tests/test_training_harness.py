@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.evaluation import (eval_lengths, evaluate, greedy_decode, summarize,
+from analysis.training.evaluation import (eval_lengths, evaluate, greedy_decode, summarize,
                                  wilson_interval)
-from analysis.configs import TrainConfig
-from analysis.runs import RunDirError, load_run
-from analysis.batches import make_step
-from analysis.training import TrainingError, lr_at, train
-from model import Transformer, TransformerConfig
+from analysis.training.configs import TrainConfig
+from analysis.training.runs import RunDirError, load_run
+from analysis.training.batches import make_step
+from analysis.training.trainer import TrainingError, lr_at, train
+from rasp_model import Transformer, TransformerConfig
 
 
 class _Vocab:

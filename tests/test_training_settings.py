@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.batches import make_step, step_loss
-from analysis.configs import ConfigError, TrainConfig
-from analysis.training import autocast_context, resolve_spec, resolve_task, train
+from analysis.training.batches import make_step, step_loss
+from analysis.training.configs import ConfigError, TrainConfig
+from analysis.training.trainer import autocast_context, resolve_spec, resolve_task, train
 
 TINY = {"n_layers": 1, "d_model": 32, "d_head": 16, "n_heads": 2, "d_mlp": 64, "batch_size": 16,
         "train_max_len": 4, "eval_samples": 4, "eval_stride": 2, "warmup_steps": 5,
@@ -68,7 +68,7 @@ def test_autocast_runs_the_forward_in_bfloat16():
 def test_torch_compile_forward_equals_eager():
     task = resolve_task("copy_unique")
     spec = resolve_spec(task, "rope", 0, config_overrides=TINY)
-    from model import Transformer
+    from rasp_model import Transformer
     torch.manual_seed(0)
     model = Transformer(spec.model)
     lo, hi = spec.train_lengths

@@ -21,8 +21,8 @@ from compiler.export import (
     load_transformer_lens, save_transformer_lens, to_transformer_lens,
     transformer_lens_config)
 from compiler.library import make_frac_prevs, make_hist, make_reverse, make_sort_unique
-from model import Transformer, TransformerConfig
-from model.config import TL_FIELDS
+from rasp_model import Transformer, TransformerConfig
+from rasp_model.config import TL_FIELDS
 from rasp.equality import values_equal
 
 # a hard import: transformer-lens is in the test extra, so a missing install fails the suite

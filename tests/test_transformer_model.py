@@ -6,10 +6,10 @@ import torch
 
 import dataclasses
 
-from model import (
+from rasp_model import (
     PE_NAMES, ContextLengthError, Transformer, TransformerConfig, TransformerConfigError,
     load_safetensors, save_safetensors)
-from model.config import TL_FIELDS
+from rasp_model.config import TL_FIELDS
 
 
 def small(pe="nope", **kw):
@@ -187,7 +187,7 @@ def test_hook_z_has_transformerlens_layout_batch_pos_head_d_head():
 
 
 def test_every_hook_listed_in_the_module_docstring_exists_with_that_shape():
-    import model.transformer as mt
+    import rasp_model.transformer as mt
     m = small("ape_learned", n_layers=1).eval()
     x = torch.randint(0, 11, (2, 5))
     _, cache = m.run_with_cache(x)
@@ -276,7 +276,7 @@ def _dense_logits(model, tokens):
                                   "detect_pattern(abc)"])
 def test_structured_sparse_inference_equals_the_dense_products(name):
     """Compiled models read and write few residual directions per head / MLP: inference
-    without gradients skips the all-zero rows and columns (model/transformer.py). The logits
+    without gradients skips the all-zero rows and columns (rasp_model/transformer.py). The logits
     equal the dense products' (up to summation order) on random inputs at every length."""
     from compiler import compile_program
     from compiler.library import peer_programs

@@ -1,4 +1,4 @@
-"""analysis.verify and `rasp verify`: reference programs decode the ground truth at every
+"""analysis.prediction.verify and `rasp verify`: reference programs decode the ground truth at every
 length; wrong programs give a first counterexample; bad input gives clear errors."""
 
 import json
@@ -8,7 +8,7 @@ import pytest
 
 import rasp
 import tasks
-from analysis.verify import VerifyError, verify_program_on_task, verify_task
+from analysis.prediction.verify import VerifyError, verify_program_on_task, verify_task
 from rasp_cli.main import main
 
 

@@ -41,7 +41,7 @@ def run(args) -> int:
     if args.budget is None and args.preset in ("demo", "quick"):
         args.budget = DEMO_BUDGET_S
     if args.preset == "full" and not args.tasks:
-        from analysis.report import FULL_TASKS
+        from analysis.reporting.report import FULL_TASKS
         args.tasks = list(FULL_TASKS)
     t0 = time.time()
     results, args.results = args.results, None

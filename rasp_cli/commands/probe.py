@@ -53,8 +53,9 @@ def _lengths(text):
 
 def run(args) -> int:
     from rasp_cli.main import UsageError
-    from analysis import alignment, probing
-    from analysis.runs import RunDirError
+    from analysis.probing import alignment
+    from analysis.probing import metrics
+    from analysis.training.runs import RunDirError
 
     if args.per_length < 1:
         raise UsageError("--per-length must be >= 1")
@@ -63,7 +64,7 @@ def run(args) -> int:
             args.runs, task_name=args.task, lengths=_lengths(args.lengths),
             per_length=args.per_length, variant=args.variant,
             compile_reference_program=not args.no_compile)
-    except (RunDirError, probing.ProbingError) as e:
+    except (RunDirError, metrics.ProbingError) as e:
         raise UsageError(str(e)) from None
     if args.json:
         out = res.to_dict()
@@ -71,7 +72,7 @@ def run(args) -> int:
         print(json.dumps(out, indent=1))
         return 0
     print(f"task {info['task']}: {len(res.sequences)} probe sequences at lengths "
-          f"{info['lengths']} (JSD {res.variant}, {probing.JSD_UNITS[res.variant]})")
+          f"{info['lengths']} (JSD {res.variant}, {metrics.JSD_UNITS[res.variant]})")
     if "compiled" in info:
         print("compiled reference: " + ", ".join(
             f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
@@ -80,7 +81,7 @@ def run(args) -> int:
         print(f"compiled reference: not available ({info['compiled_error']})")
     if res.pairwise:
         print("\nKazemnejad distance, NoPE of the same seed vs each model: standard aggregation "
-              f"({probing.JSD_UNITS[res.variant]}; per layer the min over all head pairs, then the "
+              f"({metrics.JSD_UNITS[res.variant]}; per layer the min over all head pairs, then the "
               "mean over layers) and the released code's (nats; head pairs i < j, min per sample "
               "and layer, then the mean)")
         print(f"  {'model A':<18} {'model B':<18} {'standard':>8}  {'released':>8}  "

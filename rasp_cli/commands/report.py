@@ -20,7 +20,7 @@ def register(sub) -> None:
 def add_arguments(p, default_preset: str = "quick") -> None:
     """Options shared by ``rasp report`` and ``rasp demo`` (whose default preset is
     ``"demo"``)."""
-    from analysis.report import DEFAULT_TASKS
+    from analysis.reporting.report import DEFAULT_TASKS
     p.add_argument("tasks", nargs="*", metavar="TASK",
                    help=f"tasks to report on (default: {' '.join(DEFAULT_TASKS)})")
     p.add_argument("-o", "--out", default="reports", metavar="DIR",
@@ -61,8 +61,8 @@ def add_arguments(p, default_preset: str = "quick") -> None:
 
 def options_from_args(args):
     from rasp_cli.main import UsageError
-    from analysis import figures
-    from analysis.report import ReportOptions
+    from analysis.reporting import figures
+    from analysis.reporting.report import ReportOptions
 
     pes = list(figures.PE_ORDER) if args.pe == "all" else [x.strip() for x in args.pe.split(",")
                                                            if x.strip()]
@@ -80,7 +80,7 @@ def options_from_args(args):
 
 def run(args) -> int:
     from rasp_cli.main import UsageError
-    from analysis.report import ReportError, generate_report
+    from analysis.reporting.report import ReportError, generate_report
 
     opts = options_from_args(args)
     try:
@@ -98,7 +98,7 @@ def write_results_file(report_json, results_path, command: str) -> None:
     import json
     from pathlib import Path
 
-    from analysis.results import write_results
+    from analysis.reporting.results import write_results
     from rasp_cli.main import UsageError
 
     doc = json.loads(Path(report_json).read_text())

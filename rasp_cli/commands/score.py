@@ -1,6 +1,6 @@
 """`rasp score [TASK...] [--pe PE|all] [--json] [--search SECONDS] [--max-length N]
 [--samples K] [--program FILE [--name NAME]]`: the length-generalization predictor
-(``analysis.predict``) for each task (or for one program of your own on one task's format),
+(``analysis.prediction.predict``) for each task (or for one program of your own on one task's format),
 optionally per positional encoding.
 
 Each row shows [certified lower bound, upper bound] of the program's expression size (the lower
@@ -85,7 +85,7 @@ def score_command(args) -> int:
     """Predict and print each task; returns 0."""
     from rasp_cli.main import UsageError
     import tasks
-    from analysis.predict import PredictError, predict
+    from analysis.prediction.predict import PredictError, predict
     names = args.tasks or list(tasks.GENERALIZATION_TASKS)
     if names == ["huang"]:
         names = list(tasks.HUANG_TASKS)
@@ -113,7 +113,7 @@ def score_command(args) -> int:
     for t in resolved:
         try:
             if args.program:
-                from analysis.predict import predict_program
+                from analysis.prediction.predict import predict_program
                 from rasp_cli.commands.verify import load_program
                 if t.kind != "next_token":
                     raise PredictError(f"task {t.name!r} is a part-B sequence program; "

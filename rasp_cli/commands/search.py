@@ -1,5 +1,5 @@
 """`rasp search TASK [--max-length K] [--seconds S] [--mode raspl|crasp|crasp_pl] [--json]` and
-`rasp search --examples FILE.jsonl ...`: the shortest-program search (``analysis.search``) alone.
+`rasp search --examples FILE.jsonl ...`: the shortest-program search (``analysis.prediction.search``) alone.
 
 For a catalogue task: the search batch is the task's examples at lengths 1..6 (3 per length); a
 program found must also reproduce 10 examples at each length 1..20. It prints the certified
@@ -53,7 +53,7 @@ def register(sub) -> None:
 
 def read_examples(path: str) -> list[tuple[list, int]]:
     """Read ``FILE.jsonl`` into ``(values, first_target)`` pairs for
-    :func:`analysis.search.problem_from_examples`.
+    :func:`analysis.prediction.search.problem_from_examples`.
 
     Raises:
         ValueError: unreadable file, malformed line, mixed value types, values outside int8,
@@ -111,7 +111,7 @@ def read_examples(path: str) -> list[tuple[list, int]]:
 
 def search_command(args) -> int:
     from rasp_cli.main import UsageError
-    from analysis.search import SearchError, problem_from_examples, search, search_task
+    from analysis.prediction.search import SearchError, problem_from_examples, search, search_task
     if (args.task is None) == (args.examples is None):
         raise UsageError("give a TASK or --examples FILE.jsonl (one of them)")
     if args.max_length < 0 or args.max_length > 20:

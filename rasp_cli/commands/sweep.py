@@ -3,8 +3,8 @@
     rasp sweep TASK --pe PE[,PE] --grid-file SWEEP.toml [--seeds N] [--preset quick]
                [--fit 1.0] [-o RUNS] [--json FILE] [--address HOST:PORT] [--budget S] ...
 
-Every configuration of SWEEP.toml (``analysis.sweep``) is trained for seeds 0..N-1 and every PE
-with the grid runner (``analysis.grid``, Ray), into ``RUNS/sweeps/<file stem>/<task>/<pe>/
+Every configuration of SWEEP.toml (``analysis.training.sweep``) is trained for seeds 0..N-1 and every PE
+with the grid runner (``analysis.training.grid``, Ray), into ``RUNS/sweeps/<file stem>/<task>/<pe>/
 <configuration>/seed<k>``. For each PE it prints the configurations and the selection: the best
 configuration among those that fit the training lengths (by the validation lengths) with its
 test exact match, and the median and range across fitting configurations. Exit codes: 0 done,
@@ -55,9 +55,9 @@ def _slug(tag: str) -> str:
 
 def sweep_command(args) -> int:
     """Run ``rasp sweep``; returns the exit code."""
-    from analysis import sweep
-    from analysis.grid import GridRun, check_runs
-    from analysis.training import TrainingError
+    from analysis.training import sweep
+    from analysis.training.grid import GridRun, check_runs
+    from analysis.training.trainer import TrainingError
     from rasp_cli.commands.train import parse_pes, run_grid_from_args
     from rasp_cli.main import UsageError
 

@@ -1,4 +1,4 @@
-"""`rasp train`: train small transformers on the task catalogue (``analysis.training``).
+"""`rasp train`: train small transformers on the task catalogue (``analysis.training.trainer``).
 
     rasp train TASK --pe PE [--seed S] [--steps N] [--train-max-len L] [--device D] [-o DIR]
                [--preset default|quick] [--force] [--set KEY=VALUE ...]
@@ -8,7 +8,7 @@
 One run writes ``runs/<task>/<pe>/seed<k>/`` (``seed<k>-quick`` with ``--preset quick``): config,
 metrics, accuracy by length, weights, and a DONE marker; a finished run is reused, an
 interrupted one resumes. ``--grid`` trains every task x PE x seed with the grid runner
-(``analysis.grid``: one Ray task per run, a local Ray instance unless ``--address``) and prints
+(``analysis.training.grid``: one Ray task per run, a local Ray instance unless ``--address``) and prints
 a table of mean ID and OOD exact match (mean over seeds). Exit codes: 0 done, 1 a run of the
 grid failed or was left by the budget, 2 bad input (unknown task / PE / setting, unreachable
 cluster, a run directory holding another configuration without ``--force``).
@@ -23,7 +23,7 @@ PE_HELP = "nope, ape_learned, ape_sinusoidal, t5, alibi, rope, or 'all' (comma-s
 
 def register(sub) -> None:
     """Add the ``train`` subcommand to the CLI's subparsers."""
-    from analysis.configs import MODEL_KEYS, PER_RUN_KEYS, TRAIN_KEYS, TRAIN_PRESETS
+    from analysis.training.configs import MODEL_KEYS, PER_RUN_KEYS, TRAIN_KEYS, TRAIN_PRESETS
     p = sub.add_parser(
         "train", help="train transformers with a positional encoding on a task",
         description="Train a small decoder transformer on a generalization task with one of six "
@@ -65,7 +65,7 @@ def register(sub) -> None:
 
 def parse_pes(text):
     """PE names from ``--pe`` text (comma list or ``all``); UsageError for an unknown one."""
-    from model import PE_NAMES
+    from rasp_model import PE_NAMES
     from rasp_cli.main import UsageError
     if not text:
         raise UsageError(f"--pe is required: {PE_HELP}")
@@ -106,7 +106,7 @@ def _overrides(items):
 
 def format_grid(results) -> str:
     """Table task x PE of mean ID / OOD exact match over seeds (``RunResult`` list)."""
-    from model import PE_NAMES
+    from rasp_model import PE_NAMES
     cells = {}
     for r in results:
         cells.setdefault((r.task, r.pe), []).append(r)
@@ -134,7 +134,7 @@ def format_grid(results) -> str:
 
 
 def grid_options(p) -> None:
-    """Add the options of the grid runner (``analysis.grid``) to a subcommand's parser."""
+    """Add the options of the grid runner (``analysis.training.grid``) to a subcommand's parser."""
     g = p.add_argument_group("grid runner (Ray)")
     g.add_argument("--address", default=None, metavar="HOST:PORT",
                    help="Ray cluster to run on (default: $RAY_ADDRESS, else a local Ray "
@@ -154,7 +154,7 @@ def grid_options(p) -> None:
 def run_grid_from_args(runs, args, runs_root):
     """Run ``runs`` (``GridRun`` list) with the grid options of ``args``; GridError -> usage
     error (exit 2)."""
-    from analysis.grid import GridError, run_grid
+    from analysis.training.grid import GridError, run_grid
     from rasp_cli.main import UsageError
     if args.budget is not None and args.budget < 0:
         raise UsageError("--budget must be >= 0 seconds")
@@ -170,9 +170,9 @@ def run_grid_from_args(runs, args, runs_root):
 def train_command(args) -> int:
     """Run ``rasp train``; returns the exit code (1 when a run of a grid failed or was not
     started within the budget)."""
-    from analysis.grid import GridRun, check_runs
-    from analysis.runs import RunDirError
-    from analysis.training import TrainingError, train
+    from analysis.training.grid import GridRun, check_runs
+    from analysis.training.runs import RunDirError
+    from analysis.training.trainer import TrainingError, train
     from rasp_cli.main import UsageError
 
     if args.grid and args.task:

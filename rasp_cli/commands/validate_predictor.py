@@ -1,12 +1,12 @@
 """`rasp validate-predictor [TASK...] [--pe PE ...] [--seeds N] [--preset P] [--steps S]
 [--runs DIR] [--search S] [--json]`: predictions checked against our own training.
 
-For each task and positional encoding: the prediction (``analysis.predict``, per PE), the models
+For each task and positional encoding: the prediction (``analysis.prediction.predict``, per PE), the models
 trained by ``rasp train --grid`` (finished runs with the same settings are reused, interrupted
 ones resumed; seeds 0..N-1), the measured outcome with a bootstrap 95% interval across seeds and
 test samples, and the label supported / contradicted / inconclusive (the report's rule,
-``analysis.claims.prediction_claim``; one seed is always inconclusive); then the confusion matrix (predicted x measured) and
-the agreement rate. See ``analysis/validate.py`` for the rule. Defaults: the six tasks of the
+``analysis.reporting.claims.prediction_claim``; one seed is always inconclusive); then the confusion matrix (predicted x measured) and
+the agreement rate. See ``analysis/prediction/validate.py`` for the rule. Defaults: the six tasks of the
 report's full set, PEs nope and ape_learned, 2 seeds, the quick preset.
 
 Exit codes: 0 printed; 2 bad input (unknown task or PE, bad numbers).
@@ -36,7 +36,7 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--address", default=None, metavar="HOST:PORT",
                    help="train on this Ray cluster (default: $RAY_ADDRESS, else a local Ray "
-                        "instance; analysis.grid)")
+                        "instance; analysis.training.grid)")
     p.set_defaults(func=validate_command)
 
 
@@ -44,12 +44,12 @@ def validate_command(args) -> int:
     import sys
     from rasp_cli.main import UsageError
     import tasks
-    from analysis.claims import ClaimError
-    from analysis.predict import PredictError
-    from analysis.report import FULL_TASKS
-    from analysis.training import RunDirError, TrainingError
-    from analysis.grid import GridError
-    from analysis.validate import format_validation, validate
+    from analysis.reporting.claims import ClaimError
+    from analysis.prediction.predict import PredictError
+    from analysis.reporting.report import FULL_TASKS
+    from analysis.training.trainer import RunDirError, TrainingError
+    from analysis.training.grid import GridError
+    from analysis.prediction.validate import format_validation, validate
     names = args.tasks or list(FULL_TASKS)
     for n in names:
         try:

@@ -2,7 +2,7 @@
 [--json]`: check a task's program at every length by greedy decoding against the ground truth.
 
 By default the task's reference program (``tasks/programs/<task>.rasp``) is decoded greedily
-(``tasks.decode_with_program`` semantics; ``analysis.verify``) on ``K`` seeded examples at every
+(``tasks.decode_with_program`` semantics; ``analysis.prediction.verify``) on ``K`` seeded examples at every
 length ``1..N`` the task allows, and compared with the task's plain-Python ground truth. With
 ``--program FILE`` (and ``--name NAME``, default the task's reference name) any program is
 checked on the task's format instead.
@@ -74,7 +74,7 @@ def load_program(task, path: str, name: str | None):
 def verify_command(args) -> int:
     """Verify and print; returns 0 (all correct) or 1 (a mismatch or program failure)."""
     from rasp_cli.main import UsageError
-    from analysis.verify import VerifyError, verify_program_on_task, verify_task
+    from analysis.prediction.verify import VerifyError, verify_program_on_task, verify_task
     task = _load_task(args.task)
     if args.samples < 1:
         raise UsageError("--samples must be a positive integer")

@@ -1,4 +1,4 @@
-"""safetensors I/O of the one :class:`model.transformer.Transformer`.
+"""safetensors I/O of the one :class:`rasp_model.transformer.Transformer`.
 
 Weights only through safetensors; the config travels as JSON under metadata key ``"config"``.
 """
@@ -9,8 +9,8 @@ import json
 import os
 import tempfile
 
-from model.config import TransformerConfig, TransformerConfigError
-from model.transformer import Transformer
+from rasp_model.config import TransformerConfig, TransformerConfigError
+from rasp_model.transformer import Transformer
 
 __all__ = ["save_safetensors", "load_safetensors", "read_safetensors_metadata"]
 

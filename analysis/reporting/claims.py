@@ -34,7 +34,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from analysis.figures import PE_LABELS
+from analysis.reporting.figures import PE_LABELS
 
 __all__ = ["LABELS", "ID_FIT", "OOD_GENERALIZES", "ClaimError", "RunRecord", "Claim",
            "run_record", "load_runs", "config_fingerprint", "config_differences",
@@ -379,7 +379,7 @@ def distance_claim(task: str, distances: dict[str, list[float]], aggregation: st
     Args:
         distances: PE -> per-seed distances from the reference model of the same seed.
         aggregation: ``"standard"`` or ``"released"`` (recorded; see
-            :func:`analysis.probing.kazemnejad_distance`).
+            :func:`analysis.probing.metrics.kazemnejad_distance`).
         baseline: reference vs reference with another seed (shown, the paper's floor).
 
     Supported when every seed of ``target`` is below every seed of every other PE (seed ranges
@@ -456,7 +456,7 @@ def claims_for_task(records: Sequence[RunRecord], predicted: str | None = None,
     Args:
         records: every finished run of the task (any protocols / configurations).
         predicted: the prediction for the task (``"generalizes"`` / ``"fails"``) or None.
-        probe: an :class:`analysis.probing.ProbeResult` of (some of) these runs, or None. Its
+        probe: an :class:`analysis.probing.metrics.ProbeResult` of (some of) these runs, or None. Its
             distances enter the claims only of the group that holds every probed run.
 
     Returns:
@@ -464,7 +464,7 @@ def claims_for_task(records: Sequence[RunRecord], predicted: str | None = None,
         "pes"}], "note": str or None}`` — the note says when runs of several protocols or
         configurations were found and compared only within each group.
     """
-    from analysis.probing import AGGREGATIONS, JSD_UNITS
+    from analysis.probing.metrics import AGGREGATIONS, JSD_UNITS
 
     groups = comparison_groups(records)
     probed = set()

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import torch
 
-from model import ContextLengthError, Transformer
+from rasp_model import ContextLengthError, Transformer
 from rasp.decode import greedy_decode as rasp_greedy_decode
 from tasks import LengthResult
 

@@ -1,12 +1,12 @@
 """Predictions checked against our own training (``rasp validate-predictor``).
 
-For every task and positional encoding: the predictor's output (:func:`analysis.predict.predict`
+For every task and positional encoding: the predictor's output (:func:`analysis.prediction.predict.predict`
 with that ``pe``) next to the outcome measured on models trained by this toolkit (the runs of
-``rasp train --grid``: :func:`analysis.training.train`, which reuses a finished run with the same
+``rasp train --grid``: :func:`analysis.training.trainer.train`, which reuses a finished run with the same
 settings and resumes an interrupted one), labelled like the report's claims:
 
 * the measured outcome and the label come from the one owner of that rule,
-  :func:`analysis.claims.prediction_claim`, applied to the runs of one (task, PE): "generalizes"
+  :func:`analysis.reporting.claims.prediction_claim`, applied to the runs of one (task, PE): "generalizes"
   when the PE fits its training lengths on every seed and every seed's out-of-distribution
   exact match (OOD EM) and the bootstrap 95% interval of the mean (seeds and test samples
   resampled) are at or above the report's threshold, "fails" when every seed and the interval's
@@ -58,13 +58,13 @@ class ValidationRow:
 
 def measure(records, prediction: str) -> tuple[str, str, str, float | None, tuple | None]:
     """``(measured, label, reason, mean OOD EM, 95% interval)`` of the runs of one (task, PE)
-    (:class:`analysis.claims.RunRecord`, one per seed) against ``prediction``, by
-    :func:`analysis.claims.prediction_claim` (module docstring).
+    (:class:`analysis.reporting.claims.RunRecord`, one per seed) against ``prediction``, by
+    :func:`analysis.reporting.claims.prediction_claim` (module docstring).
 
     Raises:
-        analysis.claims.ClaimError: the runs cannot be pooled (different configurations).
+        analysis.reporting.claims.ClaimError: the runs cannot be pooled (different configurations).
     """
-    from analysis.claims import prediction_claim
+    from analysis.reporting.claims import prediction_claim
     claim = prediction_claim(records, prediction)
     (pe_numbers,) = claim.numbers["per_pe"].values()
     oods = [x for x in pe_numbers["ood_em"] if x is not None]
@@ -81,15 +81,15 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
              address: str | None = None, budget_s: float | None = None) -> dict:
     """Predict, train (reusing runs) and compare for every task x PE.
 
-    Training goes through the grid runner (:func:`analysis.grid.run_grid`: one Ray task per
+    Training goes through the grid runner (:func:`analysis.training.grid.run_grid`: one Ray task per
     run, a local Ray instance unless ``address``); a failed or skipped run raises
-    :class:`analysis.training.TrainingError` after the grid, naming every such run.
+    :class:`analysis.training.trainer.TrainingError` after the grid, naming every such run.
 
     Args:
         task_names: next-token tasks of the catalogue.
-        pes: positional encodings (``model.positional.PE_NAMES``).
+        pes: positional encodings (``rasp_model.positional.PE_NAMES``).
         seeds: training seeds (the uncertainty across seeds is in the label).
-        preset, steps: training preset / step override (:func:`analysis.training.train`).
+        preset, steps: training preset / step override (:func:`analysis.training.trainer.train`).
         runs_root: the grid's run directories (``rasp train --grid``'s default ``runs``).
         search_seconds: per search for the predictor (0: shipped programs only).
 
@@ -98,13 +98,13 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
         "agreement": supported / (supported + contradicted) or None, "counts": {label: n}}``.
 
     Raises:
-        analysis.training.TrainingError / RunDirError: bad settings or an unusable run
-        directory; analysis.predict.PredictError: a task the predictor cannot handle.
+        analysis.training.trainer.TrainingError / RunDirError: bad settings or an unusable run
+        directory; analysis.prediction.predict.PredictError: a task the predictor cannot handle.
     """
-    from analysis.claims import load_runs
-    from analysis.grid import GridRun, check_runs, run_grid
-    from analysis.predict import predict
-    from analysis.training import TrainingError
+    from analysis.reporting.claims import load_runs
+    from analysis.training.grid import GridRun, check_runs, run_grid
+    from analysis.prediction.predict import predict
+    from analysis.training.trainer import TrainingError
     runs = [GridRun(name, pe, seed, preset=preset, steps=steps)
             for name in task_names for pe in pes for seed in seeds]
     check_runs(runs)

@@ -52,8 +52,8 @@ never changes the forward pass (``pos`` = query position; ``head`` = the layer's
 
 The hooks of an absent sublayer are not called.
 
-The config is :class:`model.config.TransformerConfig`; weights are stored with safetensors only
-(:func:`model.io.save_safetensors`, :func:`model.io.load_safetensors`).
+The config is :class:`rasp_model.config.TransformerConfig`; weights are stored with safetensors only
+(:func:`rasp_model.io.save_safetensors`, :func:`rasp_model.io.load_safetensors`).
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.config import TransformerConfig
-from model.positional import (
+from rasp_model.config import TransformerConfig
+from rasp_model.positional import (
     PositionalEncodingError, T5RelativeBias, alibi_bias, apply_rotary, sinusoidal_table)
 
 __all__ = ["Transformer", "HookPoint", "ContextLengthError"]
@@ -402,7 +402,7 @@ class Transformer(nn.Module):
     et al.'s random position offsets; per token for packed rows); relative encodings ignore it.
     ``segment_ids`` (``[batch, seq]``) packs several sequences into one row: a query attends only
     to keys with its own segment id (besides the causal mask), so each sequence is computed as if
-    alone when its positions restart at its start (``analysis.batches``). Raises :class:`ContextLengthError`
+    alone when its positions restart at its start (``analysis.training.batches``). Raises :class:`ContextLengthError`
     when ``ape_learned`` is asked for a position >= n_ctx, ValueError for bad token ids.
     """
 

@@ -1,4 +1,4 @@
-"""Configuration of the one :class:`model.transformer.Transformer` (:class:`TransformerConfig`).
+"""Configuration of the one :class:`rasp_model.transformer.Transformer` (:class:`TransformerConfig`).
 
 Plain data, JSON round-trip with :meth:`TransformerConfig.to_dict` / :meth:`TransformerConfig.from_dict`.
 """
@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from model.positional import (
+from rasp_model.positional import (
     PE_NAMES, PositionalEncodingError, default_rotary_dim, rotary_dim_from_fraction)
 
 __all__ = ["TransformerConfig", "TransformerConfigError", "TL_FIELDS", "TLField"]
@@ -92,21 +92,21 @@ class TransformerConfig:
     """Hyper-parameters of :class:`Transformer` (all serialisable with :meth:`to_dict`).
 
     Field names are TransformerLens's where it has the concept (table :data:`TL_FIELDS`);
-    ``pe`` keeps the paper's six names (:data:`model.positional.PE_NAMES`), which TransformerLens
+    ``pe`` keeps the paper's six names (:data:`rasp_model.positional.PE_NAMES`), which TransformerLens
     does not all have. ``n_heads`` and ``d_mlp`` are an int (same in every layer) or a list with
     one entry per layer; 0 removes that sublayer. ``n_ctx`` is the number of learned positions
     for ``ape_learned`` (other encodings accept any length). ``use_attn_scale`` divides scores by
     sqrt(d_head). ``attention_dir`` ``"causal"`` masks keys after the query,
     ``"bidirectional"`` does not. ``rotary_dim`` (``pe="rope"`` only) is the number of rotated
     dimensions per head, even, 2..d_head; None means the default
-    (:func:`model.positional.default_rotary_dim`, 25% of d_head as Kazemnejad et al.).
+    (:func:`rasp_model.positional.default_rotary_dim`, 25% of d_head as Kazemnejad et al.).
     ``normalization_type`` is ``"LN"`` (pre-LN) or None. ``tied_embeddings`` reuses ``W_E`` as
     the unembedding (needs ``d_vocab == d_vocab_out``). ``n_heads_mask`` (optional, list of
     per-layer lists of 0/1) silences heads, e.g. for ablations. ``d_head_widths`` (optional,
     one list of per-head ints per layer, each 1..d_head) gives each head its own width: head
     ``h`` of layer ``l`` uses only the first ``d_head_widths[l][h]`` of its ``d_head``
     query/key/value dimensions (the rest are zero; weights are stored unpadded, see
-    :mod:`model.io`); None = every head has ``d_head`` (trained models). Scores are still
+    :mod:`rasp_model.io`); None = every head has ``d_head`` (trained models). Scores are still
     divided by sqrt(d_head). Not with ``pe="rope"``. Raises
     :class:`TransformerConfigError` for an invalid value.
     """
@@ -237,7 +237,7 @@ class TransformerConfig:
 
         Configs saved before the fields took TransformerLens's names load too (the ``legacy``
         column of :data:`TL_FIELDS`: ``rope_fraction`` becomes ``rotary_dim`` =
-        :func:`model.positional.rotary_dim_from_fraction`, ``normalization`` ``"pre_ln"`` /
+        :func:`rasp_model.positional.rotary_dim_from_fraction`, ``normalization`` ``"pre_ln"`` /
         ``"none"`` becomes ``"LN"`` / None, ``causal`` True / False becomes ``attention_dir``).
         """
         d = dict(d)

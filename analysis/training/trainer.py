@@ -5,13 +5,13 @@ the six positional encodings on data generated online by the task (fresh seeded 
 batch, lengths uniform over the training range), with the loss on answer tokens only (EOS
 included), AdamW with linear warmup and cosine/linear decay and gradient clipping (protocol of
 Kazemnejad et al. 2023 and Zhou et al. 2023, scaled down for CPUs). It then evaluates exact match
-of greedy decoding per length (:mod:`analysis.evaluation`).
+of greedy decoding per length (:mod:`analysis.training.evaluation`).
 
-``train`` runs four stages: :func:`resolve_spec` (settings -> a :class:`~analysis.configs.RunSpec`;
+``train`` runs four stages: :func:`resolve_spec` (settings -> a :class:`~analysis.training.configs.RunSpec`;
 bad input fails here, before anything is written), :func:`prepare` (lock the run directory;
 reuse, resume or refuse what it holds; build the model and optimizer), :func:`run_loop` (the
 optimizer steps) and :func:`finish` (final weights, evaluation, ``DONE``). The run directory
-and its files are described and owned by :mod:`analysis.runs`.
+and its files are described and owned by :mod:`analysis.training.runs`.
 
 Exact resume. The batch of step ``s`` depends only on ``(seed, s)``; a checkpoint holds the
 weights, the optimizer state and the torch RNG after a whole number of steps. Each step commits
@@ -42,14 +42,14 @@ import numpy as np
 import torch
 
 import tasks
-from analysis import configs
-from analysis.batches import make_step, step_loss, teacher_forced_accuracy
-from analysis.configs import ConfigError, RunSpec, TrainConfig
-from analysis.evaluation import EVAL_SEED, eval_lengths, evaluate, greedy_decode, summarize
-from analysis.runs import (RUNS_ROOT, RunDirError, RunLock, RunResult, atomic_json,
+from analysis.training import configs
+from analysis.training.batches import make_step, step_loss, teacher_forced_accuracy
+from analysis.training.configs import ConfigError, RunSpec, TrainConfig
+from analysis.training.evaluation import EVAL_SEED, eval_lengths, evaluate, greedy_decode, summarize
+from analysis.training.runs import (RUNS_ROOT, RunDirError, RunLock, RunResult, atomic_json,
                            clear_checkpoints, clear_run, default_run_dir, has_checkpoint,
                            load_checkpoint, read_result, read_spec, save_checkpoint)
-from model import (PE_NAMES, Transformer, TransformerConfig, TransformerConfigError,
+from rasp_model import (PE_NAMES, Transformer, TransformerConfig, TransformerConfigError,
                    save_safetensors)
 
 __all__ = ["train", "resolve_spec", "prepare", "run_loop", "finish", "TrainingError",
@@ -154,7 +154,7 @@ def make_optimizer(model: Transformer, train: TrainConfig) -> torch.optim.Optimi
 def resolve_spec(task, pe: str, seed: int = 0, preset: str = "default",
                  steps: int | None = None, train_max_len: int | None = None,
                  config_overrides: dict | None = None) -> RunSpec:
-    """The :class:`~analysis.configs.RunSpec` of a run (nothing is written).
+    """The :class:`~analysis.training.configs.RunSpec` of a run (nothing is written).
 
     Raises:
         TrainingError: unknown PE or preset, unknown key or bad value of a setting, a
@@ -218,7 +218,7 @@ def prepare(spec: RunSpec, run_dir: Path, device: str = "cpu", force: bool = Fal
             say: Callable[[str], None] = print) -> RunResult | TrainState:
     """Reuse, resume or start the run in ``run_dir`` (which the caller has locked).
 
-    Returns the finished run's :class:`~analysis.runs.RunResult` when ``run_dir`` holds the
+    Returns the finished run's :class:`~analysis.training.runs.RunResult` when ``run_dir`` holds the
     same finished run (and not ``force``), else the :class:`TrainState` to train from
     (restored from the checkpoint when there is one; ``config.json`` written for a new run).
 
@@ -425,7 +425,7 @@ def run_loop(spec: RunSpec, task, run_dir: Path, st: TrainState, device: str = "
 def finish(spec: RunSpec, task, run_dir: Path, st: TrainState, wall_start: float,
            progress: bool = True) -> RunResult:
     """Write the final weights, evaluate (``accuracy.json``), write ``DONE``, drop the
-    checkpoint; returns the run's :class:`~analysis.runs.RunResult`."""
+    checkpoint; returns the run's :class:`~analysis.training.runs.RunResult`."""
     tr, model = spec.train, st.model
     save_safetensors(model, run_dir / "model.safetensors",
                      {"task": spec.task, "pe": spec.pe, "seed": spec.seed, "steps": st.step})
@@ -455,18 +455,18 @@ def train(task_name, pe: str, seed: int = 0, steps: int | None = None,
           preset: str = "default", force: bool = False, threads: int | None = None,
           stop_after: int | None = None, runs_root=RUNS_ROOT, verbose: bool = True,
           step_hook: Callable[[str, int], None] | None = None) -> RunResult:
-    """Train one model and evaluate it; write the run directory (:mod:`analysis.runs`).
+    """Train one model and evaluate it; write the run directory (:mod:`analysis.training.runs`).
 
     Args:
         task_name: a task name (``tasks.get_task``) or a task object.
         pe: one of :data:`model.PE_NAMES`.
         seed: seeds the initial weights, the training data and the dropout.
         steps, train_max_len: override the resolved configuration.
-        out_dir: run directory (default :func:`analysis.runs.default_run_dir` under
+        out_dir: run directory (default :func:`analysis.training.runs.default_run_dir` under
             ``runs_root``).
         device: ``"cpu"`` or ``"cuda"``.
-        config_overrides: flat dict of model / training keys (:mod:`analysis.configs`).
-        preset: a training preset (:data:`analysis.configs.TRAIN_PRESETS`): ``"default"`` or
+        config_overrides: flat dict of model / training keys (:mod:`analysis.training.configs`).
+        preset: a training preset (:data:`analysis.training.configs.TRAIN_PRESETS`): ``"default"`` or
             ``"quick"`` (~30 s on 2 cores, for the report demo).
         force: redo a finished run or replace a run with another configuration.
         threads: torch CPU threads (default ``$RASP_TORCH_THREADS`` or 1).
@@ -474,7 +474,7 @@ def train(task_name, pe: str, seed: int = 0, steps: int | None = None,
             of resuming and time-boxed runs. Returns ``finished=False``.
         step_hook: fault-injection hook, see :func:`run_loop`.
 
-    Returns a :class:`~analysis.runs.RunResult`.
+    Returns a :class:`~analysis.training.runs.RunResult`.
 
     Raises:
         TrainingError: bad input (nothing is written).

@@ -1,7 +1,7 @@
 """The attention report: one self-contained HTML file per call, plus its PNG figures.
 
 ``generate_report(["copy_unique", "copy_repeat"], "reports")`` runs what is missing for each task
-(prediction, compile, training per positional encoding via ``analysis.training.train``, probing),
+(prediction, compile, training per positional encoding via ``analysis.training.trainer.train``, probing),
 reuses finished runs, and writes ``reports/report.html`` (figures embedded as base64 PNG, styles
 inline, no network reference) and ``reports/*.png``.
 
@@ -9,12 +9,12 @@ The report has two jobs, kept apart so that tests and other callers can render s
 
 * :func:`collect_task` gathers one task's data into a plain dict (a *section*);
 * :func:`render_report` turns sections into figures and the HTML page (jinja2 template
-  ``analysis/templates/report.html.j2``).
+  ``analysis/reporting/templates/report.html.j2``).
 
-Run directories are those of ``rasp train`` (:mod:`analysis.runs`): ``runs/<task>/<pe>/seed<k>/``
+Run directories are those of ``rasp train`` (:mod:`analysis.training.runs`): ``runs/<task>/<pe>/seed<k>/``
 for the training defaults (``--full``) and ``runs/<task>/<pe>/seed<k>-quick/`` for the quick
 preset (the default of ``rasp report`` and ``rasp demo``), so runs made by either command are
-reused. The probing of trained against compiled models is :mod:`analysis.alignment`.
+reused. The probing of trained against compiled models is :mod:`analysis.probing.alignment`.
 """
 
 from __future__ import annotations
@@ -33,9 +33,13 @@ from typing import Any, Sequence
 import numpy as np
 
 import tasks
-from analysis import alignment, figures, predict, probing, training
-from analysis import claims as _claims
-from analysis.runs import (RunDirError, atomic_write_text, default_run_dir, is_finished,
+from analysis.probing import alignment
+from analysis.reporting import figures
+from analysis.prediction import predict
+from analysis.probing import metrics
+from analysis.training import trainer
+from analysis.reporting import claims as _claims
+from analysis.training.runs import (RunDirError, atomic_write_text, default_run_dir, is_finished,
                            load_run, read_accuracy, read_task_name)
 from compiler.errors import CompilerError
 from rasp import measures, raspl
@@ -54,7 +58,7 @@ DEFAULT_TASKS = ["sort_unique", "copy_repeat"]
 FULL_TASKS = ["count", "copy_unique", "sort_unique", "copy_repeat", "parity", "reverse"]
 
 #: Report presets: seeds per PE, extra NoPE seeds (for the other-seed baseline), probe size, the
-#: training preset of the runs (:data:`analysis.configs.TRAIN_PRESETS`), and optionally the PEs
+#: training preset of the runs (:data:`analysis.training.configs.TRAIN_PRESETS`), and optionally the PEs
 #: per task (``task_pes``; others: all PEs asked for).
 REPORT_PRESETS = {
     # the main job (``rasp demo``): 2 seeds per PE and 3 NoPE seeds on the generalizing task;
@@ -69,7 +73,7 @@ REPORT_PRESETS = {
              "train_preset": "default", "runs_root": "runs"},
 }
 
-#: Thresholds of a task's outcome (one owner: :mod:`analysis.claims`).
+#: Thresholds of a task's outcome (one owner: :mod:`analysis.reporting.claims`).
 OOD_GENERALIZES, ID_FIT = _claims.OOD_GENERALIZES, _claims.ID_FIT
 
 
@@ -100,7 +104,7 @@ class ReportOptions:
     train_missing: bool = True
     variant: str = "standard"
     progress: bool = True
-    #: extra training settings (``config_overrides`` of ``analysis.training.train``), e.g.
+    #: extra training settings (``config_overrides`` of ``analysis.training.trainer.train``), e.g.
     #: ``{"steps": 20}`` for tests; runs with overrides belong in their own ``runs_root``.
     train_overrides: dict | None = None
     #: input lengths to probe (default: middle and end of the training range, and 1.5x its end)
@@ -216,7 +220,7 @@ def _job_rank(job: tuple) -> tuple:
 def train_missing(task_names: Sequence[str], opts: ReportOptions,
                   budget_s: float | None = None) -> dict[str, dict]:
     """Train every missing or partial run of the report with the grid runner
-    (:func:`analysis.grid.run_grid`: Ray tasks on a local Ray instance, or ``opts.address``),
+    (:func:`analysis.training.grid.run_grid`: Ray tasks on a local Ray instance, or ``opts.address``),
     most informative runs first (:data:`_PE_PRIORITY`).
 
     Args:
@@ -235,7 +239,7 @@ def train_missing(task_names: Sequence[str], opts: ReportOptions,
     Raises:
         ReportError: a run directory holds another task's run; the cluster cannot be reached.
     """
-    from analysis.grid import GridError, GridRun, run_grid
+    from analysis.training.grid import GridError, GridRun, run_grid
 
     preset = opts.resolved()
     jobs = []
@@ -386,7 +390,7 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
     if sop is not None:
         _log(opts, f"[report] {task.name}: compiling the reference program")
         try:
-            seqs = probing.probe_sequences(task, lengths, per_length=1, seed=0)
+            seqs = metrics.probe_sequences(task, lengths, per_length=1, seed=0)
             compiled = alignment.compile_reference(task, sop, max(len(s) for s in seqs) + 4)
             sec["compiled"] = alignment.compiled_size(compiled)
         except (RASPError, CompilerError) as e:
@@ -400,7 +404,7 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
                                             variant=opts.variant)
             sec["probe"] = res
             sec["token_names"] = [task.vocab.decode(list(s)) for s in res.sequences]
-        except (probing.ProbingError, RASPError) as e:
+        except (metrics.ProbingError, RASPError) as e:
             sec["problems"].append(f"probing failed: {e}")
     else:
         sec["problems"].append("no trained run available: nothing to probe")
@@ -465,9 +469,9 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
         p = figures.layer_diagram(comp["heads"], comp["mlp"], out_dir / f"{slug}_compiled.png",
                                   title="compiled model", head_labels=labels)
         add("layers", p, "Layers of the compiled model: attention heads, then the MLP.")
-    res: probing.ProbeResult | None = sec.get("probe")
+    res: metrics.ProbeResult | None = sec.get("probe")
     if res is not None:
-        panels = {agg: res.distances(agg) for agg in probing.AGGREGATIONS}
+        panels = {agg: res.distances(agg) for agg in metrics.AGGREGATIONS}
         panels = {agg: v for agg, v in panels.items() if v[0] or v[1]}
         if panels:
             p = figures.distance_chart(panels, out_dir / f"{slug}_distances.png",
@@ -491,7 +495,7 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
         for l in labels:                       # heatmaps for the first seed of each PE only
             firsts.setdefault(l.split("/")[0], l)
         for label in firsts.values():
-            pats = probing.as_layer_list(res.models[label])
+            pats = metrics.as_layer_list(res.models[label])
             fits = dict(res.relpos.get(label, []))
             m = res.matchings.get(label)
             if m is not None and m.pairs:
@@ -502,7 +506,7 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
             for t, c, d in chosen:
                 panels = [(f"{label} L{t[0]}H{t[1]}", pats[t[0]][longest, t[1], :n, :n])]
                 if c is not None:
-                    cp = probing.as_layer_list(res.models[res.compiled_label])
+                    cp = metrics.as_layer_list(res.models[res.compiled_label])
                     nm = (comp.get("head_names") or {}).get(f"{c[0]},{c[1]}")
                     panels.append((f"compiled L{c[0]}H{c[1]}{f' ({nm})' if nm else ''}  "
                                    f"JSD {_fmt(d)}",
@@ -525,7 +529,7 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
 def _section_view(sec: dict) -> dict:
     """Tables of a section for the template (strings, already formatted)."""
     view: dict[str, Any] = {}
-    res: probing.ProbeResult | None = sec.get("probe")
+    res: metrics.ProbeResult | None = sec.get("probe")
     if res is not None:
         view["pairwise"] = [{"a": a, "b": b, "mean": _fmt(d.mean),
                              "per_layer": ", ".join(_fmt(x) for x in d.per_layer),
@@ -669,7 +673,7 @@ def generate_report(task_names: Sequence[str] | None = None,
         "cpu_count": os.cpu_count(), "load_before": load_before,
         "trained_now": sum(1 for r in trained.values() if r.get("status") in
                            ("trained", "resumed")),
-        "git_commit": training.git_commit(),
+        "git_commit": trainer.git_commit(),
         "finished": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "runs_root": opts.resolved()["runs_root"]})
     return path

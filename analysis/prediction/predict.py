@@ -14,8 +14,8 @@ addition) make generalization worse.
    task's vocabulary at its training lengths ``1..default_train_max_len``: that is where rule 2's
    int8 range is meaningful, since positions past 127 exist at any long test length);
 2. a program that is valid RASP-L is **verified** by greedy decoding against the ground truth at
-   every length ``1..verify_max_length`` (:mod:`analysis.verify`);
-3. optionally the bounded shortest-program search (:mod:`analysis.search`) runs; a program it
+   every length ``1..verify_max_length`` (:mod:`analysis.prediction.verify`);
+3. optionally the bounded shortest-program search (:mod:`analysis.prediction.search`) runs; a program it
    finds is checked and verified the same way and replaces the shipped one when shorter;
 4. the **verdict** is ``"valid"`` (a valid, verified RASP-L program is known), ``"invalid"``
    (the natural program breaks RASP-L rules: the violations are the reasons) or
@@ -118,9 +118,9 @@ class Prediction:
         violations: the RASP-L violations of the natural (shipped) program (dicts with
             ``rule``, ``rule_name``, ``operation``, ``span``, ``message``); empty when valid.
         reasons: readable sentences explaining the verdict.
-        verification: :class:`analysis.verify.VerifyResult` as a dict (or ``None`` when the
+        verification: :class:`analysis.prediction.verify.VerifyResult` as a dict (or ``None`` when the
             program was not verified because it is not RASP-L).
-        search: :class:`analysis.search.SearchResult` as a dict when the search ran.
+        search: :class:`analysis.prediction.search.SearchResult` as a dict when the search ran.
         score: expected length generalization in [0, 1] (:func:`generalization_score`).
         prediction: ``"generalizes"`` or ``"fails"``.
         paper: what the papers report (``task.paper``) plus ``zhou_outcome``
@@ -228,7 +228,7 @@ def _check(task, sop):
 def _evaluate_program(task, sop, label, verify_max_length, samples, seed):
     """measures + check + (if valid) verification of one program."""
     from rasp.measures import measure
-    from analysis.verify import verify_program_on_task
+    from analysis.prediction.verify import verify_program_on_task
     m = measure(sop)
     report = _check(task, sop)
     ver = None
@@ -295,7 +295,7 @@ def _record(task, label, source, m, report, ver, natural_m, search_dict,
         source=source, natural_length=natural_m.length)
 
 
-#: The theories that speak to each positional-encoding family (``model.positional.PE_NAMES``):
+#: The theories that speak to each positional-encoding family (``rasp_model.positional.PE_NAMES``):
 #: RASP-L (Zhou et al. 2023: learned absolute positions trained with random offsets; no PE in
 #: the statement, so it is also the only reading for the PEs no theory covers), C-RASP[] for
 #: NoPE and C-RASP[periodic, local] for a learned APE (Huang et al. 2025, Theorems 7 / 9).
@@ -322,7 +322,7 @@ def predict(task, verify_max_length: int = 100, samples: int = 5, seed: int = 0,
             PEs whose theory is C-RASP) for up to this many seconds each; a program it finds
             (checked and verified) is used when it is shorter than the others.
         search_max_length: largest expression size the search enumerates exhaustively.
-        pe: a positional encoding (``model.positional.PE_NAMES``) or None. None: the RASP-L
+        pe: a positional encoding (``rasp_model.positional.PE_NAMES``) or None. None: the RASP-L
             prediction alone (Zhou et al.'s conjecture). A PE: every theory of
             :data:`THEORIES` for it, each with its own program; when they disagree the record
             says so (``disagreement``) and ``prediction`` is ``"disagree"``.
@@ -341,7 +341,7 @@ def predict(task, verify_max_length: int = 100, samples: int = 5, seed: int = 0,
         PredictError: a part-B sequence task, or an unknown PE.
         rasp.ir.RASPError: the shipped program does not parse or run.
     """
-    from model.positional import PE_NAMES
+    from rasp_model.positional import PE_NAMES
     if pe is not None and pe not in PE_NAMES:
         raise PredictError(f"unknown positional encoding {pe!r}; known: {', '.join(PE_NAMES)}")
     task = _task(task)
@@ -356,7 +356,7 @@ def predict(task, verify_max_length: int = 100, samples: int = 5, seed: int = 0,
     search_dict = None
     lower = 0
     if search_seconds and search_seconds > 0:
-        from analysis.search import SearchError
+        from analysis.prediction.search import SearchError
         try:
             res = _search(task, "raspl", search_max_length, search_seconds, progress)
             search_dict = res.to_dict()
@@ -382,7 +382,7 @@ def predict(task, verify_max_length: int = 100, samples: int = 5, seed: int = 0,
         rec = _record(task, label, text, bm, breport, bver, nat[4], search_dict,
                       natural_report=nat[5])
         rec.program_source = src
-        from analysis.search import _tree_size
+        from analysis.prediction.search import _tree_size
         rec.length_upper_bound = _tree_size(sop) if ok else None
     rec.length_lower_bound = lower
     rec.pe = pe
@@ -403,9 +403,9 @@ _SEARCHES: dict = {}
 
 
 def _search(task, mode, max_length, seconds, progress):
-    """:func:`analysis.search.search_task` once per (task, mode, settings) in this process
+    """:func:`analysis.prediction.search.search_task` once per (task, mode, settings) in this process
     (several PEs share the RASP-L search). Raises SearchError."""
-    from analysis.search import SearchError, search_task
+    from analysis.prediction.search import SearchError, search_task
     key = (task.name, mode, max_length, seconds)
     if key not in _SEARCHES:
         try:
@@ -441,14 +441,14 @@ def _crasp_part(rec, task, pe, evaluated, verify_max_length, samples, seed, sear
         if cr.valid:
             v = ver
             if v is None:
-                from analysis.verify import verify_program_on_task
+                from analysis.prediction.verify import verify_program_on_task
                 v = verify_program_on_task(task, sop, max_length=verify_max_length,
                                            samples=samples, seed=seed, program_label=label)
             if v.ok and (found is None or m.length < found[3]):
                 found = (src, label, text, m.length)
     search = None
     if found is None and variants and search_seconds and search_seconds > 0:
-        from analysis.search import SearchError
+        from analysis.prediction.search import SearchError
         try:
             res = _search(task, variant, search_max_length, search_seconds, progress)
             search = res.to_dict()
@@ -626,12 +626,12 @@ def markdown_pe_report(preds: list[Prediction]) -> str:
             progs += [f"{head}: `tasks/programs/{p.program}`", ""]
     if progs:
         lines += ["", "Programs used (RASP-L; `shipped` = the task's file, `search` = found by "
-                  "`analysis.search` without reading it):", ""] + progs[:-1]
+                  "`analysis.prediction.search` without reading it):", ""] + progs[:-1]
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
-    """``python -m analysis.predict [--markdown] [--pe PE,...] [--search S] [-N 100] [-K 5]
+    """``python -m analysis.prediction.predict [--markdown] [--pe PE,...] [--search S] [-N 100] [-K 5]
     [TASK...|huang]``."""
     import argparse
     import json

@@ -27,7 +27,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from model import TransformerConfig, TransformerConfigError
+from rasp_model import TransformerConfig, TransformerConfigError
 
 __all__ = ["ConfigError", "TrainConfig", "RunSpec", "MODEL_DEFAULTS", "TRAIN_PRESETS",
            "PAPER_ROTARY_DIM",
@@ -92,7 +92,7 @@ class TrainConfig:
             shifted by a random offset so every absolute position row is trained; offset 0 at
             test). Recorded with every run; runs of different protocols are never compared.
         batching: batch layout, ``"packed"`` (whole examples packed into rows, no padding
-            compute), ``"bucketed"`` or ``"padded"`` (:mod:`analysis.batches`; the same
+            compute), ``"bucketed"`` or ``"padded"`` (:mod:`analysis.training.batches`; the same
             gradient in every layout).
         eval_samples: samples per evaluated length; ``eval_stride``: evaluate every k-th
             length; ``eval_max_factor``: OOD lengths up to this x ``train_max_len``;
@@ -247,7 +247,7 @@ TRAIN_PRESETS: dict = {
              "log_every": 50, "checkpoint_every": 500, "probe_every": 1000},
 }
 """Named training presets (flat dicts of model and training keys). The report's presets
-(seeds, probe sizes) are :data:`analysis.report.REPORT_PRESETS`."""
+(seeds, probe sizes) are :data:`analysis.reporting.report.REPORT_PRESETS`."""
 
 
 def split_overrides(overrides: dict | None) -> tuple[dict, dict]:

@@ -1,9 +1,9 @@
 """Run directories: the one owner of their naming, locking, writing, validation and loading.
 
-A training run (:func:`analysis.training.train`) writes one directory, by default
+A training run (:func:`analysis.training.trainer.train`) writes one directory, by default
 ``runs/<task>/<pe>/seed<k>/`` (``seed<k>-<preset>`` for a non-default training preset)::
 
-    config.json        the RunSpec (analysis.configs) + git commit, creation time, device, torch
+    config.json        the RunSpec (analysis.training.configs) + git commit, creation time, device, torch
     metrics.jsonl      one JSON object per log step and per greedy probe
     accuracy.json      [{length, split: "id"|"ood", em, n, ci_low, ci_high[, note]}]
     model.safetensors  final weights (safetensors; the model config in the metadata)
@@ -43,8 +43,8 @@ from pathlib import Path
 
 import torch
 
-from analysis.configs import ConfigError, RunSpec
-from model import Transformer, load_safetensors, save_safetensors
+from analysis.training.configs import ConfigError, RunSpec
+from rasp_model import Transformer, load_safetensors, save_safetensors
 
 __all__ = ["RunDirError", "RUNS_ROOT", "default_run_dir", "RunLock", "RunResult",
            "atomic_write_text", "atomic_json", "read_json", "read_spec", "read_accuracy",
@@ -303,7 +303,7 @@ def read_done(run_dir: str | os.PathLike) -> dict:
 
 @dataclass
 class RunResult:
-    """Outcome of a training run (:func:`analysis.training.train`, :func:`read_result`).
+    """Outcome of a training run (:func:`analysis.training.trainer.train`, :func:`read_result`).
 
     ``accuracy`` is the list of ``accuracy.json``; ``id_em`` / ``ood_em`` are means over
     lengths; ``reused`` is True when an existing finished run was returned; ``finished`` is

@@ -1,16 +1,16 @@
 """``docs/predictions.md`` written from runs of the predictor, never by hand.
 
-One command (``make predictions``, or ``python -m analysis.predictions_doc``) computes every
+One command (``make predictions``, or ``python -m analysis.prediction.predictions_doc``) computes every
 table of the document and writes it with the command, the date, the machine and the seconds
 each part took at its top:
 
 1. per positional encoding, the predictions for Zhou et al.'s tasks (part A) and Huang et al.'s
-   tasks (:func:`analysis.predict.predict` with ``pe``; the shortest-program searches of
-   :mod:`analysis.search`, longer ones for the tasks named by ``--deep-tasks``, whose programs
+   tasks (:func:`analysis.prediction.predict.predict` with ``pe``; the shortest-program searches of
+   :mod:`analysis.prediction.search`, longer ones for the tasks named by ``--deep-tasks``, whose programs
    need the search's combination and deep aggregates);
-2. the predictions checked against our own training (:func:`analysis.validate.validate`:
+2. the predictions checked against our own training (:func:`analysis.prediction.validate.validate`:
    trains through the grid runner, reusing finished runs under ``--runs``);
-3. the RASP-L conjecture alone on the shipped programs (:func:`analysis.predict.predict_all`).
+3. the RASP-L conjecture alone on the shipped programs (:func:`analysis.prediction.predict.predict_all`).
 
 The prose around the tables explains how a row is computed; every number and every label in the
 tables comes from the run. The file is written atomically (a temporary file, then a rename).
@@ -32,17 +32,17 @@ __all__ = ["build", "main"]
 DEEP_TASKS = ("count", "mode", "copy_unique", "sort_unique", "boolean_and", "parity_scratchpad")
 
 _HOW = """\
-## How a prediction is made (`analysis.predict`)
+## How a prediction is made (`analysis.prediction.predict`)
 
 Nothing depends on the task's name or on a stored outcome: the prediction is computed from
 programs — the shipped one (`tasks/programs/`, when there is one), one you give
 (`predict(task, program=...)`, `rasp score --program FILE`), and the ones the search finds
-(`analysis.search`, `rasp search`).
+(`analysis.prediction.search`, `rasp search`).
 
 * **Bounds.** `[lower, upper]` is the program's *expression size* (operations counted at every
   use; `tokens`/`indices` count 0). The lower bound is certified by the exhaustive search: no
   program of the search grammar of smaller size reproduces the task on its search batch (and so
-  on every batch; limits of the claim in `analysis/search.py`). The upper bound is the size of
+  on every batch; limits of the claim in `analysis/prediction/search/`). The upper bound is the size of
   the program the prediction used (`program_source`: `shipped`, `search` or `user`). A padded
   or obfuscated program does not change the prediction once the search finds the short one
   (`tests/test_search_cli.py`). The searches are limited in wall time (the seconds above), so
@@ -71,7 +71,7 @@ number is attached to them.
 """
 
 _VALIDATION_RULE = """\
-The measured outcome and the label are the report's rule (`analysis.claims.prediction_claim`,
+The measured outcome and the label are the report's rule (`analysis.reporting.claims.prediction_claim`,
 per task and PE): inconclusive unless the PE fits its training lengths on every seed and every
 seed and the bootstrap 95% interval lie on one side of the threshold on OOD exact match; a
 prediction is supported when it names the measured outcome, contradicted when it names the other
@@ -103,7 +103,7 @@ def _log(msg: str) -> None:
 
 
 def _per_pe(names, pes, seconds_of, n, k):
-    from analysis.predict import predict
+    from analysis.prediction.predict import predict
     out = []
     for name in names:
         s = seconds_of(name)
@@ -119,12 +119,12 @@ def build(args: argparse.Namespace, command: str) -> str:
     verification and (missing) training run it reports.
 
     Raises:
-        analysis.predict.PredictError, analysis.training.TrainingError, analysis.grid.GridError:
+        analysis.prediction.predict.PredictError, analysis.training.trainer.TrainingError, analysis.training.grid.GridError:
             as the commands it runs (a bad task or PE, an unusable run directory).
     """
     import tasks
-    from analysis.predict import markdown_pe_report, markdown_report, predict_all
-    from analysis.validate import format_validation, validate
+    from analysis.prediction.predict import markdown_pe_report, markdown_report, predict_all
+    from analysis.prediction.validate import format_validation, validate
     pes = [p for p in args.pe.split(",") if p]
     deep = {t for t in args.deep_tasks.split(",") if t}
     secs = {}
@@ -139,7 +139,7 @@ def build(args: argparse.Namespace, command: str) -> str:
     secs["per-PE, Huang et al."] = time.perf_counter() - t0
     t0 = time.perf_counter()
     if args.validate_tasks is None:
-        from analysis.report import FULL_TASKS
+        from analysis.reporting.report import FULL_TASKS
         vtasks = list(FULL_TASKS)
     else:
         vtasks = [t for t in args.validate_tasks.split(",") if t]
@@ -178,7 +178,7 @@ def build(args: argparse.Namespace, command: str) -> str:
         _VALIDATION_RULE,
         format_validation(val), "",
         "## RASP-L alone (Zhou et al.'s conjecture, shipped programs)", "",
-        "`python -m analysis.predict --markdown` (no PE, no search; verification at every length "
+        "`python -m analysis.prediction.predict --markdown` (no PE, no search; verification at every length "
         "1..100, 5 examples per length):", "",
         markdown_report(alone), "",
         _DIFFER,
@@ -187,12 +187,12 @@ def build(args: argparse.Namespace, command: str) -> str:
 
 
 def main(argv=None) -> int:
-    """``python -m analysis.predictions_doc [-o docs/predictions.md] [--search S]
+    """``python -m analysis.prediction.predictions_doc [-o docs/predictions.md] [--search S]
     [--deep-search S] [--deep-tasks a,b] [--pe nope,ape_learned] [-N 40] [-K 3]
     [--validate-tasks a,b] [--validate-seeds N] [--validate-preset P] [--validate-search S]
     [--runs DIR]``. Exit 0 written; 2 bad input (one line on stderr)."""
     ap = argparse.ArgumentParser(
-        prog="python -m analysis.predictions_doc",
+        prog="python -m analysis.prediction.predictions_doc",
         description="Regenerate docs/predictions.md from runs of the predictor: per-PE "
                     "predictions with program searches, the check against our own training, "
                     "and the RASP-L conjecture alone. Takes about an hour on 2 cores with the "
@@ -219,15 +219,15 @@ def main(argv=None) -> int:
                     help="seconds per search of the validation's predictions (5)")
     ap.add_argument("--runs", default="runs", help="run directories of the grid (runs/)")
     args = ap.parse_args(argv)
-    from analysis.grid import GridError
-    from analysis.predict import PredictError
-    from analysis.training import RunDirError, TrainingError
+    from analysis.training.grid import GridError
+    from analysis.prediction.predict import PredictError
+    from analysis.training.trainer import RunDirError, TrainingError
     if min(args.search, args.deep_search, args.validate_search) < 0 or args.max_length < 1 \
             or args.samples < 1 or args.validate_seeds < 1:
         print("predictions_doc: seconds must be >= 0, -N, -K and --validate-seeds >= 1",
               file=sys.stderr)
         return 2
-    command = "python -m analysis.predictions_doc " + " ".join(
+    command = "python -m analysis.prediction.predictions_doc " + " ".join(
         a for a in (argv if argv is not None else sys.argv[1:]))
     try:
         text = build(args, command.strip())

@@ -1,13 +1,13 @@
 """Compiled-vs-trained alignment: probing trained runs against the task's compiled program.
 
 The attention metrics themselves (JSD, Kazemnejad distance, head matching, relative-position
-fits) are :mod:`analysis.probing`; this module puts models side by side on the same inputs:
+fits) are :mod:`analysis.probing.metrics`; this module puts models side by side on the same inputs:
 
 * :func:`compile_reference` compiles a task's reference program for probing;
 * :func:`capture_compiled_aligned` aligns the compiled model's patterns with the token positions
   of the trained models (the compiled model prepends its own BOS);
 * :func:`probe_task_runs` captures and compares loaded trained models and the compiled model;
-* :func:`probe_run_dirs` is ``rasp probe``: finished run directories (:mod:`analysis.runs`) and
+* :func:`probe_run_dirs` is ``rasp probe``: finished run directories (:mod:`analysis.training.runs`) and
   compiled exports (``rasp compile -o DIR``) of one task.
 
 Patterns are ``[example, layer, head, query, key]`` (lists per layer of
@@ -24,8 +24,8 @@ import numpy as np
 
 import compiler
 import tasks
-from analysis import probing
-from analysis.runs import check_finished, load_run, read_spec
+from analysis.probing import metrics
+from analysis.training.runs import check_finished, load_run, read_spec
 from compiler.compile import CompiledModel
 from compiler.errors import CompilerError
 from compiler.export import (
@@ -74,7 +74,7 @@ def align_compiled(compiled: list[np.ndarray], seq: int) -> list[np.ndarray]:
     of both models reads the same token.
 
     Raises:
-        probing.ProbingError: the lengths do not align.
+        metrics.ProbingError: the lengths do not align.
     """
     out = []
     for arr in compiled:
@@ -85,7 +85,7 @@ def align_compiled(compiled: list[np.ndarray], seq: int) -> list[np.ndarray]:
         elif arr.shape[-1] == seq:
             out.append(arr)
         else:
-            raise probing.ProbingError(f"compiled patterns have {arr.shape[-1]} positions, the "
+            raise metrics.ProbingError(f"compiled patterns have {arr.shape[-1]} positions, the "
                                        f"trained ones {seq}: the sequences do not align")
     return out
 
@@ -96,14 +96,14 @@ def capture_compiled_aligned(task, compiled: CompiledModel, seqs) -> list[np.nda
     per_example = []
     for s in seqs:
         prog = list(task.program_tokens(list(s)))
-        pats = probing.capture_compiled(compiled, [prog])
+        pats = metrics.capture_compiled(compiled, [prog])
         per_example.append([a[0] for a in align_compiled(pats, len(s))])
-    return probing.pad_patterns(per_example)
+    return metrics.pad_patterns(per_example)
 
 
 def probe_task_runs(task, runs: dict[str, Any], compiled: CompiledModel | None = None,
                     lengths: Sequence[int] = (), per_length: int = 3, seed: int = 1234,
-                    variant: str = "standard") -> probing.ProbeResult:
+                    variant: str = "standard") -> metrics.ProbeResult:
     """Capture and compare attention for loaded trained models and the compiled model.
 
     Args:
@@ -114,23 +114,23 @@ def probe_task_runs(task, runs: dict[str, Any], compiled: CompiledModel | None =
         lengths: input lengths to probe (task lengths, not sequence lengths).
 
     Returns:
-        :class:`analysis.probing.ProbeResult` (``notes`` record what could not be compared).
+        :class:`analysis.probing.metrics.ProbeResult` (``notes`` record what could not be compared).
     """
-    seqs = probing.probe_sequences(task, lengths, per_length=per_length, seed=seed)
+    seqs = metrics.probe_sequences(task, lengths, per_length=per_length, seed=seed)
     notes = []
     trained = {}
     for label, model in runs.items():
         if isinstance(model, CompiledModel):
             trained[label] = capture_compiled_aligned(task, model, seqs)
         else:
-            trained[label] = probing.capture_trained(model, seqs)
+            trained[label] = metrics.capture_trained(model, seqs)
     comp = None
     if compiled is not None:
         try:
             comp = capture_compiled_aligned(task, compiled, seqs)
-        except (RASPError, CompilerError, probing.ProbingError) as e:
+        except (RASPError, CompilerError, metrics.ProbingError) as e:
             notes.append(f"compiled model could not be probed: {e}")
-    res = probing.probe(task.name, seqs, trained, comp, variant=variant)
+    res = metrics.probe(task.name, seqs, trained, comp, variant=variant)
     res.notes = notes + res.notes
     return res
 
@@ -149,17 +149,17 @@ def _load_target(path: Path) -> tuple[str, Any, str | None, dict]:
         try:
             compiled = compiler.load_compiled(str(path))
         except (CompilerError, ValueError, OSError) as e:
-            raise probing.ProbingError(f"{path}: cannot load the compiled model ({e})") from None
+            raise metrics.ProbingError(f"{path}: cannot load the compiled model ({e})") from None
         return f"compiled:{path.name}", compiled, None, {}
     if (path / TL_CONFIG_FILE).exists():      # any TransformerLens model (tl_config.json)
         try:
             tl_model = TransformerLensModel(load_transformer_lens(path))
         except TransformerLensExportError as e:
-            raise probing.ProbingError(str(e)) from None
+            raise metrics.ProbingError(str(e)) from None
         return f"tl:{path.name}", tl_model, None, {}
     if not path.exists():
-        raise probing.ProbingError(f"{path}: no such directory")
-    raise probing.ProbingError(f"{path}: neither a training run (config.json), a compiled "
+        raise metrics.ProbingError(f"{path}: no such directory")
+    raise metrics.ProbingError(f"{path}: neither a training run (config.json), a compiled "
                                f"model (model.json) nor a TransformerLens model "
                                f"({TL_CONFIG_FILE})")
 
@@ -167,7 +167,7 @@ def _load_target(path: Path) -> tuple[str, Any, str | None, dict]:
 def probe_run_dirs(paths: Sequence[str | os.PathLike], task_name: str | None = None,
                    lengths: Sequence[int] | None = None, per_length: int = 3,
                    variant: str = "standard", compile_reference_program: bool = True,
-                   ) -> tuple[probing.ProbeResult, dict]:
+                   ) -> tuple[metrics.ProbeResult, dict]:
     """Probe finished training runs (and/or compiled model exports) of one task.
 
     Args:
@@ -186,34 +186,34 @@ def probe_run_dirs(paths: Sequence[str | os.PathLike], task_name: str | None = N
 
     Raises:
         RunDirError: missing, partial, corrupt or implausible run directories.
-        probing.ProbingError: runs of different tasks, an unknown task, a compiled directory
+        metrics.ProbingError: runs of different tasks, an unknown task, a compiled directory
             without a task.
     """
     if not paths:
-        raise probing.ProbingError("give at least one run directory")
+        raise metrics.ProbingError("give at least one run directory")
     # the tasks first (cheap), so runs of different tasks are refused before loading weights
     owners = {str(p): check_finished(p).get("task") for p in paths
               if (Path(p) / "config.json").exists()}
     run_tasks = {t for t in owners.values() if t}
     if len(run_tasks) > 1:
-        raise probing.ProbingError("the run directories belong to different tasks: "
+        raise metrics.ProbingError("the run directories belong to different tasks: "
                                    + ", ".join(f"{p} ({t})" for p, t in owners.items()))
     if task_name and run_tasks and run_tasks != {task_name}:
-        raise probing.ProbingError(f"the runs are of task {run_tasks.pop()!r}, not "
+        raise metrics.ProbingError(f"the runs are of task {run_tasks.pop()!r}, not "
                                    f"{task_name!r}")
     loaded = [_load_target(Path(p)) for p in paths]
     name = task_name or (run_tasks.pop() if run_tasks else None)
     if not name:
-        raise probing.ProbingError("compiled model directories need --task")
+        raise metrics.ProbingError("compiled model directories need --task")
     try:
         task = tasks.get_task(name)
     except tasks.UnknownTaskError as e:
-        raise probing.ProbingError(str(e.args[0] if e.args else e)) from None
+        raise metrics.ProbingError(str(e.args[0] if e.args else e)) from None
     models: dict[str, Any] = {}
     train_range = None
     for path, (label, model, _, cfg) in zip(paths, loaded):
         if isinstance(model, TransformerLensModel) and int(model.cfg.d_vocab) != len(task.vocab):
-            raise probing.ProbingError(
+            raise metrics.ProbingError(
                 f"{path}: TransformerLens model has d_vocab={model.cfg.d_vocab} but task "
                 f"{name!r} has {len(task.vocab)} token ids: the vocabularies do not match")
         while label in models:
@@ -226,7 +226,7 @@ def probe_run_dirs(paths: Sequence[str | os.PathLike], task_name: str | None = N
     compiled = None
     if compile_reference_program:
         try:
-            seqs = probing.probe_sequences(task, lengths, per_length=1, seed=0)
+            seqs = metrics.probe_sequences(task, lengths, per_length=1, seed=0)
             compiled = compile_reference(task, task.load_reference(),
                                          max(len(s) for s in seqs) + 4)
             info["compiled"] = compiled_size(compiled)["stats"]

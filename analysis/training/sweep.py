@@ -1,7 +1,7 @@
 """Hyperparameter sweeps selected as Huang et al. (2025) do, run on the grid runner.
 
 A sweep file is plain TOML (stdlib ``tomllib``) in which every key is a training setting
-(:mod:`analysis.configs`: model or training key); a list is the values to sweep, a scalar is
+(:mod:`analysis.training.configs`: model or training key); a list is the values to sweep, a scalar is
 fixed for every configuration (a list-valued setting such as ``betas`` is fixed with a one-element
 list of lists, ``betas = [[0.9, 0.98]]``)::
 
@@ -13,7 +13,7 @@ list of lists, ``betas = [[0.9, 0.98]]``)::
     steps = 600
 
 The configurations are the Cartesian product of the swept values. Every configuration is trained
-for every seed and PE (``analysis.grid``), and for each PE the configurations are **selected**
+for every seed and PE (``analysis.training.grid``), and for each PE the configurations are **selected**
 with the protocol of Huang et al. 2025 (arXiv 2410.02140, §5 / App.; ``/work/shared/spec``
 predictor.md §3): they trained on lengths 0–50, selected among the configurations that fit the
 training lengths (100% in distribution) the one with the best accuracy on the validation range
@@ -38,7 +38,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis import configs
+from analysis.training import configs
 
 __all__ = ["SweepError", "load_sweep", "expand", "config_tag", "RunScores", "run_scores",
            "ConfigOutcome", "Selection", "select", "RESERVED_KEYS"]

@@ -11,8 +11,8 @@ returns one :class:`GridResult` per run, in the order given. It is used by ``ras
   ``$RAY_ADDRESS``) the grid runs on an existing cluster (``ray start --head`` /
   ``ray start --address``, docs/training.md); the run directories must then lie on a path every
   node sees (``runs_root`` / ``-o``). Workers write the run directories themselves; the driver
-  only receives each run's small summary (:class:`analysis.runs.RunResult`).
-* **Run directories are the unit of truth** (:func:`analysis.training.train`): a finished run is
+  only receives each run's small summary (:class:`analysis.training.runs.RunResult`).
+* **Run directories are the unit of truth** (:func:`analysis.training.trainer.train`): a finished run is
   reused (checked in the driver, no worker started), an interrupted one resumes from its
   checkpoint, so a rerun of the same grid finishes only what is missing. A worker that dies is
   retried by Ray (``max_retries``) and resumes from the last checkpoint.
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from analysis import runs as _runs
-from analysis import training
+from analysis.training import runs as _runs
+from analysis.training import trainer
 
 __all__ = ["GridRun", "GridResult", "GridReport", "GridError", "run_grid", "check_runs",
            "connect",
@@ -58,10 +58,10 @@ class GridError(RuntimeError):
 
 @dataclass
 class GridRun:
-    """One run of a grid: the arguments of :func:`analysis.training.train`.
+    """One run of a grid: the arguments of :func:`analysis.training.trainer.train`.
 
     ``task`` is a task name (or a task object, for ``serial=True`` only); ``overrides`` are
-    ``config_overrides`` (flat model / training settings, :mod:`analysis.configs`); ``run_dir``
+    ``config_overrides`` (flat model / training settings, :mod:`analysis.training.configs`); ``run_dir``
     defaults to ``runs_root/<task>/<pe>/seed<k>[-<preset>]``; ``tag`` is free text shown in the
     summary (e.g. a sweep configuration).
     """
@@ -98,7 +98,7 @@ class GridResult:
     """Outcome of one run. ``status``: ``"trained"`` (from scratch), ``"resumed"`` (from a
     checkpoint), ``"reused"`` (finished before), ``"failed"`` (``error`` says why),
     ``"skipped"`` (not started: time budget). ``result`` is the run's
-    :class:`analysis.runs.RunResult` when it finished; ``seconds`` is wall time."""
+    :class:`analysis.training.runs.RunResult` when it finished; ``seconds`` is wall time."""
 
     run: GridRun
     run_dir: str
@@ -154,7 +154,7 @@ class GridReport:
         return all(r.finished for r in self.results)
 
     def run_results(self) -> list[_runs.RunResult]:
-        """The :class:`analysis.runs.RunResult` of every finished run."""
+        """The :class:`analysis.training.runs.RunResult` of every finished run."""
         return [r.result for r in self.results if r.finished and r.result is not None]
 
     def summary(self) -> str:
@@ -177,11 +177,11 @@ class GridReport:
 
 
 def check_runs(runs: Sequence[GridRun]) -> None:
-    """Validate every run before anything starts (:func:`analysis.training.resolve_spec`:
+    """Validate every run before anything starts (:func:`analysis.training.trainer.resolve_spec`:
     known task and PE, valid preset, settings and lengths). Raises
-    :class:`analysis.training.TrainingError` naming the first problem."""
+    :class:`analysis.training.trainer.TrainingError` naming the first problem."""
     for run in runs:
-        training.resolve_spec(training.resolve_task(run.task), run.pe, run.seed, run.preset,
+        trainer.resolve_spec(trainer.resolve_task(run.task), run.pe, run.seed, run.preset,
                               run.steps, run.train_max_len, dict(run.overrides) or None)
 
 
@@ -195,7 +195,7 @@ def _train_one(run: GridRun, run_dir: str, device: str, threads: int, force: boo
     Executed by a Ray worker (or in-process with ``serial=True``); exceptions propagate to the
     driver, which reports them with the run directory."""
     resumed = _runs.has_checkpoint(run_dir)
-    res = training.train(run.task, run.pe, seed=run.seed, steps=run.steps,
+    res = trainer.train(run.task, run.pe, seed=run.seed, steps=run.steps,
                          train_max_len=run.train_max_len, out_dir=run_dir, device=device,
                          config_overrides=dict(run.overrides) or None, progress=False,
                          preset=run.preset, force=force, threads=threads, verbose=False)
@@ -208,7 +208,7 @@ def _reuse_in_driver(run: GridRun, run_dir: Path) -> _runs.RunResult | None:
     run has the same configuration and returns it without training); None if not finished."""
     if not _runs.is_finished(run_dir):
         return None
-    return training.train(run.task, run.pe, seed=run.seed, steps=run.steps,
+    return trainer.train(run.task, run.pe, seed=run.seed, steps=run.steps,
                           train_max_len=run.train_max_len, out_dir=run_dir,
                           config_overrides=dict(run.overrides) or None, progress=False,
                           preset=run.preset, verbose=False)
@@ -379,7 +379,7 @@ def run_grid(runs: Sequence[GridRun], runs_root: str | os.PathLike = "runs",
             t1 = time.time()
             try:
                 res = _reuse_in_driver(run, Path(rd))
-            except (training.TrainingError, _runs.RunDirError) as e:
+            except (trainer.TrainingError, _runs.RunDirError) as e:
                 finish(i, GridResult(run, rd, "failed", error=str(e),
                                      seconds=time.time() - t1))
                 continue

@@ -1,4 +1,4 @@
-"""Positional encodings of the one :class:`model.transformer.Transformer`.
+"""Positional encodings of the one :class:`rasp_model.transformer.Transformer`.
 
 Six encodings, as defined in Kazemnejad et al. 2023 ("The Impact of Positional Encoding on Length
 Generalization in Transformers", arXiv 2305.19466) and its implementation:

@@ -1,0 +1,1 @@
+"""rasp-lab analysis — Reporting: claims computed from runs, figures, the HTML report, docs/results.md."""
