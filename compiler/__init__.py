@@ -5,7 +5,7 @@ converts: :mod:`compiler.basis_inference` (value sets, once), :mod:`compiler.ras
 (IR -> networkx graph, rewrites, fusion; :mod:`compiler.encoding`),
 :mod:`compiler.residual_space` (residual space), :mod:`compiler.graph_to_blocks` (MLPs and
 heads), :mod:`compiler.layer_allocation` (layer allocation), :mod:`compiler.blocks_to_model`
-(the one :class:`model.Transformer`), :mod:`compiler.verification` (the gate: compiled model vs
+(the one :class:`rasp_model.Transformer`), :mod:`compiler.verification` (the gate: compiled model vs
 interpreter), :mod:`compiler.compile` (``compile_program``).
 
 The Transformer itself (package :mod:`model`) is shared with training. Importing this package

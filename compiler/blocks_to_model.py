@@ -1,4 +1,4 @@
-"""Stage 6: assembly into the project's one :class:`model.Transformer`.
+"""Stage 6: assembly into the project's one :class:`rasp_model.Transformer`.
 
 * token embedding ``W_E [d_vocab, d_model]``: id 0 is BOS (``one`` + ``bos``), ids
   ``1..V`` the vocabulary (``one`` + the token's direction of every ``tokens`` s-op), id

@@ -43,7 +43,7 @@ def _py(v):
 
 
 class CompiledModel:
-    """A program compiled to a :class:`~model.Transformer`.
+    """A program compiled to a :class:`~rasp_model.Transformer`.
 
     Attributes:
         model: the float64 ``Transformer`` (no LayerNorm, ReLU, ``ape_learned`` positions, BOS

@@ -1,6 +1,6 @@
 """TransformerLens round trip: rasp-lab models out to TransformerLens, TL models in for probing.
 
-Out: :func:`to_transformer_lens` turns a compiled model (or any :class:`model.Transformer`) into
+Out: :func:`to_transformer_lens` turns a compiled model (or any :class:`rasp_model.Transformer`) into
 a TransformerLens model with identical logits and hook activations: a ``HookedTransformer``
 where the installed ``transformer_lens`` has one (3.x), its ``TransformerBridge`` (built with
 ``TransformerBridge.boot_native``) otherwise (4.x). :func:`save_transformer_lens` writes
@@ -64,12 +64,12 @@ class TransformerLensExportError(CompilerError):
 
 
 def _transformer(model) -> Transformer:
-    """The :class:`model.Transformer` of a compiled model (``.model``) or the model itself."""
+    """The :class:`rasp_model.Transformer` of a compiled model (``.model``) or the model itself."""
     inner = model.model if not isinstance(model, Transformer) and isinstance(
         getattr(model, "model", None), Transformer) else model
     if not isinstance(inner, Transformer):
         raise TransformerLensExportError(
-            f"expected a compiled model or a model.Transformer, got {type(model).__name__}")
+            f"expected a compiled model or a rasp_model.Transformer, got {type(model).__name__}")
     return inner
 
 
@@ -79,7 +79,7 @@ def _dtype_name(m: Transformer) -> str:
 
 def transformer_lens_config(model) -> dict:
     """``HookedTransformerConfig`` keyword arguments (JSON-serialisable; ``dtype`` as a name,
-    e.g. ``"float64"``) for ``model`` (a compiled model or a ``model.Transformer``).
+    e.g. ``"float64"``) for ``model`` (a compiled model or a ``rasp_model.Transformer``).
 
     Every field with a TransformerLens name in :data:`rasp_model.config.TL_FIELDS` is copied;
     ``n_heads`` / ``d_mlp`` become the widest layer's; ``pe`` becomes
@@ -164,7 +164,7 @@ def transformer_lens_state_dict(model, buffers: bool = False) -> dict[str, torch
     sd: dict[str, torch.Tensor] = {"embed.W_E": m.embed.W_E.detach().clone()}
     if cfg.pe == "ape_learned":
         sd["pos_embed.W_pos"] = m.pos_embed.W_pos.detach().clone()
-    elif cfg.pe == "ape_sinusoidal":   # the very table model.Transformer adds (float32-rounded)
+    elif cfg.pe == "ape_sinusoidal":   # the very table rasp_model.Transformer adds (float32-rounded)
         sd["pos_embed.W_pos"] = sinusoidal_table(cfg.n_ctx, d).to(dt)
     elif cfg.pe in ("nope", "alibi"):   # HookedTransformer has W_pos for these: zeros
         sd["pos_embed.W_pos"] = torch.zeros(cfg.n_ctx, d, dtype=dt)
@@ -245,7 +245,7 @@ def _tl_model_files(tl_model) -> tuple[dict, dict[str, torch.Tensor]]:
 def save_transformer_lens(model, directory: str | os.PathLike) -> tuple[str, str]:
     """Write ``DIR/tl_config.json`` and ``DIR/tl_model.safetensors`` (atomically) for
     TransformerLens's ``HookedTransformer`` (see the module docstring for the five lines that
-    load them). ``model``: a compiled model, a ``model.Transformer``, or a TransformerLens
+    load them). ``model``: a compiled model, a ``rasp_model.Transformer``, or a TransformerLens
     ``HookedTransformer`` (its own config and tensors, e.g. to probe it with ``rasp probe
     DIR``). Returns the two paths. Raises :class:`TransformerLensExportError` for a model
     TransformerLens cannot represent (see :func:`transformer_lens_config`)."""
@@ -379,7 +379,7 @@ def _build_bridge(cfg: dict, sd: dict[str, torch.Tensor]):
 
 def to_transformer_lens(model, kind: str = "auto"):
     """A TransformerLens model with the weights of ``model`` (a compiled model or a
-    ``model.Transformer``): same logits ``[batch, pos, d_vocab_out]`` on the same token ids
+    ``rasp_model.Transformer``): same logits ``[batch, pos, d_vocab_out]`` on the same token ids
     (compiled models: BOS id 0 first, PAD ``len(vocab) + 1``), same hook activations at the
     shared hook names.
 
@@ -484,7 +484,7 @@ class TransformerLensModel:
     """A TransformerLens model seen through rasp-lab's probing interface.
 
     ``attention_patterns(tokens)`` returns a list over layers of ``[batch, head, query, key]``
-    arrays, like :meth:`model.Transformer.attention_patterns`, so
+    arrays, like :meth:`rasp_model.Transformer.attention_patterns`, so
     ``analysis.probing.metrics.capture_trained`` probes it like a trained model. ``d_vocab`` (optional)
     is checked against the model's (see :func:`attention_patterns_from_transformer_lens`).
     """

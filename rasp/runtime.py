@@ -51,9 +51,9 @@ import numpy as np
 
 from . import ir, limits, ops
 from .builtins import BUILTIN_NODE_IDS, BUILTINS, CONSTANTS, RESERVED, binop, need_sop_or_atom, unop
-from .display import (LIBRARY_BUILTINS, DisplaySettings, describe_value,
-                      original_evaluation, short_value, strdesc)
+from .display import LIBRARY_BUILTINS, DisplaySettings, describe_value, short_value, strdesc
 from .interpreter import evaluate
+from .original import original_evaluation
 from .ir import (Aggregate, Elementwise, Full, Map, Node, RASPError, RASPNameError,
                  RASPResourceError, RASPTypeError, RASPValueError, Select, Selector, SequenceMap,
                  SOp, Span, causal_mode)

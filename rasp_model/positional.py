@@ -29,10 +29,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import nn
 
-PE_NAMES = ("nope", "ape_learned", "ape_sinusoidal", "t5", "alibi", "rope")
+#: the six positional encodings, in the order every table, figure and `all` list uses: no
+#: position information, then the relative encodings, then the absolute ones
+PE_NAMES = ("nope", "t5", "alibi", "rope", "ape_sinusoidal", "ape_learned")
 """The six positional encodings, in the order of Kazemnejad et al.'s tables."""
 
 
@@ -77,17 +80,31 @@ def sinusoidal_table(n_positions: int, d_model: int, base: float = 10000.0,
 # T5 relative bias
 # --------------------------------------------------------------------------------------------
 
-def t5_bucket(distance, num_buckets: int = 32, max_distance: int = 128):
-    """T5 unidirectional relative-position bucket of ``distance = query_pos - key_pos``.
+def t5_bucket(distance, num_buckets: int = 32, max_distance: int = 128,
+              bidirectional: bool = False):
+    """T5 relative-position bucket of ``distance = query_pos - key_pos`` (the one owner: the
+    T5 bias of the model and the relative-position reference of probing both call it).
 
-    Negative distances (keys in the future) map to bucket 0, like T5 with
-    ``bidirectional=False``. With the defaults: ``n < 16 -> n``; else
-    ``16 + floor(log(n/16) / log(128/16) * 16)`` capped at 31. Accepts an int or a LongTensor
-    (any shape) and returns the same kind. Source: Raffel et al. 2020; HF
+    Unidirectional (decoder, the default): negative distances (keys in the future) map to
+    bucket 0; with the defaults ``n < 16 -> n``, else ``16 + floor(log(n/16) / log(128/16) *
+    16)`` capped at 31. Bidirectional: half the buckets per direction, keys after the query
+    offset by ``num_buckets/2``. Source: Raffel et al. 2020; HF
     ``T5Attention._relative_position_bucket``.
+
+    Accepts an int, a NumPy int array or a LongTensor (any shape) and returns the same kind
+    (an int array for a NumPy input, an ``int`` for a Python int).
     """
-    scalar = not torch.is_tensor(distance)
-    n = torch.as_tensor(distance, dtype=torch.long).clamp(min=0)
+    is_tensor = torch.is_tensor(distance)
+    scalar = not is_tensor and np.ndim(distance) == 0
+    n = torch.as_tensor(distance if is_tensor else np.asarray(distance, dtype=np.int64),
+                        dtype=torch.long)
+    offset = torch.zeros_like(n)
+    if bidirectional:
+        num_buckets //= 2
+        offset = torch.where(n < 0, num_buckets, 0)
+        n = n.abs()
+    else:
+        n = n.clamp(min=0)
     max_exact = num_buckets // 2
     is_small = n < max_exact
     # float64 so the floor is exact at bucket edges; n.clamp(min=1) avoids log(0) (unused there)
@@ -95,8 +112,10 @@ def t5_bucket(distance, num_buckets: int = 32, max_distance: int = 128):
         torch.log(n.clamp(min=1).double() / max_exact)
         / math.log(max_distance / max_exact) * (num_buckets - max_exact)).floor().long()
     large = large.clamp(max=num_buckets - 1)
-    out = torch.where(is_small, n, large)
-    return int(out) if scalar else out
+    out = offset + torch.where(is_small, n, large)
+    if is_tensor:
+        return out
+    return int(out) if scalar else out.numpy()
 
 
 class T5RelativeBias(nn.Module):

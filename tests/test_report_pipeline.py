@@ -12,6 +12,7 @@ from analysis.probing import metrics
 from analysis.reporting import report
 from analysis.training.runs import default_run_dir
 from rasp_cli.main import main as rasp_main
+from rasp_model.positional import PE_NAMES
 
 from test_report_cdp import find_chromium, open_page
 
@@ -214,7 +215,7 @@ def test_time_budget_skips_runs_and_says_so(tmp_path):
 
 
 def test_missing_runs_are_trained_nope_and_t5_first():
-    opts = report.ReportOptions(pes=list(reversed(report.figures.PE_ORDER)), runs_root="/x")
+    opts = report.ReportOptions(pes=list(reversed(PE_NAMES)), runs_root="/x")
     jobs = [(TASK, pe, s) for pe, s, _ in report.wanted_runs(TASK, opts)]
     order = [(pe, s) for _, pe, s in sorted(jobs, key=report._job_rank)]
     assert order[:3] == [("nope", 0), ("t5", 0), ("nope", 1)]

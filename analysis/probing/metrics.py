@@ -35,16 +35,17 @@ average. Query position 0 is the BOS token; under the causal mask it can only at
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from rasp_model.positional import t5_bucket
+
 __all__ = [
     "ProbingError", "jsd", "head_distance", "as_layer_list", "head_labels",
     "head_distance_matrix", "kazemnejad_distance", "KazemnejadDistance", "match_heads",
-    "HeadMatching", "t5_bucket", "relative_position_fit", "RelativePositionFit",
+    "HeadMatching", "relative_position_fit", "RelativePositionFit",
     "pad_patterns", "capture_trained", "capture_compiled", "probe_sequences", "probe",
     "ProbeResult", "reference_pairs", "JSD_VARIANTS", "AGGREGATIONS", "JSD_UNITS",
 ]
@@ -423,34 +424,6 @@ def match_heads(trained: Any, compiled: Any, variant: str = "standard",
 # Relative-position (T5 bucket) reference
 # --------------------------------------------------------------------------------------------
 
-def t5_bucket(relative_position: Any, bidirectional: bool = False, num_buckets: int = 32,
-              max_distance: int = 128) -> np.ndarray:
-    """T5's relative-position bucket of ``query - key`` (Raffel et al. 2020, the T5 code).
-
-    Unidirectional (decoder): distance n = max(query - key, 0); n < num_buckets/2 -> n, else
-    num_buckets/2 + floor(log(n / (num_buckets/2)) / log(max_distance / (num_buckets/2)) *
-    num_buckets/2), capped at num_buckets - 1. Bidirectional: half the buckets per direction
-    (keys after the query get an offset of num_buckets/2).
-
-    Returns:
-        int array of the input's shape.
-    """
-    n = np.asarray(relative_position, dtype=np.int64)
-    offset = np.zeros_like(n)
-    if bidirectional:
-        num_buckets //= 2
-        offset = np.where(n < 0, num_buckets, 0)
-        n = np.abs(n)
-    else:
-        n = np.maximum(n, 0)
-    max_exact = num_buckets // 2
-    with np.errstate(divide="ignore"):
-        large = max_exact + (np.log(np.maximum(n, 1) / max_exact)
-                             / math.log(max_distance / max_exact) * (num_buckets - max_exact))
-    large = np.minimum(large.astype(np.int64), num_buckets - 1)
-    return offset + np.where(n < max_exact, n, large)
-
-
 @dataclass
 class RelativePositionFit:
     """Best relative-position pattern for one head.
@@ -590,7 +563,7 @@ def capture_trained(model: Any, sequences: Sequence[Sequence[int]]) -> list[np.n
     """Attention of a trained (or any contract-D) ``Transformer`` on token-id sequences.
 
     Args:
-        model: a ``model.Transformer`` (``attention_patterns(tokens)`` returning
+        model: a ``rasp_model.Transformer`` (``attention_patterns(tokens)`` returning
             a list over layers of ``[batch, head, query, key]``).
         sequences: token-id sequences (each starting with BOS), any lengths.
 

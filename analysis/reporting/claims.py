@@ -256,7 +256,7 @@ def compare_pes(records: Sequence[RunRecord], better: str, worse: str, source: s
 
     Args:
         records: runs of one comparison group (others raise); runs of other PEs are ignored.
-        better, worse: the PEs (``model.PE_NAMES``).
+        better, worse: the PEs (``rasp_model.PE_NAMES``).
         source: the paper's statement the claim checks.
         min_seeds: fewer seeds on a side make the claim inconclusive.
 

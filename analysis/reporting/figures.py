@@ -16,10 +16,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["PE_ORDER", "PE_COLORS", "PE_LABELS", "accuracy_figure", "heatmap_figure",
+from rasp_model.positional import PE_NAMES  # noqa: E402
+
+__all__ = ["PE_COLORS", "PE_LABELS", "accuracy_figure", "heatmap_figure",
            "distance_chart", "layer_diagram", "save"]
 
-PE_ORDER = ["nope", "t5", "alibi", "rope", "ape_sinusoidal", "ape_learned"]
 PE_LABELS = {"nope": "NoPE", "t5": "T5 bias", "alibi": "ALiBi", "rope": "RoPE (Rotary)",
             "ape_sinusoidal": "APE (sinusoidal)", "ape_learned": "APE (learned)"}
 PE_COLORS = {"nope": "#d62728", "t5": "#1f77b4", "alibi": "#2ca02c", "rope": "#9467bd",
@@ -55,7 +56,7 @@ def accuracy_figure(curves: dict[str, list[dict]], train_range: tuple[int, int],
     fig, ax = plt.subplots(figsize=(7.0, 3.6))
     lo, hi = train_range
     ax.axvspan(lo - 0.5, hi + 0.5, color="#cccccc", alpha=0.5, label="training lengths")
-    for pe in sorted(curves, key=lambda p: PE_ORDER.index(p) if p in PE_ORDER else 99):
+    for pe in sorted(curves, key=lambda p: PE_NAMES.index(p) if p in PE_NAMES else 99):
         by_len: dict[int, list] = {}
         wilson: dict[int, tuple] = {}
         seeds = set()
@@ -143,8 +144,8 @@ def distance_chart(panels: dict[str, tuple[dict[str, list[float]], list[float]]]
                              squeeze=False)
     for ax, agg in zip(axes[0], aggs):
         distances, baseline = panels[agg]
-        pes = [p for p in PE_ORDER if p in distances] + [p for p in distances
-                                                         if p not in PE_ORDER]
+        pes = [p for p in PE_NAMES if p in distances] + [p for p in distances
+                                                         if p not in PE_NAMES]
         xs = np.arange(len(pes))
         means = [float(np.nanmean(distances[p])) if distances[p] else np.nan for p in pes]
         ax.bar(xs, means, color=[PE_COLORS.get(p, "#777777") for p in pes], alpha=0.8)

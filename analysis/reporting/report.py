@@ -44,6 +44,7 @@ from analysis.training.runs import (RunDirError, atomic_write_text, default_run_
 from compiler.errors import CompilerError
 from rasp import measures, raspl
 from rasp.ir import RASPError
+from rasp_model.positional import PE_NAMES
 
 __all__ = ["ReportError", "ReportOptions", "collect_task", "render_report", "generate_report",
            "DEFAULT_TASKS", "FULL_TASKS", "measured_outcome", "REPORT_PRESETS", "wanted_runs",
@@ -95,7 +96,7 @@ class ReportOptions:
     """How a report is produced (see :data:`REPORT_PRESETS`)."""
 
     preset: str = "quick"
-    pes: list[str] = field(default_factory=lambda: list(figures.PE_ORDER))
+    pes: list[str] = field(default_factory=lambda: list(PE_NAMES))
     seeds: list[int] | None = None
     nope_seeds: int | None = None
     runs_root: str | None = None
@@ -557,8 +558,8 @@ def _section_view(sec: dict) -> dict:
     view["per_pe"] = [{"pe": figures.PE_LABELS.get(pe, pe), "id_em": _fmt(v["id_em"], 2),
                        "ood_em": _fmt(v["ood_em"], 2)}
                       for pe, v in sorted((meas.get("per_pe") or {}).items(),
-                                          key=lambda kv: figures.PE_ORDER.index(kv[0])
-                                          if kv[0] in figures.PE_ORDER else 99)]
+                                          key=lambda kv: PE_NAMES.index(kv[0])
+                                          if kv[0] in PE_NAMES else 99)]
     pred = sec.get("prediction") or {}
     view["predicted"] = _find(pred, ("prediction", "predicted", "outcome"))
     view["paper_outcome"] = _find(pred, ("paper_outcome", "paper"))

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.reporting.figures import PAPER_DISTANCE_FROM_NOPE, PE_LABELS, PE_ORDER
+from analysis.reporting.figures import PAPER_DISTANCE_FROM_NOPE, PE_LABELS
+from rasp_model.positional import PE_NAMES
 
 __all__ = ["results_markdown", "write_results"]
 
@@ -28,7 +29,7 @@ def _f(x, nd=2) -> str:
 
 
 def _pes(keys) -> list[str]:
-    return [p for p in PE_ORDER if p in keys] + sorted(k for k in keys if k not in PE_ORDER)
+    return [p for p in PE_NAMES if p in keys] + sorted(k for k in keys if k not in PE_NAMES)
 
 
 def _setup(task: dict) -> list[str]:

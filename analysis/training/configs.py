@@ -1,7 +1,7 @@
 """Training configuration: typed settings, presets and the run specification.
 
 A run is fully described by a :class:`RunSpec` (task, positional encoding, seed, preset, the
-:class:`model.TransformerConfig` and the :class:`TrainConfig`, the training and
+:class:`rasp_model.TransformerConfig` and the :class:`TrainConfig`, the training and
 evaluated lengths). It is written to the run directory as ``config.json``
 (:meth:`RunSpec.to_dict`) and read back with :meth:`RunSpec.from_dict`; two runs are the same
 run when their specs are equal (settings added to the code after a run was written count as
@@ -13,7 +13,7 @@ Settings are resolved in this order, later entries overriding earlier ones:
 2. the training preset (:data:`TRAIN_PRESETS`, e.g. ``"quick"`` for the report demo),
 3. the caller's overrides (a flat dict of model and training keys, ``rasp train --set``).
 
-Model keys are :class:`model.TransformerConfig` fields; training keys are the
+Model keys are :class:`rasp_model.TransformerConfig` fields; training keys are the
 fields of :class:`TrainConfig`. Unknown keys and bad values raise :class:`ConfigError`.
 
 The paper (Kazemnejad et al. 2023) trained a 12-layer, d_model 768 T5 decoder (AdamW lr 3e-5,
@@ -273,7 +273,7 @@ def split_overrides(overrides: dict | None) -> tuple[dict, dict]:
 def resolve(preset: str = "default", overrides: dict | None = None) -> tuple[dict, TrainConfig]:
     """Resolved ``(model settings, TrainConfig)`` of a preset plus overrides (module docstring).
 
-    The model settings are :class:`~model.TransformerConfig` keyword arguments
+    The model settings are :class:`~rasp_model.TransformerConfig` keyword arguments
     without ``d_vocab``, ``n_ctx`` and ``pe`` (set per run). Raises :class:`ConfigError` for an
     unknown preset or key, or a bad training value."""
     if preset not in TRAIN_PRESETS:
@@ -298,8 +298,8 @@ class RunSpec:
 
     Attributes:
         task, pe, seed, preset: what was trained (``pe`` one of
-            :data:`model.PE_NAMES`).
-        model: the :class:`~model.TransformerConfig` (``n_ctx`` = the longest
+            :data:`rasp_model.PE_NAMES`).
+        model: the :class:`~rasp_model.TransformerConfig` (``n_ctx`` = the longest
             evaluated sequence).
         train: the resolved :class:`TrainConfig` (``train_max_len`` set).
         train_lengths: ``(min, max)`` training input length.

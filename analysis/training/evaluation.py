@@ -47,7 +47,7 @@ def greedy_decode(model: Transformer, prompts: list[list[int]], max_new_tokens: 
     model stops where it would need positions beyond its ``n_ctx`` (answer incomplete).
 
     Args:
-        model: a trained :class:`~model.Transformer` (restored to its
+        model: a trained :class:`~rasp_model.Transformer` (restored to its
             train/eval mode afterwards).
         prompts: token-id lists.
         pos_offset: position of the first token (random-offset protocols evaluate at 0).

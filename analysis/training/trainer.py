@@ -1,6 +1,6 @@
 """Training small decoder transformers on the task catalogue, one run directory per run.
 
-``train(task, pe, seed)`` trains the shared :class:`model.Transformer` with one of
+``train(task, pe, seed)`` trains the shared :class:`rasp_model.Transformer` with one of
 the six positional encodings on data generated online by the task (fresh seeded samples every
 batch, lengths uniform over the training range), with the loss on answer tokens only (EOS
 included), AdamW with linear warmup and cosine/linear decay and gradient clipping (protocol of
@@ -459,7 +459,7 @@ def train(task_name, pe: str, seed: int = 0, steps: int | None = None,
 
     Args:
         task_name: a task name (``tasks.get_task``) or a task object.
-        pe: one of :data:`model.PE_NAMES`.
+        pe: one of :data:`rasp_model.PE_NAMES`.
         seed: seeds the initial weights, the training data and the dropout.
         steps, train_max_len: override the resolved configuration.
         out_dir: run directory (default :func:`analysis.training.runs.default_run_dir` under

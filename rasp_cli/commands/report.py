@@ -61,15 +61,15 @@ def add_arguments(p, default_preset: str = "quick") -> None:
 
 def options_from_args(args):
     from rasp_cli.main import UsageError
-    from analysis.reporting import figures
     from analysis.reporting.report import ReportOptions
+    from rasp_model.positional import PE_NAMES
 
-    pes = list(figures.PE_ORDER) if args.pe == "all" else [x.strip() for x in args.pe.split(",")
+    pes = list(PE_NAMES) if args.pe == "all" else [x.strip() for x in args.pe.split(",")
                                                            if x.strip()]
-    bad = [x for x in pes if x not in figures.PE_ORDER]
+    bad = [x for x in pes if x not in PE_NAMES]
     if bad or not pes:
         raise UsageError(f"unknown positional encoding(s) {', '.join(bad) or '(none)'}; choose "
-                         f"from {', '.join(figures.PE_ORDER)} or 'all'")
+                         f"from {', '.join(PE_NAMES)} or 'all'")
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be >= 1")
     return ReportOptions(preset=args.preset, pes=pes, runs_root=args.runs, device=args.device,
