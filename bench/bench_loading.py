@@ -36,7 +36,7 @@ BASELINE = "79749dd"
 
 _CHILD = """
 import resource, sys, time
-from rasp.runtime import run_file
+from rasp.session import run_file
 env = run_file(sys.argv[1])
 ru = resource.getrusage(resource.RUSAGE_SELF)
 print(ru.ru_utime + ru.ru_stime, ru.ru_maxrss, len(env.own_names()))

@@ -17,7 +17,7 @@ from .display import format_selector_value, format_sop_value
 from .interpreter import Evaluator, evaluate, to_batch
 
 from .parser import RASPSyntaxError
-from .runtime import Session, load_library, run_file, run_source
+from .session import Session, load_library, run_file, run_source
 from .tracr_import import TracrImportError, from_tracr
 
 __all__ = list(_ir_all) + ["evaluate", "Evaluator", "to_batch", "format_sop_value",

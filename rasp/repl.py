@@ -45,7 +45,8 @@ from .display import (example_value, format_application, format_atom, format_err
 from .ir import RASPError, Selector, SOp, Span
 from .parser import RASPSyntaxError, needs_more_input, parse
 from .reader import CONTINUATION, PROMPT, Chunk, LineReader, match_command
-from .runtime import ExitRequest, Session
+from .runtime import ExitRequest
+from .session import Session
 from .values import StatementResult, kind_of
 
 __all__ = ["Repl", "ReplError", "needs_more_input", "parse_literal", "default_history_path",
@@ -251,7 +252,7 @@ class Repl:
     """The RASP REPL.
 
     Args:
-        session: a :class:`rasp.runtime.Session` (a fresh one when ``None``, built with
+        session: a :class:`rasp.session.Session` (a fresh one when ``None``, built with
             ``causal`` and ``base_library``). The REPL makes it behave as the original REPL:
             statements failing on the running example are rejected
             (``session.check_example``), the library's names are reserved
@@ -267,7 +268,7 @@ class Repl:
             ``sys.stdout``).
         history_file: path of the persistent history (default :func:`default_history_path`);
             ``False`` disables the file (in-memory history).
-        causal, base_library: for a session built here (see :class:`~rasp.runtime.Session`);
+        causal, base_library: for a session built here (see :class:`~rasp.session.Session`);
             a broken base library reports each error and the REPL still starts.
         reserve_library: reserve the library's names, as the original (default ``True``).
 

@@ -12,7 +12,7 @@ import pytest
 import rasp
 from rasp import indices, length, select, aggregate, tokens
 from rasp.ir import RASPTypeError, RASPValueError
-from rasp.runtime import run_source
+from rasp.session import run_source
 
 
 def _reverse():

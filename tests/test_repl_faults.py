@@ -22,7 +22,7 @@ from prompt_toolkit.output import DummyOutput
 
 from rasp.errors import RASPError
 from rasp.repl import Repl
-from rasp.runtime import Session
+from rasp.session import Session
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -19,7 +19,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from rasp.repl import Repl, ReplError, needs_more_input, parse_literal
-from rasp.runtime import Session
+from rasp.session import Session
 
 REVERSE = "reverse = aggregate(select(indices, length - indices - 1, ==), tokens);\n"
 

@@ -101,7 +101,7 @@ def _text(item) -> str:
 def check_command(args) -> int:
     """Run ``args.file`` and check its s-ops; returns 0 (all valid) or 1 (some invalid)."""
     from rasp_cli.main import UsageError
-    from rasp.runtime import run_file
+    from rasp.session import run_file
 
     if not os.path.isfile(args.file):
         raise UsageError(f"no such file: {args.file}")

@@ -80,7 +80,7 @@ def compile_command(args) -> int:
     """Compile ``args.name`` of ``args.file``; returns 0, or 1 on a verification mismatch."""
     from rasp_cli.main import UsageError, output_dir
     from rasp.ir import Select, SOp, topological_order
-    from rasp.runtime import run_file
+    from rasp.session import run_file
     import compiler
 
     if not os.path.isfile(args.file):

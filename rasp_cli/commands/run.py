@@ -89,7 +89,7 @@ def run_command(args) -> int:
     from rasp_cli.main import UsageError
     from rasp.display import format_selector_value, format_sop_value
     from rasp.interpreter import evaluate
-    from rasp.runtime import run_file
+    from rasp.session import run_file
     from rasp.values import kind_of
 
     if not os.path.isfile(args.file):
