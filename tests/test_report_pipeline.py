@@ -216,8 +216,9 @@ def test_time_budget_skips_runs_and_says_so(tmp_path):
 
 def test_missing_runs_are_trained_nope_and_t5_first():
     opts = report.ReportOptions(pes=list(reversed(PE_NAMES)), runs_root="/x")
-    jobs = [(TASK, pe, s) for pe, s, _ in report.wanted_runs(TASK, opts)]
-    order = [(pe, s) for _, pe, s in sorted(jobs, key=report._job_rank)]
+    from analysis.training.grid import GridRun, priority
+    runs = [GridRun(TASK, pe, s) for pe, s, _ in report.wanted_runs(TASK, opts)]
+    order = [(r.pe, r.seed) for r in sorted(runs, key=priority)]
     assert order[:3] == [("nope", 0), ("t5", 0), ("nope", 1)]
 
 

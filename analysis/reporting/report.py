@@ -207,22 +207,11 @@ def wanted_runs(task_name: str, opts: ReportOptions) -> list[tuple[str, int, Pat
 #: Order in which missing runs are trained, so that a time budget leaves the most informative
 #: runs done: NoPE and T5 first (the paper's closest pair), then NoPE's other seed (the
 #: baseline), then the others; tasks interleaved.
-_PE_PRIORITY = ["nope", "t5", "alibi", "rope", "ape_sinusoidal", "ape_learned"]
-
-
-def _job_rank(job: tuple) -> tuple:
-    name, pe, seed = job[:3]
-    rank = _PE_PRIORITY.index(pe) if pe in _PE_PRIORITY else len(_PE_PRIORITY)
-    if pe == "nope" and seed > 0:
-        rank = 1.5 + seed / 1000              # the other-seed baseline right after T5
-    return (rank, seed)
-
-
 def train_missing(task_names: Sequence[str], opts: ReportOptions,
                   budget_s: float | None = None) -> dict[str, dict]:
     """Train every missing or partial run of the report with the grid runner
     (:func:`analysis.training.grid.run_grid`: Ray tasks on a local Ray instance, or ``opts.address``),
-    most informative runs first (:data:`_PE_PRIORITY`).
+    most informative runs first (:func:`analysis.training.grid.priority`).
 
     Args:
         task_names: the report's tasks.
@@ -240,40 +229,27 @@ def train_missing(task_names: Sequence[str], opts: ReportOptions,
     Raises:
         ReportError: a run directory holds another task's run; the cluster cannot be reached.
     """
-    from analysis.training.grid import GridError, GridRun, run_grid
+    from analysis.training.grid import GridError, GridRun, train_pending
 
     preset = opts.resolved()
-    jobs = []
+    runs = []
     for name in task_names:
         for pe, seed, rd in wanted_runs(name, opts):
             _check_owner(rd, name)
-            if not is_finished(rd):
-                jobs.append((name, pe, seed, str(rd)))
-    if not jobs or not opts.train_missing:
+            runs.append(GridRun(name, pe, seed, preset=preset["train_preset"],
+                                overrides=dict(opts.train_overrides or {}), run_dir=str(rd)))
+    pending = [r for r in runs if not is_finished(Path(r.run_dir))]
+    if not pending or not opts.train_missing:
         return {}
-    jobs.sort(key=_job_rank)
-    runs = [GridRun(name, pe, seed, preset=preset["train_preset"],
-                    overrides=dict(opts.train_overrides or {}), run_dir=rd)
-            for name, pe, seed, rd in jobs]
-    _log(opts, f"[report] training {len(runs)} missing run(s) on Ray"
+    _log(opts, f"[report] training {len(pending)} missing run(s) on Ray"
                + (f", time budget {budget_s:.0f} s" if budget_s is not None else ""))
     try:
-        rep = run_grid(runs, runs_root=preset["runs_root"], address=opts.address,
-                       budget_s=budget_s, device=opts.device, progress=opts.progress,
-                       ray_num_cpus=opts.jobs,
-                       log=(lambda line: _log(opts, f"[report] {line}")))
+        return train_pending(pending, runs_root=preset["runs_root"], address=opts.address,
+                             budget_s=budget_s, device=opts.device, progress=opts.progress,
+                             ray_num_cpus=opts.jobs,
+                             log=(lambda line: _log(opts, f"[report] {line}")))
     except GridError as e:
         raise ReportError(str(e)) from None
-    done: dict[str, dict] = {}
-    for r in rep.results:
-        entry = {"dir": r.run_dir, "status": r.status, "seconds": r.seconds}
-        if r.finished:
-            entry["line"] = r.summary_line()
-        else:
-            entry["error"] = r.error if r.status == "failed" else (
-                f"{r.error}; run the same command again to train it (finished runs are reused)")
-        done[r.run_dir] = entry
-    return done
 
 
 def _check_owner(rd: Path, task_name: str) -> None:

@@ -39,9 +39,10 @@ from typing import Callable, Sequence
 
 from analysis.training import runs as _runs
 from analysis.training import trainer
+from rasp_model.positional import PE_NAMES
 
 __all__ = ["GridRun", "GridResult", "GridReport", "GridError", "run_grid", "check_runs",
-           "connect",
+           "connect", "priority", "train_pending",
            "parse_address", "DEFAULT_GPUS_PER_RUN", "CONNECT_TIMEOUT_S"]
 
 #: Fraction of a GPU each run declares with ``device="cuda"`` (several small runs share one GPU).
@@ -420,6 +421,50 @@ def run_grid(runs: Sequence[GridRun], runs_root: str | os.PathLike = "runs",
                         budget_s)
     say(report.summary())
     return report
+
+
+# --------------------------------------------------------------------------------------------
+# Scheduling: which pending runs first
+# --------------------------------------------------------------------------------------------
+
+def priority(run: GridRun) -> tuple:
+    """Sort key of a run when a budget may cut a grid short: most informative first. PEs in
+    :data:`rasp_model.positional.PE_NAMES` order (NoPE, then the relative encodings, then the
+    absolute ones), seed 0 first; NoPE's other seeds (the cross-seed baseline of the distance
+    claims) right after T5."""
+    rank = PE_NAMES.index(run.pe) if run.pe in PE_NAMES else len(PE_NAMES)
+    if run.pe == "nope" and run.seed > 0:
+        rank = 1.5 + run.seed / 1000
+    return (rank, run.seed)
+
+
+def train_pending(runs: Sequence[GridRun], **grid_kwargs) -> dict[str, dict]:
+    """Train the runs of ``runs`` that are not finished (each ``run.run_dir`` set), most
+    informative first (:func:`priority`), with :func:`run_grid` (``grid_kwargs``: its
+    keyword arguments, e.g. ``runs_root``, ``address``, ``budget_s``).
+
+    Returns:
+        run directory -> ``{"dir", "status": "trained"|"resumed"|"failed"|"skipped", "error"?,
+        "seconds", "line"?}``; empty when every run is finished. A skipped run's error says
+        that the same command trains it (finished runs are reused).
+
+    Raises:
+        GridError: as :func:`run_grid`.
+    """
+    todo = sorted((r for r in runs if not _runs.is_finished(Path(r.run_dir))), key=priority)
+    if not todo:
+        return {}
+    rep = run_grid(todo, **grid_kwargs)
+    done: dict[str, dict] = {}
+    for r in rep.results:
+        entry = {"dir": r.run_dir, "status": r.status, "seconds": r.seconds}
+        if r.finished:
+            entry["line"] = r.summary_line()
+        else:
+            entry["error"] = r.error if r.status == "failed" else (
+                f"{r.error}; run the same command again to train it (finished runs are reused)")
+        done[r.run_dir] = entry
+    return done
 
 
 def _run_on_ray(runs, dirs, todo, address, device, num_cpus, num_gpus, force, max_retries,
