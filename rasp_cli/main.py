@@ -20,7 +20,7 @@ from rasp.ir import RASPError
 import rasp_cli.commands as _commands
 
 
-class UsageError(Exception):
+class UsageError(RASPError):
     """Bad input detected by a subcommand: printed, exit code 2."""
 
 

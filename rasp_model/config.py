@@ -11,11 +11,12 @@ from typing import Any
 
 from rasp_model.positional import (
     PE_NAMES, PositionalEncodingError, default_rotary_dim, rotary_dim_from_fraction)
+from rasp.errors import RASPError
 
 __all__ = ["TransformerConfig", "TransformerConfigError", "TL_FIELDS", "TLField"]
 
 
-class TransformerConfigError(ValueError):
+class TransformerConfigError(RASPError, ValueError):
     """An invalid :class:`TransformerConfig` (message names the field and the allowed values)."""
 
 

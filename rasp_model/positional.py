@@ -32,6 +32,7 @@ import math
 import numpy as np
 import torch
 from torch import nn
+from rasp.errors import RASPError
 
 #: the six positional encodings, in the order every table, figure and `all` list uses: no
 #: position information, then the relative encodings, then the absolute ones
@@ -39,7 +40,7 @@ PE_NAMES = ("nope", "t5", "alibi", "rope", "ape_sinusoidal", "ape_learned")
 """The six positional encodings, in the order of Kazemnejad et al.'s tables."""
 
 
-class PositionalEncodingError(ValueError):
+class PositionalEncodingError(RASPError, ValueError):
     """A bad positional-encoding setting or a position the encoding cannot represent."""
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+from rasp.errors import RASPError
 
 __all__ = ["BOS", "SEP", "EOS", "PAD", "PLUS", "SPECIAL_VALUES", "Vocab", "Task",
            "UnknownTaskError", "TaskInputError", "PROGRAMS_DIR"]
@@ -40,14 +41,14 @@ SPECIAL_VALUES = {"BOS": BOS, "SEP": SEP, "EOS": EOS, "PAD": PAD, "+": PLUS}
 PROGRAMS_DIR = Path(__file__).resolve().parent / "programs"
 
 
-class UnknownTaskError(KeyError):
+class UnknownTaskError(RASPError, KeyError):
     """Raised by :func:`tasks.get_task` for an unknown name; the message lists known tasks."""
 
     def __str__(self) -> str:  # KeyError would print the repr of its argument
         return str(self.args[0]) if self.args else "unknown task"
 
 
-class TaskInputError(ValueError):
+class TaskInputError(RASPError, ValueError):
     """A prompt (token ids) that is not well formed for a task."""
 
 

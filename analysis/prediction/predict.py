@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from rasp.errors import RASPError
 
 __all__ = ["Prediction", "PredictError", "predict", "predict_program", "predict_all",
            "THEORIES", "markdown_pe_report",
@@ -63,7 +64,7 @@ FORMAT_COMPARISONS = [
 ]
 
 
-class PredictError(ValueError):
+class PredictError(RASPError, ValueError):
     """The predictor cannot handle the request (a part-B sequence task, no program, ...)."""
 
 

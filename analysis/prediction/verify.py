@@ -27,7 +27,7 @@ __all__ = ["VerifyResult", "LengthResult", "verify_task", "verify_program_on_tas
            "VerifyError"]
 
 
-class VerifyError(ValueError):
+class VerifyError(RASPError, ValueError):
     """Bad verification request: a length the task cannot produce, bad sample count, ..."""
 
 

@@ -41,6 +41,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from rasp_model.positional import t5_bucket
+from rasp.errors import RASPError
 
 __all__ = [
     "ProbingError", "jsd", "head_distance", "as_layer_list", "head_labels",
@@ -65,7 +66,7 @@ AGGREGATIONS = ("standard", "released")
 _TINY = 1e-300
 
 
-class ProbingError(ValueError):
+class ProbingError(RASPError, ValueError):
     """Bad patterns or models given to the probing functions (shapes, models that cannot be
     compared). The message says what is wrong."""
 

@@ -35,6 +35,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from analysis.reporting.figures import PE_LABELS
+from rasp.errors import RASPError
 
 __all__ = ["LABELS", "ID_FIT", "OOD_GENERALIZES", "ClaimError", "RunRecord", "Claim",
            "run_record", "load_runs", "config_fingerprint", "config_differences",
@@ -68,7 +69,7 @@ _BOOTSTRAP = 4000
 _BOOTSTRAP_SEED = 20231016
 
 
-class ClaimError(ValueError):
+class ClaimError(RASPError, ValueError):
     """Runs that must not be pooled into one claim (different task, protocol or configuration),
     or no runs at all. The message names the runs and the settings that differ."""
 

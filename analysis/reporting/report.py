@@ -86,7 +86,7 @@ OOD_GENERALIZES, ID_FIT = _claims.OOD_GENERALIZES, _claims.ID_FIT
 RENDER_RESERVE_S = 50.0
 
 
-class ReportError(Exception):
+class ReportError(RASPError):
     """A report cannot be produced (bad task name, unwritable output directory, runs of another
     task, ...). The message says what and how to fix it."""
 

@@ -28,13 +28,14 @@ import math
 from dataclasses import dataclass, field
 
 from rasp_model import TransformerConfig, TransformerConfigError
+from rasp.errors import RASPError
 
 __all__ = ["ConfigError", "TrainConfig", "RunSpec", "MODEL_DEFAULTS", "TRAIN_PRESETS",
            "PAPER_ROTARY_DIM",
            "MODEL_KEYS", "TRAIN_KEYS", "split_overrides", "resolve"]
 
 
-class ConfigError(ValueError):
+class ConfigError(RASPError, ValueError):
     """Unknown preset or configuration key, or an invalid value (the message names the key)."""
 
 

@@ -40,6 +40,7 @@ from typing import Callable, Sequence
 from analysis.training import runs as _runs
 from analysis.training import trainer
 from rasp_model.positional import PE_NAMES
+from rasp.errors import RASPError
 
 __all__ = ["GridRun", "GridResult", "GridReport", "GridError", "run_grid", "check_runs",
            "connect", "priority", "train_pending",
@@ -52,7 +53,7 @@ DEFAULT_GPUS_PER_RUN = 0.25
 CONNECT_TIMEOUT_S = 10.0
 
 
-class GridError(RuntimeError):
+class GridError(RASPError, RuntimeError):
     """The grid cannot run: unreachable or malformed cluster address, impossible resources
     (e.g. ``device="cuda"`` on a cluster without GPUs). The message says how to fix it."""
 

@@ -45,6 +45,7 @@ import torch
 
 from analysis.training.configs import ConfigError, RunSpec
 from rasp_model import Transformer, load_safetensors, save_safetensors
+from rasp.errors import RASPError
 
 __all__ = ["RunDirError", "RUNS_ROOT", "default_run_dir", "RunLock", "RunResult",
            "atomic_write_text", "atomic_json", "read_json", "read_spec", "read_accuracy",
@@ -59,7 +60,7 @@ RUN_FILES = ("DONE", "accuracy.json", "model.safetensors", "metrics.jsonl", "con
 CHECKPOINT_DIRS = ("checkpoint", "checkpoint.tmp", "checkpoint.old")
 
 
-class RunDirError(RuntimeError):
+class RunDirError(RASPError, RuntimeError):
     """A run directory that is in use, corrupt, partial, implausible, or holds a run with
     another configuration. The message names the directory or file and how to fix it."""
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.training import configs
+from rasp.errors import RASPError
 
 __all__ = ["SweepError", "load_sweep", "expand", "config_tag", "RunScores", "run_scores",
            "ConfigOutcome", "Selection", "select", "RESERVED_KEYS"]
@@ -47,7 +48,7 @@ __all__ = ["SweepError", "load_sweep", "expand", "config_tag", "RunScores", "run
 RESERVED_KEYS = {"pe", "d_vocab", "n_ctx"}
 
 
-class SweepError(ValueError):
+class SweepError(RASPError, ValueError):
     """A bad sweep file: TOML syntax, an unknown or reserved key, an empty list. The message
     starts ``FILE:LINE:``."""
 

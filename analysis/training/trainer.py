@@ -51,6 +51,7 @@ from analysis.training.runs import (RUNS_ROOT, RunDirError, RunLock, RunResult, 
                            load_checkpoint, read_result, read_spec, save_checkpoint)
 from rasp_model import (PE_NAMES, Transformer, TransformerConfig, TransformerConfigError,
                    save_safetensors)
+from rasp.errors import RASPError
 
 __all__ = ["train", "resolve_spec", "prepare", "run_loop", "finish", "TrainingError",
            "resolve_task", "lr_at", "make_optimizer", "n_ctx_for", "STEP_POINTS"]
@@ -60,7 +61,7 @@ STEP_POINTS = ("start", "batch", "forward", "backward", "opt_step", "commit", "m
 """The named points of one training step, in order, at which ``step_hook`` is called."""
 
 
-class TrainingError(ValueError):
+class TrainingError(RASPError, ValueError):
     """Bad training input: unknown task or PE, bad setting, unavailable device, a diverged
     loss. The message says what and how to fix it."""
 
