@@ -80,15 +80,6 @@ class Elementwise:
         self.fn = fn
         self.label = label
 
-    # -- arity ----------------------------------------------------------------------------
-    def arity(self) -> int | None:
-        """Number of s-op inputs (``None`` for ``python``: any)."""
-        if self.op in ("in", "lookup"):
-            return 1
-        if self.op == "python":
-            return None
-        return ops.OPS[self.op].arity - (1 if self.const_side is not None else 0)
-
     @property
     def is_comparison(self) -> bool:
         return self.op in ops.COMPARISON_OPS
@@ -300,7 +291,7 @@ def _selector_depth(*children: "Selector") -> int:
         RASPResourceError: above ``limits.MAX_SELECTOR_DEPTH``.
     """
     from .limits import MAX_SELECTOR_DEPTH
-    depth = 1 + max(getattr(c, "selector_depth", 0) for c in children)
+    depth = 1 + max(c.selector_depth for c in children)
     if depth > MAX_SELECTOR_DEPTH:
         raise RASPResourceError(
             f"selector combined more than {MAX_SELECTOR_DEPTH} levels deep with and/or/not "
@@ -312,6 +303,8 @@ class Selector(Node):
     """A selector: a boolean ``[batch, query, key]`` matrix when evaluated."""
 
     kind = "selector"
+    #: combination depth of nested and/or/not (a :class:`Select` is 0; see _selector_depth)
+    selector_depth = 0
 
     @property
     def causal(self) -> bool:

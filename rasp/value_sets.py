@@ -169,7 +169,7 @@ def apply_elementwise_table(fn: Callable[..., np.ndarray], columns: Sequence[Seq
                     o = np.asarray(fn(*[a[:, j:j + 1] for a in arrays])).reshape(-1)
                 res[i] = (True, _py(o[0]))
             except _EVAL_ERRORS as e:
-                res[i] = (False, getattr(e, "message", None) or str(e) or type(e).__name__)
+                res[i] = (False, (e.message if isinstance(e, RASPError) else str(e)) or type(e).__name__)
     return res
 
 

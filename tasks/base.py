@@ -236,11 +236,6 @@ class Task:
         prompt = [int(t) for t in self._generate(int(length), rng)]
         return prompt, self.ground_truth(prompt)
 
-    def sample_batch(self, length: int, n: int, rng: np.random.Generator
-                     ) -> list[tuple[list[int], list[int]]]:
-        """``n`` examples of one length (see :meth:`sample`)."""
-        return [self.sample(length, rng) for _ in range(n)]
-
     def ground_truth(self, prompt: Sequence[int]) -> list:
         """The answer for a prompt, computed in plain Python independently of any program.
 
@@ -296,13 +291,6 @@ class Task:
     # ---------------------------------------------------------------------------------------
     # reference program
     # ---------------------------------------------------------------------------------------
-    @property
-    def reference_program(self) -> tuple[Path, str] | None:
-        """``(path of the .rasp file, name of the s-op to evaluate)``."""
-        if self.reference_file is None:
-            return None
-        return self.reference_path, self.reference_name
-
     @property
     def reference_path(self) -> Path | None:
         """Absolute path of the reference program (``tasks/programs/<file>``)."""

@@ -209,7 +209,7 @@ class Prediction:
 def _task(task):
     import tasks
     t = tasks.get_task(task) if isinstance(task, str) else task
-    if getattr(t, "kind", "next_token") != "next_token":
+    if t.kind != "next_token":
         raise PredictError(
             f"task {t.name!r} is a part-B sequence program (a per-position function, not a "
             f"next-token task); predictions are for the generalization tasks: "

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+import torch
 
 from rasp_model.positional import t5_bucket
 from rasp.errors import RASPError
@@ -189,7 +190,7 @@ def as_layer_list(patterns: Any) -> list[np.ndarray]:
 
 
 def _to_numpy(x: Any) -> np.ndarray:
-    if hasattr(x, "detach"):
+    if isinstance(x, torch.Tensor):
         x = x.detach().cpu().numpy()
     return np.asarray(x, dtype=np.float64)
 
@@ -600,18 +601,14 @@ def capture_compiled(compiled: Any, program_inputs: Sequence[Sequence[Any]]) -> 
         att = _to_numpy(compiled.attention([list(program_inputs[i]) for i in idx]))
         for j, i in enumerate(idx):
             # layers with fewer heads than the widest are zero-padded: keep the real heads
-            per_example[i] = [att[j, l, :heads[l]] if heads is not None else att[j, l]
-                              for l in range(att.shape[1])]
+            per_example[i] = [att[j, l, :heads[l]] for l in range(att.shape[1])]
     return pad_patterns(per_example)
 
 
-def _compiled_heads_per_layer(compiled: Any) -> list[int] | None:
-    cfg = getattr(getattr(compiled, "model", None), "cfg", None)
-    if cfg is not None and hasattr(cfg, "heads"):
-        return [int(cfg.heads(l)) for l in range(cfg.n_layers)]
-    stats = getattr(compiled, "stats", None) or {}
-    hpl = stats.get("heads_per_layer")
-    return [int(h) for h in hpl] if hpl else None
+def _compiled_heads_per_layer(compiled: Any) -> list[int]:
+    """Heads per layer of a ``compiler.CompiledModel`` (its Transformer's config)."""
+    cfg = compiled.model.cfg
+    return [int(cfg.heads(l)) for l in range(cfg.n_layers)]
 
 
 def probe_sequences(task: Any, lengths: Iterable[int], per_length: int = 4,
@@ -625,14 +622,14 @@ def probe_sequences(task: Any, lengths: Iterable[int], per_length: int = 4,
     rng = np.random.default_rng(seed)
     seqs = []
     for n in lengths:
-        if hasattr(task, "length_ok") and not task.length_ok(n):
+        if not task.length_ok(n):
             continue
         for _ in range(per_length):
             prompt, answer = task.sample(n, rng)
             full = list(prompt) + list(answer)
             seqs.append(full[:-1] if full and full[-1] == task.vocab.eos else full)
     if not seqs:
-        raise ProbingError(f"task {getattr(task, 'name', task)!r} allows none of the lengths "
+        raise ProbingError(f"task {task.name!r} allows none of the lengths "
                            f"{list(lengths)}")
     return seqs
 
