@@ -1,21 +1,25 @@
 """rasp-lab: the compiler of RASP / RASP-L programs into transformer weights.
 
 Pipeline (Tracr's shape; see ``docs/compiler.md``), one module per stage, named for what it
-converts: :mod:`compiler.basis_inference` (value sets, once), :mod:`compiler.rasp_to_graph`
-(IR -> networkx graph, rewrites, fusion; :mod:`compiler.encoding`),
-:mod:`compiler.residual_space` (residual space), :mod:`compiler.graph_to_blocks` (MLPs and
-heads), :mod:`compiler.layer_allocation` (layer allocation), :mod:`compiler.blocks_to_model`
-(the one :class:`rasp_model.Transformer`), :mod:`compiler.verification` (the gate: compiled model vs
-interpreter), :mod:`compiler.compile` (``compile_program``).
+converts: 1. :mod:`compiler.basis_inference` (value sets, once), 2. :mod:`compiler.rasp_to_graph`
+(IR -> networkx graph; its parts :mod:`compiler.nodes`, :mod:`compiler.expr`,
+:mod:`compiler.mlp_pricing`, :mod:`compiler.lowering`, :mod:`compiler.graph_passes`;
+:mod:`compiler.encoding`),
+3. :mod:`compiler.residual_space` (residual space), 4. :mod:`compiler.graph_to_blocks` (MLPs and
+heads), 5. :mod:`compiler.layer_allocation` (layer allocation), 6. :mod:`compiler.blocks_to_model`
+(the one :class:`rasp_model.Transformer`), 7. :mod:`compiler.verification` (the gate: compiled
+model vs interpreter), then the API :mod:`compiler.compile` (``compile_program``).
 
-The Transformer itself (package :mod:`model`) is shared with training. Importing this package
+The Transformer itself (package :mod:`rasp_model`) is shared with training. Importing this package
 does not import torch until the compiler is used.
 """
 
-from .errors import CompiledRuntimeError, CompilerError, ModelTooLargeError, UnsupportedError
+from .errors import (CompiledRuntimeError, CompilerError, ModelTooLargeError, UnsupportedError,
+                     VerificationError)
 
 __all__ = ["compile_program", "CompiledModel", "load_compiled", "CompilerError",
-           "UnsupportedError", "ModelTooLargeError", "CompiledRuntimeError", "to_transformer_lens"]
+           "UnsupportedError", "ModelTooLargeError", "CompiledRuntimeError", "VerificationError",
+           "to_transformer_lens"]
 
 
 def __getattr__(name):

@@ -1,4 +1,4 @@
-"""Stage 2: value sets (Tracr's ``basis_inference``), computed once per compilation.
+"""Stage 1: value sets (Tracr's ``basis_inference``), computed once per compilation.
 
 Runs :func:`rasp.value_sets.value_set_pass` over the IR and returns its
 :class:`~rasp.value_sets.ValueSets`: the sorted values of every s-op (the basis of its
@@ -18,13 +18,13 @@ from rasp.value_sets import ValueSetError, ValueSets, value_set_pass
 
 from .encoding import CATEGORICAL, NUMERICAL, explicit_encoding
 from .errors import UnsupportedError
+from .expr import Expr, affine_form
 
 __all__ = ["infer_bases"]
 
 
 def _accept_unbounded(node: SOp) -> bool:
     """Whether the compiler can compute ``node`` without enumerating its values."""
-    from .rasp_to_graph import Expr, affine_form
     if isinstance(node, (Map, SequenceMap)):
         if explicit_encoding(node) != NUMERICAL:
             return False

@@ -32,7 +32,7 @@ from rasp.interpreter import convert_tokens, to_batch
 
 from .graph_to_blocks import HeadBlock, MLPBlock
 from .encoding import CATEGORICAL
-from .rasp_to_graph import CNode
+from .nodes import CNode
 from .layer_allocation import LayerPlan
 from .residual_space import ResidualSpace
 

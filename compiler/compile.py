@@ -1,4 +1,4 @@
-"""Stage 7: ``compile_program`` and the compiled model.
+"""The API (after stage 7): ``compile_program``, which chains the stages, and the compiled model.
 
 >>> from rasp import tokens, indices, length, select, aggregate
 >>> from compiler import compile_program
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import numpy as np
@@ -27,8 +28,11 @@ from .blocks_to_model import Assembly, assemble
 from .graph_to_blocks import build_head, build_mlp
 from .encoding import CATEGORICAL
 from .verification import GATE_SAMPLES, verify_compiled
-from .errors import CompiledRuntimeError, CompilerError, ModelTooLargeError, UnsupportedError
-from .rasp_to_graph import CompilerGraph, build_graph, mlp_units
+from .errors import (CompiledRuntimeError, CompilerError, ModelTooLargeError, UnsupportedError,
+                     VerificationError)
+from .mlp_pricing import mlp_units
+from .nodes import CompilerGraph
+from .rasp_to_graph import build_graph
 from .layer_allocation import allocate_layers
 from .residual_space import ResidualSpace
 
@@ -42,6 +46,7 @@ def _py(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class CompiledModel:
     """A program compiled to a :class:`~rasp_model.Transformer`.
 
@@ -57,31 +62,51 @@ class CompiledModel:
             ``name:value`` / ``name``).
         output_values, output_encoding: how the unembedding columns decode.
         causal, max_seq_len.
+
+    Built with keyword fields only (``CompiledModel(model=..., vocab=..., ...)``); the
+    list fields after ``stats`` are the runtime checks and the decoding tables.
     """
 
-    def __init__(self, model, vocab, residual_labels, output_values, output_encoding, causal,
-                 max_seq_len, stats, checks=None, head_nodes=None, node_dirs=None,
-                 output_name=None, error_dirs=None, count_checks=None, kind_checks=None):
-        self.model = model
-        self.vocab = list(vocab)
-        self.residual_labels = list(residual_labels)
-        self.output_values = list(output_values)
-        self.output_encoding = output_encoding
-        self.causal = bool(causal)
-        self.max_seq_len = int(max_seq_len)
-        self.stats = dict(stats)
-        self.checks = list(checks or [])          # [(aggregate name, [dirs])]
-        self.head_nodes = head_nodes or []
-        self.node_dirs = node_dirs or {}          # name -> {"values": [...], "dirs": [...]}
-        self.output_name = output_name
-        self.error_dirs = [tuple(e) for e in (error_dirs or [])]   # [(name, dir, message)]
-        self.count_checks = [tuple(e) for e in (count_checks or [])]  # [(aggregate, dir)]
-        #: [(s-op, string dirs, number dirs)]: a sequence cannot mix strings and numbers
-        self.kind_checks = [tuple(e) for e in (kind_checks or [])]
+    model: Any
+    vocab: list
+    residual_labels: list
+    output_values: list
+    output_encoding: str
+    causal: bool
+    max_seq_len: int
+    stats: dict
+    #: [(aggregate name, [dirs])]: a categorical aggregate that may average different values
+    checks: list = field(default_factory=list)
+    #: which node each head computes, per layer
+    head_nodes: list = field(default_factory=list)
+    #: name -> {"encoding", "values", "dirs", "ir_id"}
+    node_dirs: dict = field(default_factory=dict)
+    output_name: str | None = None
+    #: [(name, dir, message)]: a map failing on some input values flags ``dir``
+    error_dirs: list = field(default_factory=list)
+    #: [(aggregate, dir)]: the selector-width head of a mean of strings
+    count_checks: list = field(default_factory=list)
+    #: [(s-op, string dirs, number dirs)]: a sequence cannot mix strings and numbers
+    kind_checks: list = field(default_factory=list)
+    #: a causal model compiled with ``allow_noncausal=True`` from a program whose selects
+    #: read later positions: the first such select (None otherwise)
+    reads_later_positions: str | None = None
+
+    def __post_init__(self):
+        self.vocab = list(self.vocab)
+        self.residual_labels = list(self.residual_labels)
+        self.output_values = list(self.output_values)
+        self.causal = bool(self.causal)
+        self.max_seq_len = int(self.max_seq_len)
+        self.stats = dict(self.stats)
+        self.checks = [(n, d) for n, d in (self.checks or [])]
+        self.head_nodes = self.head_nodes or []
+        self.node_dirs = self.node_dirs or {}
+        self.error_dirs = [tuple(e) for e in (self.error_dirs or [])]
+        self.count_checks = [tuple(e) for e in (self.count_checks or [])]
+        self.kind_checks = [tuple(e) for e in (self.kind_checks or [])]
         self._ids = {self._key(v): i + 1 for i, v in enumerate(self.vocab)}
-        #: a causal model compiled with ``allow_noncausal=True`` from a program whose selects
-        #: read later positions: the first such select (None otherwise)
-        self.reads_later_positions: str | None = None
+        self._sorted_outputs = None
 
     def check_decodable(self) -> None:
         """Refuse next-token decoding with a model whose program reads later positions.
@@ -245,7 +270,7 @@ class CompiledModel:
         x = logits[:, 0]
         if not self.output_values:        # a value set too large to enumerate: the number
             return x.astype(np.float64)
-        if getattr(self, "_sorted_outputs", None) is None:     # once per model
+        if self._sorted_outputs is None:     # once per model
             vals = np.array([float(v) for v in self.output_values])
             order = np.argsort(vals)
             self._sorted_outputs = (order, vals[order])
@@ -369,15 +394,15 @@ def load_compiled(directory: str | os.PathLike) -> CompiledModel:
     except (KeyError, ValueError, RuntimeError, json.JSONDecodeError) as e:
         raise CompilerError(f"{directory}: not a compiled rasp-lab model ({e})") from None
     model.eval()
-    cm = CompiledModel(model, meta["vocab"], meta["residual_labels"],
-                         meta["output"]["values"], meta["output"]["encoding"], meta["causal"],
-                         meta["max_seq_len"], meta["stats"],
-                         [(n, d) for n, d in meta.get("checks", [])], meta.get("head_nodes"),
-                         meta.get("node_dirs"), meta["output"].get("name"),
-                         meta.get("errors"), meta.get("count_checks"),
-                         meta.get("kind_checks"))
-    cm.reads_later_positions = meta.get("reads_later_positions")
-    return cm
+    return CompiledModel(
+        model=model, vocab=meta["vocab"], residual_labels=meta["residual_labels"],
+        output_values=meta["output"]["values"], output_encoding=meta["output"]["encoding"],
+        causal=meta["causal"], max_seq_len=meta["max_seq_len"], stats=meta["stats"],
+        checks=meta.get("checks", []), head_nodes=meta.get("head_nodes"),
+        node_dirs=meta.get("node_dirs"), output_name=meta["output"].get("name"),
+        error_dirs=meta.get("errors"), count_checks=meta.get("count_checks"),
+        kind_checks=meta.get("kind_checks"),
+        reads_later_positions=meta.get("reads_later_positions"))
 
 
 def _bools_with_numbers_as_ints(vals: list) -> list:
@@ -439,9 +464,10 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
         UnsupportedError: a construct that cannot be compiled, or a value set that cannot be
             made exact (names the op, line:column, why).
         ModelTooLargeError: the estimated size exceeds ``max_params``.
-        CompilerError: bad arguments, or the verification gate found an input on which the
-            compiled model differs from the interpreter (the message gives it). No other
-            exception escapes.
+        VerificationError: the verification gate found an input on which the compiled model
+            differs from the interpreter (the message gives it).
+        CompilerError: bad arguments, or an internal error of a stage. No other exception
+            escapes.
     """
     if not isinstance(verify_samples, int) or isinstance(verify_samples, bool) or \
             verify_samples < 1:
@@ -466,7 +492,7 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
     cm.stats["verified_inputs"] = check.checked
     cm.stats["verified_exhaustively"] = check.exhaustive
     if not check.ok:
-        raise CompilerError(
+        raise VerificationError(
             f"the compiled model differs from the interpreter on {check.mismatches} of "
             f"{check.checked} inputs checked ({'all inputs' if check.exhaustive else 'sampled'}"
             f"); refusing to return it. First counterexample: {check.counterexample}",
@@ -518,7 +544,7 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params) -> Co
                     "to compile its prefix semantics (rasp.evaluate(..., causal=True))",
                     None, node.span)
     value_sets = infer_bases(sop, vocab, max_seq_len, causal)
-    cg = build_graph(sop, vocab, max_seq_len, causal, value_sets)
+    cg = build_graph(sop, vocab, max_seq_len, causal, value_sets=value_sets)
     space = ResidualSpace(cg.nodes)
     est = _estimate(cg, space, len(vocab), max_seq_len)
     if est > max_params:
@@ -591,9 +617,9 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params) -> Co
         "compile_seconds": time.perf_counter() - t0,
         "compile_cpu_seconds": time.process_time() - c0,
     }
-    cm = CompiledModel(model, vocab, space.labels, asm.output_values, asm.output_encoding,
-                         causal, max_seq_len, stats, checks, asm.head_nodes, node_dirs,
-                         cg.output.name, error_dirs, count_checks, kind_checks)
-
-    cm.reads_later_positions = reads_later
-    return cm
+    return CompiledModel(
+        model=model, vocab=vocab, residual_labels=space.labels,
+        output_values=asm.output_values, output_encoding=asm.output_encoding, causal=causal,
+        max_seq_len=max_seq_len, stats=stats, checks=checks, head_nodes=asm.head_nodes,
+        node_dirs=node_dirs, output_name=cg.output.name, error_dirs=error_dirs,
+        count_checks=count_checks, kind_checks=kind_checks, reads_later_positions=reads_later)

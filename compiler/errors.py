@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from rasp.ir import Node, RASPError, Span
 
-__all__ = ["CompilerError", "UnsupportedError", "ModelTooLargeError", "CompiledRuntimeError"]
+__all__ = ["CompilerError", "UnsupportedError", "ModelTooLargeError", "CompiledRuntimeError",
+           "VerificationError"]
 
 
 class CompilerError(RASPError):
@@ -27,6 +28,13 @@ class UnsupportedError(CompilerError):
 
 class ModelTooLargeError(CompilerError):
     """The compiled model would exceed the parameter limit; raised before allocating."""
+
+
+class VerificationError(CompilerError):
+    """The verification gate found an input on which the assembled model differs from the
+    interpreter, and ``compile_program`` refused to return it. The message gives the first
+    counterexample. Unlike the other refusals this one is the compiler's fault, not the
+    program's: a property test treats it as a failure."""
 
 
 class CompiledRuntimeError(CompilerError):

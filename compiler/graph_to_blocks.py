@@ -48,7 +48,8 @@ from rasp.value_sets import apply_elementwise_table, sort_values
 
 from .encoding import NUMERICAL
 from .errors import CompilerError
-from .rasp_to_graph import CNode, affine_form, affine_steps, eval_expr, ternary_parts
+from .expr import affine_form, affine_steps, eval_expr, ternary_parts
+from .nodes import CNode
 from .residual_space import ResidualSpace
 
 __all__ = ["MLPBlock", "HeadBlock", "build_mlp", "build_head", "SCORE", "RANK_STEP", "BIG",
@@ -167,7 +168,7 @@ def build_mlp(node: CNode, space: ResidualSpace) -> MLPBlock:
     """The MLP computing ``node`` (kind ``mlp``) from its leaves (see module docstring).
 
     A ternary ``x if c else y`` (nested ones too) is built branch by branch
-    (:func:`~compiler.rasp_to_graph.ternary_parts`): each branch's table runs over the values
+    (:func:`~compiler.expr.ternary_parts`): each branch's table runs over the values
     of its own inputs and of the conditions leading to it, gated by those conditions, instead
     of over every input of the whole expression (``digit if is_hint else next_hint``: 10 + 125
     combinations, not 2 x 10 x 125)."""
@@ -202,7 +203,7 @@ def _try_affine_steps(node: CNode, leaves: list, space: ResidualSpace, units: _U
     """An integer affine expression of integer inputs (``length - indices - 1``) as one
     discretising MLP over ``z = sum_i c_i x_i + b`` read linearly from the residual stream (a
     numerical input from its direction, a categorical one as ``sum_v v * onehot_v``): two
-    units per step between consecutive values of ``z`` (``rasp_to_graph.affine_steps``),
+    units per step between consecutive values of ``z`` (``expr.affine_steps``),
     instead of one unit per combination of the inputs. False (nothing added) when the
     expression is not of that form or the table is not larger."""
     z_values = affine_steps(node.expr, leaves)

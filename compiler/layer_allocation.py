@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from .rasp_to_graph import CNode, CompilerGraph
+from .nodes import CNode, CompilerGraph
 
 __all__ = ["LayerPlan", "allocate_layers"]
 

@@ -1,4 +1,4 @@
-"""Stage 8: the verification gate. The compiled model against the interpreter.
+"""Stage 7: the verification gate. The compiled model against the interpreter.
 
 :func:`verify_compiled` runs a compiled model and ``rasp.evaluate`` on the same inputs and
 compares them with :func:`rasp.equality.values_equal`: **exhaustively** when every input over

@@ -26,7 +26,8 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 import rasp
-from compiler import CompilerError, ModelTooLargeError, UnsupportedError, compile_program
+from compiler import (CompilerError, ModelTooLargeError, UnsupportedError, VerificationError,
+                      compile_program)
 from rasp import ir
 from rasp.equality import values_equal
 
@@ -396,8 +397,9 @@ def _agree(a, b) -> bool:
 def refusal_reason(e: CompilerError) -> str:
     """A short class of a compiler refusal, for the counts in ``docs/compiler.md``."""
     m = str(e)
-    for key, reason in (("differs from the interpreter", "verification gate (mismatch)"),
-                        ("too large to enumerate", "value set too large"),
+    if isinstance(e, VerificationError):
+        return "verification gate (mismatch)"
+    for key, reason in (                        ("too large to enumerate", "value set too large"),
                         ("possible means", "value set too large"),
                         ("would have", "value set too large"),
                         ("combinations", "value set too large"),
@@ -422,10 +424,16 @@ def run_fuzz(max_examples: int, seed_value: int = 0, inputs_per_program: int = 1
     """Fuzz ``max_examples`` programs (hypothesis, seeded); returns the counts::
 
         {"programs", "compiled", "refused": Counter(reason), "inputs",
-         "compiled_mismatches", "interpreter_mismatches", "examples": [first mismatches]}
+         "compiled_mismatches", "interpreter_mismatches", "gate_refusals",
+         "examples": [first mismatches and gate refusals]}
+
+    ``gate_refusals`` counts :class:`~compiler.VerificationError`: the compiler's own
+    verification gate found the assembled model differs from the interpreter (a
+    miscompilation turned into a refusal, also counted in ``refused``).
     """
     stats = {"programs": 0, "compiled": 0, "refused": Counter(), "inputs": 0,
-             "compiled_mismatches": 0, "interpreter_mismatches": 0, "examples": []}
+             "compiled_mismatches": 0, "interpreter_mismatches": 0, "gate_refusals": 0,
+             "examples": []}
 
     @seed(seed_value)
     @settings(max_examples=max_examples, deadline=None, database=None, derandomize=False,
@@ -440,6 +448,10 @@ def run_fuzz(max_examples: int, seed_value: int = 0, inputs_per_program: int = 1
             cm = compile_program(prog, VOCAB, max_len, causal=causal)
         except CompilerError as e:
             stats["refused"][refusal_reason(e)] += 1
+            if isinstance(e, VerificationError):
+                stats["gate_refusals"] += 1
+                if len(stats["examples"]) < 5:
+                    stats["examples"].append(("gate", prog, causal, str(e)))
             cm = None
         else:
             stats["compiled"] += 1

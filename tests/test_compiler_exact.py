@@ -65,8 +65,6 @@ SEQ = ["length", "reverse_seq", "hist", "double_hist", "sort", "sort_unique_seq"
 @pytest.mark.parametrize("name", SEQ)
 def test_sequence_programs_random(name):
     """The task catalogue's part-B programs (the RASP classics) on random inputs per length."""
-    if name not in tasks.TASKS:
-        pytest.skip(f"task {name} not in the catalogue")
     task = tasks.get_task(name)
     sop = task.load_reference()
     n = 5 if name in ("most_freq", "shuffle_dyck2", "sort_freq", "dyck2") else 8
@@ -214,11 +212,7 @@ def test_original_paper_examples(name):
     reads them) compile and equal the interpreter on random inputs."""
     from pathlib import Path
     path = Path(rasp.__file__).parent / "stdlib" / "examples.rasp"
-    if not path.exists():
-        pytest.skip("examples.rasp not available")
     env = rasp.run_file(str(path))
-    if name not in env:
-        pytest.skip(f"{name} not defined in examples.rasp")
     sop = env[name]
     vocab = list("(){}") if "dyck" in name else list("abcd")
     n = 5

@@ -22,4 +22,5 @@ def test_compiled_models_equal_the_reference_on_random_programs():
     stats = run_fuzz(max_examples=40, seed_value=16)
     assert stats["compiled_mismatches"] == 0, stats["examples"]
     assert stats["interpreter_mismatches"] == 0, stats["examples"]
+    assert stats["gate_refusals"] == 0, stats["examples"]   # no miscompilation refused
     assert stats["compiled"] >= 20, stats           # most programs compile

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import compiler.compile as compile_mod
-from compiler import CompilerError, compile_program
+from compiler import CompilerError, VerificationError, compile_program
 from compiler.verification import verify_compiled
 from rasp import aggregate, indices, length, select, tokens
 
@@ -38,5 +38,6 @@ def test_gate_finds_a_counterexample_in_a_corrupted_model(n):
 def test_compile_program_refuses_a_model_corrupted_after_assembly(monkeypatch):
     real = compile_mod._compile
     monkeypatch.setattr(compile_mod, "_compile", lambda *a: _corrupt(real(*a)))
-    with pytest.raises(CompilerError, match="First counterexample: input \\["):
+    with pytest.raises(VerificationError, match="First counterexample: input \\[") as e:
         compile_program(_reverse(), VOCAB, 12)
+    assert isinstance(e.value, CompilerError)     # a refusal of compile_program, as the others

@@ -12,6 +12,7 @@ from rasp import (aggregate, full, indices, length, numerical, select, selector_
                   tokens_int)
 from compiler import CompilerError, compile_program, load_compiled
 from compiler.graph_to_blocks import build_mlp
+from compiler.basis_inference import infer_bases
 from compiler.rasp_to_graph import build_graph
 from compiler.layer_allocation import allocate_layers
 from compiler.library import make_frac_prevs, make_reverse
@@ -20,7 +21,7 @@ from compiler.residual_space import ResidualSpace
 
 def test_graph_is_a_networkx_dag_with_rewrites():
     prog = aggregate(select(indices, length - indices - 1, "=="), tokens)
-    cg = build_graph(prog, ["a", "b"], 5)
+    cg = _graph(prog, ["a", "b"], 5)
     assert isinstance(cg.graph, nx.DiGraph) and nx.is_directed_acyclic_graph(cg.graph)
     kinds = sorted(n.kind for n in cg.nodes)
     # length -> selector-width head; `length - indices - 1` fused into its MLP; one aggregate
@@ -33,13 +34,13 @@ def test_graph_is_a_networkx_dag_with_rewrites():
 
 def test_select_absorbs_a_map_of_one_sop():
     prog = aggregate(select(indices, indices - 1, "=="), tokens, default="_")
-    cg = build_graph(prog, ["a", "b"], 5)
+    cg = _graph(prog, ["a", "b"], 5)
     assert [n.kind for n in cg.nodes if not n.is_embedded] == ["aggregate"]
 
 
 def test_residual_labels():
     prog = aggregate(select(tokens, full("a"), "=="), numerical(tokens == "a"))
-    cg = build_graph(prog, ["a", "b"], 3)
+    cg = _graph(prog, ["a", "b"], 3)
     space = ResidualSpace(cg.nodes)
     assert space.labels[:3] == ["one", "bos", "pad"]
     assert "tokens:a" in space.labels and "tokens:b" in space.labels
@@ -52,7 +53,7 @@ def test_layers_attention_before_mlp_and_sharing():
     a1 = aggregate(select(tokens, tokens, "=="), tokens_int)       # a numerical mean
     a2 = selector_width(select(indices, indices, "<"))
     prog = numerical(a1 + a2)
-    cg = build_graph(prog, ["1", "2"], 4)
+    cg = _graph(prog, ["1", "2"], 4)
     plan = allocate_layers(cg)
     # the two independent heads share layer 0; a2's MLP (1/(w+1) -> w) is layer 0's MLP, after
     # the heads; the sum of two numerical values is layer 1's MLP
@@ -63,6 +64,17 @@ def test_layers_attention_before_mlp_and_sharing():
         assert np.allclose(cm.run([inp])[0], rasp.evaluate(prog, [inp])[0])
 
 
+def _graph(prog, vocab, n):
+    """The compiler graph of ``prog``: value sets first, computed once, then the graph."""
+    return build_graph(prog, vocab, n, value_sets=infer_bases(prog, vocab, n))
+
+
+def test_graph_needs_the_value_sets():
+    prog = aggregate(select(indices, indices, "=="), tokens)
+    with pytest.raises(TypeError):
+        build_graph(prog, ["a", "b"], 3)         # the value sets are required
+
+
 def _mlp_apply(block, x_resid):
     h = np.maximum(x_resid @ block.W_in, 0)
     return h @ block.W_out
@@ -71,7 +83,7 @@ def _mlp_apply(block, x_resid):
 def test_discretising_mlp_is_exact_with_negative_outputs():
     frac = make_frac_prevs(tokens == "x")
     prog = numerical(frac * -3 + frac * frac * 10 - 1)   # not affine: discretising MLP
-    cg = build_graph(prog, ["a", "x"], 6)
+    cg = _graph(prog, ["a", "x"], 6)
     space = ResidualSpace(cg.nodes)
     node = cg.output
     block = build_mlp(node, space)

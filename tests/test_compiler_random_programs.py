@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 import rasp
 from rasp import aggregate, indices, numerical, select, selector_width, tokens_int
-from compiler import CompilerError, compile_program
+import pytest
+
+from compiler import CompilerError, VerificationError, compile_program
 
 VOCAB = ["1", "2", "3"]
 N = 4
@@ -77,6 +79,10 @@ def _same(a, b):
 def _check(prog, causal):
     try:
         cm = compile_program(prog, VOCAB, N, causal=causal)
+    except VerificationError as e:
+        # the gate compares the same inputs as this test (exhaustive at N = 4): its refusal is
+        # a miscompilation the test exists to find, never an allowed outcome
+        pytest.fail(f"miscompiled (the verification gate refused it): {e}")
     except CompilerError:
         return   # refused with a clear error (e.g. a value set too large): allowed
     for batch in ALL:
