@@ -27,9 +27,9 @@ results: install
 
 # docs/predictions.md is generated, never edited by hand: per-PE predictions with program
 # searches, the check against our own training (runs reused) and the RASP-L conjecture alone
-# (about an hour on 2 cores; `python -m analysis.prediction.predictions_doc --help` for the settings)
+# (about an hour on 2 cores; `python -m analysis.reporting.predictions_doc --help` for the settings)
 predictions: install
-	$(PY) -m analysis.prediction.predictions_doc -o docs/predictions.md
+	$(PY) -m analysis.reporting.predictions_doc -o docs/predictions.md
 
 # The report tests open pages in headless Chromium: `make test` installs Debian's package
 # `chromium` when no Chromium is on PATH (as root, or with password-less sudo), else stops

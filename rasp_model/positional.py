@@ -37,6 +37,10 @@ from rasp.errors import RASPError
 #: the six positional encodings, in the order every table, figure and `all` list uses: no
 #: position information, then the relative encodings, then the absolute ones
 PE_NAMES = ("nope", "t5", "alibi", "rope", "ape_sinusoidal", "ape_learned")
+
+#: the name each encoding has in the papers (tables, figures, claims)
+PE_LABELS = {"nope": "NoPE", "t5": "T5 bias", "alibi": "ALiBi", "rope": "RoPE (Rotary)",
+             "ape_sinusoidal": "APE (sinusoidal)", "ape_learned": "APE (learned)"}
 """The six positional encodings, in the order of Kazemnejad et al.'s tables."""
 
 

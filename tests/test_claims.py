@@ -2,7 +2,7 @@
 
 import pytest
 
-from analysis.reporting.claims import (ClaimError, check_poolable, compare_pes, comparison_groups,
+from analysis.evidence.claims import (ClaimError, check_poolable, compare_pes, comparison_groups,
                              distance_claim, prediction_claim, run_record, task_claims)
 
 
@@ -112,7 +112,7 @@ def test_distance_claim_and_task_claims():
 
 
 def test_a_task_with_two_protocols_is_compared_within_each_and_says_so():
-    from analysis.reporting.claims import claims_for_task
+    from analysis.evidence.claims import claims_for_task
     runs = [_run("nope", s, 1.0, 0.95) for s in (0, 1)] + \
            [_run("ape_learned", s, 1.0, 0.0) for s in (0, 1)] + \
            [_run(pe, s, 1.0, 0.9, position_offsets="random")

@@ -126,7 +126,7 @@ def test_missing_sections_render_as_not_available(tmp_path):
 def test_claims_table_and_results_document_from_the_runs(tmp_path):
     import json
 
-    from analysis.reporting import claims
+    from analysis.evidence import claims
     from analysis.reporting.results import results_markdown
 
     def run(pe, seed, id_em, ood_em):

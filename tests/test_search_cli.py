@@ -100,13 +100,13 @@ def test_padded_program_does_not_change_the_prediction_once_search_finds_the_sho
 
 
 def test_predictions_doc_refuses_bad_settings_with_one_line(tmp_path):
-    """``python -m analysis.prediction.predictions_doc`` (``make predictions``): bad numbers are a one-line
+    """``python -m analysis.reporting.predictions_doc`` (``make predictions``): bad numbers are a one-line
     error and exit 2, and nothing is written."""
     import subprocess
     import sys
     out = tmp_path / "p.md"
     for bad in (["--search", "-1"], ["-N", "0"], ["--validate-seeds", "0"]):
-        r = subprocess.run([sys.executable, "-m", "analysis.prediction.predictions_doc", "-o", str(out),
+        r = subprocess.run([sys.executable, "-m", "analysis.reporting.predictions_doc", "-o", str(out),
                             *bad], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2, (bad, r.stderr)
         assert r.stderr.strip().count("\n") == 0 and "predictions_doc:" in r.stderr

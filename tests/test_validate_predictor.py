@@ -2,7 +2,7 @@
 
 import json
 
-from analysis.reporting.claims import run_record
+from analysis.evidence.claims import run_record
 from analysis.prediction.validate import measure
 from rasp_cli.main import main
 
@@ -16,7 +16,7 @@ def _runs(id_em, ood_em, n=200):
 
 
 def test_measurement_and_label_are_the_claims_rule():
-    """The rule of analysis.reporting.claims (one owner): every seed and the bootstrap interval on one
+    """The rule of analysis.evidence.claims (one owner): every seed and the bootstrap interval on one
     side of the report's 0.5 threshold, else inconclusive."""
     assert measure(_runs([1.0] * 3, [0.9, 0.95, 0.92]), "generalizes")[:2] == \
         ("generalizes", "supported")

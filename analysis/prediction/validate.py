@@ -6,7 +6,7 @@ with that ``pe``) next to the outcome measured on models trained by this toolkit
 settings and resumes an interrupted one), labelled like the report's claims:
 
 * the measured outcome and the label come from the one owner of that rule,
-  :func:`analysis.reporting.claims.prediction_claim`, applied to the runs of one (task, PE): "generalizes"
+  :func:`analysis.evidence.claims.prediction_claim`, applied to the runs of one (task, PE): "generalizes"
   when the PE fits its training lengths on every seed and every seed's out-of-distribution
   exact match (OOD EM) and the bootstrap 95% interval of the mean (seeds and test samples
   resampled) are at or above the report's threshold, "fails" when every seed and the interval's
@@ -58,13 +58,13 @@ class ValidationRow:
 
 def measure(records, prediction: str) -> tuple[str, str, str, float | None, tuple | None]:
     """``(measured, label, reason, mean OOD EM, 95% interval)`` of the runs of one (task, PE)
-    (:class:`analysis.reporting.claims.RunRecord`, one per seed) against ``prediction``, by
-    :func:`analysis.reporting.claims.prediction_claim` (module docstring).
+    (:class:`analysis.evidence.claims.RunRecord`, one per seed) against ``prediction``, by
+    :func:`analysis.evidence.claims.prediction_claim` (module docstring).
 
     Raises:
-        analysis.reporting.claims.ClaimError: the runs cannot be pooled (different configurations).
+        analysis.evidence.claims.ClaimError: the runs cannot be pooled (different configurations).
     """
-    from analysis.reporting.claims import prediction_claim
+    from analysis.evidence.claims import prediction_claim
     claim = prediction_claim(records, prediction)
     (pe_numbers,) = claim.numbers["per_pe"].values()
     oods = [x for x in pe_numbers["ood_em"] if x is not None]
@@ -101,7 +101,7 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
         analysis.training.trainer.TrainingError / RunDirError: bad settings or an unusable run
         directory; analysis.prediction.predict.PredictError: a task the predictor cannot handle.
     """
-    from analysis.reporting.claims import load_runs
+    from analysis.evidence.claims import load_runs
     from analysis.training.grid import GridRun, check_runs, run_grid
     from analysis.prediction.predict import predict
     from analysis.training.trainer import TrainingError

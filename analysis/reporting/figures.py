@@ -16,13 +16,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from rasp_model.positional import PE_NAMES  # noqa: E402
+from rasp_model.positional import PE_LABELS, PE_NAMES  # noqa: E402
 
-__all__ = ["PE_COLORS", "PE_LABELS", "accuracy_figure", "heatmap_figure",
+__all__ = ["PE_COLORS", "accuracy_figure", "heatmap_figure",
            "distance_chart", "layer_diagram", "save"]
 
-PE_LABELS = {"nope": "NoPE", "t5": "T5 bias", "alibi": "ALiBi", "rope": "RoPE (Rotary)",
-            "ape_sinusoidal": "APE (sinusoidal)", "ape_learned": "APE (learned)"}
 PE_COLORS = {"nope": "#d62728", "t5": "#1f77b4", "alibi": "#2ca02c", "rope": "#9467bd",
              "ape_sinusoidal": "#ff7f0e", "ape_learned": "#8c564b"}
 

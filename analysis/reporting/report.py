@@ -38,13 +38,13 @@ from analysis.reporting import figures
 from analysis.prediction import predict
 from analysis.probing import metrics
 from analysis.training import trainer
-from analysis.reporting import claims as _claims
+from analysis.evidence import claims as _claims
 from analysis.training.runs import (RunDirError, atomic_write_text, default_run_dir, is_finished,
                            load_run, read_accuracy, read_task_name)
 from compiler.errors import CompilerError
 from rasp import measures, raspl
 from rasp.ir import RASPError
-from rasp_model.positional import PE_NAMES
+from rasp_model.positional import PE_LABELS, PE_NAMES
 
 __all__ = ["ReportError", "ReportOptions", "collect_task", "render_report", "generate_report",
            "DEFAULT_TASKS", "FULL_TASKS", "measured_outcome", "REPORT_PRESETS", "wanted_runs",
@@ -74,7 +74,7 @@ REPORT_PRESETS = {
              "train_preset": "default", "runs_root": "runs"},
 }
 
-#: Thresholds of a task's outcome (one owner: :mod:`analysis.reporting.claims`).
+#: Thresholds of a task's outcome (one owner: :mod:`analysis.evidence.claims`).
 OOD_GENERALIZES, ID_FIT = _claims.OOD_GENERALIZES, _claims.ID_FIT
 
 
@@ -531,7 +531,7 @@ def _section_view(sec: dict) -> dict:
                               f"{res.variant}; BOS query row left out")
         view["probe_notes"] = list(res.notes)
     meas = sec.get("measured") or {}
-    view["per_pe"] = [{"pe": figures.PE_LABELS.get(pe, pe), "id_em": _fmt(v["id_em"], 2),
+    view["per_pe"] = [{"pe": PE_LABELS.get(pe, pe), "id_em": _fmt(v["id_em"], 2),
                        "ood_em": _fmt(v["ood_em"], 2)}
                       for pe, v in sorted((meas.get("per_pe") or {}).items(),
                                           key=lambda kv: PE_NAMES.index(kv[0])
@@ -592,7 +592,7 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
         autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.ChainableUndefined)
     env.filters["fmt"] = _fmt
-    env.filters["pename"] = lambda pe: figures.PE_LABELS.get(pe, pe)
+    env.filters["pename"] = lambda pe: PE_LABELS.get(pe, pe)
     page = env.get_template("report.html.j2").render(
         title=title, sections=views, meta=meta or {}, claims=all_claims,
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -5,7 +5,7 @@ For each task and positional encoding: the prediction (``analysis.prediction.pre
 trained by ``rasp train --grid`` (finished runs with the same settings are reused, interrupted
 ones resumed; seeds 0..N-1), the measured outcome with a bootstrap 95% interval across seeds and
 test samples, and the label supported / contradicted / inconclusive (the report's rule,
-``analysis.reporting.claims.prediction_claim``; one seed is always inconclusive); then the confusion matrix (predicted x measured) and
+``analysis.evidence.claims.prediction_claim``; one seed is always inconclusive); then the confusion matrix (predicted x measured) and
 the agreement rate. See ``analysis/prediction/validate.py`` for the rule. Defaults: the six tasks of the
 report's full set, PEs nope and ape_learned, 2 seeds, the quick preset.
 
@@ -44,7 +44,7 @@ def validate_command(args) -> int:
     import sys
     from rasp_cli.main import UsageError
     import tasks
-    from analysis.reporting.claims import ClaimError
+    from analysis.evidence.claims import ClaimError
     from analysis.prediction.predict import PredictError
     from analysis.reporting.report import FULL_TASKS
     from analysis.training.trainer import RunDirError, TrainingError

@@ -1,6 +1,6 @@
 """``docs/predictions.md`` written from runs of the predictor, never by hand.
 
-One command (``make predictions``, or ``python -m analysis.prediction.predictions_doc``) computes every
+One command (``make predictions``, or ``python -m analysis.reporting.predictions_doc``) computes every
 table of the document and writes it with the command, the date, the machine and the seconds
 each part took at its top:
 
@@ -71,7 +71,7 @@ number is attached to them.
 """
 
 _VALIDATION_RULE = """\
-The measured outcome and the label are the report's rule (`analysis.reporting.claims.prediction_claim`,
+The measured outcome and the label are the report's rule (`analysis.evidence.claims.prediction_claim`,
 per task and PE): inconclusive unless the PE fits its training lengths on every seed and every
 seed and the bootstrap 95% interval lie on one side of the threshold on OOD exact match; a
 prediction is supported when it names the measured outcome, contradicted when it names the other
@@ -187,12 +187,12 @@ def build(args: argparse.Namespace, command: str) -> str:
 
 
 def main(argv=None) -> int:
-    """``python -m analysis.prediction.predictions_doc [-o docs/predictions.md] [--search S]
+    """``python -m analysis.reporting.predictions_doc [-o docs/predictions.md] [--search S]
     [--deep-search S] [--deep-tasks a,b] [--pe nope,ape_learned] [-N 40] [-K 3]
     [--validate-tasks a,b] [--validate-seeds N] [--validate-preset P] [--validate-search S]
     [--runs DIR]``. Exit 0 written; 2 bad input (one line on stderr)."""
     ap = argparse.ArgumentParser(
-        prog="python -m analysis.prediction.predictions_doc",
+        prog="python -m analysis.reporting.predictions_doc",
         description="Regenerate docs/predictions.md from runs of the predictor: per-PE "
                     "predictions with program searches, the check against our own training, "
                     "and the RASP-L conjecture alone. Takes about an hour on 2 cores with the "
@@ -227,7 +227,7 @@ def main(argv=None) -> int:
         print("predictions_doc: seconds must be >= 0, -N, -K and --validate-seeds >= 1",
               file=sys.stderr)
         return 2
-    command = "python -m analysis.prediction.predictions_doc " + " ".join(
+    command = "python -m analysis.reporting.predictions_doc " + " ".join(
         a for a in (argv if argv is not None else sys.argv[1:]))
     try:
         text = build(args, command.strip())

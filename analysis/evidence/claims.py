@@ -34,7 +34,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from analysis.reporting.figures import PE_LABELS
+from rasp_model.positional import PE_LABELS
 from rasp.errors import RASPError
 
 __all__ = ["LABELS", "ID_FIT", "OOD_GENERALIZES", "ClaimError", "RunRecord", "Claim",
