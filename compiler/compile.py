@@ -21,7 +21,8 @@ import torch
 
 from rasp.interpreter import stack_sequences, to_batch
 from rasp.ops import homogeneous_array
-from rasp.ir import RASPError, Select, SOp, topological_order
+from rasp.ir import Length, RASPError, SOp
+from rasp.raspl import noncausal_readers
 
 from .basis_inference import infer_bases
 from .blocks_to_model import Assembly, assemble
@@ -530,19 +531,21 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params) -> Co
         raise CompilerError(f"compile_program expects an s-op, got {type(sop).__name__}")
     reads_later = None
     if causal:
-        for node in topological_order(sop):
-            if isinstance(node, Select) and not node.causal:
-                where = f" at {node.span.line}:{node.span.column}" if node.span else ""
-                reads_later = f"select '{node.label}'{where}"
-                if allow_noncausal:
-                    break
+        # ``length`` is refused by the lowering with its own reason, allow_noncausal or not
+        readers = [n for n in noncausal_readers(sop) if not isinstance(n, Length)]
+        if readers:
+            sel = readers[0].selector
+            span = sel.span or readers[0].span
+            where = f" at {span.line}:{span.column}" if span else ""
+            reads_later = f"select '{sel.label}'{where}"
+            if not allow_noncausal:
                 raise UnsupportedError(
-                    f"select '{node.label}'{where} is not causal: in a decoder-only model every "
+                    f"select '{sel.label}'{where} is not causal: in a decoder-only model every "
                     "query sees only earlier keys, so this program would silently compute "
                     "prefix results instead of its bidirectional values; write it in RASP-L "
                     "causal mode, compile it with causal=False, or pass allow_noncausal=True "
                     "to compile its prefix semantics (rasp.evaluate(..., causal=True))",
-                    None, node.span)
+                    None, span)
     value_sets = infer_bases(sop, vocab, max_seq_len, causal)
     cg = build_graph(sop, vocab, max_seq_len, causal, value_sets=value_sets)
     space = ResidualSpace(cg.nodes)

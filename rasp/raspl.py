@@ -46,7 +46,8 @@ from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPError, RASPTyp
 from .display import describe_node
 
 __all__ = ["check", "RASPLReport", "Violation", "RULES", "INT8_MIN", "INT8_MAX", "violation_at",
-           "provably_causal", "index_offset"]
+           "provably_causal", "index_offset", "reads_only_prefix", "noncausal_readers",
+           "is_prefix_causal"]
 
 RULES = {
     1: "causal",
@@ -257,6 +258,36 @@ def _flag_causal(sel: Selector) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
+# Prefix causality: the one owner (the RASP-L rule 1 below, ``tasks.decode.is_prefix_causal``
+# and ``compiler.compile_program(causal=True)`` all ask it)
+# --------------------------------------------------------------------------------------------
+
+def reads_only_prefix(sel: Selector, memo: dict | None = None) -> bool:
+    """Whether a selector selects only keys at or before the query on every input: made
+    causal (its causal flag: the interpreter masks it with ``key <= query``) or causal by its
+    comparisons alone (:func:`provably_causal`)."""
+    return _flag_causal(sel) or _causal(sel, {} if memo is None else memo)
+
+
+def noncausal_readers(sop: Node) -> list[Node]:
+    """The nodes through which ``sop``'s value at position ``i`` may depend on a position
+    after ``i``, in topological order: ``length`` (the total input length), and every
+    aggregate and selector width whose selector does not :func:`reads_only_prefix`. Empty
+    for a prefix-causal program (one a decoder-only model computes exactly, token by
+    token)."""
+    memo: dict = {}
+    return [n for n in topological_order(sop)
+            if isinstance(n, Length) or (isinstance(n, (Aggregate, SelectorWidth))
+                                         and not reads_only_prefix(n.selector, memo))]
+
+
+def is_prefix_causal(sop: Node) -> bool:
+    """Whether ``sop``'s value at position ``i`` depends only on positions ``0..i``
+    (:func:`noncausal_readers` is empty)."""
+    return not noncausal_readers(sop)
+
+
+# --------------------------------------------------------------------------------------------
 # The check
 # --------------------------------------------------------------------------------------------
 
@@ -328,7 +359,7 @@ def check(sop: Node, vocab: Iterable | None = None, max_seq_len: int | None = No
             if sel.id in seen:
                 continue
             seen.add(sel.id)
-            if _flag_causal(sel) or _causal(sel, memo):
+            if reads_only_prefix(sel, memo):
                 continue
             add(1, sel, f"selector '{sel.label}' is not causal: a query can attend to later "
                         "keys (make it causal, or check the program in causal mode)",

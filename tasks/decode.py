@@ -7,8 +7,8 @@ decoder (:func:`rasp.decode.greedy_decode`): all unfinished prompts of one lengt
 in one batched :func:`rasp.evaluate` call.
 
 :func:`verify_program` checks a program against a task's ground truth on sampled inputs at every
-requested length. When the program is *prefix-causal* (every attention selector causal and no
-``length``), the value at position i depends only on tokens 0..i, so greedy decoding reproduces
+requested length. When the program is *prefix-causal* (``rasp.raspl.is_prefix_causal``: every
+attention selector causal, by its flag or its comparisons, and no ``length``), the value at position i depends only on tokens 0..i, so greedy decoding reproduces
 the answer iff the program, run once on ``prompt + answer[:-1]`` (teacher forcing), predicts
 every answer token: one evaluation per batch instead of one per generated token. Other programs
 are decoded step by step.
@@ -22,23 +22,12 @@ from typing import Sequence
 import numpy as np
 
 from rasp.equality import values_equal
+from rasp.raspl import is_prefix_causal   # the one owner of prefix causality (re-exported)
 
 from .base import Task, TaskInputError
 
 __all__ = ["decode_with_program", "decode_batch", "verify_program", "VerifyResult",
            "LengthResult", "is_prefix_causal", "evaluate_sequence_program"]
-
-
-def is_prefix_causal(sop) -> bool:
-    """Whether ``sop``'s value at position i depends only on positions 0..i: every aggregate /
-    selector width reads a causal selector and no node is ``length``."""
-    from rasp.ir import Aggregate, Length, SelectorWidth, walk
-    for n in walk(sop):
-        if isinstance(n, Length):
-            return False
-        if isinstance(n, (Aggregate, SelectorWidth)) and not n.selector.causal:
-            return False
-    return True
 
 
 def _to_ids(task: Task, values: np.ndarray) -> np.ndarray:
