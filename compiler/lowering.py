@@ -24,9 +24,8 @@ from rasp.errors import RASPError
 from rasp.ir import (Aggregate, Elementwise, Full, Indices, Length, Map, Select,
                      Selector, SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap,
                      SOp, Tokens, topological_order)
-from rasp.value_sets import (ValueSets, apply_elementwise_table, selects_at_least_one,
-                             selects_at_most_one, selects_equal_values, sort_values,
-                             values_array)
+from rasp.value_sets import (ValueSets, apply_elementwise_table, selects_at_most_one,
+                             selects_equal_values, sort_values, values_array)
 
 from .encoding import CATEGORICAL, NUMERICAL, aggregate_encoding, explicit_encoding
 from .errors import CompilerError, UnsupportedError
@@ -216,7 +215,6 @@ class Lowerer:
         numeric = _is_numeric_values(V)
         at_most_one = selects_at_most_one(node.selector, self.vs.sets) or \
             selects_equal_values(node.selector, node.values)
-        empty_possible = not selects_at_least_one(node.selector)
         default = node.default.item() if isinstance(node.default, np.generic) else node.default
         may_average = (node.reduction == "mean" and len(V) > 1 and not at_most_one)
         out_vals = self.vs.means.get(node.id, self.vs.sets[node.id])

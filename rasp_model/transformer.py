@@ -1,6 +1,7 @@
 """The one decoder Transformer of rasp-lab, shared by compiled and trained models.
 
-nanoGPT-sized and readable in one file. Parameter names and shapes follow TransformerLens so the
+The forward pass in one file; inference on structured-sparse (compiled) weights is planned in
+:mod:`rasp_model.sparse`, which the sublayers call. Parameter names and shapes follow TransformerLens so the
 compiler can write weights by name and probing tools read them the same way::
 
     embed.W_E               [d_vocab, d_model]
@@ -64,6 +65,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rasp_model import sparse
 from rasp_model.config import TransformerConfig
 from rasp_model.positional import (
     PositionalEncodingError, T5RelativeBias, alibi_bias, apply_rotary, sinusoidal_table)
@@ -125,25 +127,6 @@ class LayerNorm(nn.Module):
         return self.hook_normalized(F.layer_norm(x, x.shape[-1:], self.w, self.b, 1e-5))
 
 
-#: the structured-sparse path is taken when it keeps at most this fraction of a product's
-#: multiply-adds (see :func:`_nonzero_index`)
-SPARSE_KEEP = 0.5
-
-
-def _nonzero_index(W: torch.Tensor, dims: tuple) -> torch.Tensor:
-    """Indices along the one axis of ``W`` not in ``dims`` where some entry is non-zero."""
-    return torch.nonzero(W.abs().sum(dim=dims) > 0).reshape(-1)
-
-
-def _weights_key(*ts) -> tuple:
-    """Identifies the current values of tensors (storage and in-place version counters)."""
-    return tuple((t.data_ptr(), t._version) for t in ts)
-
-
-def _hooked(*points) -> bool:
-    return any(p._forward_hooks or p._forward_pre_hooks for p in points)
-
-
 class Attention(nn.Module):
     """Multi-head attention with per-head weights ``W_Q/W_K/W_V [H, d_model, d_head]``.
 
@@ -198,9 +181,11 @@ class Attention(nn.Module):
         ``n_heads_mask`` still shows its ``z``; it writes nothing to the residual stream.
         """
         cfg = self.cfg
-        sparse = self._sparse_plan()
-        if sparse is not None:
-            return self._sparse_forward(x, sparse, rel_bias, segment_ids)
+        plan = self._sparse_plan()
+        if plan is not None:
+            return sparse.attention_forward(
+                x, plan, lambda scores: self.attn_dropout(
+                    self._pattern(scores, x, rel_bias, segment_ids)))
         W_Q, W_K, W_V, W_O = self._masked_weights()
         q = torch.einsum("bsd,hde->bshe", x, W_Q)
         k = torch.einsum("bsd,hde->bshe", x, W_K)
@@ -254,50 +239,16 @@ class Attention(nn.Module):
         return self.hook_pattern(torch.softmax(scores, dim=-1))
 
     def _sparse_plan(self):
-        """The non-zero structure of the weights (module docstring), or None for the dense
-        path. Cached until a weight changes."""
+        """The structured-sparse plan (:mod:`rasp_model.sparse`), or None for the dense path:
+        with gradients, biases, RoPE, a head mask, in training, or with observers on
+        ``hook_q/k/v/z`` (which the plan does not compute)."""
         cfg = self.cfg
         if (torch.is_grad_enabled() or cfg.attn_bias or cfg.pe == "rope"
                 or self.head_mask is not None or self.training
-                or _hooked(self.hook_q, self.hook_k, self.hook_v, self.hook_z)):
+                or sparse.hooked(self.hook_q, self.hook_k, self.hook_v, self.hook_z)):
             return None
-        key = _weights_key(self.W_Q, self.W_K, self.W_V, self.W_O)
-        cached = getattr(self, "_plan", None)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        W_Q, W_K, W_V, W_O = self._masked_weights()
-        d, dh = cfg.d_model, cfg.d_head
-        qk_cols = torch.nonzero((W_Q.abs().sum(1) > 0) & (W_K.abs().sum(1) > 0)
-                                ).reshape(-1, 2)[:, 1].unique()
-        ov_cols = torch.nonzero((W_V.abs().sum(1) > 0) & (W_O.abs().sum(2) > 0)
-                                ).reshape(-1, 2)[:, 1].unique()
-        q_rows, k_rows = _nonzero_index(W_Q, (0, 2)), _nonzero_index(W_K, (0, 2))
-        v_rows, o_cols = _nonzero_index(W_V, (0, 2)), _nonzero_index(W_O, (0, 1))
-        dense = 4 * d * dh
-        kept = (len(q_rows) + len(k_rows)) * len(qk_cols) + (len(v_rows) + len(o_cols)) * len(
-            ov_cols)
-        plan = None
-        if kept <= SPARSE_KEEP * dense:
-            plan = (q_rows, k_rows, v_rows, o_cols, qk_cols, ov_cols,
-                    W_Q[:, q_rows][:, :, qk_cols].contiguous(),
-                    W_K[:, k_rows][:, :, qk_cols].contiguous(),
-                    W_V[:, v_rows][:, :, ov_cols].contiguous(),
-                    W_O[:, ov_cols][:, :, o_cols].contiguous())
-        self._plan = (key, plan)
-        return plan
-
-    def _sparse_forward(self, x, plan, rel_bias, segment_ids):
-        q_rows, k_rows, v_rows, o_cols, qk_cols, ov_cols, wq, wk, wv, wo = plan
-        q = torch.einsum("bsd,hde->bshe", x[..., q_rows], wq)
-        k = torch.einsum("bsd,hde->bshe", x[..., k_rows], wk)
-        v = torch.einsum("bsd,hde->bshe", x[..., v_rows], wv)
-        pattern = self._pattern(torch.einsum("bqhe,bkhe->bhqk", q, k), x, rel_bias,
-                                segment_ids)
-        z = torch.einsum("bhqk,bkhe->bqhe", self.attn_dropout(pattern), v)
-        out = x.new_zeros(x.shape)
-        out[..., o_cols] = torch.einsum("bshe,hed->bsd", z, wo)
-        return out
-
+        return sparse.attention_plan(self, (self.W_Q, self.W_K, self.W_V, self.W_O),
+                                     self._masked_weights, cfg.d_model, cfg.d_head)
 
 class MLP(nn.Module):
     """Two-layer MLP ``W_in [d_model, d_mlp]``, ``W_out [d_mlp, d_model]`` (ReLU or GELU)."""
@@ -320,12 +271,7 @@ class MLP(nn.Module):
         whose ``W_out`` writes few computes only those (as :class:`Attention`)."""
         plan = self._sparse_plan()
         if plan is not None:
-            rows, cols, w_in, w_out = plan
-            h = x[..., rows] @ w_in
-            h = F.relu(h) if self.cfg.act_fn == "relu" else F.gelu(h)
-            out = x.new_zeros(x.shape)
-            out[..., cols] = h @ w_out
-            return out
+            return sparse.mlp_forward(x, plan, F.relu if self.cfg.act_fn == "relu" else F.gelu)
         h = x @ self.W_in
         if self.cfg.mlp_bias:
             h = h + self.b_in
@@ -337,20 +283,12 @@ class MLP(nn.Module):
         return out
 
     def _sparse_plan(self):
+        """The structured-sparse plan (:mod:`rasp_model.sparse`), or None for the dense path
+        (gradients, biases, training, observers on ``hook_pre/post``)."""
         if (torch.is_grad_enabled() or self.cfg.mlp_bias or self.training
-                or _hooked(self.hook_pre, self.hook_post)):
+                or sparse.hooked(self.hook_pre, self.hook_post)):
             return None
-        key = _weights_key(self.W_in, self.W_out)
-        cached = getattr(self, "_plan", None)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        rows, cols = _nonzero_index(self.W_in, (1,)), _nonzero_index(self.W_out, (0,))
-        d = self.cfg.d_model
-        plan = None
-        if len(rows) + len(cols) <= SPARSE_KEEP * 2 * d:
-            plan = (rows, cols, self.W_in[rows].contiguous(), self.W_out[:, cols].contiguous())
-        self._plan = (key, plan)
-        return plan
+        return sparse.mlp_plan(self, self.W_in, self.W_out, self.cfg.d_model)
 
 
 class Block(nn.Module):
