@@ -41,6 +41,7 @@ if str(ROOT) not in sys.path:
 from bench import cpu_model  # noqa: E402
 import tasks  # noqa: E402
 from analysis.prediction import search as new_engine  # noqa: E402
+from analysis.prediction.search.storage import _default_threads  # noqa: E402
 from rasp.measures import measure  # noqa: E402
 
 DEFAULT_TASKS = ["count", "mode", "copy_unique", "sort_unique", "boolean_and",
@@ -92,7 +93,7 @@ def engines(task_name: str, seconds: float, max_length: int) -> dict:
                       "per_cpu_s": round(res.explored / max(cpu, 1e-9)),
                       "certified": res.certified_below, "found": res.found,
                       "task_length": n, "batch": list(prob.inputs.shape),
-                      "threads": (threads or new_engine._default_threads())
+                      "threads": (threads or _default_threads())
                       if mod is new_engine else 1,
                       "load_avg": [round(load0, 2), round(os.getloadavg()[0], 2)]}
         print(f"{label}: {res.explored:,} programs, {wall:.1f} s wall, {cpu:.1f} s CPU "
@@ -115,7 +116,7 @@ def finds(names, time_limit: float, max_length: int) -> list[dict]:
                                      progress=sys.stderr.isatty())
         d = res.to_dict()
         d["shipped_length"] = measure(ref).length if ref is not None else None
-        d["shipped_size"] = new_engine._tree_size(ref) if ref is not None else None
+        d["shipped_size"] = new_engine.tree_size(ref) if ref is not None else None
         d["wall_seconds"] = round(time.perf_counter() - t0, 1)
         d["cpu_seconds"] = round(time.process_time() - c0, 1)
         d["load_avg"] = round(os.getloadavg()[0], 2)

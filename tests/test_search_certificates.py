@@ -10,7 +10,8 @@ size <= k", brute force finds nothing either.
 import numpy as np
 import pytest
 
-from analysis.prediction.search import _Engine, matches_problem, problem_from_examples, search
+from analysis.prediction.search import matches_problem, problem_from_examples, search
+from analysis.prediction.search.engine import _Engine
 
 TINY = {"where": False, "sel_andor": False}
 
@@ -101,7 +102,7 @@ def test_stored_aggregate_values_equal_the_interpreter():
 
 def _entries(eng, K, Q, op):
     """Causal entries ``[nk * nq, E]`` of ``select(K_x, Q_y, op)`` formed directly."""
-    from analysis.prediction.search import _SEL_OPS
+    from analysis.prediction.search.storage import _SEL_OPS
     Kf = np.zeros((len(K), eng.B * eng.T), np.int64)
     Kf[:, eng.vflat] = K
     Qf = np.zeros((len(Q), eng.B * eng.T), np.int64)
@@ -132,7 +133,7 @@ def test_select_fingerprints_and_widths_equal_those_of_the_entries(shape, T):
     got = {"<": lt, "<=": le, "==": le - lt, "!=": tot - (le - lt), ">": tot - le,
            ">=": tot - lt}
     x, y = np.divmod(np.arange(nk * nq), nq)
-    from analysis.prediction.search import _STRUCT_OPS
+    from analysis.prediction.search.storage import _STRUCT_OPS
     for op, h in got.items():
         ent = _entries(eng, K, Q, op)
         want = (ent.astype(np.uint64) * eng.RE.astype(np.uint64)).sum(axis=1, dtype=np.uint64)
@@ -151,7 +152,8 @@ def test_selector_deduplication_keeps_every_distinct_selector():
     entries, dropped 6 distinct size-4 selectors of this batch as duplicates.)"""
     import time
     import tasks
-    from analysis.prediction.search import _KIND_STR, _SEL_OPS, problem_from_task
+    from analysis.prediction.search import problem_from_task
+    from analysis.prediction.search.storage import _KIND_STR, _SEL_OPS
     problem = problem_from_task(tasks.get_task("mode"), range(1, 7), 3, 0)
     eng = _Engine(problem, 600, 5, False, 2**31, None)
     eng.found = ("not checked", 0)               # enumerate every size, stop at none
@@ -197,8 +199,9 @@ def test_worker_threads_change_nothing(monkeypatch):
     same s-ops and selectors, in the same order, at every size, as one thread (the sequential
     engine), and count the same candidates. Small blocks: many jobs are in flight at once."""
     import tasks
-    import analysis.prediction.search
-    monkeypatch.setattr(analysis.prediction.search, "_CHUNK", 1 << 12)
+    from analysis.prediction.search import engine, families, kernels
+    for module in (engine, families, kernels):            # the block size each module reads
+        monkeypatch.setattr(module, "_CHUNK", 1 << 12)
     from analysis.prediction.search import problem_from_task
     problem = problem_from_task(tasks.get_task("mode"), range(1, 7), 3, 0)
     r1, rows1, sels1 = _levels(1, problem, 4)

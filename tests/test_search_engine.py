@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import rasp
-from analysis.prediction.search import (SearchError, matches_problem, problem_from_examples,
-                             program_to_source, search)
+from analysis.prediction.search import SearchError, matches_problem, problem_from_examples, search
+from rasp.source import program_to_source
 from rasp.measures import measure
 from rasp.raspl import check
 

@@ -383,8 +383,8 @@ def predict(task, verify_max_length: int = 100, samples: int = 5, seed: int = 0,
         rec = _record(task, label, text, bm, breport, bver, nat[4], search_dict,
                       natural_report=nat[5])
         rec.program_source = src
-        from analysis.prediction.search import _tree_size
-        rec.length_upper_bound = _tree_size(sop) if ok else None
+        from analysis.prediction.search import tree_size
+        rec.length_upper_bound = tree_size(sop) if ok else None
     rec.length_lower_bound = lower
     rec.pe = pe
     _crasp_part(rec, task, pe, evaluated, verify_max_length, samples, seed, search_seconds,

@@ -1,0 +1,357 @@
+"""The search problem and its result: the examples, the next-token targets, the certificate.
+
+:class:`SearchProblem` holds a batch of token sequences as ``[batch, seq]`` int arrays with
+their valid positions and per-position targets; :func:`problem_from_examples` and
+:func:`problem_from_task` make one. :class:`SearchResult` is what a search returns (the program,
+its expression size, the size below which no program exists in the grammar, the count of
+programs explored). Checking a program against a problem (:func:`matches_problem`) and finding
+the row a program gets wrong (the counterexample that joins the batch in the next round of
+counterexample-guided refinement) are here too, since the engine and the driver both use them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from rasp.interpreter import Evaluator
+from rasp.ir import Indices, Node, RASPError, SOp, Tokens
+
+INT8 = (-128, 127)
+
+
+class SearchError(ValueError):
+    """The search cannot be set up (bad task representation, no usable example, ...)."""
+
+
+# --------------------------------------------------------------------------------------------
+# The problem: a batch of examples and the next token expected at some positions
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class SearchProblem:
+    """A fixed batch and the next-token values a program must produce.
+
+    Attributes:
+        inputs: ``[batch, seq]`` program token values (each example right-padded with its last
+            value; padding never influences a causal program's earlier positions).
+        valid: ``[batch, seq]`` bool, the real positions of each example.
+        target_mask: ``[batch, seq]`` bool, the positions whose next token is predicted (the
+            answer part of each example).
+        target: ``[batch, seq]`` the expected program value (the next token) where
+            ``target_mask``; arbitrary elsewhere.
+        constants: numeric constants the grammar may use (``full``, ``x == c``, ...).
+        defaults: aggregate defaults.
+        lengths: the task lengths present in the batch.
+        name: a label for reports.
+    """
+
+    inputs: np.ndarray
+    valid: np.ndarray
+    target_mask: np.ndarray
+    target: np.ndarray
+    constants: list = field(default_factory=lambda: [0, 1, 2])
+    defaults: list = field(default_factory=lambda: [0])
+    lengths: list = field(default_factory=list)
+    name: str = "problem"
+
+    @property
+    def n_targets(self) -> int:
+        return int(self.target_mask.sum())
+
+
+def problem_from_examples(examples: Sequence[tuple[Sequence, int]], *, constants=(0, 1, 2),
+                          defaults=(0,), lengths=(), name="problem") -> SearchProblem:
+    """Build a :class:`SearchProblem` from ``(values, first_target)`` pairs.
+
+    Each ``values`` is one whole example as the program sees it (e.g. ``BOS prompt SEP answer
+    EOS``); positions ``t >= first_target - 1`` up to the second-to-last must predict
+    ``values[t + 1]``. The batch holds ``values[:-1]`` of each example.
+
+    Raises:
+        SearchError: no examples, or mixed value types.
+    """
+    if not examples:
+        raise SearchError("no examples to search on")
+    seqs = [list(v) for v, _ in examples]
+    n = max(len(s) for s in seqs) - 1
+    if n < 1:
+        raise SearchError("examples are too short")
+    kinds = {isinstance(x, str) for s in seqs for x in s}
+    if len(kinds) > 1:
+        raise SearchError("examples mix string and numeric token values")
+    is_str = kinds == {True}
+    dtype = str if is_str else np.int64
+    b = len(seqs)
+    inputs = np.empty((b, n), dtype=object)
+    valid = np.zeros((b, n), dtype=bool)
+    tmask = np.zeros((b, n), dtype=bool)
+    target = np.empty((b, n), dtype=object)
+    for i, (s, first) in enumerate(examples):
+        s = list(s)
+        body = s[:-1]
+        inputs[i, :len(body)] = body
+        inputs[i, len(body):] = body[-1]
+        valid[i, :len(body)] = True
+        target[i, :] = s[-1]
+        for t in range(max(first - 1, 0), len(s) - 1):
+            tmask[i, t] = True
+            target[i, t] = s[t + 1]
+    inputs = inputs.astype(dtype)
+    try:
+        target = target.astype(dtype)
+    except (TypeError, ValueError):
+        raise SearchError("target values do not share the input's type") from None
+    if is_str:
+        constants = [c for c in constants if isinstance(c, str)]
+        defaults = [d for d in defaults if isinstance(d, str)] or [""]
+    else:
+        constants = sorted({int(c) for c in constants if isinstance(c, (int, np.integer))})
+        defaults = sorted({int(d) for d in defaults if isinstance(d, (int, np.integer))})
+    return SearchProblem(inputs, valid, tmask, target, list(constants), list(defaults),
+                         sorted(set(lengths)), name)
+
+
+def problem_from_task(task, lengths: Iterable[int] = range(1, 9), samples: int = 3,
+                      seed: int = 0) -> SearchProblem:
+    """The next-token search problem of a catalogue task (contract C of the design).
+
+    For every allowed length, ``samples`` examples are drawn with ``task.sample(length, rng)``
+    (seeded), turned into program values with ``task.program_tokens`` and checked to decode back
+    with ``task.program_output_to_id``. Constants are the small integers 0, 1, 2 plus the integer
+    program values of the special tokens (BOS, SEP, EOS); defaults are 0 plus those values.
+
+    Raises:
+        SearchError: the task allows none of the lengths, or its program values do not map back
+            to the token ids (the representation is not invertible).
+    """
+    if task.kind != "next_token":
+        raise SearchError(f"task {task.name!r} is a per-position sequence program, not a "
+                          "next-token task: the search looks for next-token programs")
+    rng = np.random.default_rng(seed)
+    examples = []
+    used = []
+    for n in lengths:
+        if not task.length_ok(n):
+            continue
+        used.append(n)
+        seen = set()
+        for _ in range(samples):
+            prompt, answer = task.sample(n, rng)
+            ids = list(prompt) + list(answer)
+            if tuple(ids) in seen:
+                continue
+            seen.add(tuple(ids))
+            values = list(task.program_tokens(ids))
+            if len(values) != len(ids):
+                raise SearchError(f"task {task.name}: program_tokens changed the length")
+            for t in range(len(prompt), len(ids)):
+                if task.program_output_to_id(values[t]) != ids[t]:
+                    raise SearchError(
+                        f"task {task.name}: program value {values[t]!r} does not map back to "
+                        f"token id {ids[t]}")
+            examples.append((_plain(values), len(prompt)))
+    if not examples:
+        raise SearchError(f"task {task.name} allows none of the lengths {list(lengths)}")
+    voc = task.vocab
+    special = []
+    for tid in (voc.bos, voc.sep, voc.eos):
+        if tid is None:
+            continue
+        try:
+            v = _plain(task.program_tokens([tid]))[-1]
+        except Exception:  # noqa: BLE001 - a task may refuse a lone special token
+            continue
+        special.append(v)
+    ints = [v for v in special if isinstance(v, int)]
+    strs = [v for v in special if isinstance(v, str)]
+    return problem_from_examples(examples, constants=[0, 1, 2] + ints + strs,
+                                 defaults=[0] + ints + strs, lengths=used, name=task.name)
+
+
+def _plain(values) -> list:
+    out = []
+    for v in values:
+        if isinstance(v, (bool, np.bool_)):
+            out.append(int(v))
+        elif isinstance(v, (np.integer,)):
+            out.append(int(v))
+        elif isinstance(v, (float, np.floating)) and float(v).is_integer():
+            out.append(int(v))
+        else:
+            out.append(v)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class SearchResult:
+    """Outcome of :func:`search`.
+
+    Attributes:
+        found: whether a program was found.
+        program: the program (an :class:`~rasp.ir.SOp`, causal) or ``None``.
+        length: its program length, or ``None``.
+        certified_below: every program of length ``<= certified_below`` in the grammar was
+            enumerated (up to observational equivalence) and none reproduces the task. With a
+            found program, ``certified_below == length - 1``: the program is a shortest one.
+        stopped: ``"found"``, ``"max_length"`` or ``"time_limit"``.
+        explored: candidates evaluated; ``distinct``: kept after observational equivalence.
+        seconds: wall time; ``programs_per_s`` = explored / seconds.
+        lengths: task lengths of the batch; ``n_targets``: number of predicted positions.
+    """
+
+    name: str
+    found: bool
+    program: SOp | None
+    length: int | None
+    certified_below: int
+    stopped: str
+    explored: int
+    distinct: int
+    seconds: float
+    lengths: list
+    n_targets: int
+    max_length: int
+    source: str | None = None
+    counterexamples_added: int = 0
+    found_by: str | None = None
+    measured_length: int | None = None
+
+    @property
+    def programs_per_s(self) -> float:
+        return self.explored / self.seconds if self.seconds > 0 else float("nan")
+
+    def to_dict(self) -> dict:
+        return {"task": self.name, "found": self.found, "length": self.length,
+                "certified_no_program_up_to": self.certified_below, "stopped": self.stopped,
+                "explored": self.explored, "distinct": self.distinct,
+                "seconds": round(self.seconds, 3),
+                "programs_per_s": round(self.programs_per_s, 1),
+                "lengths": self.lengths, "n_targets": self.n_targets,
+                "max_length": self.max_length, "program": self.source,
+                "counterexamples_added": self.counterexamples_added,
+                "found_by": self.found_by, "measured_length": self.measured_length,
+                "certified_lower_bound": self.certified_below + 1,
+                "upper_bound": self.length}
+
+    def summary(self) -> str:
+        if self.found and self.found_by == "combination":
+            head = (f"{self.name}: found a program of expression size {self.length} "
+                    f"(length {self.measured_length}) by combining terms; certified: none of "
+                    f"size <= {self.certified_below}")
+        elif self.found:
+            head = (f"{self.name}: shortest program has size {self.length} "
+                    f"(certified: none of size <= {self.certified_below})")
+        else:
+            head = (f"{self.name}: no program of size <= {self.certified_below} "
+                    f"({self.stopped})")
+        return (f"{head}; {self.explored} programs in {self.seconds:.1f} s "
+                f"({self.programs_per_s:.0f}/s)")
+
+
+def tree_size(node: Node) -> int:
+    """Expression size: operations of the program counted at every use (no sharing);
+    ``tokens``, ``indices`` count 0 (the search's size measure)."""
+    if isinstance(node, (Tokens, Indices)):
+        return 0
+    return 1 + sum(tree_size(c) for c in node.children)
+
+
+def _measured(node: Node) -> int:
+    from rasp.measures import measure
+    return measure(node).length
+
+
+#: Grammar switches (all on by default): ``where`` (ternaries), ``maxmin`` (max/min
+#: aggregates), ``sel_andor`` (selector and/or).
+_GRAMMAR = {"where": True, "maxmin": True, "sel_andor": True}
+
+
+def matches_problem(sop: Node, problem: SearchProblem) -> bool:
+    """Whether ``sop`` (evaluated causally) gives the expected next token at every target
+    position of ``problem``. Errors during evaluation count as a mismatch."""
+    try:
+        with np.errstate(all="ignore"):
+            val = Evaluator(problem.inputs, causal=True)(sop)
+    except (RASPError, ValueError, TypeError, OverflowError):
+        return False
+    got = val[problem.target_mask]
+    want = problem.target[problem.target_mask]
+    if (got.dtype.kind == "U") != (want.dtype.kind == "U"):
+        return False
+    return bool(np.array_equal(got, want))
+
+
+def _term_failing_row(term: Node, problem: SearchProblem | None) -> int | None:
+    """The shortest example of ``problem`` on which ``term`` is wrong where the target is not
+    its most frequent value (a term of the combination, checked on the validation batch);
+    None when it is right there, or without a batch."""
+    if problem is None:
+        return None
+    lens = problem.valid.sum(axis=1)
+    try:
+        with np.errstate(all="ignore"):
+            val = Evaluator(problem.inputs, causal=True)(term)
+    except (RASPError, ValueError, TypeError, OverflowError):
+        return int(np.argmin(lens))
+    want = problem.target[problem.target_mask]
+    vals, counts = np.unique(want, return_counts=True)
+    need = problem.target_mask & (problem.target != vals[np.argmax(counts)])
+    if val.dtype.kind == "U" or problem.target.dtype.kind == "U":
+        return int(np.argmin(lens))
+    rows = np.flatnonzero(((val != problem.target) & need).any(axis=1))
+    return int(rows[np.argmin(lens[rows])]) if rows.size else None
+
+
+def _first_failing_row(sop: Node, problem: SearchProblem) -> int | None:
+    """Index of the shortest example of ``problem`` on which ``sop`` is wrong."""
+    try:
+        val = Evaluator(problem.inputs, causal=True)(sop)
+    except (RASPError, ValueError, TypeError, OverflowError):
+        return int(np.argmin(problem.valid.sum(axis=1)))
+    wrong = ((val != problem.target) & problem.target_mask).any(axis=1)
+    rows = np.flatnonzero(wrong)
+    if rows.size == 0:
+        return None
+    lens = problem.valid.sum(axis=1)[rows]
+    return int(rows[np.argmin(lens)])
+
+
+def _with_row(problem: SearchProblem, other: SearchProblem, row: int) -> SearchProblem:
+    """``problem`` plus example ``row`` of ``other`` (both right-padded to the wider one)."""
+    n_new = int(other.valid[row].sum())
+    width = max(problem.inputs.shape[1], n_new)
+
+    def widen(a, valid, fill_last=True):
+        if a.shape[1] == width:
+            return a
+        extra = width - a.shape[1]
+        last = a[np.arange(a.shape[0]), valid.sum(axis=1) - 1][:, None]
+        pad = np.repeat(last, extra, axis=1) if fill_last else np.zeros(
+            (a.shape[0], extra), dtype=a.dtype)
+        return np.concatenate([a, pad], axis=1)
+
+    def one(a, fill_last=True):
+        r = a[row:row + 1, :n_new]
+        if n_new < width:
+            pad = np.repeat(r[:, -1:], width - n_new, axis=1) if fill_last else np.zeros(
+                (1, width - n_new), dtype=a.dtype)
+            r = np.concatenate([r, pad], axis=1)
+        return r
+
+    inputs = np.concatenate([widen(problem.inputs, problem.valid),
+                             one(other.inputs)]).astype(problem.inputs.dtype)
+    valid = np.concatenate([widen(problem.valid, problem.valid, False),
+                            one(other.valid, False)])
+    tmask = np.concatenate([widen(problem.target_mask, problem.valid, False),
+                            one(other.target_mask, False)])
+    target = np.concatenate([widen(problem.target, problem.valid),
+                             one(other.target)]).astype(problem.target.dtype)
+    return SearchProblem(inputs, valid, tmask, target, problem.constants, problem.defaults,
+                         sorted(set(problem.lengths)), problem.name)
