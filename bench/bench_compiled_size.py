@@ -2,8 +2,8 @@
 
 For every task of the catalogue with a reference program (``tasks/programs``), compiles it at
 each ``--max-len`` over the task's program vocabulary, in a fresh subprocess, once with the
-working tree and once with a baseline git revision (its ``rasp``, ``compiler``, ``model`` and
-``tasks`` packages extracted with ``git archive``), and reports parameters, non-zero
+working tree and once with a baseline git revision (its ``rasp``, ``compiler``, ``rasp_model``
+(``model`` before issue 23) and ``tasks`` packages extracted with ``git archive``), and reports parameters, non-zero
 parameters, ``d_model`` and MLP hidden units side by side. Exactness: every model passed the
 compiler's verification gate (a compiled model that differs from the interpreter is refused),
 and each is compared again here with the interpreter on ``--random`` seeded random inputs per
@@ -29,7 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 #: the compiler before per-head widths and the smallest exact encoding (issue 15, item 5)
 BASELINE = "1f34a65"
-PACKAGES = ["rasp", "compiler", "model", "tasks"]
+#: the packages a compiled model needs (the Transformer's package was ``model`` before issue 23)
+PACKAGES = ["rasp", "compiler", "rasp_model", "model", "tasks"]
 
 CHILD = r"""
 import json, sys, time
@@ -87,7 +88,10 @@ def _tree(rev: str | None, tmp: Path) -> Path:
     """The directory whose packages are measured: the working tree, or ``rev`` extracted."""
     if rev is None:
         return ROOT
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, *PACKAGES], check=True,
+    present = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", rev],
+                             check=True, capture_output=True, text=True).stdout.split()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev,
+                              *[p for p in PACKAGES if p in present]], check=True,
                              capture_output=True).stdout
     out = tmp / rev
     out.mkdir()

@@ -133,10 +133,6 @@ class CompiledModel:
         return (type(v).__name__ if not isinstance(v, bool) else "bool", v)
 
     @property
-    def bos_id(self) -> int:
-        return 0
-
-    @property
     def pad_id(self) -> int:
         return len(self.vocab) + 1
 
@@ -206,22 +202,6 @@ class CompiledModel:
         if len(set(lens)) == 1:
             return stack_sequences([o[None, :] for o in outs])
         return outs
-
-    def run_nodes(self, inputs: Any) -> dict[str, np.ndarray]:
-        """Decode every s-op of the compiled program from the final residual stream (equal
-        length inputs): ``{name: [batch, seq] array}``. Useful to compare intermediate values
-        with the interpreter."""
-        _, resid, lens = self._forward(inputs)
-        out = {}
-        for name, info in self.node_dirs.items():
-            r = resid[:, 1:, :][:, :, info["dirs"]]
-            if info["encoding"] == CATEGORICAL:
-                idx = r.argmax(-1)
-                out[name] = homogeneous_array([info["values"][i] for i in idx.reshape(-1)]).reshape(
-                    idx.shape)
-            else:
-                out[name] = r[..., 0]
-        return out
 
     def _check(self, resid, lens):
         for name, d, message in self.error_dirs:

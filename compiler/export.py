@@ -65,6 +65,9 @@ class TransformerLensExportError(CompilerError):
 
 def _transformer(model) -> Transformer:
     """The :class:`rasp_model.Transformer` of a compiled model (``.model``) or the model itself."""
+    # a compiled model is recognised by its ``.model`` Transformer, not by its class:
+    # compiler.compile imports this module (CompiledModel.save writes the TL export), so this
+    # module cannot import compiler.compile without an import cycle
     inner = model.model if not isinstance(model, Transformer) and isinstance(
         getattr(model, "model", None), Transformer) else model
     if not isinstance(inner, Transformer):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -88,7 +87,7 @@ def _outcome(fn, batch):
 
 def _show(x) -> str:
     if isinstance(x, BaseException):
-        return f"raises {type(x).__name__}: {getattr(x, 'message', x)}"
+        return f"raises {type(x).__name__}: {x.message if isinstance(x, RASPError) else x}"
     return "[" + ", ".join(repr(v.item() if isinstance(v, np.generic) else v)
                            for v in np.asarray(x).tolist()) + "]"
 

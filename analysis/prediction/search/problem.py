@@ -22,7 +22,7 @@ from rasp.ir import Indices, Node, RASPError, SOp, Tokens
 INT8 = (-128, 127)
 
 
-class SearchError(ValueError):
+class SearchError(RASPError, ValueError):
     """The search cannot be set up (bad task representation, no usable example, ...)."""
 
 

@@ -1,0 +1,188 @@
+"""The house plan holds: no import cycles, floors one-way, docs that list every module.
+
+The import graph is read from the source (every ``import`` / ``from ... import`` statement,
+function-local ones included, with ``networkx``); a ``from P import name`` is an edge to the
+module ``P.name`` when that is a module of ours, else to ``P``. Imports under ``if
+TYPE_CHECKING:`` are for annotations only and never run, so they are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("rasp", "rasp_model", "tasks", "compiler", "analysis", "rasp_cli")
+
+#: which group may import which (a group: a top-level package, or a subpackage of analysis).
+#: The floors, bottom up: rasp (the language) < rasp_model (the one Transformer; only
+#: rasp.errors of ours) < tasks < compiler < analysis.training < analysis.probing <
+#: analysis.evidence < analysis.prediction < analysis.reporting < rasp_cli.
+ALLOWED = {
+    "rasp": set(),
+    "rasp_model": {"rasp"},
+    "tasks": {"rasp"},
+    "compiler": {"rasp", "rasp_model"},
+    "analysis": set(),
+    "analysis.training": {"rasp", "rasp_model", "tasks"},
+    "analysis.probing": {"rasp", "rasp_model", "tasks", "compiler", "analysis.training"},
+    "analysis.evidence": {"rasp", "rasp_model", "tasks", "analysis.training", "analysis.probing"},
+    "analysis.prediction": {"rasp", "rasp_model", "tasks", "compiler", "analysis.training",
+                            "analysis.evidence"},
+    "analysis.reporting": {"rasp", "rasp_model", "tasks", "compiler", "analysis.training",
+                           "analysis.probing", "analysis.evidence", "analysis.prediction"},
+    "rasp_cli": {"rasp", "rasp_model", "tasks", "compiler", "analysis.training",
+                 "analysis.probing", "analysis.evidence", "analysis.prediction",
+                 "analysis.reporting"},
+}
+
+#: a module longer than this says why at the top of its docstring (a line "Size: ...")
+MAX_LINES = 900
+
+
+def modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of our packages."""
+    out = {}
+    for pkg in PACKAGES:
+        for f in sorted((ROOT / pkg).rglob("*.py")):
+            parts = list(f.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = f
+    return out
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return skip
+
+
+def import_edges(mods: dict[str, Path]) -> list[tuple[str, str]]:
+    """(importer, imported) pairs between our modules."""
+
+    def ours(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges = []
+    for name, f in mods.items():
+        tree = ast.parse(f.read_text(), filename=str(f))
+        skip = _type_checking_nodes(tree)
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [ours(a.name) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = name.split(".") if f.name == "__init__.py" else name.split(".")[:-1]
+                    base = base[:len(base) - node.level + 1]
+                    mod = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    mod = node.module or ""
+                targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in mods else ours(mod)
+                           for a in node.names]
+            edges += [(name, t) for t in targets if t and t != name]
+    return edges
+
+
+def group(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "analysis" and len(parts) > 1 else parts[0]
+
+
+@pytest.fixture(scope="module")
+def graph() -> nx.DiGraph:
+    mods = modules()
+    g = nx.DiGraph()
+    g.add_nodes_from(mods)
+    g.add_edges_from(import_edges(mods))
+    return g
+
+
+def test_the_graph_sees_imports():
+    """The reader finds known edges of every kind (absolute, relative, function-local)."""
+    edges = set(import_edges(modules()))
+    assert ("rasp.session", "rasp.runtime") in edges               # relative, from . import
+    assert ("analysis.training.grid", "analysis.training.trainer") in edges   # from P import m
+    assert ("rasp_cli.commands.train", "analysis.training.trainer") in edges  # function-local
+    assert ("rasp.ops", "rasp.ir") not in edges                    # TYPE_CHECKING only
+
+
+def test_no_module_cycles(graph):
+    cycles = list(nx.simple_cycles(graph))
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles[:10])
+
+
+def test_floors_are_one_way(graph):
+    bad = sorted({(group(a), group(b), a, b) for a, b in graph.edges()
+                  if group(a) != group(b) and group(b) not in ALLOWED[group(a)]})
+    assert not bad, "upward or sideways imports: " + "; ".join(f"{a} -> {b}" for *_, a, b in bad)
+    groups = nx.DiGraph((group(a), group(b)) for a, b in graph.edges() if group(a) != group(b))
+    assert nx.is_directed_acyclic_graph(groups)
+
+
+def test_rasp_model_uses_only_the_error_root(graph):
+    """The one Transformer imports nothing of ours but the error root (``rasp.errors``)."""
+    outside = {b for a, b in graph.edges() if group(a) == "rasp_model" and group(b) != "rasp_model"}
+    assert outside <= {"rasp.errors"}, outside
+
+
+def test_every_module_is_in_the_architecture_doc():
+    """docs/architecture.md names every module (by file name in its package's table) and
+    names no module that does not exist."""
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    mods = modules()
+    missing = [str(f.relative_to(ROOT)) for f in mods.values()
+               if f.name != "__init__.py" and f.relative_to(ROOT).as_posix() not in doc
+               and f"`{f.name}`" not in doc]
+    assert not missing, f"modules missing from docs/architecture.md: {missing}"
+    for path in re.findall(r"`((?:rasp|rasp_model|tasks|compiler|analysis|rasp_cli)/[\w/]+\.py)`",
+                           doc):
+        assert (ROOT / path).exists(), f"docs/architecture.md names {path}, which does not exist"
+    for pkg in {group(m) for m in mods}:
+        assert f"`{pkg.replace('.', '/')}/`" in doc, f"package {pkg} not in docs/architecture.md"
+
+
+def test_readme_layout_lists_the_packages():
+    readme = (ROOT / "README.md").read_text()
+    layout = readme[readme.index("## Layout"):]
+    for pkg in PACKAGES + ("tests", "bench", "docs"):
+        assert f"`{pkg}/`" in layout, f"README's layout does not list {pkg}/"
+
+
+def test_long_modules_say_why():
+    long = []
+    for name, f in modules().items():
+        n = len(f.read_text().splitlines())
+        if n > MAX_LINES:
+            doc = ast.get_docstring(ast.parse(f.read_text())) or ""
+            if not any(line.startswith("Size:") for line in doc.splitlines()):
+                long.append(f"{f.relative_to(ROOT)} ({n} lines)")
+    assert not long, f"modules over {MAX_LINES} lines without a 'Size:' reason: {long}"
+
+
+def test_a_users_model_py_does_not_shadow_the_toolkit(tmp_path):
+    """A researcher's own ``model.py`` (or ``session.py``) in the working directory must not
+    break ``from compiler import compile_program`` (the Transformer's package is
+    ``rasp_model``, not the generic ``model``)."""
+    import subprocess
+    import sys
+    (tmp_path / "model.py").write_text("raise ImportError('the user model.py was imported')\n")
+    (tmp_path / "session.py").write_text("raise ImportError('the user session.py')\n")
+    code = ("from compiler import compile_program\nimport rasp\n"
+            "m = compile_program(rasp.run_source('x = tokens;')['x'], vocab=['a'], "
+            "max_seq_len=2)\nprint(m.run(['a'])[0])")
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == "['a']"
