@@ -76,7 +76,9 @@ class Violation:
 
     @property
     def rule_name(self) -> str:
-        return RULES[self.rule]
+        """The RASP-L rule's name (a C-RASP violation's name is in ``rasp.crasp.RULES``:
+        :meth:`rasp.crasp.CRASPReport.to_dict` writes it)."""
+        return RULES.get(self.rule, f"rule {self.rule}")
 
     @property
     def location(self) -> str:

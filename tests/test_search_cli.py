@@ -63,40 +63,43 @@ def test_search_task_json_and_usage_errors(capsys):
 
 
 def test_score_json_rows_per_pe(capsys):
-    assert main(["score", "sort_unique", "--pe", "nope", "--pe", "ape_learned", "--json",
-                 "-N", "12", "-K", "2"]) == 0
+    assert main(["score", "sort_unique", "--pe", "nope", "--pe", "ape_learned", "--pe", "t5",
+                 "--json", "-N", "12", "-K", "2"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["pe"] for r in rows] == ["nope", "ape_learned"]
+    assert [r["pe"] for r in rows] == ["nope", "ape_learned", "t5"]
     for r in rows:
-        for key in ("length_lower_bound", "length_upper_bound", "program_source", "crasp",
-                    "prediction"):
+        for key in ("size_lower_bound", "size_upper_bound", "program_source", "crasp",
+                    "prediction", "theory", "verdict_evidence"):
             assert key in r
-        assert r["program_source"] == "shipped" and r["length_upper_bound"] >= 4
+        assert r["program_source"] == "shipped" and r["size_upper_bound"] >= 4
         # the shipped program is one kqv: a value aggregation, not C-RASP
         assert r["crasp"]["valid"] is False and r["crasp"]["violations"][0]["rule"] == 1
-    ape = rows[1]
+    nope, ape, t5 = rows
+    assert nope["theory"].startswith("C-RASP[]") and nope["prediction"] == "unknown"
     assert set(ape["theories"]) == {"raspl", "crasp_pl"}
     assert ape["theories"]["raspl"]["prediction"] == "generalizes"
-    if ape["theories"]["crasp_pl"]["prediction"] != "generalizes":
-        assert ape["prediction"] == "disagree" and "RASP-L" in ape["disagreement"]
+    assert ape["theories"]["crasp_pl"]["prediction"] == "unknown"     # no search: nothing known
+    assert ape["prediction"] == "generalizes"       # one sufficient condition, none against
+    assert t5["prediction"] == "no theory" and t5["theories"] == {}
+    assert "no paper" in t5["theory"]
     assert main(["score", "sort_unique", "--pe", "xpe"]) == 2
 
 
-def test_padded_program_does_not_change_the_prediction_once_search_finds_the_short_one():
+def test_padded_program_gets_the_same_verdict_and_the_search_finds_the_short_one():
     task = tasks.get_task("sort_unique")
     padded_src = task.reference_source() + "\n" + "\n".join(
-        f"sort_unique = sort_unique + {1 if i % 2 == 0 else -1};" for i in range(60)) + \
-        "\nsort_unique = sort_unique + 0 * indices;\n"
-    env = rasp.run_source(padded_src.replace('load "rasp_l";', 'load "rasp_l";'), causal=True)
+        f"sort_unique = sort_unique + {1 if i % 2 == 0 else -1};" for i in range(60))
+    env = rasp.run_source(padded_src, causal=True)
     padded = env["sort_unique"]
     alone = predict_program(padded, task, verify_max_length=12, samples=2)
-    assert alone.prediction == "fails"           # too long / index arithmetic: the audit
+    shipped = predict(task, verify_max_length=12, samples=2)
+    assert alone.prediction == shipped.prediction == "generalizes"   # existence decides
+    assert alone.size == 60 + shipped.size                           # size is only reported
     with_search = predict(task, program=padded, program_label="padded",
                           search_seconds=120, verify_max_length=12, samples=2)
-    shipped = predict(task, verify_max_length=12, samples=2)
-    assert with_search.program_source == "search" and with_search.length == 4
-    assert with_search.prediction == shipped.prediction == "generalizes"
-    assert with_search.length_lower_bound == 4 == with_search.length_upper_bound
+    assert with_search.program_source == "search" and with_search.size == 4
+    assert with_search.prediction == "generalizes"
+    assert with_search.size_lower_bound == 4 == with_search.size_upper_bound
 
 
 def test_predictions_doc_refuses_bad_settings_with_one_line(tmp_path):

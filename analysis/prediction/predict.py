@@ -1,56 +1,48 @@
-"""The length-generalization predictor: the RASP-Generalization Conjecture as a library.
+"""The length-generalization predictor: per positional encoding, a verdict from evidence.
 
-Zhou et al. 2023 ("What Algorithms can Transformers Learn? A Study in Length Generalization",
-arXiv 2310.16028, §3) conjecture that a decoder-only transformer trained on short inputs
-length-generalizes on a task when the task's next-token function has a **short RASP-L program
-that works at every input length**, and fails when there is none. They add that format changes
-which lengthen the shortest program (a scratchpad for mode, most-significant-digit-first
-addition) make generalization worse.
+Two theories turn "is there a program?" into a prediction (``../shared/spec/predictor.md``):
+the RASP-Generalization Conjecture (Zhou et al. 2023, arXiv 2310.16028, §3: a task whose
+next-token function has a RASP-L program that works at every length generalizes) and Huang et
+al. 2025 (arXiv 2410.02140: with NoPE when it has a C-RASP[] program, with a learned APE
+trained with random offsets when it has a C-RASP[periodic, local] program). Which theory speaks
+to which PE, and how evidence becomes a verdict, is :mod:`analysis.prediction.theories`.
 
-:func:`predict` turns this into a procedure that looks only at programs, never at task names:
+:func:`predict` looks only at programs, never at task names:
 
-1. the task's shipped program (``tasks/programs/<task>.rasp``) is measured
-   (:func:`rasp.measures.measure`) and checked (:func:`rasp.raspl.check`, rules 1-5, with the
-   task's vocabulary at its training lengths ``1..default_train_max_len``: that is where rule 2's
-   int8 range is meaningful, since positions past 127 exist at any long test length);
-2. a program that is valid RASP-L is **verified** by greedy decoding against the ground truth at
-   every length ``1..verify_max_length`` (:mod:`analysis.prediction.verify`);
-3. optionally the bounded shortest-program search (:mod:`analysis.prediction.search`) runs; a program it
-   finds is checked and verified the same way and replaces the shipped one when shorter;
-4. the **verdict** is ``"valid"`` (a valid, verified RASP-L program is known), ``"invalid"``
-   (the natural program breaks RASP-L rules: the violations are the reasons) or
-   ``"unverified"`` (valid RASP-L but wrong at some length);
-5. the **score** (expected length generalization, 0..1) is ``2 ** (-length / SHORT_LENGTH)``
-   for a valid program and 0 otherwise: longer programs predict worse generalization, as the
-   conjecture's format experiments say; the **prediction** is ``"generalizes"`` when the score
-   is at least 0.5, i.e. a valid verified program of length ``<= SHORT_LENGTH``, else
-   ``"fails"``.
+1. the candidates: the task's shipped program (``tasks/programs/<task>.rasp``), a program of
+   your own (``program=``) and, with ``search_seconds > 0``, what the shortest-program search
+   finds (:mod:`analysis.prediction.search`) — each checked (:func:`rasp.raspl.check` with the
+   task's vocabulary at its training lengths; :func:`rasp.crasp.check_crasp` per variant) and
+   **verified** against the ground truth at every length ``1..verify_max_length``
+   (:mod:`analysis.prediction.verify`);
+2. per theory of the PE: ``generalizes`` with a verified program of the theory's fragment (the
+   smallest one: its expression size is reported, never compared with a threshold), ``fails``
+   with a search certificate or a cited impossibility result, ``unknown`` otherwise;
+3. the PE's prediction combines its theories (:func:`analysis.prediction.theories.combine`);
+   a PE no theory covers gets ``"no theory"``.
 
-Threshold. ``SHORT_LENGTH = 64`` operations. Zhou et al. give no number for "short"; the longest
-RASP-L listing they report to generalize is reverse-order addition with index hints (their
-Appendix), about 50 operations in our length measure (``docs/predictions.md``). 64 is the next
-power of two above it, fixed before comparing with outcomes; ``docs/predictions.md`` reports
-the range of thresholds over which the predictions stay the same.
+Size is the expression size everywhere (:func:`analysis.prediction.search.tree_size`: every
+operation at every use; ``tokens`` and ``indices`` 0): the certified lower bound, the program's
+size and the tables use it. A padded or obfuscated program has a larger size and the same
+verdict.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
+
+from analysis.prediction.theories import (THEORY_NAMES, Evidence, TheoryVerdict, combine,
+                                          decide, theories_for)
 from rasp.errors import RASPError
 
 __all__ = ["Prediction", "PredictError", "predict", "predict_program", "predict_all",
-           "THEORIES", "markdown_pe_report",
-           "paper_outcome", "generalization_score", "SHORT_LENGTH", "FORMAT_COMPARISONS",
-           "format_effects", "threshold_range", "markdown_report"]
-
-#: Program length (operations, ``docs/language.md`` §4) at which the score is 0.5 and the
-#: prediction turns from "generalizes" to "fails" (see the module docstring for its origin).
-SHORT_LENGTH = 64
+           "markdown_pe_report", "paper_outcome", "FORMAT_COMPARISONS", "format_effects",
+           "markdown_report"]
 
 #: Format comparisons reported by Zhou et al. 2023 (§4-5): (better format, worse format). Used
-#: only to *evaluate* the predictor (their lengths must order the same way), never to predict.
+#: only to *evaluate* the predictor (the better format's program must be the smaller one, or
+#: the only one), never to predict.
 FORMAT_COMPARISONS = [
     ("mode", "mode_scratchpad", "Zhou et al. 2023 §5: a scratchpad lengthens the mode "
                                 "program and generalization drops"),
@@ -66,18 +58,6 @@ FORMAT_COMPARISONS = [
 
 class PredictError(RASPError, ValueError):
     """The predictor cannot handle the request (a part-B sequence task, no program, ...)."""
-
-
-def generalization_score(length: int | None, valid: bool) -> float:
-    """Expected length generalization of a task whose shortest valid program has ``length``
-    operations: ``2 ** (-length / SHORT_LENGTH)`` (1 for length 0), 0 when no valid program.
-
-    A graded reading of the conjecture (Zhou et al. 2023 §3): shorter programs, more likely to
-    be learned; 0.5 exactly at :data:`SHORT_LENGTH`.
-    """
-    if not valid or length is None:
-        return 0.0
-    return float(2.0 ** (-max(length, 0) / SHORT_LENGTH))
 
 
 _FAIL_WORDS = re.compile(r"\b(fails?|does not|doesn't|no rasp-l program|no program)\b", re.I)
@@ -102,31 +82,42 @@ def paper_outcome(text: str | None) -> str | None:
     return None
 
 
+
 @dataclass
 class Prediction:
-    """The predictor's record for one task (or one program on a task's format).
+    """The predictor's record for one task (and positional encoding).
 
     Attributes:
-        task: task name.
-        program: where the shortest known valid program comes from (``file:name``,
-            ``"search"``) or, when none is valid, the natural program's.
-        source: the program's text when it comes from the search, else ``None``.
-        measures: :class:`rasp.measures.Measures` as a dict, of that program.
-        length, attention_ops, layers, heads: shortcuts into ``measures`` (``heads`` = the
-            largest number of heads in one layer).
+        task: task name; ``pe``: the positional encoding (None: Zhou et al.'s conjecture
+            alone, i.e. RASP-L).
+        prediction: the verdict for the PE: ``generalizes``, ``fails``, ``unknown``,
+            ``disagree`` (its theories disagree: see ``disagreement``) or ``no theory`` (no
+            paper predicts for this PE).
+        theory: the theories the prediction came from (names with their papers), or a sentence
+            saying that none covers the PE.
+        verdict_evidence: per theory key, what the verdict rests on
+            (:class:`analysis.prediction.theories.Evidence` as a dict).
+        theories: per theory key, ``{theory, key, prediction, program, reason, evidence}``.
+        program: where the RASP-L program used comes from (``file:name``, ``"search"``,
+            a label) or, when none is valid and verified, the natural (shipped) program's.
+        program_source: ``shipped``, ``search``, ``user`` or None.
+        source: the program's text when it comes from the search, else None.
+        measures: :class:`rasp.measures.Measures` of that program, as a dict.
+        size: expression size of the verified RASP-L program used (None when there is none).
+        size_lower_bound: certified by the RASP-L search (no program of smaller expression
+            size reproduces the task; 0 without search); ``size_upper_bound``: ``size``.
         rasp_l: whether a valid, verified RASP-L program is known.
-        verdict: ``"valid"``, ``"invalid"`` or ``"unverified"`` (module docstring).
-        violations: the RASP-L violations of the natural (shipped) program (dicts with
-            ``rule``, ``rule_name``, ``operation``, ``span``, ``message``); empty when valid.
-        reasons: readable sentences explaining the verdict.
-        verification: :class:`analysis.prediction.verify.VerifyResult` as a dict (or ``None`` when the
-            program was not verified because it is not RASP-L).
-        search: :class:`analysis.prediction.search.SearchResult` as a dict when the search ran.
-        score: expected length generalization in [0, 1] (:func:`generalization_score`).
-        prediction: ``"generalizes"`` or ``"fails"``.
-        paper: what the papers report (``task.paper``) plus ``zhou_outcome``
-            (:func:`paper_outcome`).
-        agrees: whether ``prediction`` agrees with ``zhou_outcome`` (``None`` if not studied).
+        verdict: the RASP-L status of the program used: ``"valid"`` (valid and verified),
+            ``"invalid"`` (the natural program breaks RASP-L rules: ``violations``),
+            ``"unverified"`` (valid RASP-L but wrong at some length) or ``"none"``.
+        violations: RASP-L violations of the natural program (``rule``, ``rule_name``,
+            ``operation``, ``span``, ``message``).
+        reasons: readable sentences explaining the RASP-L status.
+        verification: :class:`tasks.decode.VerifyResult` of the program used, as a dict.
+        search: the RASP-L search's :class:`analysis.prediction.search.SearchResult` as a dict
+            (or ``{"error": ...}`` when it refused the task).
+        crasp: C-RASP check of the program used and the C-RASP program found (if any).
+        paper: what the papers report (``task.paper``) plus ``zhou_outcome``.
     """
 
     task: str
@@ -138,18 +129,23 @@ class Prediction:
     reasons: list = field(default_factory=list)
     verification: dict | None = None
     search: dict | None = None
-    score: float = 0.0
-    prediction: str = "fails"
+    prediction: str = "unknown"
     paper: dict = field(default_factory=dict)
     source: str | None = None
     natural_length: int | None = None
     pe: str | None = None
-    length_lower_bound: int | None = None
-    length_upper_bound: int | None = None
+    size: int | None = None
+    size_lower_bound: int | None = None
     program_source: str | None = None
     crasp: dict | None = None
     theories: dict = field(default_factory=dict)
+    theory: str = ""
+    verdict_evidence: dict = field(default_factory=dict)
     disagreement: str | None = None
+
+    @property
+    def size_upper_bound(self) -> int | None:
+        return self.size
 
     @property
     def length(self) -> int:
@@ -172,38 +168,38 @@ class Prediction:
         return self.paper.get("zhou_outcome")
 
     @property
+    def raspl_prediction(self) -> str:
+        """The RASP-L theory's verdict (Zhou et al.'s conjecture), whatever the PE."""
+        return self.theories.get("raspl", {}).get("prediction", "unknown")
+
+    @property
     def agrees(self) -> bool | None:
-        """Whether the RASP-L prediction agrees with Zhou et al.'s outcome (their setting is
-        a learned APE; None when they did not study the task)."""
+        """Whether the RASP-L verdict agrees with Zhou et al.'s outcome (their setting is a
+        learned APE): None when they did not study the task, when the PE is not theirs, or when
+        the verdict is ``unknown`` (nothing to compare)."""
         o = self.zhou_outcome
-        if o is None:
+        if o is None or "raspl" not in self.theories:
             return None
-        if self.theories:
-            if "raspl" not in self.theories:
-                return None          # Zhou et al. studied learned absolute positions only
-            pred = self.theories["raspl"]["prediction"]
-        else:
-            pred = self.prediction
+        pred = self.raspl_prediction
+        if pred not in ("generalizes", "fails"):
+            return None
         return (pred == "fails") == (o == "fails")
 
     def to_dict(self) -> dict:
-        """The ``rasp score --json`` object: ``task``, ``rasp_l``, ``length``,
-        ``attention_ops``, ``layers``, ``heads``, ``violations``, ``prediction``, ``paper``, plus
-        ``score``, ``verdict``, ``program``, ``reasons``, ``measures``, ``verification``,
-        ``search``, ``agrees``."""
-        return {"task": self.task, "rasp_l": self.rasp_l, "length": self.length,
+        """The ``rasp score --json`` object (one row per task and PE)."""
+        return {"task": self.task, "pe": self.pe, "prediction": self.prediction,
+                "theory": self.theory, "verdict_evidence": self.verdict_evidence,
+                "theories": self.theories, "disagreement": self.disagreement,
+                "size": self.size, "size_lower_bound": self.size_lower_bound,
+                "size_upper_bound": self.size_upper_bound,
+                "rasp_l": self.rasp_l, "verdict": self.verdict, "length": self.length,
                 "attention_ops": self.attention_ops, "layers": self.layers,
-                "heads": self.heads, "violations": self.violations,
-                "prediction": self.prediction, "paper": self.paper,
-                "score": round(self.score, 4), "verdict": self.verdict,
+                "heads": self.heads, "violations": self.violations, "paper": self.paper,
                 "program": self.program, "source": self.source,
-                "natural_length": self.natural_length, "reasons": self.reasons,
-                "measures": self.measures, "verification": self.verification,
-                "search": self.search, "agrees": self.agrees, "pe": self.pe,
-                "length_lower_bound": self.length_lower_bound,
-                "length_upper_bound": self.length_upper_bound,
-                "program_source": self.program_source, "crasp": self.crasp,
-                "theories": self.theories, "disagreement": self.disagreement}
+                "program_source": self.program_source, "natural_length": self.natural_length,
+                "reasons": self.reasons, "measures": self.measures,
+                "verification": self.verification, "search": self.search,
+                "agrees": self.agrees, "crasp": self.crasp}
 
 
 def _task(task):
@@ -239,9 +235,11 @@ def _evaluate_program(task, sop, label, verify_max_length, samples, seed):
     return m, report, ver
 
 
+
 def predict_program(sop, task_format, verify_max_length: int = 100, samples: int = 5,
-                    seed: int = 0, label: str = "program") -> Prediction:
-    """Predict length generalization for an arbitrary next-token program on a task's format.
+                    seed: int = 0, label: str = "program", pe: str | None = None) -> Prediction:
+    """Predict length generalization from one program of your own on a task's format (the
+    shipped program and the search are not used).
 
     Args:
         sop: the program's output s-op (its value at the last position is the next token).
@@ -249,93 +247,103 @@ def predict_program(sop, task_format, verify_max_length: int = 100, samples: int
             ground truth used to verify ``sop`` and the paper outcome.
         verify_max_length: verify at every allowed length ``1..verify_max_length``.
         samples: examples per length.
+        pe: the positional encoding whose theories decide (None: RASP-L alone).
 
     Returns:
-        a :class:`Prediction` for this program alone (``program = label``).
+        a :class:`Prediction` for this program alone (``program = label``): ``generalizes``
+        when it is in the theory's fragment and verified, else ``unknown`` (one program that
+        is not in a fragment proves nothing about the others).
 
     Raises:
-        PredictError: a part-B task; tasks.UnknownTaskError: unknown task name.
+        PredictError: a part-B task or an unknown PE; tasks.UnknownTaskError: unknown task.
     """
     from rasp.ir import SOp
-    task = _task(task_format)
     if not isinstance(sop, SOp):
         raise PredictError(f"predict_program expects an s-op, got {type(sop).__name__}")
-    m, report, ver = _evaluate_program(task, sop, label, verify_max_length, samples, seed)
-    return _record(task, label, None, m, report, ver, m, None)
+    return predict(task_format, verify_max_length=verify_max_length, samples=samples,
+                   seed=seed, pe=pe, program=sop, program_label=label, use_shipped=False)
 
 
-def _record(task, label, source, m, report, ver, natural_m, search_dict,
-            natural_report=None) -> Prediction:
+def _raspl_status(task, label, source, m, report, ver, natural_m, search_dict,
+                  natural_report=None) -> Prediction:
+    """The record's RASP-L status of the program used (no verdict yet)."""
     natural_report = natural_report if natural_report is not None else report
     violations = [v.to_dict() for v in natural_report.violations]
     reasons = []
     if report.valid and ver is not None and ver.ok:
-        verdict = "valid"
-        reasons.append(f"valid RASP-L program of length {m.length} ({label}), verified at "
-                       f"lengths {ver.lengths[0]}..{ver.lengths[-1]} "
-                       f"({ver.n_checked} examples)")
+        status = "valid"
+        reasons.append(f"valid RASP-L program ({label}), verified at lengths "
+                       f"{ver.lengths[0]}..{ver.lengths[-1]} ({ver.n_checked} examples)")
     elif report.valid:
-        verdict = "unverified"
+        status = "unverified"
         reasons.append(f"valid RASP-L but wrong at some length: "
                        f"{ver.summary() if ver is not None else 'not verified'}")
     else:
-        verdict = "invalid"
+        status = "invalid"
         for v in natural_report.violations:
             reasons.append(f"rule {v.rule} ({v.rule_name}) at {v.location}: {v.operation}")
-    valid = verdict == "valid"
-    score = generalization_score(m.length, valid)
-    if valid and m.length > SHORT_LENGTH:
-        reasons.append(f"the program is longer than {SHORT_LENGTH} operations (not short)")
     paper = dict(task.paper or {})
     paper["zhou_outcome"] = paper_outcome(paper.get("zhou"))
     return Prediction(
-        task=task.name, program=label, measures=m.to_dict(), rasp_l=valid, verdict=verdict,
-        violations=violations, reasons=reasons,
+        task=task.name, program=label, measures=m.to_dict(), rasp_l=status == "valid",
+        verdict=status, violations=violations, reasons=reasons,
         verification=ver.to_dict() if ver is not None else None, search=search_dict,
-        score=score, prediction="generalizes" if score >= 0.5 else "fails", paper=paper,
-        source=source, natural_length=natural_m.length)
+        paper=paper, source=source, natural_length=natural_m.length)
 
 
-#: The theories that speak to each positional-encoding family (``rasp_model.positional.PE_NAMES``):
-#: RASP-L (Zhou et al. 2023: learned absolute positions trained with random offsets; no PE in
-#: the statement, so it is also the only reading for the PEs no theory covers), C-RASP[] for
-#: NoPE and C-RASP[periodic, local] for a learned APE (Huang et al. 2025, Theorems 7 / 9).
-THEORIES = {"nope": ("crasp",), "ape_learned": ("raspl", "crasp_pl"),
-            "ape_sinusoidal": ("raspl",), "t5": ("raspl",), "alibi": ("raspl",),
-            "rope": ("raspl",)}
-THEORY_NAMES = {"raspl": "RASP-L (Zhou et al. 2023)",
-                "crasp": "C-RASP[] (Huang et al. 2025, NoPE)",
-                "crasp_pl": "C-RASP[periodic, local] (Huang et al. 2025, learned APE)"}
+def _empty_record(task, search_dict) -> Prediction:
+    paper = dict(task.paper or {})
+    paper["zhou_outcome"] = paper_outcome(paper.get("zhou"))
+    return Prediction(task=task.name, program="none", measures={}, rasp_l=False,
+                      verdict="none", reasons=["no shipped program and the search found none"],
+                      search=search_dict, paper=paper)
+
+
+def _program_evidence(src, label, text, size, ver, fragment) -> Evidence:
+    where = {"shipped": "the task's shipped program", "search": "found by the search",
+             "user": "the program given"}.get(src, src)
+    return Evidence("program", f"a verified {fragment} program of expression size {size} "
+                               f"({where}: {label}), checked at every length "
+                               f"{ver.lengths[0]}..{ver.lengths[-1]}",
+                    size=size, source=src, program=text or label,
+                    verified_up_to=ver.lengths[-1])
+
+
+def _not_decided(search_dict, search_seconds) -> str:
+    if not search_seconds:
+        return ("no verified program of the fragment among the shipped or given programs and "
+                "no search ran (rasp score --search SECONDS runs one)")
+    if search_dict and "error" in search_dict:
+        return f"no verified program known; the search refused the task: {search_dict['error']}"
+    return (f"no verified program known; the search found none and certified nothing within "
+            f"{search_seconds:g} s")
 
 
 def predict(task, verify_max_length: int = 100, samples: int = 5, seed: int = 0,
             search_seconds: float = 0.0, search_max_length: int = 8,
             progress: bool = False, pe: str | None = None, program=None,
-            program_label: str = "program") -> Prediction:
-    """Predict whether a transformer trained on short inputs length-generalizes on ``task``.
+            program_label: str = "program", position_offsets: str | None = None,
+            use_shipped: bool = True) -> Prediction:
+    """Predict whether a transformer with positional encoding ``pe`` trained on short inputs
+    length-generalizes on ``task`` (module docstring).
 
     Args:
-        task: a :class:`tasks.Task` or the name of a next-token task (part A or Huang et
-            al.'s tasks).
+        task: a :class:`tasks.Task` or the name of a next-token task.
         verify_max_length: programs are verified at every allowed length up to this.
         samples: examples per length for verification.
-        search_seconds: when > 0, run the shortest-program search (RASP-L, and C-RASP for the
-            PEs whose theory is C-RASP) for up to this many seconds each; a program it finds
-            (checked and verified) is used when it is shorter than the others.
+        search_seconds: when > 0, run the shortest-program searches (RASP-L, and C-RASP for
+            the PEs whose theory is C-RASP) for up to this many seconds each.
         search_max_length: largest expression size the search enumerates exhaustively.
-        pe: a positional encoding (``rasp_model.positional.PE_NAMES``) or None. None: the RASP-L
-            prediction alone (Zhou et al.'s conjecture). A PE: every theory of
-            :data:`THEORIES` for it, each with its own program; when they disagree the record
-            says so (``disagreement``) and ``prediction`` is ``"disagree"``.
-        program: an s-op of your own to consider besides the shipped program (e.g. an
-            obfuscated equivalent): the prediction uses the shortest verified program among
-            the shipped one, yours and the search's.
+        pe: a positional encoding (``rasp_model.positional.PE_NAMES``) or None (RASP-L alone).
+        program: an s-op of your own to consider besides the shipped program.
+        position_offsets: the training protocol of the runs the prediction is for
+            (``"none"``/``"random"``); None = the protocol the theory assumes. A learned APE
+            trained without offsets has no theory.
+        use_shipped: consider the task's shipped program (``predict_program`` does not).
 
     Returns:
-        a :class:`Prediction` with ``length_lower_bound`` (certified by the search: no program
-        of smaller expression size reproduces the task; 0 without search),
-        ``length_upper_bound`` (expression size of the program used), ``program_source``
-        (``shipped``, ``search``, ``user`` or None), ``crasp`` and ``theories``.
+        a :class:`Prediction` (``prediction``, ``theory``, ``verdict_evidence``, ``size``,
+        ``size_lower_bound``, ...).
 
     Raises:
         tasks.UnknownTaskError: unknown name (lists the known tasks).
@@ -343,61 +351,69 @@ def predict(task, verify_max_length: int = 100, samples: int = 5, seed: int = 0,
         rasp.ir.RASPError: the shipped program does not parse or run.
     """
     from rasp_model.positional import PE_NAMES
+    from analysis.prediction.search import SearchError, tree_size
     if pe is not None and pe not in PE_NAMES:
         raise PredictError(f"unknown positional encoding {pe!r}; known: {', '.join(PE_NAMES)}")
     task = _task(task)
     cands = []                           # (source, label, sop, text)
-    natural = natural_label = None
-    if task.reference_file:
-        natural_label = f"{task.reference_file}:{task.reference_name}"
-        natural = task.load_reference()
-        cands.append(("shipped", natural_label, natural, None))
+    if use_shipped and task.reference_file:
+        cands.append(("shipped", f"{task.reference_file}:{task.reference_name}",
+                      task.load_reference(), None))
     if program is not None:
         cands.append(("user", program_label, program, None))
-    search_dict = None
-    lower = 0
+    search_dict, cert = None, None
     if search_seconds and search_seconds > 0:
-        from analysis.prediction.search import SearchError
         try:
             res = _search(task, "raspl", search_max_length, search_seconds, progress)
             search_dict = res.to_dict()
-            lower = res.certified_below + 1
+            cert = res.certified_below
             if res.found:
                 cands.append(("search", "search", res.program, res.source))
         except SearchError as e:
             search_dict = {"error": str(e)}
     evaluated = [(src, label, sop, text) + _evaluate_program(
         task, sop, label, verify_max_length, samples, seed) for src, label, sop, text in cands]
+    order = ("search", "shipped", "user")
     ok = [e for e in evaluated if e[5].valid and e[6] is not None and e[6].ok]
-    if ok:
-        best = min(ok, key=lambda e: (e[4].length, ("search", "shipped", "user").index(e[0])))
-    elif evaluated:
-        best = next((e for e in evaluated if e[0] == "shipped"), evaluated[0])
-    else:
-        best = None
+    best = min(ok, key=lambda e: (tree_size(e[2]), order.index(e[0]))) if ok else next(
+        (e for e in evaluated if e[0] == "shipped"), evaluated[0] if evaluated else None)
     nat = next((e for e in evaluated if e[0] == "shipped"), best)
     if best is None:
         rec = _empty_record(task, search_dict)
     else:
         src, label, sop, text, bm, breport, bver = best
-        rec = _record(task, label, text, bm, breport, bver, nat[4], search_dict,
-                      natural_report=nat[5])
+        rec = _raspl_status(task, label, text, bm, breport, bver, nat[4], search_dict,
+                            natural_report=nat[5])
         rec.program_source = src
-        from analysis.prediction.search import tree_size
-        rec.length_upper_bound = tree_size(sop) if ok else None
-    rec.length_lower_bound = lower
+        rec.size = tree_size(sop) if ok else None
+    rec.size_lower_bound = (cert + 1) if cert is not None else 0
     rec.pe = pe
-    _crasp_part(rec, task, pe, evaluated, verify_max_length, samples, seed, search_seconds,
-                search_max_length, progress)
+    verdicts = []
+    for th in theories_for(pe, position_offsets):
+        if th == "raspl":
+            ev = (_program_evidence(best[0], best[1], best[3], rec.size, best[6], "RASP-L")
+                  if ok else None)
+            verdicts.append(decide("raspl", task.name, program=ev, certified_below=cert,
+                                   grammar="the RASP-L search grammar",
+                                   not_decided=_not_decided(search_dict, search_seconds)))
+        else:
+            verdicts.append(_crasp_verdict(rec, task, th, evaluated, verify_max_length,
+                                           samples, seed, search_seconds, search_max_length,
+                                           progress))
+    _crasp_summary(rec, evaluated, pe, position_offsets)
+    rec.prediction, rec.disagreement = combine(pe, verdicts)
+    rec.theories = {v.theory: v.to_dict() for v in verdicts}
+    rec.verdict_evidence = {v.theory: v.evidence.to_dict() for v in verdicts}
+    rec.theory = (", ".join(v.name for v in verdicts) if verdicts else
+                  _no_theory_sentence(pe, position_offsets))
     return rec
 
 
-def _where(v: dict) -> str:
-    """``file:line:column`` (file only when it is not the user's source)."""
-    if not v.get("span"):
-        return "?"
-    f = v.get("file")
-    return f"{f.rsplit('/', 1)[-1]}:{v['span']}" if f and f != "<string>" else v["span"]
+def _no_theory_sentence(pe, position_offsets) -> str:
+    if pe == "ape_learned":
+        return ("none: the theories for a learned APE (RASP-L, C-RASP[periodic, local]) assume "
+                f"training with random position offsets; these runs use {position_offsets!r}")
+    return f"none: no paper makes a length-generalization prediction for {pe}"
 
 
 _SEARCHES: dict = {}
@@ -420,82 +436,56 @@ def _search(task, mode, max_length, seconds, progress):
     return got
 
 
-def _empty_record(task, search_dict) -> Prediction:
-    paper = dict(task.paper or {})
-    paper["zhou_outcome"] = paper_outcome(paper.get("zhou"))
-    return Prediction(task=task.name, program="none", measures={}, rasp_l=False,
-                      verdict="none", reasons=["no shipped program and the search found none"],
-                      search=search_dict, score=0.0, prediction="fails", paper=paper)
-
-
-def _crasp_part(rec, task, pe, evaluated, verify_max_length, samples, seed, search_seconds,
-                search_max_length, progress):
-    """C-RASP verdicts of the programs and, for a PE, the per-theory predictions."""
+def _crasp_verdict(rec, task, variant, evaluated, verify_max_length, samples, seed,
+                   search_seconds, search_max_length, progress) -> TheoryVerdict:
+    """The verdict of C-RASP ``variant`` (``crasp`` or ``crasp_pl``): the smallest candidate
+    in the fragment that is verified, else the search's program or certificate."""
     from rasp.crasp import check_crasp
-    variants = [t for t in THEORIES.get(pe, ()) if t != "raspl"] if pe else []
-    variant = variants[0] if variants else "crasp_pl"
-    found = None
-    reports = []
+    from analysis.prediction.search import SearchError, tree_size
+    from analysis.prediction.verify import verify_program_on_task
+    fragment = THEORY_NAMES[variant].split(" (")[0]
+    best = None
     for src, label, sop, text, m, rep, ver in evaluated:
-        cr = check_crasp(sop, variant)
-        reports.append((src, label, cr))
-        if cr.valid:
-            v = ver
-            if v is None:
-                from analysis.prediction.verify import verify_program_on_task
-                v = verify_program_on_task(task, sop, max_length=verify_max_length,
-                                           samples=samples, seed=seed, program_label=label)
-            if v.ok and (found is None or m.length < found[3]):
-                found = (src, label, text, m.length)
-    search = None
-    if found is None and variants and search_seconds and search_seconds > 0:
-        from analysis.prediction.search import SearchError
+        if not check_crasp(sop, variant).valid:
+            continue
+        v = ver if ver is not None else verify_program_on_task(
+            task, sop, max_length=verify_max_length, samples=samples, seed=seed,
+            program_label=label)
+        if v.ok and (best is None or tree_size(sop) < best[0]):
+            best = (tree_size(sop), src, label, text, v)
+    search, cert = None, None
+    if best is None and search_seconds and search_seconds > 0:
         try:
             res = _search(task, variant, search_max_length, search_seconds, progress)
             search = res.to_dict()
+            cert = res.certified_below
             if res.found and check_crasp(res.program, variant).valid:
-                found = ("search", "search", res.source, res.measured_length)
+                v = verify_program_on_task(task, res.program, max_length=verify_max_length,
+                                           samples=samples, seed=seed, program_label="search")
+                if v.ok:
+                    best = (tree_size(res.program), "search", "search", res.source, v)
         except SearchError as e:
             search = {"error": str(e)}
-    src0, label0, cr0 = next(((s_, l_, c_) for s_, l_, c_ in reports
-                              if s_ == rec.program_source), (None, None, None))
-    rec.crasp = {"variant": variant, "program": label0,
-                 "valid": bool(cr0.valid) if cr0 else None,
-                 "violations": cr0.to_dict()["violations"] if cr0 else [],
-                 "program_found": ({"source": found[0], "label": found[1], "text": found[2],
-                                    "length": found[3]} if found else None),
-                 "search": search}
-    if not pe:
-        return
-    theories = {}
-    for th in THEORIES[pe]:
-        if th == "raspl":
-            theories[th] = {"theory": THEORY_NAMES[th], "prediction": rec.prediction,
-                            "program": rec.source or rec.program if rec.rasp_l else None,
-                            "reason": rec.reasons[0] if rec.reasons else ""}
-        else:
-            if found:
-                why = (f"a verified {THEORY_NAMES[th]} program of length {found[3]} "
-                       f"({found[1]})")
-            else:
-                bound = (search or {}).get("certified_no_program_up_to")
-                why = (f"no {THEORY_NAMES[th]} program known" +
-                       (f" (search: none of size <= {bound})" if bound is not None else "") +
-                       "; violations of the program used: " +
-                       "; ".join(f"{_where(v)} {v['rule_name']}"
-                                 for v in rec.crasp["violations"][:3]))
-            theories[th] = {"theory": THEORY_NAMES[th],
-                            "prediction": "generalizes" if found else "fails",
-                            "program": (found[2] or found[1]) if found else None,
-                            "reason": why}
-    rec.theories = theories
-    preds = {t["prediction"] for t in theories.values()}
-    if len(preds) == 1:
-        rec.prediction = preds.pop()
-    else:
-        rec.prediction = "disagree"
-        rec.disagreement = "; ".join(f"{t['theory']}: {t['prediction']} ({t['reason']})"
-                                     for t in theories.values())
+    rec.crasp = dict(rec.crasp or {})
+    rec.crasp.setdefault("searches", {})[variant] = search
+    ev = _program_evidence(best[1], best[2], best[3], best[0], best[4], fragment) \
+        if best else None
+    return decide(variant, task.name, program=ev, certified_below=cert,
+                  grammar=f"the {fragment} search grammar",
+                  not_decided=_not_decided(search, search_seconds))
+
+
+def _crasp_summary(rec, evaluated, pe, position_offsets) -> None:
+    """``rec.crasp``: the C-RASP check of the program used (for the PE's variant, else
+    C-RASP[periodic, local]) with its violations."""
+    from rasp.crasp import check_crasp
+    variants = [t for t in theories_for(pe, position_offsets) if t != "raspl"]
+    variant = variants[0] if variants else "crasp_pl"
+    used = next((e for e in evaluated if e[0] == rec.program_source), None)
+    cr = check_crasp(used[2], variant) if used else None
+    rec.crasp = dict(rec.crasp or {}, variant=variant, program=used[1] if used else None,
+                     valid=bool(cr.valid) if cr else None,
+                     violations=cr.to_dict()["violations"] if cr else [])
 
 
 def predict_all(names=None, **kwargs) -> list[Prediction]:
@@ -507,39 +497,32 @@ def predict_all(names=None, **kwargs) -> list[Prediction]:
 
 def format_effects(preds: list[Prediction]) -> list[dict]:
     """Check the :data:`FORMAT_COMPARISONS` against predictions: for each (better, worse)
-    pair present, whether the better format's score is higher (``holds``)."""
+    pair present, whether the better format's verified RASP-L program is smaller than the
+    worse one's, or the only one (``holds``; None when neither has one)."""
     by = {p.task: p for p in preds}
     out = []
     for better, worse, why in FORMAT_COMPARISONS:
         if better in by and worse in by:
-            a, b = by[better], by[worse]
+            a, b = by[better].size, by[worse].size
+            holds = None if a is None and b is None else (
+                a is not None and (b is None or a < b))
             out.append({"better": better, "worse": worse, "source": why,
-                        "better_score": round(a.score, 4), "worse_score": round(b.score, 4),
-                        "better_length": a.length, "worse_length": b.length,
-                        "holds": a.score > b.score})
+                        "better_size": a, "worse_size": b, "holds": holds})
     return out
 
 
-def threshold_range(preds: list[Prediction]) -> tuple[int, float] | None:
-    """The thresholds T (program length) for which every prediction of ``preds`` with a paper
-    outcome stays the same as with :data:`SHORT_LENGTH`: returns ``(lo, hi)`` such that any
-    ``lo <= T < hi`` gives the same predictions (``hi`` may be ``math.inf``)."""
-    valid = sorted(p.length for p in preds if p.rasp_l)
-    lo = max([n for n in valid if n <= SHORT_LENGTH], default=0)
-    hi = min([n for n in valid if n > SHORT_LENGTH], default=math.inf)
-    return lo, hi
-
-
 def markdown_report(preds: list[Prediction]) -> str:
-    """The predictions vs the papers as Markdown tables (used for ``docs/predictions.md``)."""
-    lines = ["| task | shortest known valid program | length | attention ops | layers | "
-             "heads | RASP-L (natural program) | score | prediction | Zhou et al. 2023 | "
-             "agrees |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    """The RASP-L verdicts vs Zhou et al. 2023 as Markdown tables (``docs/predictions.md``)."""
+    lines = ["| task | program used | size | certified lower bound | RASP-L (natural program) "
+             "| verdict | evidence | Zhou et al. 2023 | agrees |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for p in preds:
         if p.rasp_l:
             status = "valid, verified"
         elif p.verdict == "unverified":
             status = "valid, fails verification"
+        elif p.verdict == "none":
+            status = "no program"
         else:
             rules = ", ".join(f"{v['rule']} ({v['rule_name']})"
                               for v in _unique_rules(p.violations))
@@ -547,22 +530,24 @@ def markdown_report(preds: list[Prediction]) -> str:
         prog = p.program if p.rasp_l else "none (natural: " + p.program + ")"
         zhou = (p.paper.get("zhou") or "—").replace("|", "/")
         agree = {True: "yes", False: "**no**", None: "—"}[p.agrees]
-        lines.append(f"| {p.task} | {prog} | {p.length} | {p.attention_ops} | {p.layers} | "
-                     f"{p.heads} | {status} | {p.score:.2f} | {p.prediction} | {zhou} | "
-                     f"{agree} |")
+        ev = (p.theories.get("raspl") or {}).get("reason", "").replace("|", "/")
+        lines.append(f"| {p.task} | {prog} | {p.size if p.size is not None else '-'} | "
+                     f"{p.size_lower_bound} | {status} | {p.raspl_prediction} | {ev} | "
+                     f"{zhou} | {agree} |")
     effects = format_effects(preds)
     if effects:
-        lines += ["", "| better format | worse format | lengths | scores | ordered as reported |",
-                  "| --- | --- | --- | --- | --- |"]
+        lines += ["", "| better format | worse format | sizes | ordered as reported |",
+                  "| --- | --- | --- | --- |"]
         for e in effects:
-            lines.append(f"| {e['better']} | {e['worse']} | {e['better_length']} vs "
-                         f"{e['worse_length']} | {e['better_score']:.2f} vs "
-                         f"{e['worse_score']:.2f} | {'yes' if e['holds'] else '**no**'} |")
-    lo, hi = threshold_range(preds)
-    studied = [p for p in preds if p.agrees is not None]
-    lines += ["", f"Agreement with Zhou et al. 2023: {sum(bool(p.agrees) for p in studied)} of "
-                  f"{len(studied)} studied tasks. The binary predictions are the same for every "
-                  f"threshold T with {lo} <= T < {hi} (used: T = {SHORT_LENGTH})."]
+            mark = {True: "yes", False: "**no**", None: "unknown (no program for either)"}
+            lines.append(f"| {e['better']} | {e['worse']} | {e['better_size']} vs "
+                         f"{e['worse_size']} | {mark[e['holds']]} |")
+    studied = [p for p in preds if p.zhou_outcome is not None]
+    decided = [p for p in studied if p.agrees is not None]
+    lines += ["", f"Agreement with Zhou et al. 2023: {sum(bool(p.agrees) for p in decided)} of "
+                  f"{len(decided)} decided verdicts; {len(studied) - len(decided)} of the "
+                  f"{len(studied)} studied tasks are unknown (no verified program and no "
+                  "certificate). Sizes are expression sizes; no threshold is applied."]
     return "\n".join(lines)
 
 
@@ -576,51 +561,30 @@ def _unique_rules(violations: list[dict]) -> list[dict]:
 
 
 def markdown_pe_report(preds: list[Prediction]) -> str:
-    """Per-PE predictions as a Markdown table (``docs/predictions.md``): bounds, program used,
-    RASP-L and C-RASP verdicts, each theory's prediction, and the papers' outcomes."""
-    lines = ["| task | PE | [lower, upper] size | program used | RASP-L | C-RASP (variant: "
-             "program used / found) | theories | prediction | paper |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    """Per-PE predictions as a Markdown table (``docs/predictions.md``): the verdict, the
+    theory, its evidence, the program's size and certified bound, and the papers' outcomes."""
+    lines = ["| task | PE | prediction | theory: verdict (evidence) | size [certified lower "
+             "bound] | program used | paper |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for p in preds:
-        hi = p.length_upper_bound if p.length_upper_bound is not None else "-"
-        rl = ("valid, verified" if p.rasp_l else p.verdict if p.verdict != "invalid" else
-              "invalid: " + ", ".join(sorted({v["rule_name"] for v in p.violations})))
-        c = p.crasp or {}
-        if c.get("valid"):
-            cr = f"{c['variant']}: valid"
-        else:
-            names = sorted({v["rule_name"] for v in c.get("violations", [])})
-            cr = f"{c.get('variant')}: " + (", ".join(names) or "-")
-        if c.get("program_found"):
-            f = c["program_found"]
-            cr += f"; found ({f['source']}, length {f['length']})"
-        elif c.get("search") and "certified_no_program_up_to" in c["search"]:
-            cr += f"; search: none of size <= {c['search']['certified_no_program_up_to']}"
-        elif c.get("search") and "error" in c["search"]:
-            cr += f"; search refused: {c['search']['error']}"
-        if p.verdict == "none" and p.search and "error" in p.search:
-            rl = f"none (search refused: {p.search['error']})"
-        th = "; ".join(f"{k}: {v['prediction']}" for k, v in p.theories.items()) or "-"
+        th = "; ".join(f"{v['key']}: {v['prediction']} ({v['reason']})"
+                       for v in p.theories.values()).replace("|", "/") or p.theory
+        size = f"{p.size if p.size is not None else '-'} [{p.size_lower_bound}]"
         paper = []
-        if p.zhou_outcome:
-            paper.append(f"Zhou: {p.zhou_outcome}" + ("" if p.agrees is None else
-                                                       (" (agrees)" if p.agrees else
-                                                        " (**disagrees**)")))
+        if p.zhou_outcome and p.pe in (None, "ape_learned"):
+            paper.append(f"Zhou: {p.zhou_outcome}")
         em = (p.paper or {}).get("huang_em")
         key = {"nope": "nope", "ape_learned": "ape"}.get(p.pe or "")
         if em and key:
             paper.append(f"Huang released EM 101-150 ({key}): {em[key]['101-150']:.2f}")
-        src = p.program_source or "-"
-        lines.append(f"| {p.task} | {p.pe or '-'} | [{p.length_lower_bound}, {hi}] | {src} | "
-                     f"{rl} | {cr} | {th} | {p.prediction} | {'; '.join(paper) or '-'} |")
-    # the RASP-L program each bound's upper end (and the RASP-L theory) used, once per task
+        lines.append(f"| {p.task} | {p.pe or '-'} | {p.prediction} | {th} | {size} | "
+                     f"{p.program_source or '-'} | {'; '.join(paper) or '-'} |")
     shown, progs = set(), []
     for p in preds:
         if p.task in shown or not p.program_source:
             continue
         shown.add(p.task)
-        head = (f"**{p.task}** ({p.program_source}, certified lower bound "
-                f"{p.length_lower_bound}, size {p.length_upper_bound})")
+        head = (f"**{p.task}** ({p.program_source}, size {p.size}, certified lower bound "
+                f"{p.size_lower_bound})")
         if p.source:
             progs += [head + ":", "", "```", p.source.strip(), "```", ""]
         else:             # a shipped program: its file (tasks/programs/) is its source

@@ -12,9 +12,11 @@ settings and resumes an interrupted one), labelled like the report's claims:
   resampled) are at or above the report's threshold, "fails" when every seed and the interval's
   upper end are below it, otherwise **inconclusive** (also with fewer than 2 seeds, or a model
   that does not fit the training lengths);
-* the prediction is **supported** when it names the measured outcome, **contradicted** when it
-  names the other one, **inconclusive** when the measurement is inconclusive or the theories
-  disagree.
+* the prediction (:mod:`analysis.prediction.theories`: ``generalizes`` / ``fails`` /
+  ``unknown`` / ``disagree`` / ``no theory``, for the runs' training protocol) is **supported**
+  when it names the measured outcome, **contradicted** when it names the other one,
+  **inconclusive** when the measurement is inconclusive or the prediction is not a decided
+  verdict.
 
 :func:`validate` returns the rows, the confusion matrix (predicted x measured) and the agreement
 rate = supported / (supported + contradicted).
@@ -117,15 +119,19 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
     rows = []
     for name in task_names:
         for pe in pes:
-            pred = predict(name, pe=pe, search_seconds=search_seconds,
-                           verify_max_length=verify_max_length, samples=samples)
             ids, oods, dirs = [], [], []
             for seed in seeds:
                 r = trained[(name, pe, seed)]
                 ids.append(r.id_em)
                 oods.append(r.ood_em)
                 dirs.append(r.run_dir)
-            measured, label, reason, mean, ci = measure(load_runs(dirs), pred.prediction)
+            records = load_runs(dirs)
+            # the theories depend on the runs' protocol (a learned APE without random
+            # offsets has none): the prediction is for the runs it is compared with
+            pred = predict(name, pe=pe, search_seconds=search_seconds,
+                           verify_max_length=verify_max_length, samples=samples,
+                           position_offsets=records[0].protocol)
+            measured, label, reason, mean, ci = measure(records, pred.prediction)
             row = ValidationRow(task=name, pe=pe, prediction=pred.prediction,
                                 theories=pred.theories, seeds=list(seeds), id_em=ids,
                                 ood_em=oods, ood_mean=mean, ood_ci=ci, measured=measured,

@@ -1,25 +1,23 @@
 """`rasp score [TASK...] [--pe PE|all] [--json] [--search SECONDS] [--max-length N]
 [--samples K] [--program FILE [--name NAME]]`: the length-generalization predictor
-(``analysis.prediction.predict``) for each task (or for one program of your own on one task's format),
-optionally per positional encoding.
+(``analysis.prediction.predict``) for each task (or one program of your own on one task's
+format), per positional encoding.
 
-Each row shows [certified lower bound, upper bound] of the program's expression size (the lower
-bound from the search; the upper bound = the program the prediction used), which program that
-is (``shipped``, ``search`` or ``user``), and with ``--pe`` every theory for that encoding
-(RASP-L, C-RASP[] for NoPE, C-RASP[periodic, local] for a learned APE); where they disagree the
-row says so and shows both programs.
+A prediction is a verdict from evidence (``analysis.prediction.theories``): ``generalizes``
+with a verified program of the theory's fragment (RASP-L for Zhou et al. 2023; C-RASP[] for
+NoPE and C-RASP[periodic, local] for a learned APE trained with random offsets, Huang et al.
+2025), ``fails`` with a search certificate or a cited impossibility result, ``unknown``
+otherwise, ``no theory`` for a PE no paper predicts for. Without ``--search`` only the shipped
+(or given) program is evidence, so a task without a valid verified program is ``unknown``:
+``rasp score --search S`` runs the shortest-program searches (S seconds each) and gives
+search-backed rows (a found program, or a certificate "no program of size <= s").
 
-Per task: the program length, attention ops, layers and heads of the shortest known valid
-RASP-L program (else of the natural program), whether it is RASP-L (or the violations of the
-natural program, with rule and line:column), the expected-generalization score, the prediction
-("generalizes" | "fails") and what Zhou et al. 2023 report. Valid programs are verified by
-greedy decoding at every length 1..N. Default tasks: every generalization task (part A).
-
-``--json`` prints a list of objects with keys ``task``, ``rasp_l``, ``length``,
-``attention_ops``, ``layers``, ``heads``, ``violations``, ``prediction``, ``paper`` (plus
-``score``, ``verdict``, ``program``, ``reasons``, ``pe``, ``length_lower_bound``,
-``length_upper_bound``, ``program_source``, ``crasp``, ``theories``, ``disagreement``; see
-``Prediction.to_dict``), one object per task and PE.
+``--json`` prints one object per task and PE (``Prediction.to_dict``): ``prediction``,
+``theory``, ``verdict_evidence`` (per theory: ``kind`` program / certificate / impossibility /
+none, ``detail``, ``size``, ``certified_below``, ``source``, ``verified_up_to``),
+``theories``, ``disagreement``, ``size``, ``size_lower_bound``, ``size_upper_bound``,
+``rasp_l``, ``verdict`` (the RASP-L status of the program used), ``length`` and the other
+measures, ``violations``, ``paper``, ``search``, ``crasp``.
 
 Exit codes: 0 printed; 2 bad input (unknown task: the message lists the known ones; a part-B
 sequence program).
@@ -33,12 +31,13 @@ import json
 def register(sub) -> None:
     """Add the ``score`` subcommand to the CLI's subparsers."""
     p = sub.add_parser(
-        "score", help="shortest RASP-L program per task and the length-generalization "
-                      "prediction",
-        description="For each task: program length, attention ops, layers, heads, RASP-L "
-                    "validity (or the natural program's violations), the prediction "
-                    "(generalizes | fails) from the RASP-Generalization Conjecture "
-                    "(Zhou et al. 2023) and the paper's outcome.")
+        "score", help="length-generalization prediction per task and positional encoding, "
+                      "with its evidence",
+        description="For each task (and --pe): the prediction (generalizes | fails | unknown | "
+                    "no theory) with the theory it comes from and its evidence (a verified "
+                    "program and its expression size, or a search certificate), the RASP-L "
+                    "status of the program used and what the papers report. Without --search "
+                    "only the shipped program is evidence.")
     p.add_argument("tasks", metavar="TASK", nargs="*",
                    help="task names (default: every generalization task; 'huang' = Huang et "
                         "al.'s tasks)")
@@ -47,7 +46,8 @@ def register(sub) -> None:
                    help="predict for this positional encoding (repeatable, or 'all'): "
                         "nope, ape_learned, ape_sinusoidal, t5, alibi, rope")
     p.add_argument("--search", type=float, default=0.0, metavar="SECONDS",
-                   help="also run the shortest-program search for up to SECONDS per task")
+                   help="run the shortest-program searches for up to SECONDS each: a found "
+                        "program or a certificate becomes evidence (default 0: none)")
     p.add_argument("--max-length", "-N", type=int, default=100, metavar="N",
                    help="verify valid programs at lengths 1..N (default 100)")
     p.add_argument("--samples", "-K", type=int, default=5, metavar="K",
@@ -60,9 +60,14 @@ def register(sub) -> None:
     p.set_defaults(func=score_command)
 
 
-def _bounds(p) -> str:
-    hi = p.length_upper_bound if p.length_upper_bound is not None else "-"
-    return f"[{p.length_lower_bound if p.length_lower_bound is not None else 0}, {hi}]"
+#: the text table's columns, printed under it
+LEGEND = ("size = expression size of the verified RASP-L program used (every operation at "
+          "every use), [lo] = certified lower bound (no smaller program in the search "
+          "grammar; 0 without --search); program = where it comes from (shipped / search / "
+          "user); RASP-L = the status of that program; prediction = the verdict for the PE "
+          "from its theories (see the lines under each row); Zhou et al. = the paper's "
+          "outcome, agree = whether the RASP-L verdict matches it (- when unknown or not "
+          "studied).")
 
 
 def _row(p) -> str:
@@ -70,15 +75,16 @@ def _row(p) -> str:
         status = "RASP-L"
     elif p.verdict == "unverified":
         status = "RASP-L, fails verification"
+    elif p.verdict == "none":
+        status = "no program"
     else:
         rules = sorted({v["rule"] for v in p.violations})
         status = "not RASP-L (rules " + ",".join(str(r) for r in rules) + ")"
     paper = p.zhou_outcome or "-"
     agree = {True: "yes", False: "NO", None: "-"}[p.agrees]
-    pe = p.pe or "-"
-    return (f"{p.task:22s} {pe:14s} {p.length:6d} {_bounds(p):>9s} "
-            f"{(p.program_source or '-'):8s} {p.attention_ops:4d} {p.layers:6d}  "
-            f"{status:28s} {p.score:5.2f}  {p.prediction:12s} {paper:17s} {agree}")
+    size = f"{p.size if p.size is not None else '-'} [{p.size_lower_bound}]"
+    return (f"{p.task:22s} {(p.pe or '-'):14s} {size:>9s} {(p.program_source or '-'):8s} "
+            f"{status:28s} {p.prediction:12s} {paper:17s} {agree}")
 
 
 def score_command(args) -> int:
@@ -120,16 +126,16 @@ def score_command(args) -> int:
                                        "predictions are for next-token tasks")
                 sop = load_program(t, args.program, args.name)
                 label = f"{args.program}:{args.name or t.reference_name}"
-                if args.search > 0 or args.pe:
+                if args.search > 0:
                     for pe in pes:
                         preds.append(predict(t, verify_max_length=args.max_length,
                                              samples=args.samples, search_seconds=args.search,
                                              progress=not args.json, pe=pe, program=sop,
                                              program_label=label))
                 else:
-                    preds.append(predict_program(
+                    preds += [predict_program(
                         sop, t, verify_max_length=args.max_length, samples=args.samples,
-                        label=label))
+                        label=label, pe=pe) for pe in pes]
             else:
                 for pe in pes:
                     preds.append(predict(t, verify_max_length=args.max_length,
@@ -140,15 +146,15 @@ def score_command(args) -> int:
     if args.json:
         print(json.dumps([p.to_dict() for p in preds]))
         return 0
-    print(f"{'task':22s} {'pe':14s} {'length':>6s} {'[lo, hi]':>9s} {'program':8s} "
-          f"{'attn':>4s} {'layers':>6s}  {'RASP-L':28s} {'score':>5s}  {'prediction':12s} "
-          f"{'Zhou et al.':17s} agree")
+    print(f"{'task':22s} {'pe':14s} {'size [lo]':>9s} {'program':8s} {'RASP-L':28s} "
+          f"{'prediction':12s} {'Zhou et al.':17s} agree")
     for p in preds:
         print(_row(p))
         if p.program_source:
-            print(f"{'':26s}program used ({p.program_source}; size bounds [certified lower, "
-                  f"used] = [{p.length_lower_bound}, {p.length_upper_bound}]): "
+            print(f"{'':26s}program used ({p.program_source}): "
                   + (p.program if p.program_source != "search" else "below"))
+        if not p.theories:
+            print(f"{'':26s}theory: {p.theory}")
         for th in (p.theories or {}).values():
             print(f"{'':26s}{th['theory']}: {th['prediction']} - {th['reason']}")
             if p.disagreement and th.get("program"):
@@ -174,4 +180,6 @@ def score_command(args) -> int:
                 if s.get("program"):
                     for line in s["program"].splitlines():
                         print(f"{'':28s}{line}")
+    print()
+    print(LEGEND)
     return 0

@@ -1,0 +1,141 @@
+"""Verdicts from evidence (analysis.prediction.theories): one PE -> theory table, three-valued
+verdicts, and verdicts that padding or obfuscating a program cannot change."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import rasp
+import tasks
+from analysis.prediction.predict import predict, predict_program
+from analysis.prediction.theories import (PE_THEORIES, Evidence, combine, decide,
+                                          theories_for)
+from rasp_model.positional import PE_NAMES
+
+ROOT = Path(__file__).resolve().parent.parent
+N, K = 10, 1
+
+
+def test_the_table_says_what_the_papers_say():
+    # Huang et al. 2025: NoPE <-> C-RASP[]; learned APE with random offsets <-> C-RASP[periodic,
+    # local]; Zhou et al. 2023: RASP-L for their learned APE with offsets. Nothing else.
+    assert theories_for("nope") == ("crasp",)
+    assert theories_for("ape_learned") == ("raspl", "crasp_pl")
+    assert theories_for("ape_learned", "random") == ("raspl", "crasp_pl")
+    assert theories_for("ape_learned", "none") == ()           # not the theories' protocol
+    for pe in ("ape_sinusoidal", "t5", "alibi", "rope"):
+        assert theories_for(pe) == () and theories_for(pe, "random") == ()
+    assert theories_for(None) == ("raspl",)
+    assert set(PE_THEORIES) <= set(PE_NAMES)
+
+
+def test_the_mapping_is_one_table():
+    """No other module of the toolkit spells a PE -> theory mapping: the theory keys appear as
+    string literals only in theories.py and the predictor that dispatches on them."""
+    allowed = {"analysis/prediction/theories.py", "analysis/prediction/predict.py"}
+    for pkg in ("rasp", "rasp_model", "tasks", "compiler", "analysis", "rasp_cli"):
+        for f in (ROOT / pkg).rglob("*.py"):
+            rel = f.relative_to(ROOT).as_posix()
+            if rel in allowed or rel.startswith("analysis/prediction/search/"):
+                continue          # the search's grammar modes share the names
+            if rel.startswith("analysis/prediction/crasp_search"):
+                continue
+            for node in ast.walk(ast.parse(f.read_text())):
+                if isinstance(node, ast.Dict):
+                    keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
+                    vals = [ast.unparse(v) for v in node.values]
+                    assert not (set(keys) & {"nope", "ape_learned"} and
+                                any("crasp" in v or "raspl" in v for v in vals)), rel
+
+
+def test_every_caller_gets_the_tables_theories():
+    for pe in PE_NAMES:
+        p = predict("sort_unique", pe=pe, verify_max_length=N, samples=K)
+        assert tuple(p.theories) == theories_for(pe), pe
+        if not theories_for(pe):
+            assert p.prediction == "no theory" and p.theory.startswith("none")
+    p = predict("sort_unique", pe="ape_learned", position_offsets="none",
+                verify_max_length=N, samples=K)
+    assert p.prediction == "no theory" and "random position offsets" in p.theory
+
+
+def test_decide_is_three_valued():
+    prog = Evidence("program", "a verified program", size=7)
+    assert decide("raspl", "t", program=prog).verdict == "generalizes"
+    assert decide("raspl", "t", program=prog, certified_below=5).verdict == "generalizes"
+    cert = decide("crasp", "t", certified_below=4, grammar="G")
+    assert cert.verdict == "fails" and cert.evidence.kind == "certificate"
+    assert "size <= 4 in G" in cert.evidence.detail
+    assert decide("crasp", "t", certified_below=0).verdict == "unknown"   # nothing proved
+    un = decide("crasp", "t", not_decided="the search refused the task: too many symbols")
+    assert un.verdict == "unknown" and "refused" in un.evidence.detail
+    with pytest.raises(KeyError):
+        decide("no_such_theory", "t")
+
+
+def test_combine():
+    g = decide("raspl", "t", program=Evidence("program", "p", size=1))
+    f = decide("crasp_pl", "t", certified_below=3)
+    u = decide("crasp_pl", "t")
+    assert combine("ape_learned", [g, u]) == ("generalizes", None)
+    assert combine("ape_learned", [f, f]) == ("fails", None)
+    assert combine("ape_learned", [f, u]) == ("unknown", None)
+    pred, why = combine("ape_learned", [g, f])
+    assert pred == "disagree" and "RASP-L" in why and "C-RASP" in why
+    assert combine("t5", []) == ("no theory", None)
+
+
+def _with_a_verified_shipped_program():
+    out = []
+    for name in list(tasks.GENERALIZATION_TASKS) + list(tasks.HUANG_TASKS):
+        t = tasks.get_task(name)
+        if t.kind != "next_token" or not t.reference_file:
+            continue
+        p = predict(t, verify_max_length=N, samples=K)
+        if p.prediction == "generalizes":
+            out.append((name, p))
+    return out
+
+
+@pytest.fixture(scope="module")
+def verified():
+    got = _with_a_verified_shipped_program()
+    assert len(got) >= 8, [n for n, _ in got]
+    return got
+
+
+def _padded(sop, n=40):
+    """``sop`` through ``n`` identity maps (``+ 0``): same values, larger size."""
+    for _ in range(n):
+        sop = sop + 0
+    return sop
+
+
+def _obfuscated(sop):
+    """``sop`` behind a ternary whose condition always holds (indices > -1) and whose other
+    branch is the same program: same values, another shape."""
+    return rasp.ir.SequenceMap(rasp.ir.Elementwise("ternary"),
+                               [rasp.indices > -1, sop, sop + 0])
+
+
+def test_padding_or_obfuscating_never_changes_a_verdict(verified):
+    """Every task whose shipped program gives "generalizes": the padded and the obfuscated
+    program, alone, give the same verdict (a larger size is only reported)."""
+    for name, p in verified:
+        sop = tasks.get_task(name).load_reference()
+        for variant in (_padded(sop), _obfuscated(sop)):
+            q = predict_program(variant, name, verify_max_length=N, samples=K)
+            assert q.prediction == p.prediction == "generalizes", (name, q.reasons)
+            assert q.size > p.size
+
+
+def test_a_refused_search_is_unknown_with_its_reason():
+    """The C-RASP search of the RASP-L engine refuses 150-symbol tasks (token values outside
+    int8): the verdict is unknown and says why, never fails."""
+    p = predict("sort_150", pe="nope", verify_max_length=6, samples=K, search_seconds=1,
+                search_max_length=2)
+    assert p.prediction == "unknown"
+    assert "refused" in p.theories["crasp"]["reason"]
