@@ -1,4 +1,7 @@
-"""Claims computed from runs: labels from seed spreads, never pooling different protocols."""
+"""Claims computed from runs: labels from the seed-paired rule, never pooling different
+protocols or configurations."""
+
+import json
 
 import pytest
 
@@ -24,46 +27,72 @@ def _run(pe, seed, id_em, ood_em, n=100, **train):
                       f"runs/sort_unique/{pe}/seed{seed}")
 
 
-def test_overlapping_seed_ranges_are_inconclusive():
-    # NoPE seeds 0.80 and 0.40, APE seeds 0.60 and 0.50: means differ (0.60 vs 0.55) but the
-    # seed ranges [0.40, 0.80] and [0.50, 0.60] overlap
-    runs = [_run("nope", 0, 1.0, 0.80), _run("nope", 1, 1.0, 0.40),
-            _run("ape_sinusoidal", 0, 1.0, 0.60), _run("ape_sinusoidal", 1, 1.0, 0.50)]
+SEEDS = range(5)
+
+
+def test_a_seed_whose_pair_goes_the_other_way_is_inconclusive():
+    # NoPE beats APE by 0.1 on four seeds and loses by 0.01 on the fifth: the exact one-sided
+    # sign-flip p is 2/32 = 0.0625 > 0.04 (the patterns at least as extreme: the observed one
+    # and the one with all signs +)
+    nope = [0.80, 0.70, 0.75, 0.60, 0.50]
+    ape = [0.70, 0.60, 0.65, 0.50, 0.51]
+    runs = ([_run("nope", s, 1.0, x) for s, x in zip(SEEDS, nope)]
+            + [_run("ape_sinusoidal", s, 1.0, x) for s, x in zip(SEEDS, ape)])
     c = compare_pes(runs, "nope", "ape_sinusoidal")
     assert c.label == "inconclusive"
-    assert "overlap" in c.reason
-    assert c.numbers["better"]["ood_em"] == pytest.approx([0.80, 0.40])
-    assert c.numbers["diff"] == pytest.approx(0.05)
+    assert c.numbers["p_value"] == pytest.approx(2 / 32)
+    assert c.numbers["better"]["ood_em"] == pytest.approx(nope)
+    assert c.numbers["diff"] == pytest.approx(0.078)
+    assert c.numbers["paired_seeds"] == list(SEEDS)
 
 
-def test_separated_seeds_are_supported_and_reversed_contradicted():
-    runs = [_run("nope", 0, 1.0, 0.95), _run("nope", 1, 1.0, 0.90), _run("nope", 2, 1.0, 0.97),
-            _run("ape_sinusoidal", 0, 1.0, 0.05), _run("ape_sinusoidal", 1, 1.0, 0.10)]
+def test_five_paired_seeds_support_and_the_reverse_needs_seven():
+    runs = ([_run("nope", s, 1.0, 0.95 - 0.01 * s) for s in SEEDS]
+            + [_run("ape_sinusoidal", s, 1.0, 0.05 + 0.01 * s) for s in SEEDS])
     c = compare_pes(runs, "nope", "ape_sinusoidal")
-    assert c.label == "supported"
+    assert c.label == "supported", c.reason
+    assert c.numbers["p_value"] == pytest.approx(1 / 32)
     lo, hi = c.numbers["ci"]
     assert 0 < lo < c.numbers["diff"] < hi
     assert sorted(c.runs) == sorted(r.run_dir for r in runs)
     assert c.protocol == "none"
-    assert compare_pes(runs, "ape_sinusoidal", "nope").label == "contradicted"
+    # the opposite direction is held to one-sided p <= 0.01: 1/32 does not reach it
+    rev = compare_pes(runs, "ape_sinusoidal", "nope")
+    assert rev.label == "inconclusive" and ">= 7 seeds" in rev.reason
+    runs7 = ([_run("nope", s, 1.0, 0.95) for s in range(7)]
+             + [_run("ape_sinusoidal", s, 1.0, 0.05) for s in range(7)])
+    assert compare_pes(runs7, "ape_sinusoidal", "nope").label == "contradicted"
 
 
-def test_one_seed_or_unfit_model_is_inconclusive():
-    runs = [_run("nope", 0, 1.0, 0.95), _run("t5", 0, 1.0, 0.10)]
-    assert compare_pes(runs, "nope", "t5").label == "inconclusive"          # one seed each
-    runs = [_run("nope", 0, 1.0, 0.95), _run("nope", 1, 1.0, 0.96),
-            _run("ape_sinusoidal", 0, 0.30, 0.0), _run("ape_sinusoidal", 1, 0.35, 0.0)]
+def test_few_seeds_or_unfit_model_is_inconclusive():
+    runs = [_run("nope", s, 1.0, 0.95) for s in range(3)] + \
+        [_run("t5", s, 1.0, 0.10) for s in range(3)]
+    c = compare_pes(runs, "nope", "t5")
+    assert c.label == "inconclusive"
+    assert c.reason == "needs >= 5 seeds per compared arm; have 3"
+    runs = [_run("nope", s, 1.0, 0.95) for s in SEEDS] + \
+        [_run("ape_sinusoidal", s, 0.30, 0.0) for s in SEEDS]
     c = compare_pes(runs, "nope", "ape_sinusoidal")
     assert c.label == "inconclusive" and "does not fit" in c.reason
 
 
+def test_unpaired_seeds_are_reported_and_left_out():
+    runs = [_run("nope", s, 1.0, 0.95) for s in range(7)] + \
+        [_run("alibi", s, 1.0, 0.2) for s in range(2, 6)]
+    c = compare_pes(runs, "nope", "alibi")
+    assert c.numbers["paired_seeds"] == [2, 3, 4, 5]
+    assert c.numbers["unpaired"] == {"nope": [0, 1, 6], "alibi": []}
+    assert c.label == "inconclusive" and "have 4" in c.reason and "nope seed6" in c.reason
+
+
 def test_few_test_samples_make_a_separation_inconclusive():
-    # seed ranges separated (0.62, 0.60 vs 0.40, 0.38) but 5 test samples per length: the
-    # bootstrap over test samples puts 0 inside the 95% interval
-    runs = [_run("nope", 0, 1.0, 0.6, n=5), _run("nope", 1, 1.0, 0.6, n=5),
-            _run("rope", 0, 1.0, 0.4, n=5), _run("rope", 1, 1.0, 0.4, n=5)]
+    # every seed 0.6 vs 0.4 (p = 1/32) but 5 test samples per length: the bootstrap over test
+    # samples puts 0 inside the 95% interval
+    runs = [_run("nope", s, 1.0, 0.6, n=5) for s in SEEDS] + \
+        [_run("rope", s, 1.0, 0.4, n=5) for s in SEEDS]
     c = compare_pes(runs, "nope", "rope")
     assert c.label == "inconclusive" and c.numbers["ci"][0] <= 0
+    assert "interval contains 0" in c.reason
 
 
 def test_runs_of_different_protocols_are_never_pooled():
@@ -84,16 +113,45 @@ def test_runs_of_different_protocols_are_never_pooled():
 
 
 def test_prediction_claim_labels():
-    gen = [_run("nope", 0, 1.0, 0.95), _run("nope", 1, 1.0, 0.9),
-           _run("ape_learned", 0, 1.0, 0.0), _run("ape_learned", 1, 1.0, 0.0)]
-    assert prediction_claim(gen, "generalizes").label == "supported"
+    gen = [_run("nope", s, 1.0, 0.9 + 0.01 * s) for s in SEEDS]
+    c = prediction_claim(gen, "generalizes")
+    assert c.label == "supported", c.reason
+    # "some PE is above" over two eligible PEs is tested at 0.05 / 2 (Bonferroni): 5 seeds
+    # (sign test p = 1/32) are not enough, 7 (1/128) are
+    two = gen + [_run("ape_learned", s, 1.0, 0.0) for s in SEEDS]
+    assert prediction_claim(two, "generalizes").label == "inconclusive"
+    gen = [_run("nope", s, 1.0, 0.9 + 0.01 * s) for s in range(7)] + \
+        [_run("ape_learned", s, 1.0, 0.0) for s in range(7)]
+    c = prediction_claim(gen, "generalizes")
+    assert c.label == "supported", c.reason
+    # sort_unique's answers almost never repeat: chance ~0, the threshold is OOD_GENERALIZES
+    assert c.numbers["thresholds"]["chance"] < 0.01 and c.numbers["thresholds"]["ood"] == 0.5
     assert prediction_claim(gen, "fails").label == "contradicted"
-    fail = [_run("nope", 0, 1.0, 0.02), _run("nope", 1, 1.0, 0.05)]
+    fail = [_run("nope", s, 1.0, 0.02 + 0.01 * s) for s in SEEDS]
     assert prediction_claim(fail, "fails").label == "supported"
+    # three seeds: never decided
+    c = prediction_claim(fail[:3], "fails")
+    assert c.label == "inconclusive" and ">= 5 seeds" in c.reason
     # no PE fits in distribution: never "fails", inconclusive
-    unfit = [_run("nope", 0, 0.5, 0.0), _run("nope", 1, 0.6, 0.0)]
+    unfit = [_run("nope", s, 0.5, 0.0) for s in SEEDS]
     c = prediction_claim(unfit, "fails")
     assert c.label == "inconclusive" and c.numbers["measured"] == "inconclusive"
+
+
+def test_generalizing_means_above_chance():
+    # parity's answer is one bit: a model that guesses scores ~0.5, so 0.55 on every seed is
+    # below the threshold (chance 0.5 + margin 0.1): "fails", where the bare 0.5 said
+    # "generalizes"
+    def run(s, ood):
+        cfg = _config("nope", s)
+        cfg["task"] = "parity"
+        return run_record(cfg, _acc(1.0, ood, n=1000), f"runs/parity/nope/seed{s}")
+
+    c = prediction_claim([run(s, 0.55) for s in SEEDS], "generalizes")
+    assert c.numbers["thresholds"]["chance"] == pytest.approx(0.5, abs=0.03)
+    assert c.numbers["thresholds"]["ood"] == pytest.approx(0.6, abs=0.03)
+    assert c.numbers["measured"] == "fails" and c.label == "contradicted"
+    assert prediction_claim([run(s, 0.95) for s in SEEDS], "generalizes").label == "supported"
 
 
 def test_distance_claim_and_task_claims():
@@ -104,7 +162,7 @@ def test_distance_claim_and_task_claims():
     d3 = {"t5": [0.40, 0.45], "alibi": [0.20, 0.25]}
     assert distance_claim("sort_unique", d3, "released").label == "contradicted"
     runs = [_run(pe, s, 1.0, 0.9 if pe == "nope" else 0.1) for pe in ("nope", "t5")
-            for s in (0, 1)]
+            for s in SEEDS]
     claims = task_claims(runs, "generalizes", {"standard": d}, {"standard": [0.05]})
     assert [c.id for c in claims] == ["sort_unique:nope>t5", "sort_unique:prediction",
                                       "sort_unique:closest:standard"]
@@ -113,10 +171,10 @@ def test_distance_claim_and_task_claims():
 
 def test_a_task_with_two_protocols_is_compared_within_each_and_says_so():
     from analysis.evidence.claims import claims_for_task
-    runs = [_run("nope", s, 1.0, 0.95) for s in (0, 1)] + \
-           [_run("ape_learned", s, 1.0, 0.0) for s in (0, 1)] + \
+    runs = [_run("nope", s, 1.0, 0.95) for s in SEEDS] + \
+           [_run("ape_learned", s, 1.0, 0.0) for s in SEEDS] + \
            [_run(pe, s, 1.0, 0.9, position_offsets="random")
-            for pe in ("nope", "ape_learned") for s in (0, 1)]
+            for pe in ("nope", "ape_learned") for s in SEEDS]
     out = claims_for_task(runs, "generalizes")
     assert "2 groups" in out["note"] and "protocol random" in out["note"]
     assert {g["protocol"] for g in out["groups"]} == {"none", "random"}
@@ -125,4 +183,33 @@ def test_a_task_with_two_protocols_is_compared_within_each_and_says_so():
     assert sorted((c["protocol"], c["label"]) for c in ape) == [("none", "supported"),
                                                                ("random", "inconclusive")]
     for c in ape:
-        assert len(c["runs"]) == 4
+        assert len(c["runs"]) == 10
+
+
+def test_fingerprint_is_over_the_resolved_configuration():
+    from analysis.evidence.claims import config_fingerprint
+    from analysis.training.configs import RunSpec, TrainConfig, resolve
+    from rasp_model import TransformerConfig
+
+    model, train = resolve("demo")
+    spec = RunSpec(task="sort_unique", pe="nope", seed=0, preset="demo",
+                   model=TransformerConfig(**model, pe="nope", d_vocab=20, n_ctx=48),
+                   train=train.replace(train_max_len=10), train_lengths=(1, 10),
+                   eval_lengths=((10, "id"), (20, "ood")))
+    new = {**spec.to_dict(), "git_commit": "abc", "created": "now"}
+    # a run written before torch_compile / autocast existed: the keys are absent
+    old = json.loads(json.dumps(new))
+    for key in ("torch_compile", "autocast"):
+        del old["train"][key]
+    assert new["train"]["torch_compile"] is False and new["train"]["autocast"] == "none"
+    assert config_fingerprint(old) == config_fingerprint(new)
+    check_poolable([run_record(old, _acc(1, 1)), run_record({**new, "pe": "t5", "seed": 1},
+                                                            _acc(1, 1))])
+    # a real setting differs: another fingerprint, and the runs are not pooled
+    other = json.loads(json.dumps(new))
+    other["train"]["lr"] = 1e-3
+    assert config_fingerprint(other) != config_fingerprint(new)
+    changed = json.loads(json.dumps(new))
+    changed["train"]["autocast"] = "bfloat16"
+    assert config_fingerprint(changed) != config_fingerprint(old)
+    assert TrainConfig.from_dict(old["train"]) == TrainConfig.from_dict(new["train"])

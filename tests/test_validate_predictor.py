@@ -16,24 +16,26 @@ def _runs(id_em, ood_em, n=200):
 
 
 def test_measurement_and_label_are_the_claims_rule():
-    """The rule of analysis.evidence.claims (one owner): every seed and the bootstrap interval on one
-    side of the report's 0.5 threshold, else inconclusive."""
-    assert measure(_runs([1.0] * 3, [0.9, 0.95, 0.92]), "generalizes")[:2] == \
-        ("generalizes", "supported")
-    assert measure(_runs([1.0] * 3, [0.0, 0.05, 0.02]), "generalizes")[:2] == \
-        ("fails", "contradicted")
-    assert measure(_runs([1.0] * 3, [0.0, 0.05, 0.02]), "fails")[:2] == ("fails", "supported")
+    """The rule of analysis.evidence.statistics (one owner, via claims.prediction_claim): >= 5
+    seeds that fit, an exact sign test and the bootstrap interval on one side of the threshold
+    (0.5, or chance + 0.1 where chance is higher), else inconclusive."""
+    high, low = [0.9, 0.95, 0.92, 0.93, 0.91], [0.0, 0.05, 0.02, 0.01, 0.03]
+    assert measure(_runs([1.0] * 5, high), "generalizes")[:2] == ("generalizes", "supported")
+    assert measure(_runs([1.0] * 5, low), "generalizes")[:2] == ("fails", "contradicted")
+    assert measure(_runs([1.0] * 5, low), "fails")[:2] == ("fails", "supported")
     # seeds on both sides of the threshold: inconclusive
-    assert measure(_runs([1.0] * 2, [0.1, 0.9]), "fails")[:2] == ("inconclusive", "inconclusive")
+    assert measure(_runs([1.0] * 5, [0.1, 0.9, 0.2, 0.8, 0.1]), "fails")[:2] == \
+        ("inconclusive", "inconclusive")
     # does not fit the training lengths: inconclusive whatever the OOD number
-    assert measure(_runs([0.2, 0.3], [0.0, 0.0]), "fails")[:2] == ("inconclusive",
-                                                                    "inconclusive")
-    # one seed: no uncertainty across seeds, inconclusive
+    assert measure(_runs([0.2, 0.3] * 3, [0.0] * 6), "fails")[:2] == ("inconclusive",
+                                                                       "inconclusive")
+    # fewer than 5 seeds: inconclusive however clear
+    assert measure(_runs([1.0] * 3, high[:3]), "generalizes")[0] == "inconclusive"
     assert measure(_runs([1.0], [0.99]), "generalizes")[0] == "inconclusive"
     # theories that disagree make no prediction
-    assert measure(_runs([1.0] * 3, [0.9, 0.95, 0.92]), "disagree")[1] == "inconclusive"
-    lo, hi = measure(_runs([1.0] * 3, [0.9, 0.95, 0.92]), "generalizes")[4]
-    assert lo <= 0.923 <= hi
+    assert measure(_runs([1.0] * 5, high), "disagree")[1] == "inconclusive"
+    lo, hi = measure(_runs([1.0] * 5, high), "generalizes")[4]
+    assert lo <= 0.922 <= hi
 
 
 def test_tiny_validation_run_and_reuse(tmp_path, capsys):

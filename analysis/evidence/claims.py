@@ -3,25 +3,27 @@
 Every statement the report or ``docs/results.md`` makes about the papers ("NoPE generalizes
 better than APE on sort_unique", "the prediction agrees", "NoPE's attention is closest to T5's")
 is a :class:`Claim` computed here from run directories, never written by hand. Each claim
-carries the numbers it rests on (per-seed values, the difference of the means and its 95%
-bootstrap interval), the run directories it compared, their position-offset protocol and
-configuration, and one label:
+carries the numbers it rests on (per-seed values, the mean paired difference, its 95% bootstrap
+interval and p-value), the run directories it compared, their position-offset protocol and
+configuration, and one label: ``supported``, ``contradicted`` or ``inconclusive``.
 
-* ``supported`` — the claimed order holds beyond the seeds' spread: every seed of the better
-  side is above every seed of the other (ranges do not overlap) **and** the 95% bootstrap
-  interval of the difference (resampling seeds, and test samples within a seed) excludes 0;
-* ``contradicted`` — the same test holds in the opposite direction;
-* ``inconclusive`` — anything else: overlapping seed ranges, an interval containing 0, fewer
-  than 2 seeds on a side, or a side that does not fit its training lengths (mean ID exact match
-  below :data:`ID_FIT`; a model that has not learned the task in distribution says nothing
-  about length generalization, so such a task is never "fails").
+The rules that decide the labels of the PE comparisons and of the prediction (the measured
+outcome) have one owner, :mod:`analysis.evidence.statistics` (its docstring states the methods,
+their sources and their error rate): runs are paired by seed (a seed's runs share initial
+weights and batches across PEs), a decided label needs >= :data:`MIN_SEEDS` paired seeds, every
+compared run fitting its training lengths (mean ID exact match >= :data:`ID_FIT`; a model that
+has not learned the task in distribution says nothing about length generalization, so such a
+task is never "fails"), an exact sign-flip p-value and a bootstrap interval (seeds as units,
+test samples within runs) on the same side of 0; the rule decides under the null at most 5% of
+the time (``tests/test_statistics.py``).
 
 Runs are pooled into one claim only when they share the task and the whole configuration apart
 from the positional encoding and the seed — including the position-offset protocol
 (``position_offsets``: ``none`` as Kazemnejad et al., ``random`` as Zhou et al. / Huang et al.).
-:func:`check_poolable` raises :class:`ClaimError` naming the settings that differ;
-:func:`comparison_groups` splits a set of runs into such groups so that a report compares within
-each and says which.
+The configuration compared is the *resolved* one (:func:`resolved_config`: settings missing
+from an older ``config.json`` count as their defaults). :func:`check_poolable` raises
+:class:`ClaimError` naming the settings that differ; :func:`comparison_groups` splits a set of
+runs into such groups so that a report compares within each and says which.
 """
 
 from __future__ import annotations
@@ -34,20 +36,18 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from analysis.evidence import statistics as _stats
+from analysis.evidence.statistics import ID_FIT, MIN_SEEDS, OOD_GENERALIZES
 from rasp_model.positional import PE_LABELS
 from rasp.errors import RASPError
 
-__all__ = ["LABELS", "ID_FIT", "OOD_GENERALIZES", "ClaimError", "RunRecord", "Claim",
-           "run_record", "load_runs", "config_fingerprint", "config_differences",
-           "check_poolable", "comparison_groups", "compare_pes", "prediction_claim",
-           "distance_claim", "task_claims", "claims_for_task", "PAPER_PE_CLAIMS"]
+__all__ = ["LABELS", "ID_FIT", "OOD_GENERALIZES", "MIN_SEEDS", "ClaimError", "RunRecord",
+           "Claim", "run_record", "load_runs", "resolved_config", "config_fingerprint",
+           "config_differences", "check_poolable", "comparison_groups", "compare_pes",
+           "task_chance", "prediction_claim", "measured_outcome", "distance_claim",
+           "task_claims", "claims_for_task", "PAPER_PE_CLAIMS"]
 
 LABELS = ("supported", "contradicted", "inconclusive")
-
-#: A run fits its training lengths when its mean ID exact match is at least this.
-ID_FIT = 0.9
-#: A task "generalizes" when a PE that fits reaches this mean OOD exact match.
-OOD_GENERALIZES = 0.5
 
 #: Settings that may differ between runs pooled into one comparison (everything else must match).
 _PER_RUN_KEYS = {"pe", "seed", "created", "git_commit", "device", "torch", "run_dir",
@@ -64,9 +64,6 @@ PAPER_PE_CLAIMS = [
                    "0.55)"),
     ("nope", "alibi", "Kazemnejad et al. 2023: NoPE ranks above ALiBi (MRR 0.69 vs 0.50)"),
 ]
-
-_BOOTSTRAP = 4000
-_BOOTSTRAP_SEED = 20231016
 
 
 class ClaimError(RASPError, ValueError):
@@ -136,9 +133,38 @@ def load_runs(run_dirs: Iterable[str | Path]) -> list[RunRecord]:
     return out
 
 
+def resolved_config(config: dict) -> dict:
+    """A run's ``config.json`` with every setting resolved as the trainer resolves it: read with
+    :meth:`analysis.training.configs.RunSpec.from_dict` (settings added after the run was
+    written take their defaults, legacy keys are translated) and written back with
+    ``to_dict``; keys the spec does not know (provenance) are kept. A ``rotary_dim`` left unset
+    stays unset (the model fills it for RoPE only, which would make the PE a setting). A configuration the spec
+    cannot read (a partial one, e.g. in tests) has its ``train`` section resolved with
+    :meth:`~analysis.training.configs.TrainConfig.from_dict` where possible and is otherwise
+    kept as it is."""
+    from analysis.training.configs import ConfigError, RunSpec, TrainConfig
+    try:
+        out = {**config, **RunSpec.from_dict(dict(config)).to_dict()}
+    except ConfigError:
+        pass
+    else:
+        raw = config.get("model") if isinstance(config.get("model"), dict) else {}
+        if raw.get("rotary_dim") is None and "rope_fraction" not in raw:
+            # the model fills rotary_dim for pe "rope" only; that is the PE, not a setting
+            out["model"] = {**out["model"], "rotary_dim": None}
+        return out
+    c = dict(config)
+    if isinstance(c.get("train"), dict):
+        try:
+            c["train"] = TrainConfig.from_dict(dict(c["train"])).to_dict()
+        except ConfigError:
+            pass
+    return c
+
+
 def _comparable(config: dict) -> dict:
-    """The configuration without the settings that may differ within a comparison."""
-    c = {k: v for k, v in config.items() if k not in _PER_RUN_KEYS}
+    """The resolved configuration without the settings that may differ within a comparison."""
+    c = {k: v for k, v in resolved_config(config).items() if k not in _PER_RUN_KEYS}
     if isinstance(c.get("model"), dict):
         c["model"] = {k: v for k, v in c["model"].items() if k != "pe"}
     train = dict(c.get("train") or {})
@@ -148,7 +174,9 @@ def _comparable(config: dict) -> dict:
 
 
 def config_fingerprint(config: dict) -> str:
-    """A short hash of everything in a run configuration except PE and seed (and bookkeeping)."""
+    """A short hash of the resolved configuration (:func:`resolved_config`) except PE and seed
+    (and bookkeeping): a run written before a setting existed and a new run of the same
+    settings have the same fingerprint."""
     blob = json.dumps(_comparable(config), sort_keys=True, default=str).encode()
     return hashlib.sha1(blob).hexdigest()[:10]
 
@@ -224,46 +252,25 @@ class Claim:
         return asdict(self)
 
 
-def _ood_samples(r: RunRecord, rng: np.random.Generator, size: int) -> np.ndarray:
-    """Bootstrap replicates of one run's mean OOD exact match: each length's test samples are
-    resampled (binomially, k* ~ Bin(n, em)); returns ``[size]``."""
-    rows = [x for x in r.accuracy if x.get("split") == "ood" and x.get("em") is not None]
-    if not rows:
-        return np.full(size, np.nan)
-    reps = []
-    for x in rows:
-        n = int(x.get("n") or 0)
-        em = float(x["em"])
-        reps.append(rng.binomial(n, em, size=size) / n if n > 0 else np.full(size, em))
-    return np.mean(reps, axis=0)
-
-
-def _bootstrap_mean(runs: Sequence[RunRecord], rng: np.random.Generator,
-                    size: int = _BOOTSTRAP) -> np.ndarray:
-    """Replicates of the mean over seeds of the OOD exact match: seeds resampled with
-    replacement, test samples resampled within each seed."""
-    per_run = np.stack([_ood_samples(r, rng, size) for r in runs])       # [runs, size]
-    pick = rng.integers(0, len(runs), size=(len(runs), size))
-    return per_run[pick, np.arange(size)[None, :]].mean(0)
-
-
-def _separated(hi: Sequence[float], lo: Sequence[float], ci: tuple[float, float]) -> bool:
-    return min(hi) > max(lo) and ci[0] > 0
-
-
 def compare_pes(records: Sequence[RunRecord], better: str, worse: str, source: str = "",
-                min_seeds: int = 2) -> Claim:
-    """Claim "``better`` generalizes better than ``worse``" (mean OOD exact match) on one task.
+                min_seeds: int = MIN_SEEDS) -> Claim:
+    """Claim "``better`` generalizes better than ``worse``" (OOD exact match) on one task.
+
+    The label is :func:`analysis.evidence.statistics.paired_comparison`'s: runs paired by seed,
+    exact sign-flip test of the mean paired difference, bootstrap interval over seeds (as
+    units) and test samples, >= :data:`MIN_SEEDS` paired seeds, every paired run fitting its
+    training lengths.
 
     Args:
         records: runs of one comparison group (others raise); runs of other PEs are ignored.
         better, worse: the PEs (``rasp_model.PE_NAMES``).
         source: the paper's statement the claim checks.
-        min_seeds: fewer seeds on a side make the claim inconclusive.
+        min_seeds: fewer paired seeds make the claim inconclusive (at least :data:`MIN_SEEDS`).
 
     Returns:
         :class:`Claim` with numbers ``{metric, better: {pe, seeds, ood_em, id_em, mean},
-        worse: {...}, diff, ci}``.
+        worse: {...}, diff (mean paired difference), ci (its 95% interval), paired_seeds,
+        paired_diffs, unpaired, p_value (one-sided, stated direction), p_reverse, test}``.
 
     Raises:
         ClaimError: the runs cannot be pooled (:func:`check_poolable`) or a PE has no run.
@@ -274,51 +281,67 @@ def compare_pes(records: Sequence[RunRecord], better: str, worse: str, source: s
     if not a or not b:
         raise ClaimError(f"no runs of {better if not a else worse} to compare")
     task = records[0].task
-    rng = np.random.default_rng(_BOOTSTRAP_SEED)
-    da, db = _bootstrap_mean(a, rng), _bootstrap_mean(b, rng)
-    diff = da - db
-    ci = (float(np.nanpercentile(diff, 2.5)), float(np.nanpercentile(diff, 97.5)))
-    va, vb = [r.ood_em for r in a], [r.ood_em for r in b]
-    side = lambda pe, rs, v: {"pe": pe, "seeds": [r.seed for r in rs],  # noqa: E731
-                              "ood_em": v, "id_em": [r.id_em for r in rs],
-                              "mean": float(np.mean(v))}
-    numbers = {"metric": "mean OOD exact match", "better": side(better, a, va),
-               "worse": side(worse, b, vb), "diff": float(np.mean(va) - np.mean(vb)),
-               "ci": [ci[0], ci[1]]}
-    unfit = [f"{r.pe}/seed{r.seed} (ID EM {r.id_em:.2f})" for r in a + b
-             if r.id_em is None or r.id_em < ID_FIT]
-    if unfit:
-        label, reason = "inconclusive", (f"does not fit its training lengths (ID EM < {ID_FIT}): "
-                                         + ", ".join(unfit))
-    elif len(a) < min_seeds or len(b) < min_seeds:
-        label, reason = "inconclusive", (f"needs >= {min_seeds} seeds per PE; have {len(a)} "
-                                         f"and {len(b)}")
-    elif _separated(va, vb, ci):
-        label, reason = "supported", (f"every {better} seed above every {worse} seed and the 95% "
-                                      "interval of the difference excludes 0")
-    elif _separated(vb, va, (-ci[1], -ci[0])):
-        label, reason = "contradicted", (f"every {worse} seed above every {better} seed and the "
-                                         "95% interval of the difference excludes 0")
-    elif not (min(va) > max(vb) or min(vb) > max(va)):
-        label, reason = "inconclusive", "the seed ranges overlap"
-    else:
-        label, reason = "inconclusive", "the 95% interval of the difference contains 0"
-    return Claim(id=f"{task}:{better}>{worse}", task=task, label=label, reason=reason,
+    cmp = _stats.paired_comparison(a, b, (better, worse), min_seeds)
+    side = lambda pe, rs: {"pe": pe, "seeds": [r.seed for r in rs],  # noqa: E731
+                           "ood_em": [r.ood_em for r in rs], "id_em": [r.id_em for r in rs],
+                           "mean": _mean([r.ood_em for r in rs])}
+    numbers = {"metric": "OOD exact match, paired by seed", "better": side(better, a),
+               "worse": side(worse, b), "diff": cmp.diff, "ci": cmp.ci,
+               "paired_seeds": cmp.seeds, "paired_diffs": cmp.diffs,
+               "unpaired": {better: cmp.unpaired["a"], worse: cmp.unpaired["b"]},
+               "p_value": cmp.p_stated, "p_reverse": cmp.p_reverse,
+               "test": (f"exact sign-flip test over paired seeds; supported at one-sided p <= "
+                        f"{_stats.ALPHA_STATED}, contradicted at <= {_stats.ALPHA_REVERSE}, "
+                        f"with the 95% interval excluding 0; >= {MIN_SEEDS} paired seeds")}
+    return Claim(id=f"{task}:{better}>{worse}", task=task, label=cmp.label, reason=cmp.reason,
                  statement=f"{PE_LABELS.get(better, better)} generalizes better than "
                            f"{PE_LABELS.get(worse, worse)} on {task}",
                  source=source, numbers=numbers, runs=[r.run_dir for r in a + b],
                  protocol=records[0].protocol, config=records[0].fingerprint)
 
 
+def _mean(values: Sequence[float | None]) -> float | None:
+    v = [x for x in values if x is not None]
+    return float(np.mean(v)) if v else None
+
+
+def task_chance(records: Sequence[RunRecord]) -> float | None:
+    """The task's chance exact match at the runs' OOD lengths
+    (:func:`analysis.evidence.statistics.chance_em`); None for a task outside the catalogue
+    or runs without OOD lengths."""
+    lengths = sorted({int(x["length"]) for r in records for x in r.accuracy
+                      if x.get("split") == "ood" and x.get("length") is not None})
+    if not records or not lengths:
+        return None
+    try:
+        return _stats.chance_em(records[0].task, lengths)
+    except (KeyError, ValueError):
+        return None
+
+
+def _outcome(records: Sequence[RunRecord], min_seeds: int) -> dict:
+    """The measured outcome of one comparison group (the rule of
+    :func:`analysis.evidence.statistics.task_outcome`) with its threshold and chance."""
+    chance = task_chance(records)
+    threshold = _stats.generalization_threshold(chance)
+    by_pe: dict[str, list[RunRecord]] = {}
+    for r in records:
+        by_pe.setdefault(r.pe, []).append(r)
+    measured, why, per_pe = _stats.task_outcome(by_pe, threshold, min_seeds)
+    return {"measured": measured, "why": why, "per_pe": per_pe, "chance": chance,
+            "threshold": threshold}
+
+
 def prediction_claim(records: Sequence[RunRecord], predicted: str | None,
-                     min_seeds: int = 2) -> Claim:
+                     min_seeds: int = MIN_SEEDS) -> Claim:
     """Claim "the prediction (generalizes / fails) agrees with the runs" on one task.
 
-    The measured outcome: ``generalizes`` when some PE that fits its training lengths on every
-    seed has every seed's OOD exact match >= :data:`OOD_GENERALIZES` and the bootstrap
-    interval of its mean above it; ``fails`` when PEs fit and for every fitted PE every seed is
-    below it and the interval's upper end too; otherwise ``inconclusive`` (including: no PE
-    fits, or fewer than ``min_seeds`` seeds). The claim is supported when the measured outcome
+    The measured outcome is :func:`analysis.evidence.statistics.task_outcome`'s (module
+    docstring there): ``generalizes`` when some PE with >= :data:`MIN_SEEDS` seeds that all fit
+    is above the threshold ``max(OOD_GENERALIZES, chance + CHANCE_MARGIN)`` by an exact sign
+    test (Bonferroni over the eligible PEs) and its 95% bootstrap interval; ``fails`` when every
+    fitted PE is below by the same test and interval; otherwise ``inconclusive`` (no PE fits,
+    fewer seeds, or a PE near the threshold). The claim is supported when the measured outcome
     equals the prediction, contradicted when it is the other one, inconclusive otherwise.
 
     Raises:
@@ -326,32 +349,8 @@ def prediction_claim(records: Sequence[RunRecord], predicted: str | None,
     """
     check_poolable(records)
     task = records[0].task
-    rng = np.random.default_rng(_BOOTSTRAP_SEED)
-    per_pe: dict[str, dict] = {}
-    for pe in sorted({r.pe for r in records}):
-        rs = sorted((r for r in records if r.pe == pe), key=lambda r: r.seed)
-        boot = _bootstrap_mean(rs, rng)
-        per_pe[pe] = {"seeds": [r.seed for r in rs], "ood_em": [r.ood_em for r in rs],
-                      "id_em": [r.id_em for r in rs],
-                      "fits": all(r.id_em is not None and r.id_em >= ID_FIT for r in rs),
-                      "ci": [float(np.nanpercentile(boot, 2.5)),
-                             float(np.nanpercentile(boot, 97.5))]}
-    fitted = {pe: v for pe, v in per_pe.items() if v["fits"] and len(v["seeds"]) >= min_seeds}
-    gen = [pe for pe, v in fitted.items()
-           if min(v["ood_em"]) >= OOD_GENERALIZES and v["ci"][0] >= OOD_GENERALIZES]
-    if not fitted:
-        measured, why = "inconclusive", (f"no PE fits the training lengths (ID EM >= {ID_FIT}) "
-                                         f"with >= {min_seeds} seeds")
-    elif gen:
-        measured, why = "generalizes", (f"{', '.join(gen)}: every seed's OOD EM >= "
-                                        f"{OOD_GENERALIZES} and the 95% interval above it")
-    elif all(max(v["ood_em"]) < OOD_GENERALIZES and v["ci"][1] < OOD_GENERALIZES
-             for v in fitted.values()):
-        measured, why = "fails", (f"every fitted PE ({', '.join(fitted)}) below "
-                                  f"{OOD_GENERALIZES} OOD EM on every seed and its 95% interval")
-    else:
-        measured, why = "inconclusive", ("some fitted PE is near the threshold "
-                                         f"{OOD_GENERALIZES} (seeds or interval on both sides)")
+    out = _outcome(records, min_seeds)
+    measured, why = out["measured"], out["why"]
     pred = (predicted or "").split()[0].lower() if predicted else None
     if pred not in ("generalizes", "fails"):
         label, reason = "inconclusive", f"no prediction ({predicted!r}); measured {measured}: {why}"
@@ -365,10 +364,41 @@ def prediction_claim(records: Sequence[RunRecord], predicted: str | None,
                  statement=f"the RASP-Generalization Conjecture's prediction for {task} "
                            f"({pred or 'none'}) agrees with the runs",
                  source="Zhou et al. 2023 (RASP-L); Huang et al. 2025 (C-RASP)",
-                 numbers={"predicted": pred, "measured": measured, "per_pe": per_pe,
-                          "thresholds": {"id_fit": ID_FIT, "ood": OOD_GENERALIZES}},
+                 numbers={"predicted": pred, "measured": measured, "per_pe": out["per_pe"],
+                          "thresholds": {"id_fit": ID_FIT, "ood": out["threshold"],
+                                         "chance": out["chance"],
+                                         "chance_margin": _stats.CHANCE_MARGIN,
+                                         "min_seeds": MIN_SEEDS}},
                  runs=[r.run_dir for r in records], protocol=records[0].protocol,
                  config=records[0].fingerprint)
+
+
+def measured_outcome(records: Sequence[RunRecord], min_seeds: int = MIN_SEEDS) -> dict:
+    """A task's measured outcome for the report, by the rule of :func:`prediction_claim`, on
+    the largest comparison group (:func:`comparison_groups`) of ``records``.
+
+    Returns:
+        ``{"per_pe": {pe: {"id_em", "ood_em" (means over seeds), "seeds", "fits", "ci",
+        "eligible"}}, "best_pe", "outcome", "reason", "threshold", "chance", "note"}``;
+        ``outcome`` is ``"generalizes"``, ``"fails"``, ``"inconclusive"`` or ``"no runs"``.
+    """
+    if not records:
+        return {"per_pe": {}, "best_pe": None, "outcome": "no runs", "reason": "no runs",
+                "threshold": None, "chance": None, "note": None}
+    groups = comparison_groups(records)
+    group = groups[0]
+    out = _outcome(group, min_seeds)
+    per_pe = {pe: {"id_em": _mean(v["id_em"]), "ood_em": v["mean"], "seeds": v["seeds"],
+                   "fits": v["fits"], "ci": v["ci"], "eligible": v["eligible"]}
+              for pe, v in out["per_pe"].items()}
+    scored = {pe: v["ood_em"] for pe, v in per_pe.items() if v["ood_em"] is not None}
+    note = None
+    if len(groups) > 1:
+        note = (f"measured on the largest of {len(groups)} groups of runs (protocol "
+                f"{group[0].protocol}, config {group[0].fingerprint})")
+    return {"per_pe": per_pe, "best_pe": max(scored, key=scored.get) if scored else None,
+            "outcome": out["measured"], "reason": out["why"], "threshold": out["threshold"],
+            "chance": out["chance"], "note": note}
 
 
 def distance_claim(task: str, distances: dict[str, list[float]], aggregation: str,
