@@ -70,6 +70,8 @@ __all__ = ["crasp_search", "CRaspResult", "evaluate_recipe", "recipe_size", "rec
 _REL = {"eq": np.equal, "lt": np.less, "gt": np.greater}
 _CMP = {"lt": np.less, "le": np.less_equal, "eq": np.equal}
 _SYM = {"eq": "==", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_RELTXT = {"eq": "tok(j) == tok(i)", "lt": "tok(j) < tok(i)", "gt": "tok(j) > tok(i)",
+           "peq": "tok(j-1) == tok(i)"}
 
 
 @dataclass
@@ -146,7 +148,7 @@ def recipe_size(rec) -> int:
     if op in ("Q", "content", "Qa", "lta", "gta", "per", "true"):
         return 1
     if op == "relT":
-        return 2
+        return 3 if rec[1] == "peq" else 2
     if op in ("not", "cnt"):
         return 1 + recipe_size(rec[1])
     if op in ("and", "or", "add", "sub"):
@@ -156,7 +158,7 @@ def recipe_size(rec) -> int:
     if op == "cmpk":
         return 1 + recipe_size(rec[3])
     if op in ("rel", "loc"):
-        return 2 + recipe_size(rec[2])
+        return (3 if rec[1] == "peq" else 2) + recipe_size(rec[2])
     if op == "argmax":
         return 2 + recipe_size(rec[1])
     raise ValueError(rec)
@@ -181,7 +183,7 @@ def recipe_text(rec, names: dict | None = None) -> str:
     if op == "true":
         return "#[j<=i] true"
     if op == "relT":
-        return f"#[j<=i] tok(j) {_SYM[rec[1]]} tok(i)"
+        return f"#[j<=i] {_RELTXT[rec[1]]}"
     if op == "not":
         return f"not {recipe_text(rec[1], names)}"
     if op in ("and", "or"):
@@ -189,7 +191,7 @@ def recipe_text(rec, names: dict | None = None) -> str:
     if op == "cnt":
         return f"#[j<=i] {recipe_text(rec[1], names)}"
     if op == "rel":
-        return f"#[j<=i] ({recipe_text(rec[2], names)} and tok(j) {_SYM[rec[1]]} tok(i))"
+        return f"#[j<=i] ({recipe_text(rec[2], names)} and {_RELTXT[rec[1]]})"
     if op == "loc":
         return f"[{recipe_text(rec[2], names)}](i-{rec[1]})"
     if op in ("add", "sub"):
@@ -232,6 +234,10 @@ class _Batch:
         causal = np.tril(np.ones((T, T), dtype=bool))[None] & valid[:, None, :]
         self.rel = {op: (f(tok[:, None, :], tok[:, :, None]) & causal).astype(np.int16)
                     for op, f in _REL.items()} if uniform else {}
+        if uniform:
+            prev = np.full((B, T), -1001, dtype=np.int64)
+            prev[:, 1:] = tok[:, :-1]
+            self.rel["peq"] = ((prev[:, None, :] == tok[:, :, None]) & causal).astype(np.int16)
         self.vmask = valid.astype(np.int8)
         self.tflat = np.flatnonzero(tmask.ravel())
         self.tgt = target.ravel()[self.tflat]
@@ -342,7 +348,7 @@ def _decide(entries, default, batch: _Batch) -> np.ndarray:
     memo: dict = {}
     for val, rec in entries:
         v = evaluate_recipe(rec, batch, memo).astype(bool)
-        if val == "U":
+        if isinstance(val, str):
             if v.ndim == 2:
                 v = np.broadcast_to(v, (batch.A,) + v.shape)
             anyv = v.any(axis=0)
@@ -369,12 +375,35 @@ class _IRBuilder:
         self.one = Full(1)
         self.memo: dict = {}
         self._true = None
+        self._prev = None
+        self.vocab_values: list = []
 
     def _sel_true(self):
         from rasp.ir import Select
         if self._true is None:
             self._true = Select(self.tokens, self.tokens, "TRUE", causal=True)
         return self._true
+
+    def relsel(self, op):
+        """The selector of a relation between the key's token (or its predecessor's, for
+        ``peq``) and the query's token."""
+        from rasp.ir import Elementwise, Full, Map, Select, SelectorAnd, SelectorWidth, \
+            SequenceMap
+        if op != "peq":
+            return Select(self.tokens, self.tokens, _SYM[op], causal=True)
+        if self._prev is None:
+            # the previous token as a symbol: a ternary over the local Booleans
+            # [Q_s](j - 1) = #[k <= j, k = j - 1] Q_s(k) > 0, one per symbol of the vocabulary
+            q = Map(Elementwise("add", const=-1, const_side="right"), self.indices)
+            local = Select(self.indices, q, "==", causal=True)
+            out = Full(-1001)
+            for v in sorted(self.vocab_values, reverse=True):
+                qs = Map(Elementwise("eq", const=int(v), const_side="right"), self.tokens)
+                cnt = SelectorWidth(SelectorAnd(local, Select(qs, self.one, "==", causal=True)))
+                has = Map(Elementwise("gt", const=0, const_side="right"), cnt)
+                out = SequenceMap(Elementwise("ternary"), (has, Full(int(v)), out))
+            self._prev = out
+        return Select(self._prev, self.tokens, "==", causal=True)
 
     def node(self, rec, a=None):
         from rasp.ir import (Elementwise, Map, Select, SelectorAnd, SelectorWidth,
@@ -408,7 +437,7 @@ class _IRBuilder:
         elif op == "true":
             n = SelectorWidth(self._sel_true())
         elif op == "relT":
-            n = SelectorWidth(Select(self.tokens, self.tokens, _SYM[rec[1]], causal=True))
+            n = SelectorWidth(self.relsel(rec[1]))
         elif op == "not":
             n = Map(Elementwise("not"), self.node(rec[1], a))
         elif op in ("and", "or"):
@@ -416,9 +445,7 @@ class _IRBuilder:
         elif op == "cnt":
             n = SelectorWidth(key_pred(self.node(rec[1], a)))
         elif op == "rel":
-            n = SelectorWidth(SelectorAnd(key_pred(self.node(rec[2], a)),
-                                          Select(self.tokens, self.tokens, _SYM[rec[1]],
-                                                 causal=True)))
+            n = SelectorWidth(SelectorAnd(key_pred(self.node(rec[2], a)), self.relsel(rec[1])))
         elif op == "loc":
             q = mapc("add", -rec[1], self.indices)
             n = mapc("gt", 0, SelectorWidth(SelectorAnd(
@@ -445,15 +472,16 @@ class _IRBuilder:
         return n
 
 
-def build_program(entries, default, content) -> Any:
+def build_program(entries, default, content, vocab_values=()) -> Any:
     """The IR s-op of a decision list: ``v if B else ...`` (a uniform entry expands into one
     ternary per content symbol, ascending)."""
     from rasp.ir import Elementwise, Full, SequenceMap
     bld = _IRBuilder()
     bld.content = [int(c) for c in content]
+    bld.vocab_values = [int(v) for v in vocab_values]
     out = Full(int(default))
     for val, rec in reversed(entries):
-        if val == "U":
+        if isinstance(val, str):
             for a in reversed(bld.content):
                 out = SequenceMap(Elementwise("ternary"), (bld.node(rec, a), Full(a), out))
         else:
@@ -482,18 +510,35 @@ class _Enum:
         self.seen = {(k, p): set() for k in "BC" for p in (False, True)}
         # pools[(kind, param)][size] = (values [M, ...], recipes)
         self.pools: dict = {(k, p): {} for k in "BC" for p in (False, True)}
-        self.values = values                 # output values: ints and possibly "U"
+        # output values: lists of ints (concrete values) and strings (uniform entries: "U" =
+        # every content target, "U@x" = the content targets where the current token is x,
+        # "U@c" where it is a content symbol)
+        self.value_lists = values
         self.names = names
         tgt = batch.tgt
-        self.ind = {v: (batch.tgt_cidx >= 0) if v == "U" else (tgt == v)
-                    for v in values}
+        cur = batch.tok.ravel()[batch.tflat]
+        isc = batch.tgt_cidx >= 0
+        curc = cur >= 0
+        self.ind = {}
+        for vl in values:
+            for v in vl:
+                if v == "U":
+                    self.ind[v] = isc
+                elif isinstance(v, str):
+                    g = v[2:]
+                    self.ind[v] = isc & (curc if g == "c" else (cur == int(g)) & ~curc)
+                else:
+                    self.ind[v] = tgt == v
+        self.want = {v: np.where(self.ind[v], batch.tgt_cidx, -1) for v in self.ind
+                     if isinstance(v, str)}
         # requirements (earlier-set, value) -> best (size, recipe) or None
         self.req: dict = {}
-        for v in values:
-            others = [w for w in values if w != v]
-            for r in range(len(others) + 1):
-                for S in itertools.combinations(others, r):
-                    self.req[(frozenset(S), v)] = []
+        for vl in values:
+            for v in vl:
+                others = [w for w in vl if w != v]
+                for r in range(len(others) + 1):
+                    for S in itertools.combinations(others, r):
+                        self.req[(frozenset(S), v)] = []
         self.req_R = {}
         for (S, v) in self.req:
             R = np.ones(len(tgt), dtype=bool)
@@ -572,11 +617,11 @@ class _Enum:
         for (S, v), lst in self.req.items():
             if len(lst) >= 4:
                 continue
-            if (v == "U") != param:
+            if isinstance(v, str) != param:
                 continue
             R = self.req_R[(S, v)]
             if param:
-                ok = ~((first != b.tgt_cidx[None]) & R[None]).any(axis=1)
+                ok = ~((first != self.want[v][None]) & R[None]).any(axis=1)
             else:
                 ok = ~((tv != self.ind[v][None]) & R[None]).any(axis=1)
             for i in np.flatnonzero(ok)[:4 - len(lst)]:
@@ -584,11 +629,11 @@ class _Enum:
 
     def programs(self):
         """Complete decision lists from the requirements met so far, smallest first."""
-        vals = self.values
         out = []
-        for order in itertools.permutations(vals):
+        orders = [o for vl in self.value_lists for o in itertools.permutations(vl)]
+        for order in orders:
             last = order[-1]
-            steps = order if last == "U" else order[:-1]
+            steps = order if isinstance(last, str) else order[:-1]
             opts = []
             S = set()
             okk = True
@@ -601,7 +646,7 @@ class _Enum:
                 S.add(v)
             if not okk:
                 continue
-            default = last if last != "U" else None
+            default = last if not isinstance(last, str) else None
             for combo in itertools.product(*opts):
                 size = sum(sz for _, sz, _ in combo) + len(combo)
                 out.append((size, [(v, r) for v, _, r in combo], default))
@@ -619,6 +664,8 @@ class _Enum:
         if s == 2 and uni:
             for op in ("eq", "lt", "gt"):
                 self._add_one(("relT", op), 2)
+        if s == 3 and uni and self.pl:
+            self._add_one(("relT", "peq"), 3)
         for p in (False, True):
             # unary from size s-1
             pb = pools[("B", p)].get(s - 1)
@@ -635,6 +682,10 @@ class _Enum:
                 if uni:
                     for o in ("eq", "lt", "gt"):
                         self._unary("C", "rel", pb2, s, p, o)
+                if uni and self.pl:
+                    pb3 = pools[("B", p)].get(s - 3)
+                    if pb3 is not None:
+                        self._unary("C", "rel", pb3, s, p, "peq")
                 if self.pl:
                     for c in (1, 2):
                         self._unary("B", "loc", pb2, s, p, c)
@@ -769,7 +820,7 @@ def _content(task) -> list[int]:
 
 
 def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_size: int = 14,
-                 lengths=range(1, 7), samples: int = 3, seed: int = 0,
+                 lengths=None, samples: int | None = None, seed: int = 0,
                  validation_max_length: int = 30, validation_samples: int = 4,
                  verify_max_length: int = 60, verify_samples: int = 3,
                  uniform: bool | None = None, max_memory_mb: float = 768,
@@ -781,7 +832,8 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
         variant: ``"crasp"`` (C-RASP[], NoPE) or ``"crasp_pl"`` (C-RASP[periodic, local]).
         time_limit: seconds for the whole search (enumeration, refinement, verification).
         max_size: largest Boolean size enumerated.
-        lengths, samples, seed: the search batch (``samples`` examples per length).
+        lengths, samples, seed: the search batch (``samples`` examples per length; default
+            lengths 1..6 with 3 samples, 1..4 with 2 for content alphabets over 30 symbols).
         validation_max_length, validation_samples: the batch candidates are checked on
             (lengths 1..``validation_max_length``, seed + 1).
         verify_max_length, verify_samples: final verification with
@@ -817,6 +869,11 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
         content = np.array(_content(task), dtype=np.int64)
         if uniform is None:
             uniform = len(content) >= 5
+        big = uniform and len(content) > 30
+        if lengths is None:
+            lengths = range(1, 5) if big else range(1, 7)
+        if samples is None:
+            samples = 2 if big else 3
         rows = _rows(task, lengths, samples, seed)
         vrows = _rows(task, range(1, validation_max_length + 1), validation_samples,
                       seed + 1)
@@ -834,11 +891,16 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
         batch = _Batch(rows, content, uniform)
         tv = sorted({int(x) for x in batch.tgt})
         cset = {int(c) for c in content}
-        if uniform:
-            values = [v for v in tv if v not in cset] + (["U"] if any(v in cset for v in tv)
-                                                          else [])
+        if uniform and any(v in cset for v in tv):
+            nonc = [v for v in tv if v not in cset]
+            values = [nonc + ["U"]]
+            cur = batch.tok.ravel()[batch.tflat]
+            cats = sorted({"c" if c >= 0 else str(int(c))
+                           for c, i in zip(cur, batch.tgt_cidx) if i >= 0})
+            if len(cats) > 1:
+                values.append(nonc + [f"U@{g}" for g in cats])
         else:
-            values = tv
+            values = [tv]
         en = _Enum(batch, variant, deadline, max_size, int(max_memory_mb * 2**20), values,
                    names, seed)
         present = sorted({int(x) for x in batch.tok[batch.valid]})
@@ -853,8 +915,8 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
         cand = None
         stopped = None
         s = 0
-        if len(values) == 1:
-            cand = [(0, [], values[0])] if values[0] != "U" else None
+        if len(values[0]) == 1 and not isinstance(values[0][0], str):
+            cand = [(0, [], values[0][0])]
         try:
             while cand is None:
                 s += 1
@@ -915,7 +977,7 @@ def _finish(res, task, variant, entries, default, size, content, names, vmax, vs
     from rasp.crasp import check_crasp
     from rasp.source import program_to_source
     from tasks.decode import verify_program
-    prog = build_program(entries, default, content)
+    prog = build_program(entries, default, content, task.vocab.values)
     res.schema = _schema(entries, default, names)
     res.size = size
     rep = check_crasp(prog, variant)
@@ -944,7 +1006,7 @@ def _finish(res, task, variant, entries, default, size, content, names, vmax, vs
 def _schema(entries, default, names) -> str:
     lines = []
     for v, rec in entries:
-        if v == "U":
+        if isinstance(v, str):
             lines.append(f"for each symbol a: NEXT_a := {recipe_text(rec, names)}  "
                          "(first a in order)")
         else:

@@ -163,7 +163,7 @@ def build(args: argparse.Namespace, command: str) -> str:
     secs["per-PE, Huang et al."] = time.perf_counter() - t0
     t0 = time.perf_counter()
     if args.validate_tasks is None:
-        from analysis.reporting.report import FULL_TASKS
+        from analysis.reporting.presets import FULL_TASKS
         vtasks = list(FULL_TASKS)
     else:
         vtasks = [t for t in args.validate_tasks.split(",") if t]

@@ -39,6 +39,7 @@ from analysis.prediction import predict
 from analysis.probing import metrics
 from analysis.training import trainer
 from analysis.evidence import claims as _claims
+from analysis.evidence import statistics as _stats
 from analysis.training.runs import (RunDirError, atomic_write_text, default_run_dir, is_finished,
                            load_run, read_accuracy, read_task_name)
 from compiler.errors import CompilerError
@@ -46,33 +47,11 @@ from rasp import measures, raspl
 from rasp.ir import RASPError
 from rasp_model.positional import PE_LABELS, PE_NAMES
 
+from analysis.reporting.presets import DEFAULT_TASKS, FULL_TASKS, REPORT_PRESETS
+
 __all__ = ["ReportError", "ReportOptions", "collect_task", "render_report", "generate_report",
-           "DEFAULT_TASKS", "FULL_TASKS", "measured_outcome", "REPORT_PRESETS", "wanted_runs",
+           "DEFAULT_TASKS", "FULL_TASKS", "REPORT_PRESETS", "wanted_runs",
            "train_missing"]
-
-#: The demo's default: one task predicted to generalize and one predicted to fail (Zhou et al.):
-#: sort_unique (a RASP-L program of length 5) is where the positional encodings separate at
-#: 3,000 steps of the small model (docs/results.md); copy_repeat has no RASP-L program.
-DEFAULT_TASKS = ["sort_unique", "copy_repeat"]
-
-#: The larger grid (``rasp demo --full``).
-FULL_TASKS = ["count", "copy_unique", "sort_unique", "copy_repeat", "parity", "reverse"]
-
-#: Report presets: seeds per PE, extra NoPE seeds (for the other-seed baseline), probe size, the
-#: training preset of the runs (:data:`analysis.training.configs.TRAIN_PRESETS`), and optionally the PEs
-#: per task (``task_pes``; others: all PEs asked for).
-REPORT_PRESETS = {
-    # the main job (``rasp demo``): 2 seeds per PE and 3 NoPE seeds on the generalizing task;
-    # the failing task with NoPE only (3 seeds), so that all 16 runs start within the budget
-    # on 2 CPU cores (measured: with ALiBi on copy_repeat as well, 18 runs, the two learned-APE
-    # runs were skipped by the budget; docs/benchmarks.md)
-    "demo": {"seeds": [0, 1], "nope_seeds": 3, "probe_per_length": 4, "train_preset": "demo",
-             "runs_root": "runs", "task_pes": {"copy_repeat": ["nope"]}},
-    "quick": {"seeds": [0], "nope_seeds": 2, "probe_per_length": 3, "train_preset": "quick",
-              "runs_root": "runs"},
-    "full": {"seeds": [0, 1, 2], "nope_seeds": 3, "probe_per_length": 8,
-             "train_preset": "default", "runs_root": "runs"},
-}
 
 #: Thresholds of a task's outcome (one owner: :mod:`analysis.evidence.claims`).
 OOD_GENERALIZES, ID_FIT = _claims.OOD_GENERALIZES, _claims.ID_FIT
@@ -154,38 +133,6 @@ def _to_plain(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     return str(obj)
-
-
-def measured_outcome(accuracy: dict[str, list[dict]]) -> dict:
-    """Summarise accuracy rows per PE into ID / OOD exact match and an outcome.
-
-    Args:
-        accuracy: PE -> rows ``{length, split: "id"|"ood", em, n, ...}`` (all seeds).
-
-    Returns:
-        ``{"per_pe": {pe: {"id_em", "ood_em"}}, "best_pe", "outcome"}`` where outcome is
-        ``"generalizes"`` (some PE fits the training lengths, mean ID EM >= 0.9, and reaches mean
-        OOD EM >= 0.5), ``"fails"`` (some PE fits but none reaches it), or ``"inconclusive"``
-        (no PE fits the training lengths) or ``"no runs"``.
-    """
-    per_pe = {}
-    for pe, rows in accuracy.items():
-        ids = [r["em"] for r in rows if r.get("split") == "id" and r.get("em") is not None]
-        oods = [r["em"] for r in rows if r.get("split") == "ood" and r.get("em") is not None]
-        per_pe[pe] = {"id_em": float(np.mean(ids)) if ids else None,
-                      "ood_em": float(np.mean(oods)) if oods else None}
-    fitted = {pe: v for pe, v in per_pe.items() if v["id_em"] is not None and v["id_em"] >= ID_FIT}
-    if not per_pe:
-        return {"per_pe": {}, "best_pe": None, "outcome": "no runs"}
-    scored = {pe: v["ood_em"] for pe, v in per_pe.items() if v["ood_em"] is not None}
-    best = max(scored, key=scored.get) if scored else None
-    if not fitted:
-        outcome = "inconclusive"
-    elif any((v["ood_em"] or 0.0) >= OOD_GENERALIZES for v in fitted.values()):
-        outcome = "generalizes"
-    else:
-        outcome = "fails"
-    return {"per_pe": per_pe, "best_pe": best, "outcome": outcome}
 
 
 def wanted_runs(task_name: str, opts: ReportOptions) -> list[tuple[str, int, Path]]:
@@ -359,7 +306,8 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
                 entry["config"] = cfg
                 entry.update(_run_summary(rows))
         sec["runs"].append(entry)
-    sec["measured"] = measured_outcome(sec["accuracy"])
+    # the claims' rule (analysis.evidence.statistics): seeds, sign test, interval, chance
+    sec["measured"] = _claims.measured_outcome(records)
 
     # --- compile and probe ----------------------------------------------------------------
     lengths = opts.probe_lengths or alignment.probe_lengths(sec["train_range"], task)
@@ -596,7 +544,9 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
     page = env.get_template("report.html.j2").render(
         title=title, sections=views, meta=meta or {}, claims=all_claims,
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        thresholds={"ood": OOD_GENERALIZES, "id": ID_FIT})
+        thresholds={"ood": OOD_GENERALIZES, "id": ID_FIT, "min_seeds": _stats.MIN_SEEDS,
+                    "margin": _stats.CHANCE_MARGIN, "alpha": _stats.ALPHA,
+                    "stated": _stats.ALPHA_STATED, "reverse": _stats.ALPHA_REVERSE})
     path = out / "report.html"
     atomic_write_text(path, page)
     summary = [{"task": s["sec"]["name"], "measured": (s["sec"].get("measured") or {}),

@@ -248,7 +248,7 @@ TRAIN_PRESETS: dict = {
              "log_every": 50, "checkpoint_every": 500, "probe_every": 1000},
 }
 """Named training presets (flat dicts of model and training keys). The report's presets
-(seeds, probe sizes) are :data:`analysis.reporting.report.REPORT_PRESETS`."""
+(seeds, probe sizes) are :data:`analysis.reporting.presets.REPORT_PRESETS`."""
 
 
 def split_overrides(overrides: dict | None) -> tuple[dict, dict]:

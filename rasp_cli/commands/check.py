@@ -21,11 +21,14 @@ import os
 
 from rasp.ir import Indices, Selector, SOp, Tokens
 
+#: the one-line help of `rasp check` (shown by `rasp --help` without importing the command)
+HELP = "measure a .rasp file's s-ops and check they are valid RASP-L"
+
 
 def register(sub) -> None:
     """Add the ``check`` subcommand to the CLI's subparsers."""
     p = sub.add_parser(
-        "check", help="measure a .rasp file's s-ops and check they are valid RASP-L",
+        "check", help=HELP,
         description="Print the measures (length, layers, heads) and the RASP-L verdict "
                     "(rules 1-5, each violation with rule, operation and line:column) of the "
                     "s-ops defined in a .rasp file. Exit 0 all valid, 1 some invalid, 2 bad "

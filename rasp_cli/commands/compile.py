@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import os
 
+#: the one-line help of `rasp compile` (shown by `rasp --help` without importing the command)
+HELP = 'compile an s-op of a .rasp file into transformer weights'
+
 
 def register(sub) -> None:
     """Add the ``compile`` subcommand to the CLI's subparsers."""
     p = sub.add_parser(
-        "compile", help="compile an s-op of a .rasp file into transformer weights",
+        "compile", help=HELP,
         description="Compile an s-op into the weights of a transformer (safetensors + JSON), "
                     "print its size, optionally verify it against the interpreter. Exit 0 ok, "
                     "1 verification mismatch, 2 bad input.",

@@ -14,12 +14,15 @@ from __future__ import annotations
 import json
 import sys
 
+#: the one-line help of `rasp probe` (shown by `rasp --help` without importing the command)
+HELP = ('compare attention of trained runs with each other, the compiled '
+        'program and relative-position references')
+
 
 def register(sub) -> None:
     """Add the ``probe`` subcommand."""
     p = sub.add_parser(
-        "probe", help="compare attention of trained runs with each other, the compiled "
-                      "program and relative-position references",
+        "probe", help=HELP,
         description=__doc__.split("\n", 1)[1].strip())
     p.add_argument("runs", nargs="+", metavar="RUN_DIR",
                    help="finished run directories (runs/<task>/<pe>/seed<k>), compiled "

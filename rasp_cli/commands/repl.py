@@ -21,11 +21,14 @@ from rasp.equality import values_equal
 from rasp.ir import RASPError
 from rasp.parser import directives
 
+#: the one-line help of `rasp repl` (shown by `rasp --help` without importing the command)
+HELP = 'the interactive RASP REPL (the default when no subcommand is given)'
+
 
 def register(sub) -> None:
     """Add the ``repl`` subcommand to the CLI's subparsers."""
     p = sub.add_parser(
-        "repl", help="the interactive RASP REPL (the default when no subcommand is given)",
+        "repl", help=HELP,
         description="The interactive RASP REPL: prompt '>> ', continuation '.. ', running "
                     "example \"hello\", history in $RASP_HISTORY or ~/.rasp_history. Type "
                     "'help' inside for the commands. Reads statements from stdin when it is "

@@ -8,10 +8,13 @@ accuracy by length, the compiled model, and the attention comparison. Writes DIR
 
 from __future__ import annotations
 
+#: the one-line help of `rasp report` (shown by `rasp --help` without importing the command)
+HELP = 'train what is missing, probe, and write the HTML report'
+
 
 def register(sub) -> None:
     """Add the ``report`` subcommand."""
-    p = sub.add_parser("report", help="train what is missing, probe, and write the HTML report",
+    p = sub.add_parser("report", help=HELP,
                        description=__doc__.split("\n", 1)[1].strip())
     add_arguments(p)
     p.set_defaults(func=run)
@@ -20,7 +23,7 @@ def register(sub) -> None:
 def add_arguments(p, default_preset: str = "quick") -> None:
     """Options shared by ``rasp report`` and ``rasp demo`` (whose default preset is
     ``"demo"``)."""
-    from analysis.reporting.report import DEFAULT_TASKS
+    from analysis.reporting.presets import DEFAULT_TASKS
     p.add_argument("tasks", nargs="*", metavar="TASK",
                    help=f"tasks to report on (default: {' '.join(DEFAULT_TASKS)})")
     p.add_argument("-o", "--out", default="reports", metavar="DIR",

@@ -21,11 +21,14 @@ import numpy as np
 
 from rasp.ir import Selector, SOp
 
+#: the one-line help of `rasp run` (shown by `rasp --help` without importing the command)
+HELP = 'run a .rasp file and evaluate a name on an input'
+
 
 def register(sub) -> None:
     """Add the ``run`` subcommand to the CLI's subparsers."""
     p = sub.add_parser(
-        "run", help="run a .rasp file and evaluate a name on an input",
+        "run", help=HELP,
         description="Run a .rasp program and evaluate NAME on an input: an s-op gives its "
                     "values per position, a selector its [query, key] matrix, an atom itself.")
     p.add_argument("file", metavar="FILE", help="the .rasp program")

@@ -26,13 +26,16 @@ sequence program).
 from __future__ import annotations
 
 import json
+import textwrap
+
+#: the one-line help of `rasp score` (shown by `rasp --help` without importing the command)
+HELP = 'length-generalization prediction per task and positional encoding, with its evidence'
 
 
 def register(sub) -> None:
     """Add the ``score`` subcommand to the CLI's subparsers."""
     p = sub.add_parser(
-        "score", help="length-generalization prediction per task and positional encoding, "
-                      "with its evidence",
+        "score", help=HELP,
         description="For each task (and --pe): the prediction (generalizes | fails | unknown | "
                     "no theory) with the theory it comes from and its evidence (a verified "
                     "program and its expression size, or a search certificate), the RASP-L "
@@ -181,5 +184,5 @@ def score_command(args) -> int:
                     for line in s["program"].splitlines():
                         print(f"{'':28s}{line}")
     print()
-    print(LEGEND)
+    print(textwrap.fill(LEGEND, width=100))
     return 0

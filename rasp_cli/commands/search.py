@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import json
 
+#: the one-line help of `rasp search` (shown by `rasp --help` without importing the command)
+HELP = 'shortest-program search for a task (RASP-L or C-RASP)'
+
 
 def register(sub) -> None:
     """Add the ``search`` subcommand."""
     p = sub.add_parser(
-        "search", help="shortest-program search for a task (RASP-L or C-RASP)",
+        "search", help=HELP,
         description="Enumerate programs smallest first (families of candidates evaluated as "
                     "array operations) until one reproduces the task's next-token function; "
                     "print the certified lower bound and the program found.")

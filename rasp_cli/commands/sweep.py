@@ -18,12 +18,15 @@ import hashlib
 import json
 from pathlib import Path
 
+#: the one-line help of `rasp sweep` (shown by `rasp --help` without importing the command)
+HELP = 'sweep training settings per (task, PE) and select as Huang et al.'
+
 
 def register(sub) -> None:
     """Add the ``sweep`` subcommand to the CLI's subparsers."""
     from rasp_cli.commands.train import PE_HELP, grid_options
     p = sub.add_parser(
-        "sweep", help="sweep training settings per (task, PE) and select as Huang et al.",
+        "sweep", help=HELP,
         description="Train every configuration of a TOML sweep file (every key a training "
                     "setting; a list is swept, a scalar fixed) for N seeds and each PE, then "
                     "select as Huang et al. 2025: among configurations that fit the training "

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import json
 
+#: the one-line help of `rasp tasks` (shown by `rasp --help` without importing the command)
+HELP = 'list the task catalogue (names for rasp train / verify / report)'
+
 GROUPS = {"A": "generalization (next-token, trainable)", "B": "sequence program (per position)",
           "H": "Huang et al. 2025 (next-token, trainable; no shipped program)"}
 
 
 def register(sub) -> None:
     """Add the ``tasks`` subcommand."""
-    p = sub.add_parser("tasks", help="list the task catalogue (names for rasp train / verify / "
-                                     "report)",
+    p = sub.add_parser("tasks", help=HELP,
                        description=__doc__.split("\n", 1)[1].strip())
     p.add_argument("--group", choices=sorted(GROUPS), default=None,
                    help="only part A (trainable next-token tasks) or part B (sequence programs)")

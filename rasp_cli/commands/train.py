@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import json
 
+#: the one-line help of `rasp train` (shown by `rasp --help` without importing the command)
+HELP = 'train transformers with a positional encoding on a task'
+
 PE_HELP = "nope, ape_learned, ape_sinusoidal, t5, alibi, rope, or 'all' (comma-separated list ok)"
 
 
@@ -25,7 +28,7 @@ def register(sub) -> None:
     """Add the ``train`` subcommand to the CLI's subparsers."""
     from analysis.training.configs import MODEL_KEYS, PER_RUN_KEYS, TRAIN_KEYS, TRAIN_PRESETS
     p = sub.add_parser(
-        "train", help="train transformers with a positional encoding on a task",
+        "train", help=HELP,
         description="Train a small decoder transformer on a generalization task with one of six "
                     "positional encodings, evaluate exact match per length (ID and OOD up to 2x "
                     "the training length), and write a run directory (default "

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import json
 
+#: the one-line help of `rasp validate-predictor` (shown by `rasp --help` without importing the command)
+HELP = 'predicted vs measured length generalization per task and PE'
+
 
 def register(sub) -> None:
     p = sub.add_parser("validate-predictor",
-                       help="predicted vs measured length generalization per task and PE",
+                       help=HELP,
                        description=__doc__.split("\n\n")[1])
     p.add_argument("tasks", metavar="TASK", nargs="*", help="tasks (default: the report's six)")
     p.add_argument("--pe", action="append", default=None, metavar="PE",
@@ -46,7 +49,7 @@ def validate_command(args) -> int:
     import tasks
     from analysis.evidence.claims import ClaimError
     from analysis.prediction.predict import PredictError
-    from analysis.reporting.report import FULL_TASKS
+    from analysis.reporting.presets import FULL_TASKS
     from analysis.training.trainer import RunDirError, TrainingError
     from analysis.training.grid import GridError
     from analysis.prediction.validate import format_validation, validate

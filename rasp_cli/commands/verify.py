@@ -17,11 +17,14 @@ from __future__ import annotations
 import json
 import os
 
+#: the one-line help of `rasp verify` (shown by `rasp --help` without importing the command)
+HELP = "check a task's program against the ground truth at every length"
+
 
 def register(sub) -> None:
     """Add the ``verify`` subcommand to the CLI's subparsers."""
     p = sub.add_parser(
-        "verify", help="check a task's program against the ground truth at every length",
+        "verify", help=HELP,
         description="Greedy decoding with the task's reference RASP program (or --program) "
                     "on K seeded examples at every length 1..N the task allows, compared with "
                     "the plain-Python ground truth. Exit 0 all correct, 1 a mismatch (the first "
