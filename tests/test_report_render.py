@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from analysis.evidence import claims
 from analysis.probing import metrics
 from analysis.reporting import report
 
@@ -57,7 +58,9 @@ def _synthetic_section(rng):
         "accuracy": {"nope": _acc_rows(1.0, 0.8), "t5": _acc_rows(1.0, 0.6),
                      "alibi": _acc_rows(0.95, 0.1)},
         "train_range": (1, 8),
-        "measured": report.measured_outcome({"nope": _acc_rows(1.0, 0.8)}),
+        "measured": claims.measured_outcome(
+            [claims.run_record(_synthetic_config("nope", s), _acc_rows(1.0, 0.8), f"runs/x{s}")
+             for s in range(5)]),
         "runs": [{"pe": "nope", "seed": 0, "dir": "runs/x", "status": "reused",
                   "id_em": 1.0, "ood_em": 0.8}],
         "compiled": {"stats": {"layers": 2, "heads": 2, "d_model": 20}, "heads": [1, 1],
@@ -67,11 +70,35 @@ def _synthetic_section(rng):
     }
 
 
-def test_measured_outcome_thresholds():
-    assert report.measured_outcome({"nope": _acc_rows(1.0, 0.8)})["outcome"] == "generalizes"
-    assert report.measured_outcome({"nope": _acc_rows(1.0, 0.1)})["outcome"] == "fails"
-    assert report.measured_outcome({"nope": _acc_rows(0.3, 0.0)})["outcome"] == "inconclusive"
-    assert report.measured_outcome({})["outcome"] == "no runs"
+def _synthetic_config(pe, seed, task="synthetic"):
+    return {"task": task, "pe": pe, "seed": seed, "preset": "demo", "steps": 3000,
+            "model": {"pe": pe, "n_layers": 2, "d_model": 64, "n_heads": 4, "d_head": 16,
+                      "d_mlp": 128, "embed_init_std": 1.0},
+            "train": {"batch_size": 64, "lr": 3e-3, "position_offsets": "none",
+                      "eval_samples": 64},
+            "train_lengths": [1, 8], "eval_lengths": [[4, "id"], [12, "ood"]]}
+
+
+def test_measured_outcome_is_the_claims_rule():
+    """The report's measured outcome is claims.measured_outcome (the prediction claim's rule):
+    >= 5 seeds that fit, a sign test and an interval against the threshold."""
+    def runs(id_em, ood_em, k=5, pe="nope"):
+        return [claims.run_record(_synthetic_config(pe, s), _acc_rows(id_em, ood_em), f"r/{s}")
+                for s in range(k)]
+
+    m = claims.measured_outcome(runs(1.0, 0.8))
+    assert m["outcome"] == "generalizes" and m["best_pe"] == "nope"
+    assert m["per_pe"]["nope"]["ood_em"] == pytest.approx(0.8)
+    assert m["per_pe"]["nope"]["id_em"] == pytest.approx(1.0)
+    assert claims.measured_outcome(runs(1.0, 0.1))["outcome"] == "fails"
+    assert claims.measured_outcome(runs(0.3, 0.0))["outcome"] == "inconclusive"
+    # two seeds: what the pooled means called "generalizes" is inconclusive now
+    assert claims.measured_outcome(runs(1.0, 0.8, k=2))["outcome"] == "inconclusive"
+    assert claims.measured_outcome([])["outcome"] == "no runs"
+    # the same outcome as the prediction claim of the same runs
+    rs = runs(1.0, 0.8) + runs(1.0, 0.1, pe="t5")
+    assert claims.prediction_claim(rs, "generalizes").numbers["measured"] == \
+        claims.measured_outcome(rs)["outcome"]
 
 
 def test_report_is_self_contained_and_shows_the_probe(tmp_path):
@@ -126,20 +153,15 @@ def test_missing_sections_render_as_not_available(tmp_path):
 def test_claims_table_and_results_document_from_the_runs(tmp_path):
     import json
 
-    from analysis.evidence import claims
     from analysis.reporting.results import results_markdown
 
     def run(pe, seed, id_em, ood_em):
-        cfg = {"task": "synthetic", "pe": pe, "seed": seed, "preset": "demo", "steps": 3000,
-               "model": {"pe": pe, "n_layers": 2, "d_model": 64, "n_heads": 4, "d_head": 16,
-                         "d_mlp": 128, "embed_init_std": 1.0},
-               "train": {"batch_size": 64, "lr": 3e-3, "position_offsets": "none",
-                         "eval_samples": 64},
-               "train_lengths": [1, 8], "eval_lengths": [[4, "id"], [12, "ood"]]}
-        return claims.run_record(cfg, _acc_rows(id_em, ood_em), f"runs/synthetic/{pe}/s{seed}")
+        return claims.run_record(_synthetic_config(pe, seed), _acc_rows(id_em, ood_em),
+                                 f"runs/synthetic/{pe}/s{seed}")
 
-    records = [run("nope", 0, 1.0, 0.9), run("nope", 1, 1.0, 0.95),
-               run("ape_sinusoidal", 0, 1.0, 0.0), run("ape_sinusoidal", 1, 1.0, 0.05)]
+    # 7 seeds: the prediction's "some PE generalizes" is tested over 2 PEs at 0.05 / 2
+    records = ([run("nope", s, 1.0, 0.9 + 0.01 * s) for s in range(7)]
+               + [run("ape_sinusoidal", s, 1.0, 0.03 * s) for s in range(7)])
     sec = _synthetic_section(np.random.default_rng(2))
     sec["claims"] = claims.claims_for_task(records, "generalizes", None)
     sec["runs"] = [{"pe": r.pe, "seed": r.seed, "dir": r.run_dir, "status": "reused",
@@ -155,4 +177,5 @@ def test_claims_table_and_results_document_from_the_runs(tmp_path):
     md = results_markdown(doc, "rasp demo --results docs/results.md")
     assert md.splitlines()[2].startswith("**Generated by `rasp demo --results docs/results.md`**")
     assert "| **supported** | NoPE generalizes better than APE (sinusoidal) on synthetic |" in md
-    assert "0.90, 0.95" in md and "position offsets `none`" in md
+    assert "0.90, 0.91, 0.92, 0.93, 0.94, 0.95, 0.96" in md and "position offsets `none`" in md
+    assert "p = 0.00781" in md and "needs >= 5 paired seeds" in md

@@ -84,6 +84,7 @@ class RunRecord:
     run_dir: str
     config: dict
     accuracy: list[dict]
+    _fingerprint: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def protocol(self) -> str:
@@ -99,7 +100,10 @@ class RunRecord:
 
     @property
     def fingerprint(self) -> str:
-        return config_fingerprint(self.config)
+        key = json.dumps(self.config, sort_keys=True, default=str)
+        if self._fingerprint is None or self._fingerprint[0] != key:
+            self._fingerprint = (key, config_fingerprint(self.config))
+        return self._fingerprint[1]
 
 
 def _mean_em(rows: list[dict], split: str) -> float | None:

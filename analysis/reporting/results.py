@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis.evidence import statistics as _st
 from analysis.reporting.figures import PAPER_DISTANCE_FROM_NOPE
 from rasp_model.positional import PE_LABELS, PE_NAMES
 
@@ -83,13 +84,19 @@ def results_markdown(doc: dict, command: str) -> str:
                            f"{meta['load_before']:.1f}")
         out += [f"Wall time of the command: {wall:.0f} s, {meta.get('trained_now', '?')} runs "
                 "trained in it" + (f" ({'; '.join(details)})" if details else "") + ".", ""]
-    out += ["How the labels are decided: *supported* when every seed of one side is beyond every "
-            "seed of the other **and** the 95% bootstrap interval of the difference of the means "
-            "(seeds resampled, and test samples within each seed) excludes 0; *contradicted* when "
-            "that holds the other way round; otherwise *inconclusive* — also when a side has "
-            "fewer than 2 seeds or does not fit its training lengths (mean ID exact match < 0.9), "
-            "which says nothing about length generalization. Runs of different position-offset "
-            "protocols or configurations are never pooled.", "",
+    out += ["How the labels are decided (`analysis/evidence/statistics.py`): the two positional "
+            "encodings are compared within each seed (runs of a seed share initial weights and "
+            f"batches); *supported* needs >= {_st.MIN_SEEDS} paired seeds, every run fitting its "
+            f"training lengths (mean ID exact match >= {_st.ID_FIT}), an exact sign-flip p <= "
+            f"{_st.ALPHA_STATED} (one-sided, the direction stated) **and** the 95% bootstrap "
+            "interval of the mean paired difference (seeds resampled as units, test samples "
+            f"within each run) above 0; *contradicted* needs p <= {_st.ALPHA_REVERSE} the other "
+            "way and the interval below 0 (reachable from 7 seeds); otherwise *inconclusive*. "
+            "When the two encodings do not differ the rule decides at most "
+            f"{_st.ALPHA:.0%} of the time (a test of the suite). A task *generalizes* when some "
+            f"encoding's seeds are above max({_st.OOD_GENERALIZES}, chance exact match + "
+            f"{_st.CHANCE_MARGIN}) by an exact sign test and its interval. Runs of different "
+            "position-offset protocols or configurations are never pooled.", "",
             "## Claims", "",
             "| label | claim | evidence | why |", "| --- | --- | --- | --- |"]
     for c in doc.get("claims") or []:
@@ -122,8 +129,9 @@ def _evidence(c: dict) -> str:
         b, w = n["better"], n["worse"]
         return (f"OOD EM {PE_LABELS.get(b['pe'], b['pe'])} "
                 f"{', '.join(_f(x) for x in b['ood_em'])} vs {PE_LABELS.get(w['pe'], w['pe'])} "
-                f"{', '.join(_f(x) for x in w['ood_em'])} (per seed); difference "
-                f"{_f(n['diff'])} [95% {_f(n['ci'][0])}, {_f(n['ci'][1])}]")
+                f"{', '.join(_f(x) for x in w['ood_em'])} (per seed); mean paired difference "
+                f"{_f(n['diff'])} [95% {_f(n['ci'][0])}, {_f(n['ci'][1])}]"
+                + (f", p = {n['p_value']:.3g}" if n.get("p_value") is not None else ""))
     if "measured" in n:
         fits = [f"{PE_LABELS.get(pe, pe)} {', '.join(_f(x) for x in v['ood_em'])}"
                 for pe, v in (n.get("per_pe") or {}).items() if v.get("fits")]
