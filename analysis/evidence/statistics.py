@@ -404,7 +404,7 @@ def task_outcome(per_pe_runs: dict[str, Sequence[Any]], threshold: float,
     few = [f"{pe} ({len(per_pe[pe]['seeds'])})" for pe in fitted if pe not in eligible]
     if not eligible:
         return "inconclusive", (f"no PE fits its training lengths (ID EM >= {ID_FIT}) on "
-                                f">= {need} seeds" + (f"; fitted PEs with fewer seeds: "
+                                f">= {need} seeds" + ("; fitted PEs with fewer seeds: "
                                                       + ", ".join(few) if few else "")), per_pe
     if above:
         return "generalizes", (f"{', '.join(above)}: OOD EM above {threshold:.2f} on the seeds "
