@@ -179,3 +179,29 @@ def test_claims_table_and_results_document_from_the_runs(tmp_path):
     assert "| **supported** | NoPE generalizes better than APE (sinusoidal) on synthetic |" in md
     assert "0.90, 0.91, 0.92, 0.93, 0.94, 0.95, 0.96" in md and "position offsets `none`" in md
     assert "p = 0.00781" in md and "needs >= 5 paired seeds" in md
+
+
+def test_prediction_claims_are_per_pe_and_only_for_decided_predictions(tmp_path):
+    """The report predicts per PE with the same call as docs/predictions.md and tests each
+    decided prediction on that PE's runs alone; a PE without a theory gets no claim."""
+    def run(pe, seed, ood_em):
+        return claims.run_record(_synthetic_config(pe, seed), _acc_rows(1.0, ood_em),
+                                 f"runs/synthetic/{pe}/s{seed}")
+    records = ([run("nope", s, 0.9 + 0.01 * s) for s in range(5)]
+               + [run("t5", s, 0.02 * s) for s in range(5)])
+    predictions = {
+        "nope": {"prediction": "generalizes", "theory": "C-RASP[] (Huang et al. 2025, NoPE)",
+                 "theories": {"crasp": {"key": "crasp", "prediction": "generalizes",
+                                        "reason": "a verified C-RASP[] program of size 9"}}},
+        "t5": {"prediction": "no theory", "theory": "none: no paper predicts for t5",
+               "theories": {}}}
+    got = claims.claims_for_task(records, predictions, None)
+    ids = {c["id"]: c for c in got["claims"]}
+    assert "synthetic:prediction:nope" in ids and "synthetic:prediction:t5" not in ids
+    assert ids["synthetic:prediction:nope"]["label"] == "supported"     # 5 seeds all >= 0.9
+    assert "C-RASP[]" in ids["synthetic:prediction:nope"]["statement"]
+    sec = _synthetic_section(np.random.default_rng(3))
+    sec["predictions"], sec["claims"] = predictions, got
+    html = report.render_report([sec], tmp_path, meta={}).read_text()
+    assert "a verified C-RASP[] program of size 9" in html
+    assert "no decided prediction to test" in html                   # the t5 row

@@ -452,7 +452,32 @@ def distance_claim(task: str, distances: dict[str, list[float]], aggregation: st
                  numbers=numbers, runs=list(runs), protocol=protocol, config=config)
 
 
-def task_claims(records: Sequence[RunRecord], predicted: str | None = None,
+def per_pe_prediction_claims(records: Sequence[RunRecord], predicted: dict) -> list[Claim]:
+    """One claim per PE that ran and has a decided prediction: "the prediction for this PE
+    agrees with its runs" (:func:`prediction_claim` on that PE's runs alone). A PE whose
+    prediction is not decided (``unknown``, ``no theory``, ``disagree``) gets no claim: there is
+    nothing to test.
+
+    Args:
+        records: runs of one comparison group.
+        predicted: PE -> ``{"prediction", "theory"}`` (a :class:`analysis.prediction.predict.
+            Prediction` as a dict, or a subset of it).
+    """
+    out = []
+    for pe in sorted({r.pe for r in records}):
+        pred = (predicted.get(pe) or {})
+        verdict = pred.get("prediction")
+        if verdict not in ("generalizes", "fails"):
+            continue
+        c = prediction_claim([r for r in records if r.pe == pe], verdict)
+        c.id = f"{c.task}:prediction:{pe}"
+        c.statement = (f"the prediction for {PE_LABELS.get(pe, pe)} ({verdict}, from "
+                       f"{pred.get('theory') or 'its theory'}) agrees with its runs")
+        out.append(c)
+    return out
+
+
+def task_claims(records: Sequence[RunRecord], predicted: str | dict | None = None,
                 distances: dict[str, dict[str, list[float]]] | None = None,
                 baselines: dict[str, list[float]] | None = None,
                 units: dict[str, str] | None = None) -> list[Claim]:
@@ -462,7 +487,8 @@ def task_claims(records: Sequence[RunRecord], predicted: str | None = None,
 
     Args:
         records: runs of one comparison group (:func:`comparison_groups`).
-        predicted: the prediction (``"generalizes"`` / ``"fails"``) or None.
+        predicted: the prediction for the task (``"generalizes"`` / ``"fails"``) or None, or
+            per PE (PE -> prediction dict: :func:`per_pe_prediction_claims`).
         distances: aggregation -> PE -> per-seed distances from NoPE of the same seed.
         baselines: aggregation -> NoPE vs NoPE other-seed distances.
 
@@ -473,7 +499,10 @@ def task_claims(records: Sequence[RunRecord], predicted: str | None = None,
     pes = {r.pe for r in records}
     out = [compare_pes(records, a, b, source) for a, b, source in PAPER_PE_CLAIMS
            if a in pes and b in pes]
-    out.append(prediction_claim(records, predicted))
+    if isinstance(predicted, dict):
+        out += per_pe_prediction_claims(records, predicted)
+    else:
+        out.append(prediction_claim(records, predicted))
     for agg, d in (distances or {}).items():
         if "t5" not in d:                  # the paper's statement is about T5; nothing to test
             continue
@@ -484,13 +513,14 @@ def task_claims(records: Sequence[RunRecord], predicted: str | None = None,
     return out
 
 
-def claims_for_task(records: Sequence[RunRecord], predicted: str | None = None,
+def claims_for_task(records: Sequence[RunRecord], predicted: str | dict | None = None,
                     probe: Any = None) -> dict:
     """All claims of one task, computed separately per comparison group, for the report.
 
     Args:
         records: every finished run of the task (any protocols / configurations).
-        predicted: the prediction for the task (``"generalizes"`` / ``"fails"``) or None.
+        predicted: the prediction for the task (``"generalizes"`` / ``"fails"``), per PE (a
+            dict, see :func:`task_claims`), or None.
         probe: an :class:`analysis.probing.metrics.ProbeResult` of (some of) these runs, or None. Its
             distances enter the claims only of the group that holds every probed run.
 

@@ -6,12 +6,13 @@ with that ``pe``) next to the outcome measured on models trained by this toolkit
 settings and resumes an interrupted one), labelled like the report's claims:
 
 * the measured outcome and the label come from the one owner of that rule,
-  :func:`analysis.evidence.claims.prediction_claim`, applied to the runs of one (task, PE): "generalizes"
-  when the PE fits its training lengths on every seed and every seed's out-of-distribution
-  exact match (OOD EM) and the bootstrap 95% interval of the mean (seeds and test samples
-  resampled) are at or above the report's threshold, "fails" when every seed and the interval's
-  upper end are below it, otherwise **inconclusive** (also with fewer than 2 seeds, or a model
-  that does not fit the training lengths);
+  :func:`analysis.evidence.claims.prediction_claim` (its tests in
+  :mod:`analysis.evidence.statistics`), applied to the runs of one (task, PE): "generalizes"
+  when the PE fits its training lengths on every seed and an exact sign test over >= 5 seeds
+  and the bootstrap 95% interval put its out-of-distribution exact match (OOD EM) above the
+  threshold ``max(0.5, chance + 0.1)``, "fails" when they put it below, otherwise
+  **inconclusive** (also with fewer than 5 seeds, or a model that does not fit the training
+  lengths);
 * the prediction (:mod:`analysis.prediction.theories`: ``generalizes`` / ``fails`` /
   ``unknown`` / ``disagree`` / ``no theory``, for the runs' training protocol) is **supported**
   when it names the measured outcome, **contradicted** when it names the other one,

@@ -333,10 +333,24 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
             sec["problems"].append(f"probing failed: {e}")
     else:
         sec["problems"].append("no trained run available: nothing to probe")
-    if records:
-        predicted = (sec.get("prediction") or {}).get("prediction")
+    # the prediction per PE: the same call as docs/predictions.md (predict(task, pe=...)),
+    # for the training protocol of that PE's runs (a learned APE without random offsets has
+    # no theory)
+    sec["predictions"] = {}
+    for pe in dict.fromkeys(pe for pe, _, _ in wanted):
+        protocol = next((r.protocol for r in records if r.pe == pe), None)
         try:
-            sec["claims"] = _claims.claims_for_task(records, predicted, sec.get("probe"))
+            p = predict.predict(task, pe=pe, position_offsets=protocol)
+            sec["predictions"][pe] = _to_plain(
+                {k: v for k, v in p.to_dict().items()
+                 if k in ("prediction", "theory", "theories", "verdict_evidence", "size",
+                          "size_lower_bound", "program_source")})
+        except (RASPError, predict.PredictError, ValueError) as e:
+            sec["problems"].append(f"prediction for {pe} unavailable: {e}")
+    if records:
+        try:
+            sec["claims"] = _claims.claims_for_task(records, sec["predictions"],
+                                                    sec.get("probe"))
         except _claims.ClaimError as e:
             sec["problems"].append(f"claims not computed: {e}")
     sec["seconds"] = round(time.time() - t0, 1)
@@ -485,9 +499,18 @@ def _section_view(sec: dict) -> dict:
                                           key=lambda kv: PE_NAMES.index(kv[0])
                                           if kv[0] in PE_NAMES else 99)]
     pred = sec.get("prediction") or {}
-    view["predicted"] = _find(pred, ("prediction", "predicted", "outcome"))
     view["paper_outcome"] = _find(pred, ("paper_outcome", "paper"))
-    view["verdict"] = _find(pred, ("verdict",))
+    claims = {c["id"]: c for c in ((sec.get("claims") or {}).get("claims") or [])}
+    view["predictions"] = []
+    for pe, p in (sec.get("predictions") or {}).items():
+        c = claims.get(f"{sec.get('name')}:prediction:{pe}")
+        view["predictions"].append({
+            "pe": PE_LABELS.get(pe, pe), "prediction": p.get("prediction"),
+            "theory": p.get("theory"),
+            "evidence": "; ".join(f"{t.get('key')}: {t.get('reason')}"
+                                  for t in (p.get("theories") or {}).values()),
+            "measured": c["numbers"].get("measured") if c else None,
+            "label": c["label"] if c else None, "reason": c["reason"] if c else None})
     return view
 
 
