@@ -539,6 +539,9 @@ class _Enum:
                 for r in range(len(others) + 1):
                     for S in itertools.combinations(others, r):
                         self.req[(frozenset(S), v)] = []
+        self.g_tv: list = []
+        self.g_first: list = []
+        self.greedy_rows = 0
         self.req_R = {}
         for (S, v) in self.req:
             R = np.ones(len(tgt), dtype=bool)
@@ -614,6 +617,12 @@ class _Enum:
             tv3 = flat[:, :, b.tflat].astype(bool)
             anyv = tv3.any(axis=1)
             first = np.where(anyv, np.argmax(tv3, axis=1), -1)
+        if self.greedy_rows < 300_000:
+            if param:
+                self.g_first.append((first.astype(np.int16), size, recs))
+            else:
+                self.g_tv.append((tv, size, recs))
+            self.greedy_rows += n
         for (S, v), lst in self.req.items():
             if len(lst) >= 4:
                 continue
@@ -652,6 +661,61 @@ class _Enum:
                 out.append((size, [(v, r) for v, _, r in combo], default))
         out.sort(key=lambda t: t[0])
         return out
+
+    def greedy(self, max_entries: int):
+        """A decision list with repeated values (Rivest's greedy: each entry consistent on the
+        positions left and covering the most of them, the smallest on ties), or None. Not
+        part of the certificate: found programs are upper bounds."""
+        b = self.b
+        tgt = b.tgt
+        if not self.g_tv and not self.g_first:
+            return None
+        tv = np.concatenate([t for t, _, _ in self.g_tv]) if self.g_tv else None
+        tsz = np.concatenate([np.full(len(r), sz) for _, sz, r in self.g_tv]) \
+            if self.g_tv else None
+        trec = [x for _, _, r in self.g_tv for x in r]
+        fv = np.concatenate([f for f, _, _ in self.g_first]) if self.g_first else None
+        fsz = np.concatenate([np.full(len(r), sz) for _, sz, r in self.g_first]) \
+            if self.g_first else None
+        frec = [x for _, _, r in self.g_first for x in r]
+        concrete = sorted({int(v) for v, c in zip(tgt, b.tgt_cidx)
+                           if c < 0 or not b.uniform})
+        R = np.ones(len(tgt), dtype=bool)
+        entries, size = [], 0
+        while True:
+            left = set(tgt[R].tolist())
+            if not left:
+                return size, entries, None
+            if len(left) == 1 and not (b.uniform and b.tgt_cidx[R][0] >= 0):
+                return size, entries, int(next(iter(left)))
+            if len(entries) >= max_entries:
+                return None
+            best = None
+            if tv is not None:
+                cover = (tv & R[None]).sum(axis=1)
+                for v in concrete:
+                    bad = R & (tgt != v)
+                    ok = ~(tv & bad[None]).any(axis=1) & (cover > 0)
+                    if ok.any():
+                        score = np.where(ok, cover * 1000 - tsz, -1)
+                        i = int(np.argmax(score))
+                        if best is None or score[i] > best[0]:
+                            best = (int(score[i]), v, trec[i], int(tsz[i]), tv[i])
+            if fv is not None and b.uniform:
+                fired = (fv >= 0) & R[None]
+                cover = fired.sum(axis=1)
+                ok = ~(fired & (fv != b.tgt_cidx[None])).any(axis=1) & (cover > 0)
+                if ok.any():
+                    score = np.where(ok, cover * 1000 - fsz, -1)
+                    i = int(np.argmax(score))
+                    if best is None or score[i] > best[0]:
+                        best = (int(score[i]), "U", frec[i], int(fsz[i]), fv[i] >= 0)
+            if best is None:
+                return None
+            _, v, rec, sz, fires = best
+            entries.append((v, rec))
+            size += sz + 1
+            R &= ~fires
 
     # ---- levels ----
     def level(self, s):
@@ -795,20 +859,40 @@ class _Enum:
 # Driver
 # --------------------------------------------------------------------------------------------
 
-def _rows(task, lengths, samples, seed):
+def _rows(task, lengths, samples, seed, mutants: int = 0):
+    """Examples ``(values of prompt + answer, len(prompt))``; ``mutants`` near misses per
+    example (two adjacent body tokens swapped, or one replaced by another content symbol, the
+    answer from ``task.ground_truth``), since a task's sampler rarely draws them."""
     rng = np.random.default_rng(seed)
     rows, seen = [], set()
+    content = [i for i, v in enumerate(task.vocab.values) if isinstance(v, int) and v >= 0]
+
+    def add(p, a):
+        ids = list(p) + list(a)
+        if tuple(ids) in seen:
+            return
+        seen.add(tuple(ids))
+        rows.append(([int(task.vocab.values[i]) for i in ids], len(p)))
+
     for n in lengths:
         if not task.length_ok(n):
             continue
         for _ in range(samples):
             p, a = task.sample(n, rng)
-            ids = list(p) + list(a)
-            if tuple(ids) in seen:
-                continue
-            seen.add(tuple(ids))
-            vals = [int(task.vocab.values[i]) for i in ids]
-            rows.append((vals, len(p)))
+            add(p, a)
+            body = [k for k in range(1, len(p)) if task.vocab.values[p[k]] >= 0]
+            for _ in range(mutants if body else 0):
+                q = list(p)
+                k = int(rng.choice(body))
+                if rng.random() < 0.5 and k + 1 in body:
+                    q[k], q[k + 1] = q[k + 1], q[k]
+                else:
+                    q[k] = int(rng.choice(content))
+                try:
+                    ans = task.ground_truth(q)
+                except Exception:  # noqa: BLE001 - not a valid prompt of the task
+                    continue
+                add(q, ans)
     return rows
 
 
@@ -821,10 +905,11 @@ def _content(task) -> list[int]:
 
 def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_size: int = 14,
                  lengths=None, samples: int | None = None, seed: int = 0,
-                 validation_max_length: int = 30, validation_samples: int = 4,
+                 validation_max_length: int | None = None, validation_samples: int = 3,
                  verify_max_length: int = 60, verify_samples: int = 3,
                  uniform: bool | None = None, max_memory_mb: float = 768,
-                 max_rounds: int = 30) -> CRaspResult:
+                 max_rounds: int = 30, nope_first: float = 0.35,
+                 greedy: bool = True) -> CRaspResult:
     """Search a C-RASP next-token program for a catalogue task (module docstring).
 
     Args:
@@ -835,13 +920,23 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
         lengths, samples, seed: the search batch (``samples`` examples per length; default
             lengths 1..6 with 3 samples, 1..4 with 2 for content alphabets over 30 symbols).
         validation_max_length, validation_samples: the batch candidates are checked on
-            (lengths 1..``validation_max_length``, seed + 1).
+            (lengths 1..``validation_max_length``, default ``verify_max_length``, seed + 1); a
+            failure of the final verification also joins the search batch.
         verify_max_length, verify_samples: final verification with
             :func:`tasks.decode.verify_program` at every length 1..``verify_max_length``.
         uniform: use alphabet-uniform constructs for the content symbols (default: when the
             content alphabet has 5 symbols or more).
         max_memory_mb: memory for stored values (the search stops at the level it is in).
         max_rounds: counterexample rounds at most.
+        greedy: after each level without a one-entry-per-value program, also try a decision
+            list whose entries may repeat a value (Rivest's greedy over every Boolean kept,
+            at most two entries more than values); such a program is an upper bound outside
+            the certificate's grammar (``notes`` says so).
+        nope_first: for ``crasp_pl``, the share of ``time_limit`` first spent on the smaller
+            C-RASP[] grammar (every C-RASP[] program is a C-RASP[periodic, local] program, and
+            the smaller grammar reaches larger sizes); its program, when it finds one, is
+            returned (``notes`` says so; ``certified_below`` then is None: no level of the
+            larger grammar was completed). 0 disables it.
 
     Returns:
         :class:`CRaspResult` (never raises for a task it cannot handle: ``stopped`` says
@@ -854,6 +949,41 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
         task = _tasks.get_task(task)
     if variant not in VARIANTS:
         raise ValueError(f"unknown C-RASP variant {variant!r}")
+    kw = dict(max_size=max_size, lengths=lengths, samples=samples, seed=seed,
+              validation_max_length=validation_max_length,
+              validation_samples=validation_samples, verify_max_length=verify_max_length,
+              verify_samples=verify_samples, uniform=uniform, max_memory_mb=max_memory_mb,
+              max_rounds=max_rounds, nope_first=0.0, greedy=greedy)
+    if variant == "crasp_pl" and nope_first > 0:
+        # three passes: the larger grammar briefly (small programs with periodic / local
+        # predicates), the smaller grammar (larger C-RASP[] programs), the larger one again
+        rp = crasp_search(task, "crasp_pl", time_limit=0.2 * time_limit, **kw)
+        if rp.found or rp.stopped.startswith("refused") or rp.stopped == "max_size":
+            rp.seconds = time.perf_counter() - t0
+            return rp
+        r0 = crasp_search(task, "crasp", time_limit=nope_first * time_limit, **kw)
+        if r0.found:
+            from rasp.crasp import check_crasp
+            if check_crasp(r0.program, "crasp_pl").valid:
+                r0.variant = "crasp_pl"
+                r0.certified_below = rp.certified_below
+                r0.explored += rp.explored
+                r0.notes.append("found by the pass over C-RASP[] (a C-RASP[] program is a "
+                                "C-RASP[periodic, local] program); certified_below is the "
+                                "first pass's over C-RASP[periodic, local]")
+                r0.seconds = time.perf_counter() - t0
+                return r0
+        r1 = crasp_search(task, "crasp_pl", time_limit=max(time_limit -
+                                                           (time.perf_counter() - t0), 1e-3),
+                          **kw)
+        r1.explored += r0.explored + rp.explored
+        if rp.certified_below is not None:
+            r1.certified_below = max(r1.certified_below or 0, rp.certified_below)
+        r1.counterexamples_added += rp.counterexamples_added
+        r1.notes.append(f"C-RASP[] pass: {r0.stopped}, certified_below "
+                        f"{r0.certified_below} in C-RASP[]")
+        r1.seconds = time.perf_counter() - t0
+        return r1
     res = CRaspResult(task=task.name, variant=variant, found=False)
 
     def done(stopped):
@@ -875,8 +1005,10 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
         if samples is None:
             samples = 2 if big else 3
         rows = _rows(task, lengths, samples, seed)
+        if validation_max_length is None:
+            validation_max_length = verify_max_length
         vrows = _rows(task, range(1, validation_max_length + 1), validation_samples,
-                      seed + 1)
+                      seed + 1, mutants=0 if big else 2)
     except Exception as e:  # noqa: BLE001 - a task's generator may refuse
         return done(f"refused: cannot sample the task ({e})")
     if not rows:
@@ -887,6 +1019,7 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
     vbatch = _Batch(vrows, content, uniform)
     best_cert = None
     rounds = 0
+    greedy_restarts = 0
     while True:
         batch = _Batch(rows, content, uniform)
         tv = sorted({int(x) for x in batch.tgt})
@@ -936,6 +1069,22 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
                 if good is not None:
                     cand = [good]
                     break
+                if not progs:
+                    best_cert = s if best_cert is None else max(best_cert, s)
+                    if greedy and s >= 3 and greedy_restarts < 10:
+                        g = en.greedy(len(values[0]) + 2)
+                        if g is not None:
+                            size, entries, default = g
+                            dflt = default if default is not None else eos
+                            out = _decide(entries, dflt, vbatch)
+                            if np.array_equal(out[vbatch.tmask], vbatch.target[vbatch.tmask]):
+                                cand = [(size, entries, dflt)]
+                                res.notes.append("found by the greedy decision list (entries "
+                                                 "may repeat a value): an upper bound, "
+                                                 "outside the certificate's grammar")
+                                break
+                            progs = [g]
+                            greedy_restarts += 1
                 if progs:
                     # chance fits: the shortest failing validation example joins the batch
                     size, entries, default = progs[0]
@@ -949,7 +1098,6 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
                     res.counterexamples_added += 1
                     stopped = "refine"
                     break
-                best_cert = s if best_cert is None else max(best_cert, s)
         except _Timeout:
             stopped = "time_limit"
         except _Memory:
@@ -958,7 +1106,17 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
         res.distinct = max(res.distinct, en.distinct)
         res.certified_below = best_cert
         if cand is not None:
-            break
+            size, entries, default = cand[0]
+            fin = _finish(res, task, variant, entries, default, size, content, names,
+                          verify_max_length, verify_samples, seed, t0)
+            if fin.found or fin.stopped != "refine":
+                return fin
+            # verification found a counterexample the validation batch missed
+            rows = rows + [fin.notes.pop()]
+            vbatch = _Batch(vbatch.rows + [rows[-1]], content, uniform)
+            res.counterexamples_added += 1
+            res.found, res.program, res.size, res.schema = False, None, None, None
+            stopped = "refine"
         if stopped == "refine":
             rounds += 1
             if rounds >= max_rounds:
@@ -967,9 +1125,6 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
                 return done("time_limit")
             continue
         return done(stopped)
-    size, entries, default = cand[0]
-    return _finish(res, task, variant, entries, default, size, content, names,
-                   verify_max_length, verify_samples, seed, t0)
 
 
 def _finish(res, task, variant, entries, default, size, content, names, vmax, vsamples, seed,
@@ -989,6 +1144,17 @@ def _finish(res, task, variant, entries, default, size, content, names, vmax, vs
     ver = verify_program(task, prog, task.lengths(vmax), samples=vsamples, seed=seed + 7)
     res.verification = ver.summary()
     if not ver.ok:
+        f = ver.failures[0] if ver.failures else None
+        if f is not None:
+            ids = task.vocab.encode(f["prompt"])
+            try:
+                ans = task.ground_truth(ids)
+                vals = [int(task.vocab.values[i]) for i in list(ids) + list(ans)]
+                res.notes.append((vals, len(ids)))
+                res.stopped = "refine"
+                return res
+            except Exception:  # noqa: BLE001 - fall through to the refusal
+                pass
         res.stopped = "refused: verification failed beyond the validation lengths"
         res.seconds = time.perf_counter() - t0
         return res
