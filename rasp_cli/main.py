@@ -13,6 +13,7 @@ import argparse
 import importlib
 import os
 import pkgutil
+import re
 import sys
 
 from rasp.ir import RASPError
@@ -39,6 +40,13 @@ def output_dir(path: str) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # a value that starts with a negative number is a value, not an option: our special
+        # tokens are negative, so `--vocab -3,-2,1` and `--input -1,2` must parse (argparse's
+        # own matcher accepts only a single number such as -3)
+        self._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?([,;:\s]-?[\w.]+)*$")
+
     def error(self, message):  # argparse usage errors: exit 2 with the usage line
         self.print_usage(sys.stderr)
         print(f"{self.prog}: error: {message}", file=sys.stderr)

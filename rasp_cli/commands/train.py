@@ -182,10 +182,16 @@ def train_command(args) -> int:
         raise UsageError("give either TASK or --grid TASKS, not both")
     if not args.grid and not args.task:
         raise UsageError("give a TASK (or --grid TASKS); `rasp tasks --group A` lists them")
+    tasks = [s.strip() for s in (args.grid or args.task).split(",") if s.strip()]
+    import tasks as _catalogue
+    for name in tasks:               # the task names first: the most likely typo
+        try:
+            _catalogue.get_task(name)
+        except _catalogue.UnknownTaskError as e:
+            raise UsageError(str(e)) from None
     pes = parse_pes(args.pe)
     overrides = _overrides(args.set)
     seeds = _ints(args.seeds, "--seeds") if args.seeds else [args.seed]
-    tasks = [s.strip() for s in (args.grid or args.task).split(",") if s.strip()]
     if not args.grid and (len(pes) > 1 or len(seeds) > 1 or len(tasks) > 1):
         raise UsageError("several tasks, PEs or seeds need --grid")
     if args.grid:

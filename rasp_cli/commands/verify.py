@@ -1,9 +1,12 @@
 """`rasp verify TASK [--max-length N] [--samples K] [--seed S] [--program FILE --name NAME]
-[--json]`: check a task's program at every length by greedy decoding against the ground truth.
+[--json]`: check a task's program at every length against the ground truth.
 
-By default the task's reference program (``tasks/programs/<task>.rasp``) is decoded greedily
-(``tasks.decode_with_program`` semantics; ``analysis.prediction.verify``) on ``K`` seeded examples at every
-length ``1..N`` the task allows, and compared with the task's plain-Python ground truth. With
+By default the task's reference program (``tasks/programs/<task>.rasp``) is decoded
+(``tasks.decode_with_program`` semantics; ``analysis.prediction.verify``) on ``K`` seeded
+examples at every length ``1..N`` the task allows, and compared with the task's plain-Python
+ground truth. The output names the method used: ``teacher_forcing`` (one evaluation of the
+whole reference sequence; exact for a program that reads only the prefix, which
+``rasp.raspl.is_prefix_causal`` proves) or ``greedy`` (token by token, as a model decodes). With
 ``--program FILE`` (and ``--name NAME``, default the task's reference name) any program is
 checked on the task's format instead.
 

@@ -1,0 +1,23 @@
+"""The `rasp` command as one tool: negative vocabularies parse (our special tokens are
+negative), task names are checked before anything else."""
+
+from rasp_cli.main import main
+
+
+def test_negative_vocabulary_values_are_values_not_options(tmp_path, capsys):
+    assert main(["compile", "rasp/stdlib/examples.rasp", "--name", "hist", "--vocab",
+                 "-3,-2,1", "--max-len", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "|" in out                                  # the compiled model's table
+
+
+def test_train_names_an_unknown_task_before_an_unknown_pe(capsys):
+    assert main(["train", "no_such_task", "--pe", "xpe"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown task 'no_such_task'" in err and "positional encoding" not in err
+
+
+def test_a_real_option_after_a_negative_value_still_counts(capsys):
+    # "-3,-2" is a value; "--max-len" after it is still an option
+    assert main(["compile", "rasp/stdlib/examples.rasp", "--vocab", "-3,-2", "--name", "hist",
+                 "--max-len", "3"]) == 0
