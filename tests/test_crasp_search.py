@@ -76,7 +76,10 @@ def _naive_booleans(atoms, max_size):
     for s in range(2, max_size + 1):
         B[s] += [("not", x) for x in B[s - 1]]
         C[s] += [("cnt", x) for x in B[s - 1]]
-        B[s] += [("cmpk", o, k, x) for x in C[s - 1] for o in ("eq", "gt") for k in (0, 1, 2)]
+        for k in range(16):
+            c = max(0, k.bit_length() - 1)                # constants in binary
+            if s - 1 - c >= 1:
+                B[s] += [("cmpk", o, k, x) for x in C[s - 1 - c] for o in ("eq", "gt")]
         for s1 in range(1, s - 1):
             s2 = s - 1 - s1
             B[s] += [(o, x, y) for x in B[s1] for y in B[s2] for o in ("and", "or")]
@@ -93,7 +96,7 @@ def test_certificate_brute_force():
     assert not r.found and r.stopped == "max_size"
     assert r.certified_below == cert_size
     assert r.counterexamples_added == 0
-    rows = _rows(task, range(1, 7), 3, 0)               # the search batch
+    rows = _rows(task, range(1, 7), 3, 0, mutants=1)    # the search batch
     T = max(len(v) - 1 for v, _ in rows)
     inputs = np.array([v[:-1] + [v[-2]] * (T - len(v) + 1) for v, _ in rows])
     tmask = np.zeros(inputs.shape, dtype=bool)

@@ -70,6 +70,15 @@ __all__ = ["crasp_search", "CRaspResult", "evaluate_recipe", "recipe_size", "rec
 _REL = {"eq": np.equal, "lt": np.less, "gt": np.greater}
 _CMP = {"lt": np.less, "le": np.less_equal, "eq": np.equal}
 _SYM = {"eq": "==", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_KMAX = 15
+
+
+def _kcost(k: int) -> int:
+    """Size of a constant in a comparison: its binary digits beyond the first (0 and 1 are
+    free, 2-3 cost 1, 4-7 cost 2, 8-15 cost 3)."""
+    return max(0, int(k).bit_length() - 1)
+
+
 _RELTXT = {"eq": "tok(j) == tok(i)", "lt": "tok(j) < tok(i)", "gt": "tok(j) > tok(i)",
            "peq": "tok(j-1) == tok(i)"}
 
@@ -156,7 +165,7 @@ def recipe_size(rec) -> int:
     if op == "cmp":
         return 1 + recipe_size(rec[2]) + recipe_size(rec[3])
     if op == "cmpk":
-        return 1 + recipe_size(rec[3])
+        return 1 + _kcost(rec[2]) + recipe_size(rec[3])
     if op in ("rel", "loc"):
         return (3 if rec[1] == "peq" else 2) + recipe_size(rec[2])
     if op == "argmax":
@@ -493,6 +502,11 @@ def build_program(entries, default, content, vocab_values=()) -> Any:
 # The enumerator
 # --------------------------------------------------------------------------------------------
 
+def entries_size(entries) -> int:
+    """Size of a decision list's entries: each condition's size plus one per entry."""
+    return sum(recipe_size(r) + 1 for _, r in entries)
+
+
 class _Enum:
     def __init__(self, batch: _Batch, variant: str, deadline: float, max_size: int,
                  max_memory: int, values: list, names: dict, rng_seed: int = 0):
@@ -662,10 +676,12 @@ class _Enum:
         out.sort(key=lambda t: t[0])
         return out
 
-    def greedy(self, max_entries: int):
+    def greedy(self, max_entries: int, vbatch: "_Batch | None" = None, checks: int = 60):
         """A decision list with repeated values (Rivest's greedy: each entry consistent on the
-        positions left and covering the most of them, the smallest on ties), or None. Not
-        part of the certificate: found programs are upper bounds."""
+        positions left and covering the most of them, the smallest on ties), or None. With
+        ``vbatch``, an entry must also be consistent on the validation positions left (the
+        best ``checks`` candidates of a step are tried). Not part of the certificate: found
+        programs are upper bounds."""
         b = self.b
         tgt = b.tgt
         if not self.g_tv and not self.g_first:
@@ -681,41 +697,77 @@ class _Enum:
         concrete = sorted({int(v) for v, c in zip(tgt, b.tgt_cidx)
                            if c < 0 or not b.uniform})
         R = np.ones(len(tgt), dtype=bool)
-        entries, size = [], 0
+        Rv = np.ones(len(vbatch.tgt), dtype=bool) if vbatch is not None else None
+        memo: dict = {}
+        entries: list = []
+
+        def vfires(rec, v):
+            """(consistent on the validation positions left, fired there) or None."""
+            val = evaluate_recipe(rec, vbatch, memo)
+            if isinstance(v, str):
+                if val.ndim == 2:
+                    return None
+                t3 = val.reshape(val.shape[0], -1)[:, vbatch.tflat].astype(bool)
+                fired = t3.any(axis=0)
+                first = np.where(fired, np.argmax(t3, axis=0), -1)
+                ok = not ((fired & Rv) & (first != vbatch.tgt_cidx)).any()
+            else:
+                fired = val.ravel()[vbatch.tflat].astype(bool)
+                ok = not (fired & Rv & (vbatch.tgt != v)).any()
+            return (ok, fired)
+
         while True:
             left = set(tgt[R].tolist())
             if not left:
-                return size, entries, None
+                return self._g_done(entries_size(entries), entries, None)
             if len(left) == 1 and not (b.uniform and b.tgt_cidx[R][0] >= 0):
-                return size, entries, int(next(iter(left)))
+                return self._g_done(entries_size(entries), entries, int(next(iter(left))))
             if len(entries) >= max_entries:
                 return None
-            best = None
+            cands = []
             if tv is not None:
                 cover = (tv & R[None]).sum(axis=1)
                 for v in concrete:
                     bad = R & (tgt != v)
                     ok = ~(tv & bad[None]).any(axis=1) & (cover > 0)
-                    if ok.any():
-                        score = np.where(ok, cover * 1000 - tsz, -1)
-                        i = int(np.argmax(score))
-                        if best is None or score[i] > best[0]:
-                            best = (int(score[i]), v, trec[i], int(tsz[i]), tv[i])
+                    idx = np.flatnonzero(ok)
+                    if idx.size:
+                        score = cover[idx] * 1000 - tsz[idx]
+                        top = idx[np.argsort(-score, kind="stable")[:checks]]
+                        cands += [(int(cover[i] * 1000 - tsz[i]), v, trec[i], int(tsz[i]),
+                                   tv[i]) for i in top]
             if fv is not None and b.uniform:
                 fired = (fv >= 0) & R[None]
                 cover = fired.sum(axis=1)
                 ok = ~(fired & (fv != b.tgt_cidx[None])).any(axis=1) & (cover > 0)
-                if ok.any():
-                    score = np.where(ok, cover * 1000 - fsz, -1)
-                    i = int(np.argmax(score))
-                    if best is None or score[i] > best[0]:
-                        best = (int(score[i]), "U", frec[i], int(fsz[i]), fv[i] >= 0)
-            if best is None:
+                idx = np.flatnonzero(ok)
+                if idx.size:
+                    score = cover[idx] * 1000 - fsz[idx]
+                    top = idx[np.argsort(-score, kind="stable")[:checks]]
+                    cands += [(int(cover[i] * 1000 - fsz[i]), "U", frec[i], int(fsz[i]),
+                               fv[i] >= 0) for i in top]
+            cands.sort(key=lambda c: -c[0])
+            chosen = None
+            for c in cands[:checks]:
+                if vbatch is None:
+                    chosen = (c, None)
+                    break
+                self._check_time()
+                vf = vfires(c[2], c[1])
+                if vf is not None and vf[0]:
+                    chosen = (c, vf[1])
+                    break
+            if chosen is None:
                 return None
-            _, v, rec, sz, fires = best
+            (_, v, rec, sz, fires), vfired = chosen
             entries.append((v, rec))
-            size += sz + 1
             R &= ~fires
+            if vfired is not None:
+                Rv &= ~vfired
+
+    @staticmethod
+    def _g_done(size, entries, default):
+        return size, entries, default
 
     # ---- levels ----
     def level(self, s):
@@ -736,10 +788,10 @@ class _Enum:
             if pb is not None:
                 self._unary("B", "not", pb, s, p)
                 self._unary("C", "cnt", pb, s, p)
-            pc = pools[("C", p)].get(s - 1)
-            if pc is not None:
-                for o in ("eq", "gt"):
-                    for k in (0, 1, 2):
+            for k in range(_KMAX + 1):
+                pc = pools[("C", p)].get(s - 1 - _kcost(k))
+                if pc is not None:
+                    for o in ("eq", "gt"):
                         self._unary("B", "cmpk", pc, s, p, (o, k))
             pb2 = pools[("B", p)].get(s - 2)
             if pb2 is not None:
@@ -909,7 +961,7 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
                  verify_max_length: int = 60, verify_samples: int = 3,
                  uniform: bool | None = None, max_memory_mb: float = 768,
                  max_rounds: int = 30, nope_first: float = 0.35,
-                 greedy: bool = True) -> CRaspResult:
+                 greedy: bool = True, search_mutants: int = 1) -> CRaspResult:
     """Search a C-RASP next-token program for a catalogue task (module docstring).
 
     Args:
@@ -919,6 +971,8 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
         max_size: largest Boolean size enumerated.
         lengths, samples, seed: the search batch (``samples`` examples per length; default
             lengths 1..6 with 3 samples, 1..4 with 2 for content alphabets over 30 symbols).
+        search_mutants: near misses per search example (:func:`_rows`; not for alphabets over
+            30 symbols).
         validation_max_length, validation_samples: the batch candidates are checked on
             (lengths 1..``validation_max_length``, default ``verify_max_length``, seed + 1); a
             failure of the final verification also joins the search batch.
@@ -953,7 +1007,8 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
               validation_max_length=validation_max_length,
               validation_samples=validation_samples, verify_max_length=verify_max_length,
               verify_samples=verify_samples, uniform=uniform, max_memory_mb=max_memory_mb,
-              max_rounds=max_rounds, nope_first=0.0, greedy=greedy)
+              max_rounds=max_rounds, nope_first=0.0, greedy=greedy,
+              search_mutants=search_mutants)
     if variant == "crasp_pl" and nope_first > 0:
         # three passes: the larger grammar briefly (small programs with periodic / local
         # predicates), the smaller grammar (larger C-RASP[] programs), the larger one again
@@ -1004,7 +1059,7 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
             lengths = range(1, 5) if big else range(1, 7)
         if samples is None:
             samples = 2 if big else 3
-        rows = _rows(task, lengths, samples, seed)
+        rows = _rows(task, lengths, samples, seed, mutants=search_mutants if not big else 0)
         if validation_max_length is None:
             validation_max_length = verify_max_length
         vrows = _rows(task, range(1, validation_max_length + 1), validation_samples,
@@ -1072,7 +1127,7 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
                 if not progs:
                     best_cert = s if best_cert is None else max(best_cert, s)
                     if greedy and s >= 3 and greedy_restarts < 10:
-                        g = en.greedy(len(values[0]) + 2)
+                        g = en.greedy(len(values[0]) + 2, vbatch)
                         if g is not None:
                             size, entries, default = g
                             dflt = default if default is not None else eos
