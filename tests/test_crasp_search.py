@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import rasp
-from analysis.prediction.crasp_search import (_IRBuilder, _rows, crasp_search, evaluate_recipe,
-                                              recipe_size)
+from analysis.prediction.crasp_search import crasp_search, evaluate_recipe, recipe_size
+from analysis.prediction.crasp_search.driver import _rows
+from analysis.prediction.crasp_search.recipes import _Batch, _IRBuilder
 from rasp.crasp import check_crasp
 from tasks.decode import verify_program
 from tasks.huang import make_huang_tasks
@@ -131,7 +132,6 @@ def test_certificate_brute_force():
 
 def test_recipe_evaluation_matches_interpreter():
     # the search's NumPy semantics equal the interpreter's on the IR it builds
-    from analysis.prediction.crasp_search import _Batch
     task = TASKS["ab_d_bc"]
     rows = _rows(task, range(1, 6), 2, 0)
     batch = _Batch(rows, np.arange(4), uniform=True)

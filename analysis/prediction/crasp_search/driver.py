@@ -1,0 +1,389 @@
+"""The C-RASP search's entry point :func:`crasp_search` (batches, counterexample rounds, the
+passes of ``crasp_pl``, final check and verification) and :class:`CRaspResult`. Part of
+:mod:`analysis.prediction.crasp_search`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .enumeration import _Enum, _Memory, _Timeout
+from .recipes import _Batch, _decide, build_program, recipe_text
+
+@dataclass
+class CRaspResult:
+    """Outcome of :func:`crasp_search`.
+
+    Attributes:
+        found: a program was found, passed ``rasp.crasp.check_crasp`` for ``variant`` and was
+            verified at every length 1..``verify_max_length``.
+        program: the IR s-op (causal next-token program) or None.
+        source: the program as RASP source (:func:`rasp.source.program_to_source`).
+        schema: the program in C-RASP notation (uniform constructs written once).
+        size: its C-RASP size (module docstring) or None.
+        certified_below: no program of the grammar of size <= this exists (None: no level
+            completed).
+        stopped: ``"found"``, ``"time_limit"``, ``"max_size"``, ``"memory_limit"``,
+            ``"rounds"`` or ``"refused: <why>"``.
+        seconds, variant, task; explored / distinct: candidates evaluated / kept;
+        counterexamples_added; verification: the verification summary line.
+    """
+
+    task: str
+    variant: str
+    found: bool
+    program: Any = None
+    source: str | None = None
+    schema: str | None = None
+    size: int | None = None
+    certified_below: int | None = None
+    stopped: str = ""
+    seconds: float = 0.0
+    explored: int = 0
+    distinct: int = 0
+    counterexamples_added: int = 0
+    level_reached: int = 0
+    verification: str | None = None
+    notes: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"task": self.task, "variant": self.variant, "found": self.found,
+                "size": self.size, "certified_below": self.certified_below,
+                "stopped": self.stopped, "seconds": round(self.seconds, 2),
+                "explored": self.explored, "distinct": self.distinct,
+                "counterexamples_added": self.counterexamples_added,
+                "level_reached": self.level_reached, "schema": self.schema,
+                "verification": self.verification, "notes": self.notes}
+
+
+# --------------------------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------------------------
+
+def _rows(task, lengths, samples, seed, mutants: int = 0):
+    """Examples ``(values of prompt + answer, len(prompt))``; ``mutants`` near misses per
+    example (two adjacent body tokens swapped, or one replaced by another content symbol, the
+    answer from ``task.ground_truth``), since a task's sampler rarely draws them."""
+    rng = np.random.default_rng(seed)
+    rows, seen = [], set()
+    content = [i for i, v in enumerate(task.vocab.values) if isinstance(v, int) and v >= 0]
+
+    def add(p, a):
+        ids = list(p) + list(a)
+        if tuple(ids) in seen:
+            return
+        seen.add(tuple(ids))
+        rows.append(([int(task.vocab.values[i]) for i in ids], len(p)))
+
+    for n in lengths:
+        if not task.length_ok(n):
+            continue
+        for _ in range(samples):
+            p, a = task.sample(n, rng)
+            add(p, a)
+            body = [k for k in range(1, len(p)) if task.vocab.values[p[k]] >= 0]
+            for _ in range(mutants if body else 0):
+                q = list(p)
+                k = int(rng.choice(body))
+                if rng.random() < 0.5 and k + 1 in body:
+                    q[k], q[k + 1] = q[k + 1], q[k]
+                else:
+                    q[k] = int(rng.choice(content))
+                try:
+                    ans = task.ground_truth(q)
+                except Exception:  # noqa: BLE001 - not a valid prompt of the task
+                    continue
+                add(q, ans)
+    return rows
+
+
+def _content(task) -> list[int]:
+    k = getattr(task, "k", None)
+    if k is None:
+        k = sum(1 for v in task.vocab.values if isinstance(v, int) and 0 <= v < 2)
+    return list(range(int(k)))
+
+
+def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_size: int = 14,
+                 lengths=None, samples: int | None = None, seed: int = 0,
+                 validation_max_length: int | None = None, validation_samples: int = 3,
+                 verify_max_length: int = 60, verify_samples: int = 3,
+                 uniform: bool | None = None, max_memory_mb: float = 768,
+                 max_rounds: int = 30, nope_first: float = 0.35,
+                 greedy: bool = True, search_mutants: int = 1) -> CRaspResult:
+    """Search a C-RASP next-token program for a catalogue task (module docstring).
+
+    Args:
+        task: a :class:`tasks.base.Task` (next-token kind) or its catalogue name.
+        variant: ``"crasp"`` (C-RASP[], NoPE) or ``"crasp_pl"`` (C-RASP[periodic, local]).
+        time_limit: seconds for the whole search (enumeration, refinement, verification).
+        max_size: largest Boolean size enumerated.
+        lengths, samples, seed: the search batch (``samples`` examples per length; default
+            lengths 1..6 with 3 samples, 1..4 with 2 for content alphabets over 30 symbols).
+        search_mutants: near misses per search example (:func:`_rows`; not for alphabets over
+            30 symbols).
+        validation_max_length, validation_samples: the batch candidates are checked on
+            (lengths 1..``validation_max_length``, default ``verify_max_length``, seed + 1); a
+            failure of the final verification also joins the search batch.
+        verify_max_length, verify_samples: final verification with
+            :func:`tasks.decode.verify_program` at every length 1..``verify_max_length``.
+        uniform: use alphabet-uniform constructs for the content symbols (default: when the
+            content alphabet has 5 symbols or more).
+        max_memory_mb: memory for stored values (the search stops at the level it is in).
+        max_rounds: counterexample rounds at most.
+        greedy: after each level without a one-entry-per-value program, also try a decision
+            list whose entries may repeat a value (Rivest's greedy over every Boolean kept,
+            at most two entries more than values); such a program is an upper bound outside
+            the certificate's grammar (``notes`` says so).
+        nope_first: for ``crasp_pl``, the share of ``time_limit`` first spent on the smaller
+            C-RASP[] grammar (every C-RASP[] program is a C-RASP[periodic, local] program, and
+            the smaller grammar reaches larger sizes); its program, when it finds one, is
+            returned (``notes`` says so; ``certified_below`` then is None: no level of the
+            larger grammar was completed). 0 disables it.
+
+    Returns:
+        :class:`CRaspResult` (never raises for a task it cannot handle: ``stopped`` says
+        ``"refused: ..."``).
+    """
+    from rasp.crasp import VARIANTS
+    t0 = time.perf_counter()
+    if isinstance(task, str):
+        import tasks as _tasks
+        task = _tasks.get_task(task)
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown C-RASP variant {variant!r}")
+    kw = dict(max_size=max_size, lengths=lengths, samples=samples, seed=seed,
+              validation_max_length=validation_max_length,
+              validation_samples=validation_samples, verify_max_length=verify_max_length,
+              verify_samples=verify_samples, uniform=uniform, max_memory_mb=max_memory_mb,
+              max_rounds=max_rounds, nope_first=0.0, greedy=greedy,
+              search_mutants=search_mutants)
+    if variant == "crasp_pl" and nope_first > 0:
+        # three passes: the larger grammar briefly (small programs with periodic / local
+        # predicates), the smaller grammar (larger C-RASP[] programs), the larger one again
+        rp = crasp_search(task, "crasp_pl", time_limit=0.2 * time_limit, **kw)
+        if rp.found or rp.stopped.startswith("refused") or rp.stopped == "max_size":
+            rp.seconds = time.perf_counter() - t0
+            return rp
+        r0 = crasp_search(task, "crasp", time_limit=nope_first * time_limit, **kw)
+        if r0.found:
+            from rasp.crasp import check_crasp
+            if check_crasp(r0.program, "crasp_pl").valid:
+                r0.variant = "crasp_pl"
+                r0.certified_below = rp.certified_below
+                r0.explored += rp.explored
+                r0.notes.append("found by the pass over C-RASP[] (a C-RASP[] program is a "
+                                "C-RASP[periodic, local] program); certified_below is the "
+                                "first pass's over C-RASP[periodic, local]")
+                r0.seconds = time.perf_counter() - t0
+                return r0
+        r1 = crasp_search(task, "crasp_pl", time_limit=max(time_limit -
+                                                           (time.perf_counter() - t0), 1e-3),
+                          **kw)
+        r1.explored += r0.explored + rp.explored
+        if rp.certified_below is not None:
+            r1.certified_below = max(r1.certified_below or 0, rp.certified_below)
+        r1.counterexamples_added += rp.counterexamples_added
+        r1.notes.append(f"C-RASP[] pass: {r0.stopped}, certified_below "
+                        f"{r0.certified_below} in C-RASP[]")
+        r1.seconds = time.perf_counter() - t0
+        return r1
+    res = CRaspResult(task=task.name, variant=variant, found=False)
+
+    def done(stopped):
+        res.stopped = stopped
+        res.seconds = time.perf_counter() - t0
+        return res
+
+    if task.kind != "next_token":
+        return done("refused: not a next-token task")
+    try:
+        if not all(isinstance(v, int) for v in task.vocab.values):
+            return done("refused: non-integer token values")
+        content = np.array(_content(task), dtype=np.int64)
+        if uniform is None:
+            uniform = len(content) >= 5
+        big = uniform and len(content) > 30
+        if lengths is None:
+            lengths = range(1, 5) if big else range(1, 7)
+        if samples is None:
+            samples = 2 if big else 3
+        rows = _rows(task, lengths, samples, seed, mutants=search_mutants if not big else 0)
+        if validation_max_length is None:
+            validation_max_length = verify_max_length
+        vrows = _rows(task, range(1, validation_max_length + 1), validation_samples,
+                      seed + 1, mutants=0 if big else 2)
+    except Exception as e:  # noqa: BLE001 - a task's generator may refuse
+        return done(f"refused: cannot sample the task ({e})")
+    if not rows:
+        return done("refused: no example at the search lengths")
+    names = {int(v): t for t, v in zip(task.vocab.tokens, task.vocab.values)}
+    eos = int(task.vocab.values[task.vocab.eos]) if task.vocab.eos is not None else 0
+    deadline = t0 + time_limit
+    vbatch = _Batch(vrows, content, uniform)
+    best_cert = None
+    rounds = 0
+    greedy_restarts = 0
+    while True:
+        batch = _Batch(rows, content, uniform)
+        tv = sorted({int(x) for x in batch.tgt})
+        cset = {int(c) for c in content}
+        if uniform and any(v in cset for v in tv):
+            nonc = [v for v in tv if v not in cset]
+            values = [nonc + ["U"]]
+            cur = batch.tok.ravel()[batch.tflat]
+            cats = sorted({"c" if c >= 0 else str(int(c))
+                           for c, i in zip(cur, batch.tgt_cidx) if i >= 0})
+            if len(cats) > 1:
+                values.append(nonc + [f"U@{g}" for g in cats])
+        else:
+            values = [tv]
+        en = _Enum(batch, variant, deadline, max_size, int(max_memory_mb * 2**20), values,
+                   names, seed)
+        present = sorted({int(x) for x in batch.tok[batch.valid]})
+        atoms = [("Q", v) for v in present if not (uniform and v in cset)]
+        atoms.append(("content",))
+        if uniform:
+            atoms += [("Qa",), ("lta",), ("gta",)]
+        if variant == "crasp_pl":
+            atoms += [("per", p, r) for p in (2, 3, 4) for r in range(p)]
+        atoms.append(("true",))
+        en.atoms = atoms
+        cand = None
+        stopped = None
+        s = 0
+        if len(values[0]) == 1 and not isinstance(values[0][0], str):
+            cand = [(0, [], values[0][0])]
+        try:
+            while cand is None:
+                s += 1
+                if s > max_size:
+                    stopped = "max_size"
+                    break
+                en.level(s)
+                res.level_reached = max(res.level_reached, s)
+                progs = en.programs()
+                good = None
+                for size, entries, default in progs[:40]:
+                    dflt = default if default is not None else eos
+                    out = _decide(entries, dflt, vbatch)
+                    if np.array_equal(out[vbatch.tmask], vbatch.target[vbatch.tmask]):
+                        good = (size, entries, dflt)
+                        break
+                if good is not None:
+                    cand = [good]
+                    break
+                if not progs:
+                    best_cert = s if best_cert is None else max(best_cert, s)
+                    if greedy and s >= 3 and greedy_restarts < 10:
+                        g = en.greedy(len(values[0]) + 2, vbatch)
+                        if g is not None:
+                            size, entries, default = g
+                            dflt = default if default is not None else eos
+                            out = _decide(entries, dflt, vbatch)
+                            if np.array_equal(out[vbatch.tmask], vbatch.target[vbatch.tmask]):
+                                cand = [(size, entries, dflt)]
+                                res.notes.append("found by the greedy decision list (entries "
+                                                 "may repeat a value): an upper bound, "
+                                                 "outside the certificate's grammar")
+                                break
+                            progs = [g]
+                            greedy_restarts += 1
+                if progs:
+                    # chance fits: the shortest failing validation example joins the batch
+                    size, entries, default = progs[0]
+                    dflt = default if default is not None else eos
+                    out = _decide(entries, dflt, vbatch)
+                    bad = ((out != vbatch.target) & vbatch.tmask).any(axis=1)
+                    lens = vbatch.valid.sum(axis=1)
+                    rows_bad = np.flatnonzero(bad)
+                    r = int(rows_bad[np.argmin(lens[rows_bad])])
+                    rows = rows + [vbatch.rows[r]]
+                    res.counterexamples_added += 1
+                    stopped = "refine"
+                    break
+        except _Timeout:
+            stopped = "time_limit"
+        except _Memory:
+            stopped = "memory_limit"
+        res.explored += en.explored
+        res.distinct = max(res.distinct, en.distinct)
+        res.certified_below = best_cert
+        if cand is not None:
+            size, entries, default = cand[0]
+            fin = _finish(res, task, variant, entries, default, size, content, names,
+                          verify_max_length, verify_samples, seed, t0)
+            if fin.found or fin.stopped != "refine":
+                return fin
+            # verification found a counterexample the validation batch missed
+            rows = rows + [fin.notes.pop()]
+            vbatch = _Batch(vbatch.rows + [rows[-1]], content, uniform)
+            res.counterexamples_added += 1
+            res.found, res.program, res.size, res.schema = False, None, None, None
+            stopped = "refine"
+        if stopped == "refine":
+            rounds += 1
+            if rounds >= max_rounds:
+                return done("rounds")
+            if time.perf_counter() > deadline:
+                return done("time_limit")
+            continue
+        return done(stopped)
+
+
+def _finish(res, task, variant, entries, default, size, content, names, vmax, vsamples, seed,
+            t0):
+    from rasp.crasp import check_crasp
+    from rasp.source import program_to_source
+    from tasks.decode import verify_program
+    prog = build_program(entries, default, content, task.vocab.values)
+    res.schema = _schema(entries, default, names)
+    res.size = size
+    rep = check_crasp(prog, variant)
+    if not rep.valid:
+        res.notes.append(rep.format())
+        res.stopped = "refused: the program failed the C-RASP check"
+        res.seconds = time.perf_counter() - t0
+        return res
+    ver = verify_program(task, prog, task.lengths(vmax), samples=vsamples, seed=seed + 7)
+    res.verification = ver.summary()
+    if not ver.ok:
+        f = ver.failures[0] if ver.failures else None
+        if f is not None:
+            ids = task.vocab.encode(f["prompt"])
+            try:
+                ans = task.ground_truth(ids)
+                vals = [int(task.vocab.values[i]) for i in list(ids) + list(ans)]
+                res.notes.append((vals, len(ids)))
+                res.stopped = "refine"
+                return res
+            except Exception:  # noqa: BLE001 - fall through to the refusal
+                pass
+        res.stopped = "refused: verification failed beyond the validation lengths"
+        res.seconds = time.perf_counter() - t0
+        return res
+    res.found = True
+    res.program = prog
+    try:
+        res.source = program_to_source(prog)
+    except Exception:  # noqa: BLE001 - printing is best effort
+        res.source = res.schema
+    res.stopped = "found"
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _schema(entries, default, names) -> str:
+    lines = []
+    for v, rec in entries:
+        if isinstance(v, str):
+            lines.append(f"for each symbol a: NEXT_a := {recipe_text(rec, names)}  "
+                         "(first a in order)")
+        else:
+            lines.append(f"NEXT_{names.get(v, v)} := {recipe_text(rec, names)}")
+    lines.append(f"otherwise: {names.get(default, default)}")
+    return "\n".join(lines)
