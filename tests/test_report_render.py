@@ -205,3 +205,20 @@ def test_prediction_claims_are_per_pe_and_only_for_decided_predictions(tmp_path)
     html = report.render_report([sec], tmp_path, meta={}).read_text()
     assert "a verified C-RASP[] program of size 9" in html
     assert "no decided prediction to test" in html                   # the t5 row
+
+
+def test_the_page_a_researcher_mails(tmp_path):
+    """Rounded numbers, no absolute run paths, world-readable files, one head-matching table."""
+    import os
+    import stat
+    sec = _synthetic_section(np.random.default_rng(4))
+    sec["compiled"]["stats"]["compile_seconds"] = 0.4089306480000232
+    sec["runs"][0]["dir"] = "/very/long/absolute/prefix/runs/x/nope/seed0"
+    path = report.render_report([sec], tmp_path, meta={})
+    html = path.read_text()
+    assert "0.409" in html and "0.4089306" not in html
+    assert "/very/long/absolute/prefix" not in html and "runs/x/nope/seed0" in html
+    for name in ("report.html", "report.json"):
+        mode = stat.S_IMODE(os.stat(tmp_path / name).st_mode)
+        assert mode & stat.S_IROTH and mode & stat.S_IRGRP, oct(mode)
+    assert html.count("one-to-one") <= 1                      # one matching table, not one per model

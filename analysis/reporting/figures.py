@@ -99,26 +99,38 @@ def heatmap_figure(panels: Sequence[tuple[str, Any]], path: str | os.PathLike,
         tokens: token labels for the axes (optional; shown when short).
     """
     n = len(panels)
-    fig, axes = plt.subplots(1, n, figsize=(3.1 * n, 3.2), squeeze=False)
-    for ax, (caption, mat) in zip(axes[0], panels):
+    # one panel per row of at most 3, each about 4 inches: token labels at 8 pt stay readable
+    # at the page's width (the report shows a figure at most ~900 px wide)
+    cols = min(n, 3)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 4.2 * rows), squeeze=False,
+                             constrained_layout=True)
+    image = None
+    for ax, (caption, mat) in zip(axes.flat, panels):
         if mat is None:
             ax.text(0.5, 0.5, "not available", ha="center", va="center")
             ax.set_axis_off()
         else:
             mat = np.asarray(mat, dtype=float)
-            ax.imshow(mat, cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
+            image = ax.imshow(mat, cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
             if tokens is not None and len(tokens) == mat.shape[0] and len(tokens) <= 40:
+                size = 8 if len(tokens) <= 24 else 6
                 ax.set_xticks(range(len(tokens)))
-                ax.set_xticklabels(tokens, rotation=90, fontsize=5)
+                ax.set_xticklabels(tokens, rotation=90, fontsize=size)
                 ax.set_yticks(range(len(tokens)))
-                ax.set_yticklabels(tokens, fontsize=5)
+                ax.set_yticklabels(tokens, fontsize=size)
             else:
-                ax.tick_params(labelsize=6)
-            ax.set_xlabel("key", fontsize=7)
-            ax.set_ylabel("query", fontsize=7)
-        ax.set_title(caption, fontsize=8)
+                ax.tick_params(labelsize=8)
+            ax.set_xlabel("key", fontsize=9)
+            ax.set_ylabel("query", fontsize=9)
+        ax.set_title(caption, fontsize=10)
+    for ax in list(axes.flat)[n:]:
+        ax.set_axis_off()
+    if image is not None:
+        bar = fig.colorbar(image, ax=axes, shrink=0.8, label="attention probability")
+        bar.ax.tick_params(labelsize=8)
     if title:
-        fig.suptitle(title, fontsize=9)
+        fig.suptitle(title, fontsize=11)
     return save(fig, path)
 
 

@@ -382,6 +382,30 @@ def _fmt(x, nd=3) -> str:
     return f"{x:.{nd}f}"
 
 
+def _num(x) -> str:
+    """A table value as a reader wants it: floats to 3 significant digits (seconds, ratios),
+    integers with thousands separators, anything else as it is."""
+    if isinstance(x, bool) or x is None:
+        return str(x)
+    if isinstance(x, (int, np.integer)):
+        return f"{int(x):,}"
+    if isinstance(x, (float, np.floating)):
+        return f"{x:.3g}" if np.isfinite(x) else "–"
+    if isinstance(x, (list, tuple)):
+        return ", ".join(_num(v) for v in x)
+    return str(x)
+
+
+def _shortpath(path) -> str:
+    """A run directory without the machine's absolute path: relative to the working directory
+    when inside it, else its last four parts (root/task/pe/seed)."""
+    p = Path(str(path))
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(Path(*p.parts[-4:])) if len(p.parts) > 4 else str(p)
+
+
 def _slug(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
 
@@ -411,7 +435,9 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
     res: metrics.ProbeResult | None = sec.get("probe")
     if res is not None:
         panels = {agg: res.distances(agg) for agg in metrics.AGGREGATIONS}
-        panels = {agg: v for agg, v in panels.items() if v[0] or v[1]}
+        # a chart needs a PE besides NoPE (the reference); the baseline alone draws no bar
+        panels = {agg: v for agg, v in panels.items()
+                  if any(pe != "nope" and d for pe, d in v[0].items())}
         if panels:
             p = figures.distance_chart(panels, out_dir / f"{slug}_distances.png",
                                        reference="nope", title=sec["name"])
@@ -563,6 +589,8 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
         autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.ChainableUndefined)
     env.filters["fmt"] = _fmt
+    env.filters["num"] = _num
+    env.filters["shortpath"] = _shortpath
     env.filters["pename"] = lambda pe: PE_LABELS.get(pe, pe)
     page = env.get_template("report.html.j2").render(
         title=title, sections=views, meta=meta or {}, claims=all_claims,
@@ -571,7 +599,7 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
                     "margin": _stats.CHANCE_MARGIN, "alpha": _stats.ALPHA,
                     "stated": _stats.ALPHA_STATED, "reverse": _stats.ALPHA_REVERSE})
     path = out / "report.html"
-    atomic_write_text(path, page)
+    atomic_write_text(path, page, mode=0o644)        # meant to be mailed: world-readable
     summary = [{"task": s["sec"]["name"], "measured": (s["sec"].get("measured") or {}),
                 "predicted": s["view"].get("predicted"),
                 "probe": s["sec"]["probe"].to_dict() if s["sec"].get("probe") is not None
@@ -581,7 +609,7 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
                 "runs": s["sec"].get("runs"), "problems": s["sec"].get("problems")}
                for s in views]
     doc = {"meta": meta or {}, "claims": all_claims, "tasks": summary}
-    atomic_write_text(out / "report.json", json.dumps(_to_plain(doc), indent=1))
+    atomic_write_text(out / "report.json", json.dumps(_to_plain(doc), indent=1), mode=0o644)
     return path
 
 

@@ -165,9 +165,11 @@ def make_run_dir(run_dir: Path) -> None:
 # atomic writes
 # ------------------------------------------------------------------------------------------
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
     """Write ``text`` to ``path`` atomically: a temporary file in the same directory, fsync,
-    then ``os.replace`` (readers see the old or the new file, never a part)."""
+    then ``os.replace`` (readers see the old or the new file, never a part). ``mode``: the
+    file's permissions (default: the temporary file's, owner only; a report meant to be
+    shared passes ``0o644``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
@@ -176,6 +178,8 @@ def atomic_write_text(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
