@@ -30,6 +30,7 @@ Public API: :class:`Repl`, :func:`needs_more_input`, :func:`parse_literal`, :cla
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from dataclasses import dataclass
@@ -40,14 +41,17 @@ from lark import Lark, Tree
 from lark.exceptions import LarkError, UnexpectedInput
 
 from . import measures, raspl
-from .display import (example_value, format_application, format_atom, format_error,
-                      format_example, format_named, format_show_example, short_value)
+from .builtins import BUILTINS, CONSTANTS
+from .display import (describe_value, example_value, format_application, format_atom,
+                      format_error, format_example, format_function, format_named,
+                      format_show_example, function_origin, short_value)
 from .ir import RASPError, Selector, SOp, Span
 from .parser import RASPSyntaxError, needs_more_input, parse
 from .reader import CONTINUATION, PROMPT, Chunk, LineReader, match_command
 from .runtime import ExitRequest
 from .session import Session
-from .values import StatementResult, kind_of
+from .ops import OPS
+from .values import RASPFunction, StatementResult, kind_of
 
 __all__ = ["Repl", "ReplError", "needs_more_input", "parse_literal", "default_history_path",
            "COMMANDS", "ExtraCommand", "CommandArgs"]
@@ -512,6 +516,8 @@ class Repl:
             return (word, rest) if rest == "causal" else None
         if not rest and had_semicolon and word in self.session_names_defined():
             return None   # `help;` evaluates the user's own variable of that name
+        if word == "help" and len(rest.split()) == 1 and not rest.startswith(("=", "(", "[")):
+            return word, rest     # `help NAME`, `help +` (a statement would be `help = ...;`)
         if rest and word in _NO_ARG_COMMANDS:
             return None   # `names = [1, 2];`, `help if c else d;`: statements
         if rest and (rest.startswith(("=", "(", ",", "[", ".")) or rest[0] in "+-*/%^<>!"):
@@ -538,6 +544,8 @@ class Repl:
         raise ReplError("write this command without ':'")
 
     def cmd_help(self, argtext: str = "") -> str:
+        if argtext.strip():
+            return self.help_name(argtext.strip().rstrip(";").strip())
         lines = ["Statements end in ';' (def/for blocks end at their '}') and may span "
                  "several lines ('.. ' prompt).",
                  "Commands (a leading ':' forces one of ours: ':info x' = 'info x'):"]
@@ -552,8 +560,46 @@ class Repl:
         rows.append(("draw(sop);", "(a statement) the computation flow on the example"))
         w = max(len(u) for u, _ in rows)
         lines += [f"  {u.ljust(w)}  {d}" for u, d in rows]
+        lines.append("Built-in functions: " + ", ".join(sorted(BUILTINS)) + ".")
+        lines.append("Built-in s-ops: " + ", ".join(sorted(
+            k for k, v in CONSTANTS.items() if not isinstance(v, bool))) + "; operators: "
+            + " ".join(sorted({op.symbol for op in OPS.values() if op.symbol.isascii()
+                               and not op.symbol.isalpha()})) + ", and, or, not, x if c else y.")
+        lines.append("The library (rasplib): " + ", ".join(sorted(
+            k for k in self.session.base_env.vars if not k.startswith("_"))) + ".")
+        lines.append("help NAME explains a built-in, a library or your own function, a "
+                     "command, an operator or a name you defined.")
         lines.append(f"History: {self._history_desc()}. Tab completes names and commands.")
         return "\n".join(lines)
+
+    def help_name(self, name: str) -> str:
+        """``help NAME``: what a built-in function, built-in s-op, operator, command, library
+        or user function, or user name is; "did you mean" for a near miss."""
+        if name in BUILTINS:
+            return f"{name}: built-in function. {BUILTINS[name][1]}"
+        if name in CONSTANTS:
+            v = CONSTANTS[name]
+            return f"{name}: built-in {describe_value(v)}"
+        ops = [op for op in OPS.values() if name in (op.symbol, op.name)]
+        if ops:
+            return "; ".join(f"{op.symbol}: {op.name}, {op.arity} operand(s), elementwise on "
+                             "s-ops (values [batch, seq]) and on atoms" for op in ops)
+        if name in COMMANDS or name in self.extra_commands:
+            rows = COMMANDS.get(name) or [(name, (self.extra_commands[name].__doc__ or "")
+                                           .strip().splitlines()[0])]
+            return "\n".join(f"{u}: {d}" for u, d in rows)
+        env = self.session.env
+        if name in env:
+            v = env[name]
+            if isinstance(v, RASPFunction):
+                where = function_origin(v)
+                return f"{format_function(v)} (defined in {where})"
+            return f"{name}: {describe_value(v)}"
+        pool = (list(BUILTINS) + list(CONSTANTS) + list(COMMANDS) + list(self.extra_commands)
+                + [k for k in env.keys() if not k.startswith("_")])
+        close = difflib.get_close_matches(name, list(dict.fromkeys(pool)), n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ReplError(f"no built-in, command, operator or name {name!r}{hint}")
 
     def _history_desc(self) -> str:
         if self.history_file is False:
