@@ -14,6 +14,7 @@ import itertools
 
 import numpy as np
 
+from .kernels import agg_gemm, agg_maxmin
 from .storage import _CHUNK, _KIND_COUNT, _KIND_IDX, _KIND_INT, _KIND_STR, _SEL_OPS
 
 
@@ -200,8 +201,8 @@ class _Families:
 
     def _aggregates(self, k):
         """All aggregates of a selector level with a value level, many selectors at once:
-        mean = one gemm per batch row ``[M, k] @ [k, s*q]`` (:meth:`_agg_gemm`); max / min =
-        the same product over ``2^(b * rank)`` (:meth:`_agg_maxmin`)."""
+        mean = one gemm per batch row ``[M, k] @ [k, s*q]`` (:func:`.kernels.agg_gemm`); max /
+        min = the same product over ``2^(b * rank)`` (:func:`.kernels.agg_maxmin`)."""
         BTT = self.B * self.T * self.T
         if self.crasp:
             return            # C-RASP has no value aggregation
@@ -239,13 +240,14 @@ class _Families:
                 def job(rows=srows[a:a + step], red=red, cols=cols):
                     S = self._dense_sels(sl, rows)              # [s, B, q, k] float32
                     if red == "mean":
-                        sums = self._agg_gemm(V, S)                     # [s, M, P]
+                        sums = agg_gemm(V, S, self.vflat)               # [s, M, P]
                         wq = np.maximum(sl.W[rows], 1).astype(np.float32)[:, None, :]
                         # exact quotients of integers are exact in IEEE division, and the
                         # cast truncates towards zero: the RASP-L mean (trunc) in one pass
                         out = np.divide(sums, wq, out=sums).astype(np.int16)
                     else:
-                        out = self._agg_maxmin(lv, num, Vi, S, red)     # [s, M', P]
+                        out = agg_maxmin(self._rank_table(lv, num, red), Vi, S, red,
+                                         self.vflat)                    # [s, M', P]
                     return self._agg_emissions(k, sl, rows, out, kinds, cols, multi, i, j, red)
                 yield job
 

@@ -3,7 +3,12 @@
 A selector's causal entries ``[E]`` (E = causal (query, key) pairs of the batch), its dense
 ``[B, q, k]`` float32 matrices (cached up to a memory bound), the mean aggregate as a batched
 matrix product ``[S, B, q, k] x [V, B, k]``, and max/min aggregates through rank tables (exact:
-float32 only when every sum fits). A mixin of :class:`analysis.prediction.search.engine._Engine`.
+float32 only when every sum fits).
+
+The aggregate kernels are plain functions of arrays (:func:`agg_gemm`, :func:`rank_table`,
+:func:`agg_maxmin`); :class:`_Kernels`, a mixin of
+:class:`analysis.prediction.search.engine._Engine`, holds the kernels that read the engine's
+levels and layouts and the caches kept on them (dense selector matrices, rank tables).
 """
 
 from __future__ import annotations
@@ -112,82 +117,94 @@ class _Kernels:
             return dense[rows[0]:rows[-1] + 1]                      # a view
         return dense[rows]
 
-    def _agg_gemm(self, V: np.ndarray, S: np.ndarray, dtype=np.float32) -> np.ndarray:
-        """Selected sums of every value row under every selector: ``V`` ``[B, M, T]``,
-        ``S`` ``[s, B, q, k]`` bool -> ``[s, M, P]`` (P = valid query positions). One
-        matrix product per batch row ``[M, k] @ [k, s*q]`` (a BLAS gemm; far faster than
-        NumPy's batched ``matmul`` over ``(s, B)``). Exact: integer sums far below 2^24."""
-        ns, B, T = S.shape[0], self.B, self.T
-        M = V.shape[1]
-        out = np.empty((B, M, ns, T), dtype)
-        Sf = S.astype(dtype, copy=False)
-        for b in range(B):
-            St = Sf[:, b].reshape(ns * T, T)                 # [s*q, k]
-            np.matmul(V[b].astype(dtype, copy=False), St.T, out=out[b].reshape(M, ns * T))
-        out = out.transpose(2, 1, 0, 3).reshape(ns, M, B * T)
-        return out if self.Pn == B * T else out[:, :, self.vflat]
-
     def _rank_table(self, lv, num, red):
-        """Per value row ``num`` of a level: the rank weights ``2^(b * rank)`` of its values in
-        the ``[B, M', T]`` layout (float32 / float64 rows), the value of each rank, which rows
-        fit the float exponent, and ``b``; cached on the level (made on the main thread)."""
+        """:func:`rank_table` of the value rows ``num`` of a level, cached on the level (made on
+        the main thread)."""
         if not hasattr(lv, "_rank_cache"):
             lv._rank_cache = {}
         key = (red, num.size, int(num[:1].sum()) if num.size else 0)
         cached = lv._rank_cache.get(key)
         if cached is None:
-            vals = lv.vals[num].astype(np.int16)                       # [M', P]
-            Mn = vals.shape[0]
-            sh = vals + 128                                       # 0..255
-            if red == "min":
-                sh = 255 - sh
-            present = np.zeros((Mn, 256), bool)
-            present[np.arange(Mn)[:, None], sh] = True
-            rank_of = np.cumsum(present, axis=1) - 1               # [M', 256]
-            nd = present.sum(axis=1)
-            ranks = np.take_along_axis(rank_of, sh.astype(np.int64), axis=1)   # [M', P]
-            # value of each rank: sorted distinct values (descending for min)
-            order = np.argsort(~present, axis=1, kind="stable")    # present codes first, asc
-            val_of = (order - 128).astype(np.int16)
-            if red == "min":
-                val_of = (127 - order).astype(np.int16)
-            bits = max(1, int(np.ceil(np.log2(self.T + 1))))
-            # at most T < 2^bits keys of rank <= nd - 1: every sum is < 2^(bits * nd), finite
-            # in float32 when bits * nd <= 127 (in float64 when <= 1023)
-            f32 = nd * bits <= 127
-            f64 = ~f32 & (nd * bits <= 1023)
-            fast = f32 | f64
-            full = np.zeros((Mn, self.B * self.T), np.float64)
-            full[:, self.vflat] = np.where(fast[:, None], np.exp2(bits * ranks.astype(np.float64)), 0)
-            full = full.reshape(Mn, self.B, self.T).transpose(1, 0, 2)
-            i32, i64 = np.flatnonzero(f32), np.flatnonzero(f64)
-            cached = (i32, full[:, i32].astype(np.float32), i64, full[:, i64].copy(), val_of,
-                      fast, bits)
+            cached = rank_table(lv.vals[num], red, self.B, self.T, self.vflat)
             lv._rank_cache[key] = cached
         return cached
 
-    def _agg_maxmin(self, lv, num, Vi, S, red) -> np.ndarray:
-        """Max (or min) of the selected values, ``[s, len(num), P]`` int16, as one gemm:
-        each row's values are replaced by their rank r among the row's distinct values and
-        the selected keys sum ``2^(b*r)`` with ``2^b`` > the number of keys (float64, exact
-        in the exponent); the exponent of the sum is ``b*r_max`` (rows with too many
-        distinct values for float64's exponent, and rows with -inf, use a masked reduction).
-        Empty selections give 0 here (the caller writes the default)."""
-        ns = S.shape[0]
-        Mn = num.size
-        i32, W32, i64, W64, val_of, fast, bits = self._rank_table(lv, num, red)
-        r = np.zeros((ns, Mn, self.Pn), np.int64)
-        for idx, W, dt in ((i32, W32, np.float32), (i64, W64, np.float64)):
-            if idx.size:
-                _, ex = np.frexp(self._agg_gemm(W, S, dt))          # [s, m, P]
-                r[:, idx] = np.maximum(ex - 1, 0) // bits           # rank of the extreme
-        out = np.take_along_axis(np.broadcast_to(val_of[None], (ns,) + val_of.shape),
-                                 r, axis=2).astype(np.int16)
-        slow = np.flatnonzero(~fast)
-        if slow.size:
-            fill = np.int16(-32768 if red == "max" else 32767)
-            Vs = Vi[:, slow]
-            big = np.where(S[:, :, None, :, :] > 0, Vs[None, :, :, None, :], fill)
-            rr = big.max(axis=-1) if red == "max" else big.min(axis=-1)
-            out[:, slow] = rr.transpose(0, 2, 1, 3).reshape(ns, slow.size, -1)[:, :, self.vflat]
-        return out
+
+def agg_gemm(V: np.ndarray, S: np.ndarray, vflat: np.ndarray, dtype=np.float32) -> np.ndarray:
+    """Selected sums of every value row under every selector: ``V`` ``[B, M, T]``,
+    ``S`` ``[s, B, q, k]`` 0/1 -> ``[s, M, P]`` (P = valid query positions, ``vflat`` their
+    indices in the flat ``[B * T]`` layout). One matrix product per batch row
+    ``[M, k] @ [k, s*q]`` (a BLAS gemm; far faster than NumPy's batched ``matmul`` over
+    ``(s, B)``). Exact: integer sums far below 2^24."""
+    ns, B, T = S.shape[0], S.shape[1], S.shape[3]
+    M = V.shape[1]
+    out = np.empty((B, M, ns, T), dtype)
+    Sf = S.astype(dtype, copy=False)
+    for b in range(B):
+        St = Sf[:, b].reshape(ns * T, T)                 # [s*q, k]
+        np.matmul(V[b].astype(dtype, copy=False), St.T, out=out[b].reshape(M, ns * T))
+    out = out.transpose(2, 1, 0, 3).reshape(ns, M, B * T)
+    return out if vflat.size == B * T else out[:, :, vflat]
+
+
+def rank_table(vals: np.ndarray, red: str, B: int, T: int, vflat: np.ndarray) -> tuple:
+    """Rank weights of value rows ``vals`` ``[M', P]`` for ``red`` (``"max"`` / ``"min"``):
+    each value's rank ``r`` among its row's distinct values (descending for min) as the weight
+    ``2^(b * r)`` in the ``[B, M', T]`` layout, split into the rows that fit float32 and those
+    that need float64. Returns ``(i32, W32, i64, W64, val_of, fast, b)``: the row indices and
+    weights of each kind, ``val_of`` ``[M', 256]`` the value of each rank, ``fast`` ``[M']``
+    whether the row fits a float exponent at all, and ``b``."""
+    vals = vals.astype(np.int16)                               # [M', P]
+    Mn = vals.shape[0]
+    sh = vals + 128                                       # 0..255
+    if red == "min":
+        sh = 255 - sh
+    present = np.zeros((Mn, 256), bool)
+    present[np.arange(Mn)[:, None], sh] = True
+    rank_of = np.cumsum(present, axis=1) - 1               # [M', 256]
+    nd = present.sum(axis=1)
+    ranks = np.take_along_axis(rank_of, sh.astype(np.int64), axis=1)   # [M', P]
+    # value of each rank: sorted distinct values (descending for min)
+    order = np.argsort(~present, axis=1, kind="stable")    # present codes first, asc
+    val_of = (order - 128).astype(np.int16)
+    if red == "min":
+        val_of = (127 - order).astype(np.int16)
+    bits = max(1, int(np.ceil(np.log2(T + 1))))
+    # at most T < 2^bits keys of rank <= nd - 1: every sum is < 2^(bits * nd), finite
+    # in float32 when bits * nd <= 127 (in float64 when <= 1023)
+    f32 = nd * bits <= 127
+    f64 = ~f32 & (nd * bits <= 1023)
+    fast = f32 | f64
+    full = np.zeros((Mn, B * T), np.float64)
+    full[:, vflat] = np.where(fast[:, None], np.exp2(bits * ranks.astype(np.float64)), 0)
+    full = full.reshape(Mn, B, T).transpose(1, 0, 2)
+    i32, i64 = np.flatnonzero(f32), np.flatnonzero(f64)
+    return (i32, full[:, i32].astype(np.float32), i64, full[:, i64].copy(), val_of, fast, bits)
+
+
+def agg_maxmin(table: tuple, Vi: np.ndarray, S: np.ndarray, red: str,
+               vflat: np.ndarray) -> np.ndarray:
+    """Max (or min) of the selected values, ``[s, M', P]`` int16, for value rows ``Vi``
+    ``[B, M', T]`` under selectors ``S`` ``[s, B, q, k]``, as one gemm: each row's values are
+    replaced by their rank r among the row's distinct values (``table``, :func:`rank_table`)
+    and the selected keys sum ``2^(b*r)`` with ``2^b`` > the number of keys (exact in the
+    exponent); the exponent of the sum is ``b*r_max`` (rows with too many distinct values for
+    float64's exponent use a masked reduction). Empty selections give 0 here (the caller
+    writes the default)."""
+    ns = S.shape[0]
+    i32, W32, i64, W64, val_of, fast, bits = table
+    r = np.zeros((ns, val_of.shape[0], vflat.size), np.int64)
+    for idx, W, dt in ((i32, W32, np.float32), (i64, W64, np.float64)):
+        if idx.size:
+            _, ex = np.frexp(agg_gemm(W, S, vflat, dt))          # [s, m, P]
+            r[:, idx] = np.maximum(ex - 1, 0) // bits           # rank of the extreme
+    out = np.take_along_axis(np.broadcast_to(val_of[None], (ns,) + val_of.shape),
+                             r, axis=2).astype(np.int16)
+    slow = np.flatnonzero(~fast)
+    if slow.size:
+        fill = np.int16(-32768 if red == "max" else 32767)
+        Vs = Vi[:, slow]
+        big = np.where(S[:, :, None, :, :] > 0, Vs[None, :, :, None, :], fill)
+        rr = big.max(axis=-1) if red == "max" else big.min(axis=-1)
+        out[:, slow] = rr.transpose(0, 2, 1, 3).reshape(ns, slow.size, -1)[:, :, vflat]
+    return out
