@@ -23,3 +23,31 @@ from .tracr_import import TracrImportError, from_tracr
 __all__ = list(_ir_all) + ["evaluate", "Evaluator", "to_batch", "format_sop_value",
                            "format_selector_value", "run_source", "run_file", "load_library",
                            "Session", "RASPSyntaxError", "from_tracr", "TracrImportError"]
+
+
+def _notebook_svg(node):
+    """An s-op's or selector's computation flow on the default example, as SVG, for Jupyter's
+    display (None when it cannot be drawn: Jupyter then shows the text repr)."""
+    from .draw import svg
+    try:
+        return svg(node)
+    except (RASPError, ValueError, TypeError):
+        return None
+
+
+def _register_notebook_display() -> None:
+    """In IPython / Jupyter, s-ops and selectors render as their computation-flow picture
+    (IPython's formatter registry; nothing happens outside IPython)."""
+    import sys
+    if "IPython" not in sys.modules:
+        return
+    from IPython import get_ipython
+    shell = get_ipython()
+    if shell is None:
+        return
+    formatter = shell.display_formatter.formatters["image/svg+xml"]
+    for cls in (SOp, Selector):  # noqa: F405
+        formatter.for_type(cls, _notebook_svg)
+
+
+_register_notebook_display()

@@ -183,12 +183,23 @@ def _bi_full(it, args):
 
 
 def _bi_draw(it, args):
-    _arity("draw", args, 1, 2)
+    _arity("draw", args, 1, 3)
     node = args[0]
     if not isinstance(node, Node):
         raise RASPTypeError(f"draw expects an s-op or selector, got {describe_value(node)}")
     example = args[1] if len(args) > 1 else it.example
     text = draw_text(node, example)
+    if len(args) > 2:                  # draw(sop, input, "flow.svg"): also the picture
+        path = args[2]
+        if not isinstance(path, str):
+            raise RASPTypeError(f"draw's third argument is a .svg or .png file name, got "
+                                f"{describe_value(path)}")
+        from .draw import draw_file
+        try:
+            draw_file(node, path, example)
+        except OSError as e:
+            raise RASPValueError(f"draw: cannot write {path}: {e.strerror or e}") from None
+        text += f"\n  (picture: {path})"
     it.output(text)
     it.last_draw = text
     return None
@@ -209,7 +220,8 @@ BUILTINS: dict[str, tuple[Callable, str]] = {
     "numerical": (_bi_numerical, "numerical(sop): numerical encoding annotation (compiler)"),
     "categorical": (_bi_categorical, "categorical(sop): categorical encoding (default)"),
     "full": (_bi_full, "full(value) or full(x, value): a constant s-op"),
-    "draw": (_bi_draw, "draw(sop[, input]): print the computation flow on an input"),
+    "draw": (_bi_draw, 'draw(sop[, input[, "flow.svg"]]): print the computation flow on an '
+             "input; with a file name also draw it (boxes, values, selector matrices)"),
 }
 
 CONSTANTS = {
