@@ -5,17 +5,25 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: demo results predictions test install chromium bench clean
+.PHONY: demo results predictions test install install-test chromium bench clean
 
+# the main job's packages only (make demo / results / predictions); the test extras
+# (TransformerLens, Tracr, IPython, pytest) only for make test
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# torch is pinned to the local CPU build (2.13.0) so no CUDA packages are downloaded.
 	$(PIP) install -q "torch==2.13.0"
+	$(PIP) install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 	$(PIP) install -q -e ".[test]"
 	touch $@
 
 install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
 
 demo: install
 	$(VENV)/bin/rasp demo
@@ -36,6 +44,7 @@ predictions: install
 # with the command to run.
 CHROMIUM_NAMES ?= chromium chromium-browser
 CHROMIUM_HINT := sudo apt-get update && sudo apt-get install -y chromium
+APT_LOG ?= /tmp/rasp-lab-chromium-install.log
 
 chromium:
 	@for n in $(CHROMIUM_NAMES); do command -v $$n >/dev/null 2>&1 && exit 0; done; \
@@ -45,14 +54,16 @@ chromium:
 	if [ "$$(id -u)" = 0 ]; then SUDO=""; \
 	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
 	else echo "make: cannot install Chromium without root; run: $(CHROMIUM_HINT)" >&2; exit 1; fi; \
-	$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium \
-	  || { echo "make: installing Chromium failed; run: $(CHROMIUM_HINT)" >&2; exit 1; }
+	echo "make: apt output goes to $(APT_LOG)"; \
+	{ $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } > $(APT_LOG) 2>&1 \
+	  || { tail -n 20 $(APT_LOG) >&2; echo "make: installing Chromium failed; run: $(CHROMIUM_HINT)" >&2; exit 1; }; \
+	echo "make: Chromium installed"
 
-test: install chromium
+test: install-test chromium
 	# stdin from /dev/null: no test may wait on a terminal
 	$(PY) -m pytest -q --timeout=900 < /dev/null
 
-bench: install
+bench: install-test
 	$(PY) -m bench.run_all
 
 clean:
