@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import rasp
-from rasp.ir import aggregate, indices, kqv, select, selector_width, tokens_int
+from rasp.ir import (aggregate, indices, kqv, length, numerical, select, selector_width,
+                     tokens_int)
 from rasp.source import program_to_source
 
 
@@ -63,3 +64,37 @@ def test_each_operation_is_one_statement():
     lines = program_to_source(prog, "prog").splitlines()
     assert lines[-1].startswith("prog = ")
     assert all(line.endswith(";") for line in lines)
+
+
+def _reverse():
+    prog = aggregate(select(indices, length - indices - 1, "=="), tokens_int)
+    return prog, lambda x: x[:, ::-1]
+
+
+def _histogram():
+    prog = selector_width(select(tokens_int, tokens_int, "=="))
+    return prog, lambda x: (x[:, :, None] == x[:, None, :]).sum(axis=2)
+
+
+def _prefix_mean():
+    prog = numerical(aggregate(select(indices, indices, "<="), numerical(tokens_int), 0, "mean"))
+    return prog, lambda x: np.cumsum(x, axis=1) / np.arange(1, x.shape[1] + 1)[None, :]
+
+
+NONCAUSAL = {"reverse": _reverse, "histogram": _histogram, "prefix_mean": _prefix_mean}
+
+
+@pytest.mark.parametrize("name", sorted(NONCAUSAL))
+def test_printed_noncausal_program_runs_back_to_the_ground_truth(name):
+    # programs outside the search's causal grammar: ``length``, a bidirectional select, a
+    # numerical (untruncated) mean; run back without causal masking
+    prog, truth = NONCAUSAL[name]()
+    text = "tokens = tokens_int;\n" + program_to_source(prog, "prog")
+    env = rasp.run_source(text, causal=False)
+    for n in (1, 2, 4):
+        inputs = np.array(list(itertools.product(range(3), repeat=n)))
+        want = truth(inputs)
+        got_printed = np.asarray(rasp.evaluate(env["prog"], inputs.tolist(), causal=False))
+        got_original = np.asarray(rasp.evaluate(prog, inputs.tolist(), causal=False))
+        assert np.allclose(got_original, want), f"{name}: the test's own program is wrong"
+        assert np.allclose(got_printed, want), f"{name} printed as:\n{text}"
