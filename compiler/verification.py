@@ -188,7 +188,7 @@ def verify_compiled(cm, sop: SOp, samples: int = GATE_SAMPLES, seed: int = 0,
     steps = list(enumerate(batches))
     if progress:
         from tqdm import tqdm
-        steps = tqdm(steps, desc="verify", unit="length")
+        steps = tqdm(steps, desc="verify", unit="length", disable=None)
     for i, (n, batch) in steps:
         want = _outcome(lambda b: evaluate(sop, b, causal=causal), batch)
         got = pos_of[i] if i in pos_of else _outcome(cm.run, batch)

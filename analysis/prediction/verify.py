@@ -86,7 +86,8 @@ def verify_program_on_task(task, sop, max_length: int = 100, samples: int = 5, s
     bar = None
     if progress:
         from tqdm import tqdm
-        bar = tqdm(todo, desc=f"verify {task.name}", unit="length", leave=False)
+        bar = tqdm(todo, desc=f"verify {task.name}", unit="length", leave=False,
+                   disable=None)
         it = bar
     try:
         for n in it:

@@ -109,7 +109,7 @@ def evaluate(model: Transformer, task, lengths: list[tuple[int, str]], samples: 
 
     eos = task.vocab.eos
     results = []
-    it = tqdm(lengths, desc="eval", leave=False, disable=not progress)
+    it = tqdm(lengths, desc="eval", leave=False, disable=None if progress else True)
     for length, split in it:
         data = eval_set(task, length, samples, seed)
         prompts = [p for p, _ in data]

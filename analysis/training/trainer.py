@@ -348,7 +348,7 @@ def run_loop(spec: RunSpec, task, run_dir: Path, st: TrainState, device: str = "
             "metrics_bytes": metrics_path.stat().st_size, "last_loss": st.last_loss})
 
     bar = tqdm(total=total, initial=st.step, desc=f"{spec.task}/{spec.pe}/s{spec.seed}",
-               disable=not progress, leave=False, dynamic_ncols=True)
+               disable=None if progress else True, leave=False, dynamic_ncols=True)
     with open(metrics_path, "a") as mf, _DeferredInterrupt() as interrupt:
         try:
             model.train()

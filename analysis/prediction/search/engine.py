@@ -544,7 +544,8 @@ class _Engine(_Families, _Kernels, _Combination):
         bar = None
         if self.progress:
             from tqdm import tqdm
-            bar = tqdm(desc=f"search {self.p.name}", unit="prog", unit_scale=True, leave=False)
+            bar = tqdm(desc=f"search {self.p.name}", unit="prog", unit_scale=True, leave=False,
+                       disable=None)
         self.bar = bar
         certified = -1
         stopped = "max_length"
