@@ -133,9 +133,19 @@ def test_padding_or_obfuscating_never_changes_a_verdict(verified):
 
 
 def test_a_refused_search_is_unknown_with_its_reason():
-    """The C-RASP search of the RASP-L engine refuses 150-symbol tasks (token values outside
-    int8): the verdict is unknown and says why, never fails."""
-    p = predict("sort_150", pe="nope", verify_max_length=6, samples=K, search_seconds=1,
+    """The RASP-L search refuses 150-symbol tasks (token values outside int8, rule 2): the
+    RASP-L verdict is unknown and says why, never fails."""
+    p = predict("sort_150", verify_max_length=6, samples=K, search_seconds=1,
                 search_max_length=2)
     assert p.prediction == "unknown"
-    assert "refused" in p.theories["crasp"]["reason"]
+    assert "refused" in p.theories["raspl"]["reason"] and "int8" in p.theories["raspl"]["reason"]
+
+
+def test_the_crasp_search_backs_a_nope_verdict_on_150_symbols():
+    """The C-RASP search (alphabet-uniform constructs) finds a verified C-RASP[] program for
+    sorting 150 distinct symbols; the NoPE verdict rests on it (Huang et al. report one)."""
+    p = predict("sort_150", pe="nope", verify_max_length=8, samples=K, search_seconds=20,
+                search_max_length=2)
+    ev = p.verdict_evidence["crasp"]
+    assert p.prediction == "generalizes" and ev["kind"] == "program"
+    assert ev["source"] == "search" and ev["verified_up_to"] == 8

@@ -436,12 +436,26 @@ def _search(task, mode, max_length, seconds, progress):
     return got
 
 
+_CRASP_SEARCHES: dict = {}
+
+
+def _crasp_search_cached(task, variant, seconds, verify_max_length):
+    """:func:`analysis.prediction.crasp_search.crasp_search` once per (task, variant,
+    settings) in this process."""
+    from analysis.prediction.crasp_search import crasp_search
+    key = (task.name, variant, seconds, verify_max_length)
+    if key not in _CRASP_SEARCHES:
+        _CRASP_SEARCHES[key] = crasp_search(task, variant=variant, time_limit=seconds,
+                                            verify_max_length=max(verify_max_length, 8))
+    return _CRASP_SEARCHES[key]
+
+
 def _crasp_verdict(rec, task, variant, evaluated, verify_max_length, samples, seed,
                    search_seconds, search_max_length, progress) -> TheoryVerdict:
     """The verdict of C-RASP ``variant`` (``crasp`` or ``crasp_pl``): the smallest candidate
     in the fragment that is verified, else the search's program or certificate."""
     from rasp.crasp import check_crasp
-    from analysis.prediction.search import SearchError, tree_size
+    from analysis.prediction.search import tree_size
     from analysis.prediction.verify import verify_program_on_task
     fragment = THEORY_NAMES[variant].split(" (")[0]
     best = None
@@ -455,24 +469,28 @@ def _crasp_verdict(rec, task, variant, evaluated, verify_max_length, samples, se
             best = (tree_size(sop), src, label, text, v)
     search, cert = None, None
     if best is None and search_seconds and search_seconds > 0:
-        try:
-            res = _search(task, variant, search_max_length, search_seconds, progress)
-            search = res.to_dict()
-            cert = res.certified_below
-            if res.found and check_crasp(res.program, variant).valid:
-                v = verify_program_on_task(task, res.program, max_length=verify_max_length,
-                                           samples=samples, seed=seed, program_label="search")
-                if v.ok:
-                    best = (tree_size(res.program), "search", "search", res.source, v)
-        except SearchError as e:
-            search = {"error": str(e)}
+        # the C-RASP search in C-RASP's own terms (alphabet-uniform constructs once): it
+        # checks its program with rasp.crasp and verifies it at every length itself
+        res = _crasp_search_cached(task, variant, search_seconds, verify_max_length)
+        search = res.to_dict()
+        if res.stopped.startswith("refused"):
+            search["error"] = res.stopped
+        cert = res.certified_below
+        if res.found and check_crasp(res.program, variant).valid:
+            v = verify_program_on_task(task, res.program, max_length=verify_max_length,
+                                       samples=samples, seed=seed, program_label="search")
+            if v.ok:
+                best = (tree_size(res.program), "search", f"C-RASP size {res.size}",
+                        res.schema or res.source, v)
     rec.crasp = dict(rec.crasp or {})
     rec.crasp.setdefault("searches", {})[variant] = search
     ev = _program_evidence(best[1], best[2], best[3], best[0], best[4], fragment) \
         if best else None
     return decide(variant, task.name, program=ev, certified_below=cert,
                   grammar=f"the {fragment} search grammar",
-                  not_decided=_not_decided(search, search_seconds))
+                  not_decided=_not_decided(search, search_seconds),
+                  measure="C-RASP size (Booleans and counts; an alphabet-uniform construct "
+                          "counted once)")
 
 
 def _crasp_summary(rec, evaluated, pe, position_offsets) -> None:

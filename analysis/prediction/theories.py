@@ -134,7 +134,7 @@ class TheoryVerdict:
 
 def decide(theory: str, task: str, program: Evidence | None = None,
            certified_below: int | None = None, grammar: str = "",
-           not_decided: str | None = None) -> TheoryVerdict:
+           not_decided: str | None = None, measure: str = "expression size") -> TheoryVerdict:
     """The verdict of ``theory`` on ``task`` from its evidence (module docstring).
 
     Args:
@@ -144,6 +144,8 @@ def decide(theory: str, task: str, program: Evidence | None = None,
         certified_below: a search certificate (no program of size <= it in ``grammar``), or
             None when no search ran or it certified nothing.
         grammar: the searched grammar, named in the certificate's sentence.
+        measure: the size measure of the certificate (the search's own: ``"expression
+            size"`` for the RASP-L search, ``"C-RASP size"`` for the C-RASP search).
         not_decided: why nothing is known when that is all there is (a refused or timed-out
             search, no search run).
 
@@ -158,7 +160,7 @@ def decide(theory: str, task: str, program: Evidence | None = None,
         return TheoryVerdict(theory, "fails", Evidence("impossibility", cited, source=cited))
     if certified_below is not None and certified_below >= 1:
         return TheoryVerdict(theory, "fails", Evidence(
-            "certificate", f"no {THEORY_NAMES[theory]} program of expression size <= "
+            "certificate", f"no {THEORY_NAMES[theory]} program of {measure} <= "
                            f"{certified_below} in {grammar or 'the searched grammar'} "
                            "(search certificate; larger programs are not ruled out)",
             certified_below=certified_below))
