@@ -137,7 +137,8 @@ def test_recipe_evaluation_matches_interpreter():
     batch = _Batch(rows, np.arange(4), uniform=True)
     recs = [("cnt", ("Q", 3)), ("cmp", "lt", ("cnt", ("Q", 0)), ("true",)),
             ("rel", "lt", ("Q", 1)), ("cmpk", "gt", 0, ("cnt", ("Qa",))),
-            ("argmax", ("cnt", ("Qa",))), ("loc", 1, ("Q", -1)), ("relT", "eq")]
+            ("argmax", ("cnt", ("Qa",))), ("loc", 1, ("Q", -1)), ("relT", "eq"),
+            ("any", ("and", ("Qa",), ("cmpk", "gt", 0, ("rel", "gt", ("Qa",)))))]
     inputs = batch.tok.copy()
     for b, (v, _) in enumerate(rows):
         inputs[b, len(v) - 1:] = v[-2]

@@ -11,7 +11,7 @@ as a decision list with one entry per output value.
 once, evaluated for every ``a`` at once):
 
 * Boolean atoms (size 1): ``Q_s(i)`` for every symbol ``s`` of the batch (content symbols only
-  when the alphabet is not uniform), the class ``content(i)`` (token >= 0); uniform atoms
+  for alphabets of at most 8 content symbols), the class ``content(i)`` (token >= 0); uniform atoms
   ``Q_a(i)``, ``tok(i) < a``, ``tok(i) > a``; in ``crasp_pl`` the periodic predicates
   ``i mod p == r`` (p in 2..4).
 * Count atoms: ``#[j <= i] true`` (= i + 1; size 1); with a uniform alphabet the relative
@@ -23,7 +23,8 @@ once, evaluated for every ``a`` at once):
   k in 0..15 (size + 1 + the constant's binary digits beyond the first: 0, 1 free, 2-3 one,
   4-7 two, 8-15 three), in ``crasp_pl`` the local ``P(i - c)`` =
   ``#[j <= i, j = i - c] P(j) > 0`` for c in 1..2 (size + 2), and for a uniform count
-  ``argmax C`` = ``C(a) > C(b) for every b != a`` (size + 2).
+  ``argmax C`` = ``C(a) > C(b) for every b != a`` (size + 2), and for a uniform Boolean
+  ``exists a: B(a)`` (size + 1; a concrete Boolean, the or of one Boolean per symbol).
 * Count rules: ``#[j <= i] P(j)`` (size + 1), with a uniform alphabet ``#[j <= i] P(j) and
   tok(j) op tok(i)`` (size + 2; + 3 for the predecessor relation), ``C + C``, ``C - C``
   (sizes + 1).

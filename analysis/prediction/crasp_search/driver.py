@@ -101,6 +101,30 @@ def _rows(task, lengths, samples, seed, mutants: int = 0):
     return rows
 
 
+def _exhaustive_rows(task, content, budget: int) -> list:
+    """Every prompt ``BOS body SEP`` with a body over the content symbols, lengths 1, 2, ...
+    while the total stays within ``budget`` (the task's own ``ground_truth`` answers; bodies it
+    refuses are skipped): short counterexamples a sampler rarely draws."""
+    import itertools as it
+    voc = task.vocab
+    if voc.bos is None or voc.sep is None or budget <= 0:
+        return []
+    ids = [voc.id_of_value(int(c)) for c in content]
+    rows, total, n = [], 0, 1
+    while total + len(ids) ** n <= budget:
+        if task.length_ok(n):
+            for body in it.product(ids, repeat=n):
+                prompt = [voc.bos, *body, voc.sep]
+                try:
+                    ans = task.ground_truth(prompt)
+                except Exception:  # noqa: BLE001 - not a prompt of the task
+                    continue
+                rows.append(([int(voc.values[i]) for i in prompt + list(ans)], len(prompt)))
+        total += len(ids) ** n
+        n += 1
+    return rows
+
+
 def _content(task) -> list[int]:
     k = getattr(task, "k", None)
     if k is None:
@@ -114,7 +138,8 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
                  verify_max_length: int = 60, verify_samples: int = 3,
                  uniform: bool | None = None, max_memory_mb: float = 768,
                  max_rounds: int = 30, nope_first: float = 0.35,
-                 greedy: bool = True, search_mutants: int = 1) -> CRaspResult:
+                 greedy: bool = True, search_mutants: int = 1,
+                 exhaustive: int = 5000) -> CRaspResult:
     """Search a C-RASP next-token program for a catalogue task (module docstring).
 
     Args:
@@ -126,6 +151,8 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
             lengths 1..6 with 3 samples, 1..4 with 2 for content alphabets over 30 symbols).
         search_mutants: near misses per search example (:func:`_rows`; not for alphabets over
             30 symbols).
+        exhaustive: the validation also holds every body of lengths 1, 2, ... over the content
+            alphabet while their number stays within this budget (not for alphabets over 30).
         validation_max_length, validation_samples: the batch candidates are checked on
             (lengths 1..``validation_max_length``, default ``verify_max_length``, seed + 1); a
             failure of the final verification also joins the search batch.
@@ -161,7 +188,7 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
               validation_samples=validation_samples, verify_max_length=verify_max_length,
               verify_samples=verify_samples, uniform=uniform, max_memory_mb=max_memory_mb,
               max_rounds=max_rounds, nope_first=0.0, greedy=greedy,
-              search_mutants=search_mutants)
+              search_mutants=search_mutants, exhaustive=exhaustive)
     if variant == "crasp_pl" and nope_first > 0:
         # three passes: the larger grammar briefly (small programs with periodic / local
         # predicates), the smaller grammar (larger C-RASP[] programs), the larger one again
@@ -224,7 +251,25 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
     names = {int(v): t for t, v in zip(task.vocab.tokens, task.vocab.values)}
     eos = int(task.vocab.values[task.vocab.eos]) if task.vocab.eos is not None else 0
     deadline = t0 + time_limit
-    vbatch = _Batch(vrows, content, uniform)
+    vbatches = [_Batch(vrows, content, uniform)]
+    exrows = _exhaustive_rows(task, content, exhaustive) if not big else []
+    if exrows:
+        vbatches.append(_Batch(exrows, content, uniform))
+
+    def failing(entries, dflt):
+        """The shortest validation example a decision list gets wrong, or None."""
+        best = None
+        for vb in vbatches:
+            out = _decide(entries, dflt, vb)
+            bad = ((out != vb.target) & vb.tmask).any(axis=1)
+            if bad.any():
+                lens = vb.valid.sum(axis=1)
+                rb = np.flatnonzero(bad)
+                r = int(rb[np.argmin(lens[rb])])
+                if best is None or lens[r] < best[0]:
+                    best = (int(lens[r]), vb.rows[r])
+        return None if best is None else best[1]
+
     best_cert = None
     rounds = 0
     greedy_restarts = 0
@@ -245,7 +290,8 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
         en = _Enum(batch, variant, deadline, max_size, int(max_memory_mb * 2**20), values,
                    names, seed)
         present = sorted({int(x) for x in batch.tok[batch.valid]})
-        atoms = [("Q", v) for v in present if not (uniform and v in cset)]
+        atoms = [("Q", v) for v in present
+                 if not (uniform and v in cset and len(cset) > 8)]
         atoms.append(("content",))
         if uniform:
             atoms += [("Qa",), ("lta",), ("gta",)]
@@ -270,8 +316,7 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
                 good = None
                 for size, entries, default in progs[:40]:
                     dflt = default if default is not None else eos
-                    out = _decide(entries, dflt, vbatch)
-                    if np.array_equal(out[vbatch.tmask], vbatch.target[vbatch.tmask]):
+                    if failing(entries, dflt) is None:
                         good = (size, entries, dflt)
                         break
                 if good is not None:
@@ -280,12 +325,11 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
                 if not progs:
                     best_cert = s if best_cert is None else max(best_cert, s)
                     if greedy and s >= 3 and greedy_restarts < 10:
-                        g = en.greedy(len(values[0]) + 2, vbatch)
+                        g = en.greedy(len(values[0]) + 2, vbatches)
                         if g is not None:
                             size, entries, default = g
                             dflt = default if default is not None else eos
-                            out = _decide(entries, dflt, vbatch)
-                            if np.array_equal(out[vbatch.tmask], vbatch.target[vbatch.tmask]):
+                            if failing(entries, dflt) is None:
                                 cand = [(size, entries, dflt)]
                                 res.notes.append("found by the greedy decision list (entries "
                                                  "may repeat a value): an upper bound, "
@@ -297,12 +341,7 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
                     # chance fits: the shortest failing validation example joins the batch
                     size, entries, default = progs[0]
                     dflt = default if default is not None else eos
-                    out = _decide(entries, dflt, vbatch)
-                    bad = ((out != vbatch.target) & vbatch.tmask).any(axis=1)
-                    lens = vbatch.valid.sum(axis=1)
-                    rows_bad = np.flatnonzero(bad)
-                    r = int(rows_bad[np.argmin(lens[rows_bad])])
-                    rows = rows + [vbatch.rows[r]]
+                    rows = rows + [failing(entries, dflt)]
                     res.counterexamples_added += 1
                     stopped = "refine"
                     break
@@ -321,7 +360,7 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
                 return fin
             # verification found a counterexample the validation batch missed
             rows = rows + [fin.notes.pop()]
-            vbatch = _Batch(vbatch.rows + [rows[-1]], content, uniform)
+            vbatches[0] = _Batch(vbatches[0].rows + [rows[-1]], content, uniform)
             res.counterexamples_added += 1
             res.found, res.program, res.size, res.schema = False, None, None, None
             stopped = "refine"

@@ -198,10 +198,10 @@ class _Enum:
         out.sort(key=lambda t: t[0])
         return out
 
-    def greedy(self, max_entries: int, vbatch: "_Batch | None" = None, checks: int = 60):
+    def greedy(self, max_entries: int, vbatches: list | None = None, checks: int = 60):
         """A decision list with repeated values (Rivest's greedy: each entry consistent on the
         positions left and covering the most of them, the smallest on ties), or None. With
-        ``vbatch``, an entry must also be consistent on the validation positions left (the
+        ``vbatches``, an entry must also be consistent on the validation positions left (the
         best ``checks`` candidates of a step are tried). Not part of the certificate: found
         programs are upper bounds."""
         b = self.b
@@ -219,12 +219,12 @@ class _Enum:
         concrete = sorted({int(v) for v, c in zip(tgt, b.tgt_cidx)
                            if c < 0 or not b.uniform})
         R = np.ones(len(tgt), dtype=bool)
-        Rv = np.ones(len(vbatch.tgt), dtype=bool) if vbatch is not None else None
-        memo: dict = {}
+        vbs = list(vbatches or [])
+        Rvs = [np.ones(len(vb.tgt), dtype=bool) for vb in vbs]
+        memos: list = [{} for _ in vbs]
         entries: list = []
 
-        def vfires(rec, v):
-            """(consistent on the validation positions left, fired there) or None."""
+        def vfires1(rec, v, vbatch, Rv, memo):
             val = evaluate_recipe(rec, vbatch, memo)
             if isinstance(v, str):
                 if val.ndim == 2:
@@ -237,6 +237,16 @@ class _Enum:
                 fired = val.ravel()[vbatch.tflat].astype(bool)
                 ok = not (fired & Rv & (vbatch.tgt != v)).any()
             return (ok, fired)
+
+        def vfires(rec, v):
+            """(consistent on every validation batch's positions left, fired there)."""
+            out = []
+            for vb, Rv, memo in zip(vbs, Rvs, memos):
+                r = vfires1(rec, v, vb, Rv, memo)
+                if r is None or not r[0]:
+                    return None
+                out.append(r[1])
+            return (True, out)
 
         while True:
             left = set(tgt[R].tolist())
@@ -271,7 +281,7 @@ class _Enum:
             cands.sort(key=lambda c: -c[0])
             chosen = None
             for c in cands[:checks]:
-                if vbatch is None:
+                if not vbs:
                     chosen = (c, None)
                     break
                 self._check_time()
@@ -284,8 +294,8 @@ class _Enum:
             (_, v, rec, sz, fires), vfired = chosen
             entries.append((v, rec))
             R &= ~fires
-            if vfired is not None:
-                Rv &= ~vfired
+            for Rv, f in zip(Rvs, vfired or []):
+                Rv &= ~f
 
     @staticmethod
     def _g_done(size, entries, default):
@@ -331,6 +341,9 @@ class _Enum:
                 pc2 = pools[("C", True)].get(s - 2)
                 if pc2 is not None:
                     self._unary("B", "argmax", pc2, s, True)
+                pb1 = pools[("B", True)].get(s - 1)
+                if pb1 is not None:
+                    self._unary("B", "any", pb1, s, True, out_param=False)
         # binary: sizes s1 + s2 = s - 1
         for s1 in range(1, s - 1):
             s2 = s - 1 - s1
@@ -364,7 +377,7 @@ class _Enum:
         kind = "C" if rec[0] in ("true", "relT") else "B"
         self._add(kind, size, v[None], lambda i: rec, is_param(rec))
 
-    def _unary(self, kind, op, pool, s, p, arg=None):
+    def _unary(self, kind, op, pool, s, p, arg=None, out_param=None):
         vals, recs = pool
         step = max(1, int(4e6 // max(1, vals[0].size)))
         for lo in range(0, len(recs), step):
@@ -374,13 +387,13 @@ class _Enum:
                 y = self.b.argmax(x, axis=1)
             else:
                 y = self.b.unary(op, x, arg)
-            if op in ("not", "cnt", "argmax"):
+            if op in ("not", "cnt", "argmax", "any"):
                 mk = (lambda o: lambda i: (o, recs[lo + i]))(op)
             elif op == "cmpk":
                 mk = lambda i: ("cmpk", arg[0], arg[1], recs[lo + i])  # noqa: E731
             else:
                 mk = (lambda o: lambda i: (o, arg, recs[lo + i]))(op)
-            self._add(kind, s, y, mk, p)
+            self._add(kind, s, y, mk, p if out_param is None else out_param)
 
     def _pairs(self, kind, op, xp, yp, s, p1, p2, sym):
         xv, xr = xp

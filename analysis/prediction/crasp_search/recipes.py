@@ -35,7 +35,7 @@ def is_param(rec) -> bool:
     op = rec[0]
     if op in ("Qa", "lta", "gta"):
         return True
-    if op in ("Q", "content", "per", "true", "relT"):
+    if op in ("Q", "content", "per", "true", "relT", "any"):
         return False
     return any(is_param(x) for x in rec[1:] if isinstance(x, tuple))
 
@@ -47,7 +47,7 @@ def recipe_size(rec) -> int:
         return 1
     if op == "relT":
         return 3 if rec[1] == "peq" else 2
-    if op in ("not", "cnt"):
+    if op in ("not", "cnt", "any"):
         return 1 + recipe_size(rec[1])
     if op in ("and", "or", "add", "sub"):
         return 1 + recipe_size(rec[1]) + recipe_size(rec[2])
@@ -101,6 +101,8 @@ def recipe_text(rec, names: dict | None = None) -> str:
         return f"({recipe_text(rec[3], names)} {_SYM[rec[1]]} {rec[2]})"
     if op == "argmax":
         return f"argmax_a[{recipe_text(rec[1], names)}]"
+    if op == "any":
+        return f"(exists a: {recipe_text(rec[1], names)})"
     raise ValueError(rec)
 
 
@@ -194,6 +196,8 @@ class _Batch:
             return self.local(arg, x)
         if op == "argmax":
             return self.argmax(x)
+        if op == "any":
+            return x.max(axis=-3).astype(np.int8)
         if op == "cmpk":
             o, k = arg
             v = (x == k) if o == "eq" else (x > k)
@@ -221,7 +225,7 @@ def evaluate_recipe(rec, batch: _Batch, memo: dict | None = None) -> np.ndarray:
     op = rec[0]
     if op in ("Q", "content", "per", "Qa", "lta", "gta", "true", "relT"):
         v = batch.atom(rec)
-    elif op in ("not", "cnt", "argmax"):
+    elif op in ("not", "cnt", "argmax", "any"):
         v = batch.unary(op, evaluate_recipe(rec[1], batch, memo))
     elif op in ("rel", "loc"):
         v = batch.unary(op, evaluate_recipe(rec[2], batch, memo), rec[1])
@@ -354,6 +358,11 @@ class _IRBuilder:
             n = seq(rec[1], self.node(rec[2], a), self.node(rec[3], a))
         elif op == "cmpk":
             n = mapc(rec[1], rec[2], self.node(rec[3], a))
+        elif op == "any":
+            n = None
+            for b in self.content:
+                c = self.node(rec[1], b)
+                n = c if n is None else seq("or", n, c)
         elif op == "argmax":
             mine = self.node(rec[1], a)
             n = None
