@@ -103,7 +103,7 @@ def _rows(task, lengths, samples, seed, mutants: int = 0):
 
 def _exhaustive_rows(task, content, budget: int) -> list:
     """Every prompt ``BOS body SEP`` with a body over the content symbols, lengths 1, 2, ...
-    while the total stays within ``budget`` (the task's own ``ground_truth`` answers; bodies it
+    (at most 16) while the total stays within ``budget`` (the task's own ``ground_truth`` answers; bodies it
     refuses are skipped): short counterexamples a sampler rarely draws."""
     import itertools as it
     voc = task.vocab
@@ -111,7 +111,7 @@ def _exhaustive_rows(task, content, budget: int) -> list:
         return []
     ids = [voc.id_of_value(int(c)) for c in content]
     rows, total, n = [], 0, 1
-    while total + len(ids) ** n <= budget:
+    while total + len(ids) ** n <= budget and n <= 16:
         if task.length_ok(n):
             for body in it.product(ids, repeat=n):
                 prompt = [voc.bos, *body, voc.sep]
