@@ -83,8 +83,18 @@ def test_combine():
     assert combine("ape_learned", [g, u]) == ("generalizes", None)
     assert combine("ape_learned", [f, f]) == ("fails", None)
     assert combine("ape_learned", [f, u]) == ("unknown", None)
+    # a bounded certificate of one theory does not contradict another theory's program
     pred, why = combine("ape_learned", [g, f])
-    assert pred == "disagree" and "RASP-L" in why and "C-RASP" in why
+    assert pred == "generalizes" and "bounded search certificate" in why
+    from analysis.prediction.theories import IMPOSSIBILITY
+    IMPOSSIBILITY[("t", "crasp_pl")] = "a proof (for the test)"
+    try:
+        proved = decide("crasp_pl", "t")
+        pred, why = combine("ape_learned", [g, proved])
+        assert proved.verdict == "fails" and proved.evidence.kind == "impossibility"
+        assert pred == "disagree" and "RASP-L" in why and "C-RASP" in why
+    finally:
+        del IMPOSSIBILITY[("t", "crasp_pl")]
     assert combine("t5", []) == ("no theory", None)
 
 

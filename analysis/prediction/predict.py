@@ -91,8 +91,8 @@ class Prediction:
         task: task name; ``pe``: the positional encoding (None: Zhou et al.'s conjecture
             alone, i.e. RASP-L).
         prediction: the verdict for the PE: ``generalizes``, ``fails``, ``unknown``,
-            ``disagree`` (its theories disagree: see ``disagreement``) or ``no theory`` (no
-            paper predicts for this PE).
+            ``disagree`` (one theory has a program, another a cited impossibility result: see
+            ``disagreement``) or ``no theory`` (no paper predicts for this PE).
         theory: the theories the prediction came from (names with their papers), or a sentence
             saying that none covers the PE.
         verdict_evidence: per theory key, what the verdict rests on
@@ -141,6 +141,8 @@ class Prediction:
     theories: dict = field(default_factory=dict)
     theory: str = ""
     verdict_evidence: dict = field(default_factory=dict)
+    #: why the theories disagree, or a note that one theory has only a bounded certificate
+    #: while another has a program (:func:`analysis.prediction.theories.combine`)
     disagreement: str | None = None
 
     @property

@@ -169,21 +169,32 @@ def decide(theory: str, task: str, program: Evidence | None = None,
 
 
 def combine(pe: str | None, verdicts: list[TheoryVerdict]) -> tuple[str, str | None]:
-    """One prediction for a PE from its theories' verdicts: ``(prediction, disagreement)``.
+    """One prediction for a PE from its theories' verdicts: ``(prediction, note)``.
 
     No theory: ``"no theory"``. One theory: its verdict. Several (learned APE: RASP-L and
-    C-RASP[periodic, local], each a sufficient condition for generalizing): ``generalizes``
-    when one says so and none says ``fails``; ``fails`` when all say ``fails``; ``disagree``
-    (with the reasons) when one says ``generalizes`` and another ``fails``; else ``unknown``.
+    C-RASP[periodic, local], each a *sufficient* condition for generalizing):
+
+    * ``generalizes`` when one theory has a verified program and no other has a cited
+      impossibility result. A search certificate of another theory ("no program of size <= s
+      in my fragment") does not contradict it: it rules out small programs of that fragment
+      only, not generalization; the note says so.
+    * ``disagree`` when one theory has a program and another a cited impossibility result
+      (the note gives both).
+    * ``fails`` when every theory says ``fails``; otherwise ``unknown``.
     """
     if not verdicts:
         return "no theory", None
-    vs = {v.verdict for v in verdicts}
-    if "generalizes" in vs and "fails" in vs:
+    gen = [v for v in verdicts if v.verdict == "generalizes"]
+    fails = [v for v in verdicts if v.verdict == "fails"]
+    if gen and any(v.evidence.kind == "impossibility" for v in fails):
         return "disagree", "; ".join(f"{v.name}: {v.verdict} ({v.evidence.detail})"
                                      for v in verdicts)
-    if "generalizes" in vs:
-        return "generalizes", None
-    if vs == {"fails"}:
+    if gen:
+        note = None
+        if fails:
+            note = "; ".join(f"{v.name} has only a bounded search certificate "
+                             f"({v.evidence.detail})" for v in fails)
+        return "generalizes", note
+    if len(fails) == len(verdicts):
         return "fails", None
     return "unknown", None

@@ -54,8 +54,10 @@ programs — the shipped one (`tasks/programs/`, when there is one), one you giv
 * **A certificate is bounded evidence.** "no program of size <= s" rules out small programs in
   the search grammar only; the searches are limited in wall time (the seconds above), so `s` is
   what the search reached on this machine. A `fails` row names its `s`.
-* Where the theories for one PE disagree (learned APE: RASP-L generalizes, C-RASP[periodic,
-  local] certified absent up to `s`) the row says `disagree` with both reasons.
+* **Two theories for a learned APE** (each a sufficient condition): `generalizes` when one has
+  a verified program — a bounded certificate of the other ("no program of size <= s") rules out
+  only its small programs, not generalization, and the row says so; `disagree` only against a
+  cited impossibility result.
 """
 
 _HUANG_NOTE = """\
