@@ -198,7 +198,7 @@ class _Enum:
         out.sort(key=lambda t: t[0])
         return out
 
-    def greedy(self, max_entries: int, vbatches: list | None = None, checks: int = 60):
+    def greedy(self, max_entries: int, vbatches: list | None = None, checks: int = 400):
         """A decision list with repeated values (Rivest's greedy: each entry consistent on the
         positions left and covering the most of them, the smallest on ties), or None. With
         ``vbatches``, an entry must also be consistent on the validation positions left (the
