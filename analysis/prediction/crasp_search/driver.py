@@ -25,8 +25,10 @@ class CRaspResult:
         source: the program as RASP source (:func:`rasp.source.program_to_source`).
         schema: the program in C-RASP notation (uniform constructs written once).
         size: its C-RASP size (module docstring) or None.
-        certified_below: no program of the grammar of size <= this exists (None: no level
-            completed).
+        certified_below: no program of the grammar (decision lists with one entry per output
+            value or uniform group) of size <= this exists (None: no level completed). A
+            program found by the greedy decision lists (repeated values) lies outside that
+            grammar and may be smaller.
         stopped: ``"found"``, ``"time_limit"``, ``"max_size"``, ``"memory_limit"``,
             ``"rounds"`` or ``"refused: <why>"``.
         seconds, variant, task; explored / distinct: candidates evaluated / kept;
@@ -166,11 +168,12 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
             list whose entries may repeat a value (Rivest's greedy over every Boolean kept,
             at most two entries more than values); such a program is an upper bound outside
             the certificate's grammar (``notes`` says so).
-        nope_first: for ``crasp_pl``, the share of ``time_limit`` first spent on the smaller
-            C-RASP[] grammar (every C-RASP[] program is a C-RASP[periodic, local] program, and
-            the smaller grammar reaches larger sizes); its program, when it finds one, is
-            returned (``notes`` says so; ``certified_below`` then is None: no level of the
-            larger grammar was completed). 0 disables it.
+        nope_first: for ``crasp_pl``, the share of ``time_limit`` spent on the smaller
+            C-RASP[] grammar after a first pass of 20% over C-RASP[periodic, local] (every
+            C-RASP[] program is a C-RASP[periodic, local] program, and the smaller grammar
+            reaches larger sizes); its program, when it finds one, is returned (``notes`` says
+            so; ``certified_below`` is then the first pass's); otherwise the larger grammar
+            gets the time left. 0 disables the passes.
 
     Returns:
         :class:`CRaspResult` (never raises for a task it cannot handle: ``stopped`` says
