@@ -159,3 +159,19 @@ def test_the_crasp_search_backs_a_nope_verdict_on_150_symbols():
     ev = p.verdict_evidence["crasp"]
     assert p.prediction == "generalizes" and ev["kind"] == "program"
     assert ev["source"] == "search" and ev["verified_up_to"] == 8
+
+
+def test_a_task_with_many_output_values_is_refused_not_exhausting_memory():
+    """count's next token takes ~120 values: the C-RASP search refuses it with the reason
+    (its decision-list requirements grow as 2^(n-1)) instead of allocating them; run under a
+    4 GB address-space cap so a regression fails instead of exhausting the machine."""
+    import subprocess
+    import sys
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+            "from analysis.prediction.predict import predict\n"
+            "p = predict('count', pe='nope', search_seconds=5, verify_max_length=6, samples=1)\n"
+            "print(p.prediction, '|', p.theories['crasp']['reason'])\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert r.stdout.startswith("unknown |") and "refused" in r.stdout and "2^(n-1)" in r.stdout

@@ -14,6 +14,11 @@ import numpy as np
 from .enumeration import _Enum, _Memory, _Timeout
 from .recipes import _Batch, _decide, build_program, recipe_text
 
+#: most distinct output values a decision list is enumerated for (its requirement sets grow as
+#: 2^(n-1) per value); more is refused with that reason, before anything is allocated
+MAX_DECISION_VALUES = 12
+
+
 @dataclass
 class CRaspResult:
     """Outcome of :func:`crasp_search`.
@@ -290,6 +295,13 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
                 values.append(nonc + [f"U@{g}" for g in cats])
         else:
             values = [tv]
+        widest = max(len(vl) for vl in values)
+        if widest > MAX_DECISION_VALUES:
+            # the enumeration keeps a requirement per (earlier values, value): 2^(n-1) per
+            # value, so n = 120 (count) would need 2^119 sets; refuse before allocating
+            return done(f"refused: {widest} distinct next-token values that are not "
+                        "alphabet-uniform (a decision list over n values needs 2^(n-1) "
+                        f"requirement sets per value; at most {MAX_DECISION_VALUES})")
         en = _Enum(batch, variant, deadline, max_size, int(max_memory_mb * 2**20), values,
                    names, seed)
         present = sorted({int(x) for x in batch.tok[batch.valid]})
