@@ -146,7 +146,7 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
                  uniform: bool | None = None, max_memory_mb: float = 768,
                  max_rounds: int = 30, nope_first: float = 0.35,
                  greedy: bool = True, search_mutants: int = 1,
-                 exhaustive: int = 5000) -> CRaspResult:
+                 exhaustive: int = 5000, search_exhaustive: int = 0) -> CRaspResult:
     """Search a C-RASP next-token program for a catalogue task (module docstring).
 
     Args:
@@ -158,6 +158,8 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
             lengths 1..6 with 3 samples, 1..4 with 2 for content alphabets over 30 symbols).
         search_mutants: near misses per search example (:func:`_rows`; not for alphabets over
             30 symbols).
+        search_exhaustive: the search batch also holds every body of lengths 1, 2, ... while
+            their number stays within this budget (0: none).
         exhaustive: the validation also holds every body of lengths 1, 2, ... over the content
             alphabet while their number stays within this budget (not for alphabets over 30).
         validation_max_length, validation_samples: the batch candidates are checked on
@@ -196,7 +198,8 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
               validation_samples=validation_samples, verify_max_length=verify_max_length,
               verify_samples=verify_samples, uniform=uniform, max_memory_mb=max_memory_mb,
               max_rounds=max_rounds, nope_first=0.0, greedy=greedy,
-              search_mutants=search_mutants, exhaustive=exhaustive)
+              search_mutants=search_mutants, exhaustive=exhaustive,
+              search_exhaustive=search_exhaustive)
     if variant == "crasp_pl" and nope_first > 0:
         # three passes: the larger grammar briefly (small programs with periodic / local
         # predicates), the smaller grammar (larger C-RASP[] programs), the larger one again
@@ -248,6 +251,10 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
         if samples is None:
             samples = 2 if big else 3
         rows = _rows(task, lengths, samples, seed, mutants=search_mutants if not big else 0)
+        if search_exhaustive and not big:
+            have = {tuple(r[0]) for r in rows}
+            rows += [r for r in _exhaustive_rows(task, content, search_exhaustive)
+                     if tuple(r[0]) not in have]
         if validation_max_length is None:
             validation_max_length = verify_max_length
         vrows = _rows(task, range(1, validation_max_length + 1), validation_samples,
@@ -339,17 +346,19 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
                     break
                 if not progs:
                     best_cert = s if best_cert is None else max(best_cert, s)
-                    if greedy and s >= 3 and greedy_restarts < 10:
-                        g = en.greedy(len(values[0]) + 2, vbatches)
-                        if g is not None:
-                            size, entries, default = g
-                            dflt = default if default is not None else eos
-                            if failing(entries, dflt) is None:
-                                cand = [(size, entries, dflt)]
-                                res.notes.append("found by the greedy decision list (entries "
-                                                 "may repeat a value): an upper bound, "
-                                                 "outside the certificate's grammar")
-                                break
+                # also when the exact lists fit the batch only by chance
+                if greedy and s >= 3 and greedy_restarts < 10:
+                    g = en.greedy(len(values[0]) + 2, vbatches)
+                    if g is not None:
+                        size, entries, default = g
+                        dflt = default if default is not None else eos
+                        if failing(entries, dflt) is None:
+                            cand = [(size, entries, dflt)]
+                            res.notes.append("found by the greedy decision list (entries "
+                                             "may repeat a value): an upper bound, "
+                                             "outside the certificate's grammar")
+                            break
+                        if not progs:
                             progs = [g]
                             greedy_restarts += 1
                 if progs:

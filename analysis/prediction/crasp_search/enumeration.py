@@ -172,29 +172,34 @@ class _Enum:
             for i in np.flatnonzero(ok)[:4 - len(lst)]:
                 lst.append((size, recs[int(i)]))
 
-    def programs(self):
-        """Complete decision lists from the requirements met so far, smallest first."""
+    def programs(self, limit: int = 200):
+        """Complete decision lists from the requirements met so far, smallest first (orders
+        of the values searched depth first, a prefix dropped as soon as its next value has
+        no condition; at most ``limit`` lists)."""
         out = []
-        orders = [o for vl in self.value_lists for o in itertools.permutations(vl)]
-        for order in orders:
-            last = order[-1]
-            steps = order if isinstance(last, str) else order[:-1]
-            opts = []
-            S = set()
-            okk = True
-            for v in steps:
-                lst = self.req[(frozenset(S), v)]
+
+        def dfs(S, rest, opts):
+            if len(out) >= limit:
+                return
+            if len(rest) == 1 and not isinstance(rest[0], str):
+                for combo in itertools.product(*opts):
+                    out.append((sum(sz for _, sz, _ in combo) + len(combo),
+                                [(v, r) for v, _, r in combo], rest[0]))
+                return
+            if not rest:
+                for combo in itertools.product(*opts):
+                    out.append((sum(sz for _, sz, _ in combo) + len(combo),
+                                [(v, r) for v, _, r in combo], None))
+                return
+            for v in rest:
+                lst = self.req.get((frozenset(S), v))
                 if not lst:
-                    okk = False
-                    break
-                opts.append([(v, sz, r) for sz, r in lst])
-                S.add(v)
-            if not okk:
-                continue
-            default = last if not isinstance(last, str) else None
-            for combo in itertools.product(*opts):
-                size = sum(sz for _, sz, _ in combo) + len(combo)
-                out.append((size, [(v, r) for v, _, r in combo], default))
+                    continue
+                dfs(S | {v}, [w for w in rest if w != v],
+                    opts + [[(v, sz, r) for sz, r in lst]])
+
+        for vl in self.value_lists:
+            dfs(frozenset(), list(vl), [])
         out.sort(key=lambda t: t[0])
         return out
 
@@ -250,9 +255,12 @@ class _Enum:
 
         while True:
             left = set(tgt[R].tolist())
+            for vb, Rv in zip(vbs, Rvs):
+                left |= set(vb.tgt[Rv].tolist())
             if not left:
                 return self._g_done(entries_size(entries), entries, None)
-            if len(left) == 1 and not (b.uniform and b.tgt_cidx[R][0] >= 0):
+            if len(left) == 1 and not (b.uniform and next(iter(left)) in
+                                       set(b.content.tolist())):
                 return self._g_done(entries_size(entries), entries, int(next(iter(left))))
             if len(entries) >= max_entries:
                 return None
@@ -289,6 +297,24 @@ class _Enum:
                 if vf is not None and vf[0]:
                     chosen = (c, vf[1])
                     break
+            if chosen is None and vbs and tv is not None:
+                # the search batch's positions are decided but the validation's are not:
+                # the smallest conditions consistent on the search batch, the one covering
+                # the most validation positions
+                best = None
+                for v in concrete:
+                    bad = R & (tgt != v)
+                    ok = ~(tv & bad[None]).any(axis=1)
+                    for i in np.flatnonzero(ok)[np.argsort(tsz[ok], kind="stable")][:checks // 4]:
+                        self._check_time()
+                        vf = vfires(trec[i], v)
+                        if vf is None:
+                            continue
+                        vc = sum(int((f & Rv).sum()) for f, Rv in zip(vf[1], Rvs))
+                        if vc > 0 and (best is None or vc > best[0]):
+                            best = (vc, ((0, v, trec[i], int(tsz[i]), tv[i]), vf[1]))
+                if best is not None:
+                    chosen = best[1]
             if chosen is None:
                 return None
             (_, v, rec, sz, fires), vfired = chosen
