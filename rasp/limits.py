@@ -39,7 +39,25 @@ MAX_ITERATIONS = 1_000_000
 
 #: Memory the interpreter may use for one batch's ``[batch, query, key]`` selector work and
 #: s-op values, in bytes (default 1 GiB; environment variable ``RASP_MEMORY_BUDGET_MB``).
-MEMORY_BUDGET_BYTES = int(float(os.environ.get("RASP_MEMORY_BUDGET_MB", "1024")) * 2 ** 20)
+def _budget_from_environment(default_mb: float = 1024.0) -> int:
+    """``RASP_MEMORY_BUDGET_MB`` in bytes; a value that is not a positive finite number is
+    ignored with one warning line on stderr (a bad variable must not break every command)."""
+    text = os.environ.get("RASP_MEMORY_BUDGET_MB")
+    if text is None:
+        return int(default_mb * 2 ** 20)
+    try:
+        mb = float(text)
+    except ValueError:
+        mb = float("nan")
+    if not (mb > 0 and mb < float("inf")):
+        import sys
+        print(f"rasp: RASP_MEMORY_BUDGET_MB={text!r} is not a positive number of megabytes; "
+              f"using {default_mb:g}", file=sys.stderr)
+        mb = default_mb
+    return int(mb * 2 ** 20)
+
+
+MEMORY_BUDGET_BYTES = _budget_from_environment()
 
 
 def memory_budget_bytes() -> int:

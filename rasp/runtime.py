@@ -688,7 +688,16 @@ def apply_to_input(node: Node, inp: Any) -> list:
 # Sources, caching, base environments
 # --------------------------------------------------------------------------------------------
 
+#: virtual file systems a program is never read from (their "files" are process and device
+#: state: /proc/self/environ would echo the environment into a syntax error)
+_VIRTUAL_ROOTS = ("/proc/", "/sys/", "/dev/")
+
+
 def _read(path: str) -> str:
+    real = os.path.realpath(path)
+    if real.startswith(_VIRTUAL_ROOTS):
+        raise RASPValueError(f"cannot read {path}: a program is read from a regular file, not "
+                             f"from {real.split('/')[1]}/")
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()

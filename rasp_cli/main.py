@@ -25,6 +25,21 @@ class UsageError(RASPError):
     """Bad input detected by a subcommand: printed, exit code 2."""
 
 
+def finite_number(value: float | None, flag: str, minimum: float = 0.0,
+                  allow_equal: bool = False) -> float | None:
+    """``value`` if it is a finite number above ``minimum`` (or equal, with ``allow_equal``),
+    else :class:`UsageError` naming ``flag``: NaN, inf and negative values never reach a
+    time limit, a budget or a memory size. None passes through (the flag was not given)."""
+    import math
+    if value is None:
+        return None
+    ok = math.isfinite(value) and (value >= minimum if allow_equal else value > minimum)
+    if not ok:
+        bound = f">= {minimum:g}" if allow_equal else f"> {minimum:g}"
+        raise UsageError(f"{flag} must be a finite number {bound}, got {value!r}")
+    return value
+
+
 def output_dir(path: str) -> str:
     """Create the output directory ``path`` (and parents) or raise :class:`UsageError` with a
     one-line reason (an existing file, a read-only or virtual file system such as /proc)."""

@@ -112,7 +112,11 @@ def _set_threads(device: str, threads: int | None) -> None:
         env = os.environ.get("RASP_TORCH_THREADS")
         # one thread by default: on a shared / oversubscribed CPU, OpenMP threads spin and a
         # 2-thread step measured 20-40x slower than a 1-thread step (docs/training.md)
-        threads = int(env) if env else 1
+        try:
+            threads = int(env) if env else 1
+        except ValueError:
+            raise TrainingError(f"RASP_TORCH_THREADS={env!r} must be a whole number of "
+                                "threads") from None
     torch.set_num_threads(max(1, int(threads)))
 
 
@@ -120,6 +124,8 @@ def _check_device(device: str) -> str:
     device = str(device)
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise TrainingError(f"device {device!r} requested but CUDA is not available here")
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise TrainingError("device 'mps' requested but this PyTorch has no MPS support")
     if not (device == "cpu" or device.startswith("cuda") or device == "mps"):
         raise TrainingError(f"unknown device {device!r}; use cpu or cuda")
     return device

@@ -75,6 +75,8 @@ def options_from_args(args):
                          f"from {', '.join(PE_NAMES)} or 'all'")
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be >= 1")
+    from rasp_cli.main import finite_number
+    finite_number(args.budget, "--budget", allow_equal=True)
     return ReportOptions(preset=args.preset, pes=pes, runs_root=args.runs, device=args.device,
                          train_missing=not args.no_train, variant=args.variant,
                          progress=not args.quiet, jobs=args.jobs,

@@ -119,8 +119,9 @@ def search_command(args) -> int:
         raise UsageError("give a TASK or --examples FILE.jsonl (one of them)")
     if args.max_length < 0 or args.max_length > 20:
         raise UsageError("--max-length must be between 0 and 20")
-    if args.seconds <= 0:
-        raise UsageError("--seconds must be positive")
+    from rasp_cli.main import finite_number
+    finite_number(args.seconds, "--seconds")
+    finite_number(args.memory_mb, "--memory-mb")
     if args.threads is not None and not 1 <= args.threads <= 64:
         raise UsageError("--threads must be between 1 and 64")
     grammar = {"mode": args.mode}

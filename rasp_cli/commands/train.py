@@ -159,8 +159,8 @@ def run_grid_from_args(runs, args, runs_root):
     error (exit 2)."""
     from analysis.training.grid import GridError, run_grid
     from rasp_cli.main import UsageError
-    if args.budget is not None and args.budget < 0:
-        raise UsageError("--budget must be >= 0 seconds")
+    from rasp_cli.main import finite_number
+    finite_number(args.budget, "--budget", allow_equal=True)
     try:
         return run_grid(runs, runs_root=runs_root, address=args.address, budget_s=args.budget,
                         serial=args.serial, device=args.device, num_cpus=args.cpus_per_run,

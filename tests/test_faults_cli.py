@@ -1,0 +1,53 @@
+"""Bad flags, environment and files end in one line and exit 2, never a traceback (issue 29:
+the cases an outside fault test found)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def rasp(args, env=None, timeout=300):
+    e = dict(os.environ, **(env or {}))
+    return subprocess.run([sys.executable, "-m", "rasp_cli.main", *args], cwd=ROOT, env=e,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.parametrize("args", [
+    ["search", "sort_unique", "--seconds", "nan"],
+    ["search", "sort_unique", "--seconds", "inf"],
+    ["search", "sort_unique", "--memory-mb", "nan"],
+    ["search", "sort_unique", "--memory-mb", "0"],
+    ["train", "--pe", "nope", "--budget", "nan", "--grid", "copy_unique"],
+    ["report", "sort_unique", "--budget", "-1", "--no-train"],
+])
+def test_nan_inf_and_negative_limits_are_refused(args):
+    p = rasp(args)
+    assert p.returncode == 2, (p.returncode, p.stderr[-800:])
+    assert "Traceback" not in p.stderr and "finite number" in p.stderr
+
+
+def test_a_bad_memory_budget_variable_does_not_break_commands():
+    p = rasp(["tasks"], env={"RASP_MEMORY_BUDGET_MB": "abc"})
+    assert p.returncode == 0 and "Traceback" not in p.stderr
+    assert "RASP_MEMORY_BUDGET_MB='abc'" in p.stderr
+
+
+def test_bad_threads_variable_and_mps_are_one_line(tmp_path):
+    p = rasp(["train", "copy_unique", "--pe", "nope", "--steps", "1", "-o",
+              str(tmp_path / "a")], env={"RASP_TORCH_THREADS": "abc"})
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "RASP_TORCH_THREADS" in p.stderr
+    p = rasp(["train", "copy_unique", "--pe", "nope", "--steps", "1", "--device", "mps", "-o",
+              str(tmp_path / "b")])
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "mps" in p.stderr
+
+
+def test_programs_are_not_read_from_virtual_files():
+    p = rasp(["run", "/proc/self/environ", "--name", "x"])
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "regular file" in p.stderr and "PATH=" not in p.stderr
