@@ -15,15 +15,29 @@ from rasp_model.transformer import Transformer
 __all__ = ["save_safetensors", "load_safetensors", "read_safetensors_metadata"]
 
 
+def _canonical(raw: bytes) -> bytes:
+    """The same safetensors file with its JSON header's keys sorted (the library writes the
+    metadata from a hash map, so two saves of one model differed in key order): identical
+    models give identical bytes. The format: 8-byte little-endian header length, the JSON
+    header (padded with spaces to a multiple of 8), then the tensor data, whose offsets are
+    relative to the data's start and so do not change."""
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + raw[8 + n:]
+
+
 def save_safetensors(model: Transformer, path, metadata: dict | None = None) -> None:
     """Write ``model``'s weights to ``path`` (safetensors), atomically (temp file + replace).
 
     The config is stored as JSON under metadata key ``"config"``; other ``metadata`` values are
     stored as JSON strings under their keys.
     """
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
-    meta = {"config": json.dumps(model.cfg.to_dict()), "format": "rasp-lab-transformer"}
+    meta = {"config": json.dumps(model.cfg.to_dict(), sort_keys=True),
+            "format": "rasp-lab-transformer"}
     for k, v in (metadata or {}).items():
         if k in ("config", "format"):
             raise ValueError(f"metadata key {k!r} is reserved")
@@ -35,7 +49,10 @@ def save_safetensors(model: Transformer, path, metadata: dict | None = None) -> 
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".safetensors")
     os.close(fd)
     try:
-        save_file(tensors, tmp, metadata=meta)
+        with open(tmp, "wb") as f:
+            f.write(_canonical(save(tensors, metadata=meta)))
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

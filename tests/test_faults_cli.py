@@ -51,3 +51,36 @@ def test_programs_are_not_read_from_virtual_files():
     p = rasp(["run", "/proc/self/environ", "--name", "x"])
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "regular file" in p.stderr and "PATH=" not in p.stderr
+
+
+def test_a_symlinked_lock_is_refused_and_its_target_untouched(tmp_path):
+    from analysis.training.runs import RunDirError, RunLock
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".lock").symlink_to(target)
+    with pytest.raises(RunDirError, match="symbolic link"):
+        RunLock(run).acquire()
+    assert target.read_text() == "keep me"
+
+
+def test_identical_models_give_identical_weight_files(tmp_path):
+    """Two processes saving the same model write byte-identical safetensors files (the
+    library's metadata order was a hash map's)."""
+    code = ("import sys, torch\n"
+            "from rasp_model import Transformer, TransformerConfig, save_safetensors\n"
+            "torch.manual_seed(0)\n"
+            "cfg = TransformerConfig(n_layers=1, d_model=16, n_heads=2, d_head=8, d_mlp=32,\n"
+            "                        d_vocab=7, n_ctx=10, pe='nope')\n"
+            "save_safetensors(Transformer(cfg), sys.argv[1], metadata={'b': {'x': 1}, 'a': 'z',"
+            " 'c': [1, 2], 'd': 'w', 'e': 'v'})\n")
+    for i in range(2):
+        subprocess.run([sys.executable, "-c", code, str(tmp_path / f"m{i}.safetensors")],
+                       cwd=ROOT, check=True, timeout=120)
+    a, b = ((tmp_path / f"m{i}.safetensors").read_bytes() for i in range(2))
+    assert a == b
+    from rasp_model import load_safetensors, read_safetensors_metadata
+    meta = read_safetensors_metadata(tmp_path / "m0.safetensors")
+    assert meta["a"] == "z" and meta["format"] == "rasp-lab-transformer"
+    assert load_safetensors(tmp_path / "m0.safetensors").cfg.d_model == 16

@@ -107,8 +107,13 @@ class RunLock:
         make_run_dir(self.run_dir)
         path = self.run_dir / ".lock"
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            # O_NOFOLLOW: a .lock that is a symbolic link is refused, never written through
+            # (it would truncate the link's target and write our PID into it)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise RunDirError(f"{self.run_dir}: .lock is a symbolic link; refusing to "
+                                  "write through it (remove it)") from None
             raise RunDirError(f"{self.run_dir}: cannot create the lock file "
                               f"({e.strerror or e})") from None
         try:
