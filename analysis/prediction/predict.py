@@ -441,6 +441,14 @@ def _search(task, mode, max_length, seconds, progress):
 _CRASP_SEARCHES: dict = {}
 
 
+def clear_search_caches() -> None:
+    """Forget the searches kept for reuse across PEs (:func:`_search`,
+    :func:`_crasp_search_cached`): a long run over many tasks calls it after each task so
+    that memory stays bounded by one task's searches."""
+    _SEARCHES.clear()
+    _CRASP_SEARCHES.clear()
+
+
 def _crasp_search_cached(task, variant, seconds, verify_max_length):
     """:func:`analysis.prediction.crasp_search.crasp_search` once per (task, variant,
     settings) in this process."""

@@ -129,13 +129,14 @@ def _log(msg: str) -> None:
 
 
 def _per_pe(names, pes, seconds_of, n, k):
-    from analysis.prediction.predict import predict
+    from analysis.prediction.predict import clear_search_caches, predict
     out = []
     for name in names:
         s = seconds_of(name)
         t0 = time.perf_counter()
         for pe in pes:
             out.append(predict(name, pe=pe, verify_max_length=n, samples=k, search_seconds=s))
+        clear_search_caches()                 # memory bounded by one task's searches
         _log(f"predictions: {name} ({s:g} s per search) in {time.perf_counter() - t0:.0f} s")
     return out
 
