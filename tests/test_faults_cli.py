@@ -84,3 +84,17 @@ def test_identical_models_give_identical_weight_files(tmp_path):
     meta = read_safetensors_metadata(tmp_path / "m0.safetensors")
     assert meta["a"] == "z" and meta["format"] == "rasp-lab-transformer"
     assert load_safetensors(tmp_path / "m0.safetensors").cfg.d_model == 16
+
+
+def test_done_records_wall_time_once(tmp_path):
+    """DONE's wall_seconds is the call's wall time (it counted the training twice)."""
+    import json
+    import time
+    from analysis.training.trainer import train
+    t0 = time.time()
+    res = train("copy_unique", "nope", seed=0, out_dir=str(tmp_path / "r"), preset="quick",
+                steps=20, progress=False)
+    wall = time.time() - t0
+    done = json.loads((tmp_path / "r" / "DONE").read_text())
+    assert res.finished
+    assert done["train_seconds"] <= done["wall_seconds"] <= wall + 0.5

@@ -443,7 +443,9 @@ def finish(spec: RunSpec, task, run_dir: Path, st: TrainState, wall_start: float
     done = {"task": spec.task, "pe": spec.pe, "seed": spec.seed, "preset": spec.preset,
             "steps": st.step, **summarize(accuracy), "final_loss": st.last_loss,
             "train_seconds": round(st.elapsed, 2),
-            "wall_seconds": round(time.time() - wall_start + st.elapsed, 2),
+            # this call's wall time plus the training time of earlier calls (a resumed run):
+            # ``wall_start`` is already moved back by that time (train() does it)
+            "wall_seconds": round(time.time() - wall_start, 2),
             "tokens_per_second": round(st.tokens_seen / st.elapsed, 1) if st.elapsed else None,
             "params": model.num_parameters(),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -502,10 +504,11 @@ def train(task_name, pe: str, seed: int = 0, steps: int | None = None,
         if isinstance(st, RunResult):
             say(st.summary_line())
             return st
+        earlier = st.elapsed            # training seconds of earlier calls (0 for a new run)
         if not run_loop(spec, task, run_dir, st, device, progress, stop_after, step_hook, say):
             return RunResult(str(run_dir), task.name, pe, int(seed), preset, st.step,
                              finished=False, train_seconds=st.elapsed,
                              params=st.model.num_parameters())
-        res = finish(spec, task, run_dir, st, t_start, progress)
+        res = finish(spec, task, run_dir, st, t_start - earlier, progress)
     say(res.summary_line())
     return res
