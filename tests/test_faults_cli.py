@@ -98,3 +98,27 @@ def test_done_records_wall_time_once(tmp_path):
     done = json.loads((tmp_path / "r" / "DONE").read_text())
     assert res.finished
     assert done["train_seconds"] <= done["wall_seconds"] <= wall + 0.5
+
+
+@pytest.mark.parametrize("damage", ["missing", "empty", "garbage"])
+def test_a_finished_run_with_broken_weights_is_not_reused(tmp_path, damage):
+    """`rasp train` used to report "reused" (exit 0) for a finished run whose weights were
+    missing, empty or garbage; now it refuses in one line and names --force."""
+    from analysis.training.runs import RunDirError
+    from analysis.training.trainer import train
+    rd = tmp_path / "r"
+    train("copy_unique", "nope", seed=0, out_dir=str(rd), preset="quick", steps=5,
+          progress=False)
+    w = rd / "model.safetensors"
+    if damage == "missing":
+        w.unlink()
+    elif damage == "empty":
+        w.write_bytes(b"")
+    else:
+        w.write_bytes(b"\x00garbage" * 10)
+    with pytest.raises(RunDirError, match="--force"):
+        train("copy_unique", "nope", seed=0, out_dir=str(rd), preset="quick", steps=5,
+              progress=False)
+    p = rasp(["train", "copy_unique", "--pe", "nope", "--preset", "quick", "--steps", "5",
+              "-o", str(rd)])
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "--force" in p.stderr

@@ -48,7 +48,8 @@ from rasp_model import Transformer, load_safetensors, save_safetensors
 from rasp.errors import RASPError
 
 __all__ = ["RunDirError", "RUNS_ROOT", "default_run_dir", "RunLock", "RunResult",
-           "atomic_write_text", "atomic_json", "read_json", "read_spec", "read_accuracy",
+           "atomic_write_text", "load_checked_weights", "atomic_json", "read_json",
+           "read_spec", "read_accuracy",
            "validate_accuracy", "read_done", "read_task_name", "read_result", "check_finished", "load_model",
            "load_run", "clear_run", "clear_checkpoints", "save_checkpoint", "load_checkpoint", "has_checkpoint",
            "is_finished"]
@@ -435,6 +436,22 @@ def load_model(path: str | os.PathLike) -> Transformer:
     return model
 
 
+def load_checked_weights(run_dir: str | os.PathLike, spec: RunSpec):
+    """The finished run's weights, validated: present, readable, finite and of the model
+    ``spec`` describes (the one check before a run is reused, probed or reported).
+
+    Raises:
+        RunDirError: missing, unreadable, non-finite or mismatching weights.
+    """
+    run_dir = Path(run_dir)
+    if not (run_dir / "model.safetensors").exists():
+        raise RunDirError(f"{run_dir}: finished (DONE) but model.safetensors is missing")
+    model = load_model(run_dir / "model.safetensors")
+    if model.cfg.to_dict() != spec.model.to_dict():
+        raise RunDirError(f"{run_dir}: model.safetensors does not match config.json")
+    return model
+
+
 def load_run(run_dir: str | os.PathLike, task=None):
     """Load a finished run: ``(model, config_dict, task)``.
 
@@ -450,9 +467,7 @@ def load_run(run_dir: str | os.PathLike, task=None):
     check_finished(run_dir)
     spec, raw = read_spec(run_dir)
     check_consistent(run_dir, spec, read_done(run_dir), read_accuracy(run_dir))
-    model = load_model(run_dir / "model.safetensors")
-    if model.cfg.to_dict() != spec.model.to_dict():
-        raise RunDirError(f"{run_dir}: model.safetensors does not match config.json")
+    model = load_checked_weights(run_dir, spec)
     if task is None:
         import tasks
         try:

@@ -48,7 +48,8 @@ from analysis.training.configs import ConfigError, RunSpec, TrainConfig
 from analysis.training.evaluation import EVAL_SEED, eval_lengths, evaluate, greedy_decode, summarize
 from analysis.training.runs import (RUNS_ROOT, RunDirError, RunLock, RunResult, atomic_json,
                            clear_checkpoints, clear_run, default_run_dir, has_checkpoint,
-                           load_checkpoint, read_result, read_spec, save_checkpoint)
+                           load_checked_weights, load_checkpoint, read_result, read_spec,
+                           save_checkpoint)
 from rasp_model import (PE_NAMES, Transformer, TransformerConfig, TransformerConfigError,
                    save_safetensors)
 from rasp.errors import RASPError
@@ -249,7 +250,13 @@ def prepare(spec: RunSpec, run_dir: Path, device: str = "cpu", force: bool = Fal
                     f"{run_dir} holds a run with a different configuration; use another "
                     f"output directory or force=True (--force) to replace it")
         elif (run_dir / "DONE").exists():
-            return read_result(run_dir, reused=True, spec=spec)
+            result = read_result(run_dir, reused=True, spec=spec)
+            try:
+                load_checked_weights(run_dir, spec)      # reuse only weights that load
+            except RunDirError as e:
+                raise RunDirError(f"{e}; the finished run cannot be reused: rerun with "
+                                  "--force to train it again") from None
+            return result
     elif (run_dir / "DONE").exists() or has_checkpoint(run_dir):
         if not force:
             raise RunDirError(f"{run_dir}: run directory without config.json (corrupt); "
