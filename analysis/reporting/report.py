@@ -243,6 +243,12 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
         sop, listing = task.load_reference(), task.reference_source()
         sec["program"] = {"file": str(task.reference_file), "name": task.reference_name,
                           "listing": listing, "causal": task.causal}
+        # the program's computation flow on one short example, drawn by the renderer
+        # (rasp.draw); kept out of report.json (not plain data)
+        n = next((n for n in range(3, 12) if task.length_ok(n)), None)
+        if n is not None:
+            prompt, answer = task.sample(n, np.random.default_rng(0))
+            sec["_draw"] = (sop, task.program_tokens(list(prompt) + list(answer)[:-1]))
     except (RASPError, OSError, tasks.TaskInputError) as e:
         sec["program"] = None
         sec["problems"].append(f"reference program could not be loaded: {e}")
@@ -432,6 +438,15 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
         p = figures.layer_diagram(comp["heads"], comp["mlp"], out_dir / f"{slug}_compiled.png",
                                   title="compiled model", head_labels=labels)
         add("layers", p, "Layers of the compiled model: attention heads, then the MLP.")
+    if sec.get("_draw"):
+        from rasp.draw import draw_file
+        sop, example = sec["_draw"]
+        try:
+            p = draw_file(sop, out_dir / f"{slug}_flow.png", example)
+            add("flow", p, "The program's computation flow on one example (rasp draw): each "
+                           "operation with its value, each selector's [query, key] matrix.")
+        except RASPError as e:
+            sec["problems"].append(f"computation flow not drawn: {e}")
     res: metrics.ProbeResult | None = sec.get("probe")
     if res is not None:
         panels = {agg: res.distances(agg) for agg in metrics.AGGREGATIONS}
@@ -601,7 +616,7 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
     path = out / "report.html"
     atomic_write_text(path, page, mode=0o644)        # meant to be mailed: world-readable
     summary = [{"task": s["sec"]["name"], "measured": (s["sec"].get("measured") or {}),
-                "predicted": s["view"].get("predicted"),
+                "predictions": s["sec"].get("predictions"),
                 "probe": s["sec"]["probe"].to_dict() if s["sec"].get("probe") is not None
                 else None,
                 "compiled": (s["sec"].get("compiled") or {}).get("stats"),
