@@ -462,10 +462,15 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
     except _INTERNAL as e:
         raise CompilerError(f"cannot compile: internal error {type(e).__name__}: {e}",
                             sop.span if isinstance(sop, SOp) else None) from None
+    except Exception as e:   # noqa: BLE001 - a Python callable of the program raised: the
+        # error surface stays closed (only CompilerError leaves compile_program)
+        raise CompilerError(f"cannot compile: a Python function of the program raised "
+                            f"{type(e).__name__}: {e}",
+                            sop.span if isinstance(sop, SOp) else None) from None
     t1, c1 = time.perf_counter(), time.process_time()
     try:
         check = verify_compiled(cm, sop, samples=verify_samples)
-    except _INTERNAL as e:
+    except Exception as e:   # noqa: BLE001 - _INTERNAL or a callable's exception
         raise CompilerError(f"verification of the compiled model failed: "
                             f"{type(e).__name__}: {e}", sop.span) from None
     cm.stats["verify_seconds"] = time.perf_counter() - t1

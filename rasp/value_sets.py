@@ -126,8 +126,11 @@ def values_array(vals: Sequence[Any]) -> np.ndarray:
 
 
 #: the errors an elementwise function of the dialect raises on values it is not defined for
-_EVAL_ERRORS = (RASPError, TypeError, ValueError, ZeroDivisionError, KeyError, IndexError,
-                OverflowError, ArithmeticError)
+#: what an element's evaluation may raise: a Python callable of the program (``map_sop``,
+#: ``sequence_map``) is user code and may raise anything (AttributeError, NameError,
+#: StopIteration, ...); any such exception means "the interpreter raises on this value", which
+#: the compiled model then reproduces (KeyboardInterrupt and SystemExit still stop everything)
+_EVAL_ERRORS = (Exception,)
 
 
 def apply_elementwise_table(fn: Callable[..., np.ndarray], columns: Sequence[Sequence[Any]]
