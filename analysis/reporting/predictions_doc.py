@@ -68,11 +68,13 @@ number is attached to them.
 """
 
 _VALIDATION_RULE = """\
-The measured outcome and the label are the report's rule (`analysis.evidence.claims.prediction_claim`,
-per task and PE): inconclusive unless the PE fits its training lengths on every seed and every
-seed and the bootstrap 95% interval lie on one side of the threshold on OOD exact match; a
-prediction is supported when it names the measured outcome, contradicted when it names the other
-one. The "ID EM per seed" column shows whether the models fit their training lengths.
+The measured outcome and the label are the report's rule (`analysis.evidence.claims.prediction_claim`
+with the tests of `analysis/evidence/statistics.py`, per task and PE): a PE generalizes when it
+fits its training lengths on every seed and an exact sign test over >= 5 seeds and the bootstrap
+95% interval put its OOD exact match above max(0.5, chance + 0.1), fails when they put it below,
+otherwise inconclusive. A prediction is supported when it names the measured outcome,
+contradicted when it names the other one; `unknown` and `no theory` are never decided. The "ID
+EM per seed" column shows whether the models fit their training lengths.
 """
 
 _DIFFER = """\
