@@ -169,6 +169,22 @@ class Prediction:
     def zhou_outcome(self) -> str | None:
         return self.paper.get("zhou_outcome")
 
+    def raspl_status(self, short: bool = False) -> str:
+        """The RASP-L status of the program used, in words: valid and verified, valid but
+        wrong at some length, no program, or the RASP-L rules the natural program breaks
+        (``short``: the rule numbers only)."""
+        if self.rasp_l:
+            return "RASP-L" if short else "valid, verified"
+        if self.verdict == "unverified":
+            return "RASP-L, fails verification" if short else "valid, fails verification"
+        if self.verdict == "none":
+            return "no program"
+        if short:
+            return "not RASP-L (rules " + ",".join(
+                str(r) for r in sorted({v["rule"] for v in self.violations})) + ")"
+        return "invalid: rules " + ", ".join(f"{v['rule']} ({v['rule_name']})"
+                                             for v in _unique_rules(self.violations))
+
     @property
     def raspl_prediction(self) -> str:
         """The RASP-L theory's verdict (Zhou et al.'s conjecture), whatever the PE."""
@@ -545,16 +561,7 @@ def markdown_report(preds: list[Prediction]) -> str:
              "| verdict | evidence | Zhou et al. 2023 | agrees |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for p in preds:
-        if p.rasp_l:
-            status = "valid, verified"
-        elif p.verdict == "unverified":
-            status = "valid, fails verification"
-        elif p.verdict == "none":
-            status = "no program"
-        else:
-            rules = ", ".join(f"{v['rule']} ({v['rule_name']})"
-                              for v in _unique_rules(p.violations))
-            status = f"invalid: rules {rules}"
+        status = p.raspl_status()
         prog = p.program if p.rasp_l else "none (natural: " + p.program + ")"
         zhou = (p.paper.get("zhou") or "—").replace("|", "/")
         agree = {True: "yes", False: "**no**", None: "—"}[p.agrees]

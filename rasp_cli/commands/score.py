@@ -74,15 +74,7 @@ LEGEND = ("size = expression size of the verified RASP-L program used (every ope
 
 
 def _row(p) -> str:
-    if p.rasp_l:
-        status = "RASP-L"
-    elif p.verdict == "unverified":
-        status = "RASP-L, fails verification"
-    elif p.verdict == "none":
-        status = "no program"
-    else:
-        rules = sorted({v["rule"] for v in p.violations})
-        status = "not RASP-L (rules " + ",".join(str(r) for r in rules) + ")"
+    status = p.raspl_status(short=True)
     paper = p.zhou_outcome or "-"
     agree = {True: "yes", False: "NO", None: "-"}[p.agrees]
     size = f"{p.size if p.size is not None else '-'} [{p.size_lower_bound}]"
