@@ -53,3 +53,23 @@ def test_tiny_validation_run_and_reuse(tmp_path, capsys):
     again = json.loads(capsys.readouterr().out)
     assert again["rows"][0]["run_dirs"] == row["run_dirs"]
     assert main(["validate-predictor", "sort_unique", "--pe", "bogus"]) == 2
+
+
+def test_set_gives_the_theories_protocol_to_a_learned_ape(tmp_path, capsys):
+    """Without random offsets a learned APE has no theory; `--set position_offsets=random`
+    trains the protocol Zhou et al. and Huang et al. assume, and the prediction then comes from
+    RASP-L and C-RASP[periodic, local]."""
+    base = ["validate-predictor", "sort_unique", "--pe", "ape_learned", "--seeds", "1",
+            "--steps", "3", "--json"]
+    assert main(base + ["--runs", str(tmp_path / "a")]) == 0
+    (plain,) = json.loads(capsys.readouterr().out)["rows"]
+    assert plain["prediction"] == "no theory" and plain["theories"] == {}
+    assert main(base + ["--runs", str(tmp_path / "b"), "--set", "position_offsets=random"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (row,) = out["rows"]
+    assert set(row["theories"]) == {"raspl", "crasp_pl"}
+    assert row["prediction"] == "generalizes"            # sort_unique's shipped RASP-L program
+    assert out["settings"]["overrides"] == {"position_offsets": "random"}
+    cfg = json.loads((tmp_path / "b" / "sort_unique" / "ape_learned").glob("*/config.json")
+                     .__next__().read_text())
+    assert cfg["train"]["position_offsets"] == "random"

@@ -81,7 +81,8 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
              preset: str = "quick", runs_root: str = "runs", steps: int | None = None,
              search_seconds: float = 0.0, verify_max_length: int = 40, samples: int = 3,
              progress: bool = True, log: Callable[[str], None] | None = None,
-             address: str | None = None, budget_s: float | None = None) -> dict:
+             address: str | None = None, budget_s: float | None = None,
+             overrides: dict | None = None) -> dict:
     """Predict, train (reusing runs) and compare for every task x PE.
 
     Training goes through the grid runner (:func:`analysis.training.grid.run_grid`: one Ray task per
@@ -95,6 +96,8 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
         preset, steps: training preset / step override (:func:`analysis.training.trainer.train`).
         runs_root: the grid's run directories (``rasp train --grid``'s default ``runs``).
         search_seconds: per search for the predictor (0: shipped programs only).
+        overrides: model / training settings of every run (``--set``), e.g.
+            ``{"position_offsets": "random"}``; the prediction follows the runs' protocol.
 
     Returns:
         ``{"rows": [ValidationRow.to_dict()...], "confusion": {predicted: {measured: n}},
@@ -108,7 +111,8 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
     from analysis.training.grid import GridRun, check_runs, run_grid
     from analysis.prediction.predict import predict
     from analysis.training.trainer import TrainingError
-    runs = [GridRun(name, pe, seed, preset=preset, steps=steps)
+    runs = [GridRun(name, pe, seed, preset=preset, steps=steps,
+                    overrides=dict(overrides or {}))
             for name in task_names for pe in pes for seed in seeds]
     check_runs(runs)
     grid = run_grid(runs, runs_root=runs_root, address=address, budget_s=budget_s,
@@ -151,6 +155,7 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
     return {"rows": [r.to_dict() for r in rows], "confusion": confusion, "counts": counts,
             "agreement": counts["supported"] / decided if decided else None,
             "settings": {"preset": preset, "steps": steps, "seeds": list(seeds),
+                         "overrides": dict(overrides or {}),
                          "runs_root": str(runs_root), "search_seconds": search_seconds}}
 
 

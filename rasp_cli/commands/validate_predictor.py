@@ -28,9 +28,15 @@ def register(sub) -> None:
     p.add_argument("--pe", action="append", default=None, metavar="PE",
                    help="positional encoding (repeatable, comma list or 'all'; default: nope, "
                         "ape_learned)")
-    p.add_argument("--seeds", type=int, default=2, metavar="N", help="seeds 0..N-1 (default 2)")
+    p.add_argument("--seeds", type=int, default=5, metavar="N",
+                   help="seeds 0..N-1 (default 5: the fewest with which a label can be decided, "
+                        "analysis/evidence/statistics.py)")
     p.add_argument("--preset", default="quick", help="training preset (default quick)")
     p.add_argument("--steps", type=int, default=None, help="override the training steps")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a model or training setting of every run (JSON value), e.g. "
+                        "--set position_offsets=random: the protocol the theories for a learned "
+                        "APE assume (without it a learned APE has no theory)")
     p.add_argument("--runs", default="runs", metavar="DIR",
                    help="run directories of the grid (default runs/)")
     p.add_argument("--search", type=float, default=0.0, metavar="S",
@@ -68,9 +74,12 @@ def validate_command(args) -> int:
         raise UsageError("--seeds must be at least 1")
     if args.steps is not None and args.steps < 1:
         raise UsageError("--steps must be positive")
+    from rasp_cli.commands.train import _overrides
+    overrides = _overrides(args.set)
     try:
         out = validate(names, pes, list(range(args.seeds)), preset=args.preset,
                        runs_root=args.runs, steps=args.steps, search_seconds=args.search,
+                       overrides=overrides,
                        progress=not args.json, address=args.address,
                        log=None if args.json else (lambda m: print(m, file=sys.stderr)))
     except (TrainingError, RunDirError, PredictError, GridError, ClaimError) as e:
