@@ -242,7 +242,8 @@ def main(argv=None) -> int:
     ap.add_argument("--validate-tasks", default=None,
                     help="tasks checked against our own training (default: the report's six, "
                          "as rasp validate-predictor)")
-    ap.add_argument("--validate-seeds", type=int, default=3, help="training seeds (3)")
+    ap.add_argument("--validate-seeds", type=int, default=5,
+                    help="training seeds (5: the fewest with which a label can be decided)")
     ap.add_argument("--validate-preset", default="demo",
                     help="training preset (default demo: the report's 3,000 steps; quick: "
                          "600)")
