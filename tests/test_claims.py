@@ -155,12 +155,18 @@ def test_generalizing_means_above_chance():
 
 
 def test_distance_claim_and_task_claims():
-    d = {"t5": [0.10, 0.12], "alibi": [0.20, 0.25], "ape_sinusoidal": [0.5, 0.6]}
+    # paired by seed; 5 seeds: every paired difference positive gives one-sided p = 1/32
+    d = {"t5": [0.10, 0.12, 0.11, 0.13, 0.10], "alibi": [0.20, 0.25, 0.22, 0.21, 0.24],
+         "ape_sinusoidal": [0.5, 0.6, 0.55, 0.52, 0.58]}
     assert distance_claim("sort_unique", d, "standard").label == "supported"
-    d2 = {"t5": [0.10, 0.30], "alibi": [0.20, 0.25]}
+    d2 = {"t5": [0.10, 0.30, 0.10, 0.30, 0.10], "alibi": [0.20, 0.25, 0.20, 0.25, 0.20]}
     assert distance_claim("sort_unique", d2, "standard").label == "inconclusive"
-    d3 = {"t5": [0.40, 0.45], "alibi": [0.20, 0.25]}
+    # "contradicted" is a union over the other PEs (Bonferroni) at 0.01: 7 seeds, p = 1/128
+    d3 = {"t5": [0.40] * 7, "alibi": [0.20, 0.25, 0.21, 0.22, 0.23, 0.24, 0.2]}
     assert distance_claim("sort_unique", d3, "released").label == "contradicted"
+    # two seeds (the old rule decided from "every seed"): inconclusive, with the reason
+    two = distance_claim("sort_unique", {"t5": [0.4, 0.45], "alibi": [0.2, 0.25]}, "standard")
+    assert two.label == "inconclusive" and "needs >= 5 seeds" in two.reason
     runs = [_run(pe, s, 1.0, 0.9 if pe == "nope" else 0.1) for pe in ("nope", "t5")
             for s in SEEDS]
     claims = task_claims(runs, "generalizes", {"standard": d}, {"standard": [0.05]})

@@ -408,20 +408,27 @@ def measured_outcome(records: Sequence[RunRecord], min_seeds: int = MIN_SEEDS) -
 def distance_claim(task: str, distances: dict[str, list[float]], aggregation: str,
                    baseline: Sequence[float] = (), target: str = "t5", reference: str = "nope",
                    units: str = "", runs: Sequence[str] = (), protocol: str | None = None,
-                   config: str | None = None, min_seeds: int = 2) -> Claim:
+                   config: str | None = None, min_seeds: int = MIN_SEEDS) -> Claim:
     """Claim "``reference``'s attention is closest to ``target``'s" (Kazemnejad et al. §6).
 
     Args:
-        distances: PE -> per-seed distances from the reference model of the same seed.
+        distances: PE -> per-seed distances from the reference model of the same seed (index
+            i = seed i of that PE; the same reference seed for every PE, so seeds pair).
         aggregation: ``"standard"`` or ``"released"`` (recorded; see
             :func:`analysis.probing.metrics.kazemnejad_distance`).
         baseline: reference vs reference with another seed (shown, the paper's floor).
 
-    Supported when every seed of ``target`` is below every seed of every other PE (seed ranges
-    separated), contradicted when some other PE is entirely below ``target``, inconclusive
-    otherwise or with fewer than ``min_seeds`` distances per PE.
+    The paired rule of :mod:`analysis.evidence.statistics`: per other PE, the per-seed
+    differences ``d = distance(other) - distance(target)`` (paired by seed) and an exact
+    sign-flip test. Supported when, for every other PE, ``d > 0`` at one-sided
+    ``ALPHA_STATED`` (an intersection-union test, Berger 1982: "closest" needs every one of the
+    k comparisons, so each at the full level keeps the error rate); contradicted when some other
+    PE is closer at ``ALPHA_REVERSE / k`` (a union of k tests: Bonferroni); inconclusive
+    otherwise, or with fewer than ``min_seeds`` seeds per PE (>= 5, the fewest with which the
+    rule can decide).
     """
-    others = {pe: v for pe, v in distances.items() if pe not in (target, reference) and v}
+    others = {pe: list(v) for pe, v in distances.items()
+              if pe not in (target, reference) and v}
     t = list(distances.get(target) or [])
     numbers = {"metric": f"Kazemnejad distance from {reference} ({aggregation} aggregation"
                          + (f", {units}" if units else "") + ")",
@@ -430,19 +437,28 @@ def distance_claim(task: str, distances: dict[str, list[float]], aggregation: st
     if not t or not others:
         label, reason = "inconclusive", f"no {target} distance or no other PE to compare"
     elif len(t) < min_seeds or any(len(v) < min_seeds for v in others.values()):
-        label, reason = "inconclusive", f"needs >= {min_seeds} seeds per PE"
+        have = min([len(t)] + [len(v) for v in others.values()])
+        label, reason = "inconclusive", (f"needs >= {min_seeds} seeds per PE (paired by "
+                                         f"seed); have {have}")
     else:
-        beaten = [pe for pe, v in others.items() if max(v) < min(t)]
-        clear = all(max(t) < min(v) for v in others.values())
-        overlap = [pe for pe, v in others.items() if not max(t) < min(v) and pe not in beaten]
-        if clear:
-            label, reason = "supported", (f"every {target} seed closer than every seed of "
-                                          + ", ".join(others))
+        k = len(others)
+        p_closer, p_beaten = {}, {}
+        for pe, v in others.items():
+            n = min(len(v), len(t))
+            diffs = [v[i] - t[i] for i in range(n)]
+            p_closer[pe] = _stats.sign_flip_pvalue(diffs, "greater")
+            p_beaten[pe] = _stats.sign_flip_pvalue(diffs, "less")
+        numbers["p_target_closer"] = p_closer
+        numbers["p_other_closer"] = p_beaten
+        beaten = [pe for pe, p in p_beaten.items() if p <= _stats.ALPHA_REVERSE / k]
+        if all(p <= _stats.ALPHA_STATED for p in p_closer.values()):
+            label, reason = "supported", (f"{target} closer than each of {', '.join(others)} "
+                                          f"(paired sign-flip p <= {_stats.ALPHA_STATED} each)")
         elif beaten:
-            label, reason = "contradicted", (f"{', '.join(beaten)} closer than {target} on "
-                                             "every seed")
+            label, reason = "contradicted", (f"{', '.join(beaten)} closer than {target} "
+                                             f"(paired sign-flip p <= {_stats.ALPHA_REVERSE}/{k})")
         else:
-            label, reason = "inconclusive", ("seed ranges overlap with " + ", ".join(overlap))
+            label, reason = "inconclusive", "no decision at the paired test's levels"
     return Claim(id=f"{task}:closest:{aggregation}", task=task, label=label, reason=reason,
                  statement=f"{PE_LABELS.get(reference, reference)}'s attention is closest to "
                            f"{PE_LABELS.get(target, target)}'s on {task} ({aggregation} "
