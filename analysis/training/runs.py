@@ -171,19 +171,17 @@ def make_run_dir(run_dir: Path) -> None:
 # atomic writes
 # ------------------------------------------------------------------------------------------
 
-def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
-    """Write ``text`` to ``path`` atomically: a temporary file in the same directory, fsync,
-    then ``os.replace`` (readers see the old or the new file, never a part). ``mode``: the
-    file's permissions (default: the temporary file's, owner only; a report meant to be
-    shared passes ``0o644``)."""
+def _atomic_replace(path: Path, write, suffix: str = "", mode: int | None = None) -> None:
+    """Write ``path`` atomically: ``write(tmp_path)`` fills a temporary file in the same
+    directory, then ``os.replace`` (readers see the old or the new file, never a part); the
+    temporary file is removed on any failure. ``mode``: the file's permissions (default: the
+    temporary file's, owner only)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=suffix)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        write(tmp)
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
@@ -193,21 +191,25 @@ def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
         raise
 
 
+def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
+    """Write ``text`` to ``path`` atomically (temporary file, fsync, ``os.replace``).
+    ``mode``: the file's permissions (default owner only; a report meant to be shared passes
+    ``0o644``)."""
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    _atomic_replace(path, write, mode=mode)
+
+
 def atomic_json(path: Path, obj) -> None:
     """:func:`atomic_write_text` of ``obj`` as indented JSON (NaN and inf refused)."""
     atomic_write_text(path, json.dumps(obj, indent=1, allow_nan=False) + "\n")
 
 
 def _atomic_torch_save(path: Path, obj) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pt")
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    _atomic_replace(path, lambda tmp: torch.save(obj, tmp), suffix=".pt")
 
 
 # ------------------------------------------------------------------------------------------
