@@ -13,7 +13,21 @@ from rasp_model.positional import (
     PE_NAMES, PositionalEncodingError, default_rotary_dim, rotary_dim_from_fraction)
 from rasp.errors import RASPError
 
-__all__ = ["TransformerConfig", "TransformerConfigError", "TL_FIELDS", "TLField"]
+__all__ = ["TransformerConfig", "TransformerConfigError", "TL_FIELDS", "TLField",
+           "LAYER_OVERHEAD_BYTES", "MAX_MODEL_BYTES"]
+
+#: The model budget: the most memory (:meth:`TransformerConfig.memory_bytes`) a config may
+#: describe, 1 GiB (268M float32 weights; Kazemnejad et al.'s 12-layer d_model 768 model has
+#: 85M). Checked by :meth:`TransformerConfig.validate` before anything is allocated, for
+#: configs from flags (``rasp train --set``) and from files (``config.json``, safetensors
+#: metadata) alike. Raise it by assigning ``rasp_model.config.MAX_MODEL_BYTES``.
+MAX_MODEL_BYTES = 2 ** 30
+
+#: Memory a constructed :class:`~rasp_model.transformer.Transformer` takes per layer beyond its
+#: weights (modules, hook points, small tensors; measured 66 KiB for a layer of width 1, rounded
+#: up). Counted by :meth:`TransformerConfig.memory_bytes`, so a config with 100,000 tiny layers
+#: is refused as surely as one with ``d_model`` 10**9.
+LAYER_OVERHEAD_BYTES = 96 * 1024
 
 
 class TransformerConfigError(RASPError, ValueError):
@@ -165,8 +179,34 @@ class TransformerConfig:
     def max_heads(self) -> int:
         return max([self.heads(l) for l in range(self.n_layers)] + [0])
 
+    def parameter_count(self) -> int:
+        """Number of weights of the :class:`~rasp_model.transformer.Transformer` built from
+        this config (its ``parameters()``; exact Python int, however large the shape)."""
+        d, count = self.d_model, self.d_vocab * self.d_model
+        ln = 2 * d if self.normalization_type == "LN" else 0
+        if self.pe == "ape_learned":
+            count += self.n_ctx * d
+        if self.pe == "t5":
+            count += self.relative_attention_num_buckets * max(self.max_heads, 1)
+        for layer in range(self.n_layers):
+            h, w = self.heads(layer), self.mlp_width(layer)
+            if h:
+                count += ln + 4 * h * d * self.d_head
+                count += 3 * h * self.d_head + d if self.attn_bias else 0
+            if w:
+                count += ln + 2 * d * w + (w + d if self.mlp_bias else 0)
+        count += ln + self.d_vocab_out + (0 if self.tied_embeddings else d * self.d_vocab_out)
+        return count
+
+    def memory_bytes(self) -> int:
+        """Memory the model takes once built: float32 weights plus
+        :data:`LAYER_OVERHEAD_BYTES` per layer (and one layer's worth for the embeddings)."""
+        return 4 * self.parameter_count() + LAYER_OVERHEAD_BYTES * (self.n_layers + 1)
+
     def validate(self) -> None:
-        """Raise :class:`TransformerConfigError` for an inconsistent config."""
+        """Raise :class:`TransformerConfigError` for an inconsistent config, or one whose
+        model would not fit the model budget (:meth:`memory_bytes` against
+        :data:`MAX_MODEL_BYTES`) — checked here, before anything is allocated."""
         def bad(msg):
             raise TransformerConfigError(msg)
         if self.pe not in PE_NAMES:
@@ -182,6 +222,14 @@ class TransformerConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "n_layers"
                                                                         else 1):
+                bad(f"{name} must be a positive int, got {v!r}")
+        if LAYER_OVERHEAD_BYTES * (self.n_layers + 1) > MAX_MODEL_BYTES:   # before per-layer loops
+            bad(f"n_layers={self.n_layers:,} would need more than the model budget of "
+                f"{MAX_MODEL_BYTES // 2**20:,} MiB (rasp_model.config.MAX_MODEL_BYTES) for the "
+                f"layers alone")
+        for name in ("relative_attention_num_buckets", "relative_attention_max_distance"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 bad(f"{name} must be a positive int, got {v!r}")
         for name in ("n_heads", "d_mlp"):
             v = getattr(self, name)
@@ -219,6 +267,11 @@ class TransformerConfig:
             if any(not isinstance(x, int) or isinstance(x, bool) or not 1 <= x <= self.d_head
                    for m in w for x in m):
                 bad(f"d_head_widths entries must be ints in 1..d_head={self.d_head}")
+        need = self.memory_bytes()
+        if need > MAX_MODEL_BYTES:
+            bad(f"the model would need about {need // 2**20:,} MiB ({self.parameter_count():,} "
+                f"float32 weights in {self.n_layers:,} layers), more than the model budget of "
+                f"{MAX_MODEL_BYTES // 2**20:,} MiB (rasp_model.config.MAX_MODEL_BYTES)")
 
     def to_dict(self) -> dict:
         """Plain JSON-serialisable dict."""
