@@ -25,8 +25,8 @@ NO_TOKEN = -1
 
 def greedy_decode(next_ids: Callable[[np.ndarray], Sequence[int]],
                   prompts: Sequence[Sequence[int]], max_new_tokens: int, eos: int | None,
-                  max_seq_len: int | None = None, batch_size: int | None = None
-                  ) -> list[list[int]]:
+                  max_seq_len: int | None = None, batch_size: int | None = None,
+                  with_rows: bool = False) -> list[list[int]]:
     """Greedy decoding of many prompts with a next-token function.
 
     Prompts of equal length are decoded together (a causal model needs no padding); rows that
@@ -41,6 +41,8 @@ def greedy_decode(next_ids: Callable[[np.ndarray], Sequence[int]],
         max_seq_len: a row also stops when its sequence (prompt + generated) would exceed this
             length (e.g. the learned positions of ``ape_learned``); None: no limit.
         batch_size: at most this many rows per ``next_ids`` call (None: all rows of a length).
+        with_rows: call ``next_ids(ids, rows)`` with the prompt index of each row (a caller
+            that runs several models at once tells their rows apart by it).
 
     Returns:
         the generated ids per prompt, in the order of ``prompts`` (ending with ``eos`` when
@@ -63,7 +65,8 @@ def greedy_decode(next_ids: Callable[[np.ndarray], Sequence[int]],
             for _ in range(max_new_tokens):
                 if not rows or (max_seq_len is not None and seq.shape[1] > max_seq_len):
                     break
-                nxt = np.asarray(next_ids(seq), dtype=np.int64).reshape(-1)
+                nxt = np.asarray(next_ids(seq, rows) if with_rows else next_ids(seq),
+                                 dtype=np.int64).reshape(-1)
                 keep = []
                 for j, i in enumerate(rows):
                     tok = int(nxt[j])

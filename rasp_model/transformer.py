@@ -77,6 +77,12 @@ class ContextLengthError(PositionalEncodingError):
     """Input longer than a learned absolute embedding (``ape_learned``) can represent."""
 
 
+def _concrete(t: torch.Tensor) -> bool:
+    """Whether ``t``'s values can be read back (``int(t.max())``): not inside
+    ``torch.compile`` (a graph break) nor inside ``torch.func.vmap`` (a batched tensor: the
+    stacked trainer, :mod:`analysis.training.stacked`, checks its inputs before the call)."""
+    return not torch.compiler.is_compiling() and not torch._C._functorch.is_batchedtensor(t)
+
 
 class HookPoint(nn.Module):
     """Identity module marking an activation; forward hooks on it observe that activation."""
@@ -105,7 +111,7 @@ class PosEmbed(nn.Module):
 
     def forward(self, positions):
         n_ctx = self.W_pos.shape[0]
-        top = int(positions.max()) if positions.numel() else 0
+        top = int(positions.max()) if positions.numel() and _concrete(positions) else 0
         if top >= n_ctx:
             raise ContextLengthError(
                 f"position {top} is beyond the learned absolute position embedding "
@@ -408,7 +414,7 @@ class Transformer(nn.Module):
                              f"{tuple(tokens.shape)} {tokens.dtype}")
         # (skipped inside torch.compile: reading the range back is a graph break; the training
         # loop's batches are built from the task's vocabulary)
-        if not torch.compiler.is_compiling() and tokens.numel() and (
+        if _concrete(tokens) and tokens.numel() and (
                 int(tokens.min()) < 0 or int(tokens.max()) >= cfg.d_vocab):
             raise ValueError(f"token ids must be in 0..{cfg.d_vocab - 1}, got "
                              f"{int(tokens.min())}..{int(tokens.max())}")
@@ -420,7 +426,10 @@ class Transformer(nn.Module):
         if cfg.pe == "ape_learned":
             x = x + self.hook_pos_embed(self.pos_embed(positions))
         elif cfg.pe == "ape_sinusoidal":
-            top = int(positions.max()) + 1 if positions.numel() else 1
+            # inside vmap the positions cannot be read: the table covers n_ctx (the stacked
+            # trainer's positions are < n_ctx, as make_step guarantees)
+            top = ((int(positions.max()) + 1 if positions.numel() else 1)
+                   if _concrete(positions) else cfg.n_ctx)
             table = sinusoidal_table(top, cfg.d_model).to(device, x.dtype)
             x = x + self.hook_pos_embed(table[positions])
         x = self.drop(x)

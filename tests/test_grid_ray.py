@@ -124,7 +124,7 @@ def test_cluster_grid_survives_a_killed_worker_and_matches_a_local_run(ray_head,
         running = [c.parent for c in runs.glob("*/*/*/config.json")
                    if not (c.parent / "DONE").exists()]
         if killed is None and running and all((d / "checkpoint").exists() for d in running):
-            busy = [p for p in _session_pids(sid) if _cmdline(p).startswith("ray::_train_one")]
+            busy = [p for p in _session_pids(sid) if _cmdline(p).startswith("ray::_train_job")]
             if busy:
                 os.kill(busy[0], signal.SIGKILL)          # a worker dies mid-run
                 killed = busy[0]

@@ -105,32 +105,47 @@ def evaluate(model: Transformer, task, lengths: list[tuple[int, str]], samples: 
     :class:`LengthResult` per length. An ``ape_learned`` model asked for positions past its
     ``n_ctx`` gets ``em=None`` with a note instead of an exception.
     """
+    def decode(prompts, max_new):
+        return [greedy_decode(model, prompts, max_new, task.vocab.eos, batch_size)]
+    return evaluate_with(decode, model.cfg, 1, task, lengths, samples, seed, progress,
+                         max_answer_slack)[0]
+
+
+def evaluate_with(decode, cfg, members: int, task, lengths: list[tuple[int, str]],
+                  samples: int = 100, seed: int = EVAL_SEED, progress: bool = False,
+                  max_answer_slack: int = 2) -> list[list[LengthResult]]:
+    """:func:`evaluate` of ``members`` models of one config ``cfg`` at once:
+    ``decode(prompts, max_new_tokens)`` returns the generated ids ``[member][prompt]`` (one
+    member: :func:`greedy_decode`; a stack: :func:`analysis.training.stacked.greedy_decode_stacked`).
+    Returns ``[member][length]`` results."""
     from tqdm.auto import tqdm
 
-    eos = task.vocab.eos
-    results = []
+    results: list[list[LengthResult]] = [[] for _ in range(members)]
     it = tqdm(lengths, desc="eval", leave=False, disable=None if progress else True)
     for length, split in it:
         data = eval_set(task, length, samples, seed)
         prompts = [p for p, _ in data]
         longest = max(len(p) + len(a) for p, a in data)
-        n_ctx = model.cfg.n_ctx
-        if model.cfg.pe == "ape_learned" and longest - 1 > n_ctx:
-            results.append(LengthResult(
-                length, len(data), None, split,
-                note=f"ape_learned has {n_ctx} learned positions; sequences of length "
-                     f"{length} need {longest - 1}: not evaluated"))
+        n_ctx = cfg.n_ctx
+        if cfg.pe == "ape_learned" and longest - 1 > n_ctx:
+            for r in results:
+                r.append(LengthResult(
+                    length, len(data), None, split,
+                    note=f"ape_learned has {n_ctx} learned positions; sequences of length "
+                         f"{length} need {longest - 1}: not evaluated"))
             continue
         max_new = max(len(a) for _, a in data) + max_answer_slack
         try:
-            gen = greedy_decode(model, prompts, max_new, eos, batch_size)
+            gens = decode(prompts, max_new)
         except ContextLengthError as e:
-            results.append(LengthResult(length, len(data), None, split, note=str(e)))
+            for r in results:
+                r.append(LengthResult(length, len(data), None, split, note=str(e)))
             continue
-        k = sum(g == list(a) for g, (_, a) in zip(gen, data))
-        lo, hi = wilson_interval(k, len(data))
-        results.append(LengthResult(length, len(data), k, split, lo, hi))
-        it.set_postfix(length=length, em=f"{k / len(data):.2f}")
+        for r, gen in zip(results, gens):
+            k = sum(g == list(a) for g, (_, a) in zip(gen, data))
+            lo, hi = wilson_interval(k, len(data))
+            r.append(LengthResult(length, len(data), k, split, lo, hi))
+        it.set_postfix(length=length, em=f"{results[0][-1].correct / len(data):.2f}")
     return results
 
 

@@ -24,6 +24,12 @@ returns one :class:`GridResult` per run, in the order given. It is used by ``ras
 * **Progress.** A tqdm bar over the grid and one summary line per run.
 * ``serial=True`` trains the runs in this process, one at a time (for debugging, e.g. with
   ``pdb``); results are the same.
+* **Stacks.** With ``stack`` > 1, runs that differ only in their seed (same task, PE, preset
+  and settings) are trained together as one Ray task, one stacked model
+  (:mod:`analysis.training.stacked`), at most ``stack`` members each; each member still writes
+  its own run directory and gets its own result. The default (:func:`auto_stack`) stacks on
+  a GPU and not on a CPU, where it was measured not to pay (docs/benchmarks.md, "Stacked
+  training").
 """
 
 from __future__ import annotations
@@ -43,11 +49,15 @@ from rasp_model.positional import PE_NAMES
 from rasp.errors import RASPError
 
 __all__ = ["GridRun", "GridResult", "GridReport", "GridError", "run_grid", "check_runs",
-           "connect", "priority", "train_pending",
+           "connect", "priority", "train_pending", "auto_stack", "plan_jobs", "GPU_STACK",
            "parse_address", "DEFAULT_GPUS_PER_RUN", "CONNECT_TIMEOUT_S"]
 
 #: Fraction of a GPU each run declares with ``device="cuda"`` (several small runs share one GPU).
 DEFAULT_GPUS_PER_RUN = 0.25
+
+#: Members per stacked Ray task on a GPU (:func:`auto_stack`): a demo-size model leaves a GPU
+#: mostly idle, so one task trains this many seeds of a configuration at once.
+GPU_STACK = 16
 
 #: Seconds to wait for a cluster's address to accept a connection before giving up.
 CONNECT_TIMEOUT_S = 10.0
@@ -205,6 +215,70 @@ def _train_one(run: GridRun, run_dir: str, device: str, threads: int, force: boo
     return {"status": status, "result": res, "worker": f"{socket.gethostname()}:{os.getpid()}"}
 
 
+def _train_job(job: list, device: str, threads: int, force: bool) -> list[dict]:
+    """Train one job of :func:`plan_jobs`: a list of ``(run, run_dir)``; one run trains alone
+    (:func:`_train_one`, its error propagates), several as one stack
+    (:func:`analysis.training.stacked.train_group`, a member's error is its own entry
+    ``{"status": "failed", "error"}``). Executed by a Ray worker or in-process."""
+    if len(job) == 1:
+        return [_train_one(job[0][0], job[0][1], device, threads, force)]
+    from analysis.training import stacked
+    run0 = job[0][0]
+    task = trainer.resolve_task(run0.task)
+    specs = [trainer.resolve_spec(task, r.pe, r.seed, r.preset, r.steps, r.train_max_len,
+                                  dict(r.overrides) or None) for r, _ in job]
+    resumed = [_runs.has_checkpoint(d) for _, d in job]
+    results = stacked.train_group(task, specs, [d for _, d in job], device=device,
+                                  progress=False, force=force, threads=threads, verbose=False)
+    worker = f"{socket.gethostname()}:{os.getpid()} (stack of {len(job)})"
+    out = []
+    for res, was in zip(results, resumed):
+        if isinstance(res, BaseException):
+            out.append({"status": "failed", "error": f"{type(res).__name__}: {res}",
+                        "worker": worker})
+        else:
+            out.append({"status": "reused" if res.reused else ("resumed" if was else "trained"),
+                        "result": res, "worker": worker})
+    return out
+
+
+def auto_stack(device: str) -> int:
+    """Members per Ray task when the caller does not say: :data:`GPU_STACK` on a GPU, 1 on a
+    CPU (there a demo-size step is arithmetic-bound and a stack of 5 trained no faster than 5
+    separate runs: docs/benchmarks.md, "Stacked training")."""
+    return GPU_STACK if str(device).startswith("cuda") else 1
+
+
+def plan_jobs(runs: Sequence[GridRun], todo: Sequence[int], stack: int,
+              slots: int = 1) -> list[list[int]]:
+    """Group the runs ``todo`` (indices into ``runs``, in their order) into jobs: runs whose
+    specs differ only in the seed (:func:`analysis.training.stacked.stack_key`) share a job of
+    at most ``stack`` members, chunks of a configuration kept even and at least ``slots`` of
+    them where there are enough runs (so every worker has a job). ``stack`` 1: one job per run.
+    Jobs are ordered by their first run."""
+    if stack <= 1:
+        return [[i] for i in todo]
+    from analysis.training import stacked
+    groups: dict = {}
+    for i in todo:
+        r = runs[i]
+        try:
+            task = trainer.resolve_task(r.task)
+            key = stacked.stack_key(trainer.resolve_spec(task, r.pe, r.seed, r.preset, r.steps,
+                                                         r.train_max_len,
+                                                         dict(r.overrides) or None))
+        except (trainer.TrainingError, RASPError):
+            key = None
+        groups.setdefault((r.task_name, key) if key is not None else ("alone", i), []).append(i)
+    jobs = []
+    for members in groups.values():
+        n = len(members)
+        chunks = max(-(-n // stack), min(n, max(1, slots)) if len(groups) < slots else 1)
+        size = -(-n // chunks)
+        jobs += [members[k:k + size] for k in range(0, n, size)]
+    return sorted(jobs, key=lambda j: todo.index(j[0]))
+
+
 def _reuse_in_driver(run: GridRun, run_dir: Path) -> _runs.RunResult | None:
     """A finished run's result without starting a worker (``train`` checks that the finished
     run has the same configuration and returns it without training); None if not finished."""
@@ -309,8 +383,8 @@ def run_grid(runs: Sequence[GridRun], runs_root: str | os.PathLike = "runs",
              address: str | None = None, budget_s: float | None = None, serial: bool = False,
              device: str = "cpu", num_cpus: int = 1, num_gpus: float | None = None,
              force: bool = False, progress: bool = True, max_retries: int = 2,
-             ray_num_cpus: int | None = None, log: Callable[[str], None] | None = None
-             ) -> GridReport:
+             ray_num_cpus: int | None = None, log: Callable[[str], None] | None = None,
+             stack: int | None = None) -> GridReport:
     """Train every run of a grid, reusing finished runs and resuming interrupted ones.
 
     Args:
@@ -331,6 +405,9 @@ def run_grid(runs: Sequence[GridRun], runs_root: str | os.PathLike = "runs",
         max_retries: Ray retries of a run whose worker died (it resumes from its checkpoint).
         ray_num_cpus: size of the local Ray instance (default: all cores).
         log: where summary lines go (default: the bar's ``write``, i.e. stderr).
+        stack: at most this many runs of one configuration (differing in the seed) per Ray
+            task, trained as one stacked model (:mod:`analysis.training.stacked`); 1 = one run
+            per task (``--no-stack``); None = :func:`auto_stack` (GPU: stacked, CPU: not).
 
     Returns:
         a :class:`GridReport` (results in the order of ``runs``).
@@ -343,6 +420,10 @@ def run_grid(runs: Sequence[GridRun], runs_root: str | os.PathLike = "runs",
     t0 = time.time()
     if num_cpus < 1:
         raise GridError(f"num_cpus per run must be >= 1, got {num_cpus}")
+    if stack is not None and (isinstance(stack, bool) or not isinstance(stack, int)
+                              or stack < 1):
+        raise GridError(f"stack must be a whole number >= 1 (1 = no stacking), got {stack!r}")
+    stack = auto_stack(device) if stack is None else stack
     cuda = str(device).startswith("cuda")
     if num_gpus is None:
         num_gpus = DEFAULT_GPUS_PER_RUN if cuda else 0.0
@@ -392,25 +473,39 @@ def run_grid(runs: Sequence[GridRun], runs_root: str | os.PathLike = "runs",
         todo.append(i)
 
     backend = "serial" if serial else ("ray" if todo else "nothing to train")
+    slots = 1 if serial else max(1, (ray_num_cpus or os.cpu_count() or 1) // num_cpus)
+    jobs = plan_jobs(runs, todo, stack, slots)
+
+    def finish_job(job: list[int], outs: list[dict], seconds: float) -> None:
+        for i, out in zip(job, outs):
+            if out["status"] == "failed":
+                finish(i, GridResult(runs[i], dirs[i], "failed", error=out["error"],
+                                     seconds=seconds, worker=out.get("worker", "")))
+            else:
+                finish(i, GridResult(runs[i], dirs[i], out["status"], out["result"],
+                                     seconds=seconds, worker=out["worker"]))
+
     try:
         if todo and serial:
-            for n, i in enumerate(todo):
+            for job in jobs:
                 if not may_start():
                     break
                 t1 = time.time()
                 try:
-                    out = _train_one(runs[i], dirs[i], device, num_cpus, force)
-                    finish(i, GridResult(runs[i], dirs[i], out["status"], out["result"],
-                                         seconds=time.time() - t1, worker="driver"))
+                    outs = _train_job([(runs[i], dirs[i]) for i in job], device, num_cpus,
+                                      force)
+                    finish_job(job, [{**o, "worker": "driver"} for o in outs],
+                               time.time() - t1)
                 except KeyboardInterrupt:
                     raise
                 except Exception as e:  # noqa: BLE001 - any failure of one run is reported
-                    finish(i, GridResult(runs[i], dirs[i], "failed",
-                                         error=f"{type(e).__name__}: {e}",
-                                         seconds=time.time() - t1))
+                    for i in job:
+                        finish(i, GridResult(runs[i], dirs[i], "failed",
+                                             error=f"{type(e).__name__}: {e}",
+                                             seconds=time.time() - t1))
         elif todo and may_start():
-            backend = _run_on_ray(runs, dirs, todo, address, device, num_cpus, num_gpus, force,
-                                  max_retries, ray_num_cpus, may_start, finish)
+            backend = _run_on_ray(runs, dirs, jobs, address, device, num_cpus, num_gpus, force,
+                                  max_retries, ray_num_cpus, may_start, finish, finish_job)
     finally:
         bar.close()
     for i, run in enumerate(runs):
@@ -468,9 +563,10 @@ def train_pending(runs: Sequence[GridRun], **grid_kwargs) -> dict[str, dict]:
     return done
 
 
-def _run_on_ray(runs, dirs, todo, address, device, num_cpus, num_gpus, force, max_retries,
-                ray_num_cpus, may_start, finish) -> str:
-    """Submit the runs ``todo`` as Ray tasks, as many at a time as the cluster can run."""
+def _run_on_ray(runs, dirs, jobs, address, device, num_cpus, num_gpus, force, max_retries,
+                ray_num_cpus, may_start, finish, finish_job) -> str:
+    """Submit the ``jobs`` (:func:`plan_jobs`) as Ray tasks, as many at a time as the cluster
+    can run."""
     import ray
     import ray.exceptions as rex
 
@@ -489,28 +585,26 @@ def _run_on_ray(runs, dirs, todo, address, device, num_cpus, num_gpus, force, ma
             slots = min(slots, int(avail.get("GPU", 0) / num_gpus + 1e-9))
         slots = max(1, slots)
         task = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus or 0,
-                          max_retries=max_retries)(_train_one)
-        pending = list(todo)
+                          max_retries=max_retries)(_train_job)
+        pending = list(jobs)
         running: dict = {}
         try:
             while pending or running:
                 while pending and len(running) < slots and may_start():
-                    i = pending.pop(0)
-                    ref = task.remote(runs[i], dirs[i], device, num_cpus, force)
-                    running[ref] = (i, time.time())
+                    job = pending.pop(0)
+                    ref = task.remote([(runs[i], dirs[i]) for i in job], device, num_cpus,
+                                      force)
+                    running[ref] = (job, time.time())
                 if not running:
                     break
                 ready, _ = ray.wait(list(running), num_returns=1)
                 for ref in ready:
-                    i, t1 = running.pop(ref)
+                    job, t1 = running.pop(ref)
                     try:
-                        out = ray.get(ref)
-                        res = GridResult(runs[i], dirs[i], out["status"], out["result"],
-                                         seconds=time.time() - t1, worker=out["worker"])
+                        outs = ray.get(ref)
                     except rex.RayError as e:
-                        res = GridResult(runs[i], dirs[i], "failed", error=_error_text(e),
-                                         seconds=time.time() - t1)
-                    finish(i, res)
+                        outs = [{"status": "failed", "error": _error_text(e)} for _ in job]
+                    finish_job(job, outs, time.time() - t1)
         finally:
             for ref in running:                   # interrupted: stop what is still running
                 ray.cancel(ref, force=True)

@@ -55,7 +55,9 @@ from rasp_model import (PE_NAMES, Transformer, TransformerConfig, TransformerCon
 from rasp.errors import RASPError
 
 __all__ = ["train", "resolve_spec", "prepare", "run_loop", "finish", "TrainingError",
-           "resolve_task", "lr_at", "make_optimizer", "n_ctx_for", "STEP_POINTS"]
+           "resolve_task", "lr_at", "make_optimizer", "n_ctx_for", "STEP_POINTS",
+           "train_lengths", "probe_set", "probe_em", "metrics_record", "check_finite_loss",
+           "TrainState"]
 
 STEP_POINTS = ("start", "batch", "forward", "backward", "opt_step", "commit", "metrics",
                "probe", "checkpoint")
@@ -144,10 +146,17 @@ def n_ctx_for(task, eval_pairs, train_max_len: int) -> int:
     return longest + 2
 
 
-def make_optimizer(model: Transformer, train: TrainConfig) -> torch.optim.Optimizer:
-    """AdamW with weight decay on the weight matrices (``W_*``) only."""
+def make_optimizer(model: Transformer | None, train: TrainConfig,
+                   named_parameters=None) -> torch.optim.Optimizer:
+    """AdamW with weight decay on the weight matrices (``W_*``) only.
+
+    The parameters are ``model.named_parameters()``, or ``named_parameters`` (``(name,
+    tensor)`` pairs, e.g. the stacked ``[member, ...]`` tensors of
+    :mod:`analysis.training.stacked`: AdamW is elementwise, so one optimizer over stacked
+    tensors is each member's optimizer)."""
     decay, no_decay = [], []
-    for name, p in model.named_parameters():
+    pairs = model.named_parameters() if named_parameters is None else named_parameters
+    for name, p in pairs:
         (decay if name.rsplit(".", 1)[-1].startswith("W_") else no_decay).append(p)
     return torch.optim.AdamW(
         [{"params": decay, "weight_decay": train.weight_decay},
@@ -322,6 +331,43 @@ class _DeferredInterrupt:
             signal.signal(signal.SIGINT, self._old)
 
 
+def train_lengths(spec: RunSpec, task) -> list[int]:
+    """The training lengths of a run (drawn uniformly by :func:`make_step`)."""
+    return [n for n in range(spec.train_lengths[0], spec.train_lengths[1] + 1)
+            if task.length_ok(n)]
+
+
+def probe_set(spec: RunSpec, task) -> list:
+    """The fixed prompts of the in-training ID exact-match probe (``probe_samples`` pairs at
+    the longest training length, the same for every run)."""
+    probe_rng = np.random.default_rng([EVAL_SEED, 7])
+    return [task.sample(spec.train_lengths[1], probe_rng)
+            for _ in range(spec.train.probe_samples)]
+
+
+def probe_em(model: Transformer, probe: list, eos: int) -> float:
+    """Greedy exact match of ``model`` on the probe pairs of :func:`probe_set`."""
+    gen = greedy_decode(model, [p for p, _ in probe], max(len(a) for _, a in probe) + 2, eos)
+    return float(np.mean([g == list(a) for g, (_, a) in zip(gen, probe)]))
+
+
+def metrics_record(st: TrainState, lr: float, outputs: list, elapsed: float) -> dict:
+    """The ``metrics.jsonl`` line of a logged step (``st.last_loss`` already set):
+    loss, lr, token accuracy and teacher-forced exact match of the step's ``outputs``
+    (:func:`~analysis.training.batches.teacher_forced_accuracy`), real tokens so far, seconds."""
+    tok_acc, tf_em = teacher_forced_accuracy(outputs)
+    return {"step": st.step, "loss": round(st.last_loss, 6), "lr": lr,
+            "token_acc": round(tok_acc, 5), "tf_em": round(tf_em, 5),
+            "tokens": st.tokens_seen, "elapsed_s": round(elapsed, 2)}
+
+
+def check_finite_loss(st: TrainState) -> None:
+    """Raise :class:`TrainingError` when the logged loss is NaN or infinite."""
+    if not math.isfinite(st.last_loss):
+        raise TrainingError(f"the loss became {st.last_loss} at step {st.step};"
+                            f" lower lr and rerun with --force")
+
+
 def run_loop(spec: RunSpec, task, run_dir: Path, st: TrainState, device: str = "cpu",
              progress: bool = True, stop_after: int | None = None,
              step_hook: Callable[[str, int], None] | None = None,
@@ -345,10 +391,8 @@ def run_loop(spec: RunSpec, task, run_dir: Path, st: TrainState, device: str = "
     tr, model, opt = spec.train, st.model, st.opt
     forward_model = torch.compile(model, dynamic=True) if tr.torch_compile else model
     hook = step_hook or (lambda point, step: None)
-    lengths = [n for n in range(spec.train_lengths[0], spec.train_lengths[1] + 1)
-               if task.length_ok(n)]
-    probe_rng = np.random.default_rng([EVAL_SEED, 7])
-    probe = [task.sample(spec.train_lengths[1], probe_rng) for _ in range(tr.probe_samples)]
+    lengths = train_lengths(spec, task)
+    probe = probe_set(spec, task)
     metrics_path = run_dir / "metrics.jsonl"
     total = tr.steps
     t0, base = time.time(), st.elapsed
@@ -392,22 +436,14 @@ def run_loop(spec: RunSpec, task, run_dir: Path, st: TrainState, device: str = "
                 hook("commit", step)
                 if st.step % tr.log_every == 0 or st.step == total:
                     st.last_loss = float(loss.detach())
-                    if not math.isfinite(st.last_loss):
-                        raise TrainingError(f"the loss became {st.last_loss} at step {st.step};"
-                                            f" lower lr and rerun with --force")
-                    tok_acc, tf_em = teacher_forced_accuracy(outputs)
-                    rec = {"step": st.step, "loss": round(st.last_loss, 6), "lr": lr,
-                           "token_acc": round(tok_acc, 5), "tf_em": round(tf_em, 5),
-                           "tokens": st.tokens_seen,
-                           "elapsed_s": round(base + time.time() - t0, 2)}
+                    check_finite_loss(st)
+                    rec = metrics_record(st, lr, outputs, base + time.time() - t0)
                     mf.write(json.dumps(rec) + "\n")
                     mf.flush()
-                    bar.set_postfix(loss=f"{st.last_loss:.3f}", tf_em=f"{tf_em:.2f}")
+                    bar.set_postfix(loss=f"{st.last_loss:.3f}", tf_em=f"{rec['tf_em']:.2f}")
                     hook("metrics", step)
                 if tr.probe_every and (st.step % tr.probe_every == 0 or st.step == total):
-                    gen = greedy_decode(model, [p for p, _ in probe],
-                                        max(len(a) for _, a in probe) + 2, task.vocab.eos)
-                    em = float(np.mean([g == list(a) for g, (_, a) in zip(gen, probe)]))
+                    em = probe_em(model, probe, task.vocab.eos)
                     mf.write(json.dumps({"step": st.step, "probe_id_em": em,
                                          "probe_length": spec.train_lengths[1]}) + "\n")
                     mf.flush()
@@ -437,14 +473,20 @@ def run_loop(spec: RunSpec, task, run_dir: Path, st: TrainState, device: str = "
 # ------------------------------------------------------------------------------------------
 
 def finish(spec: RunSpec, task, run_dir: Path, st: TrainState, wall_start: float,
-           progress: bool = True) -> RunResult:
+           progress: bool = True, accuracy: list | None = None,
+           extra: dict | None = None) -> RunResult:
     """Write the final weights, evaluate (``accuracy.json``), write ``DONE``, drop the
-    checkpoint; returns the run's :class:`~analysis.training.runs.RunResult`."""
+    checkpoint; returns the run's :class:`~analysis.training.runs.RunResult`.
+
+    ``accuracy``: the evaluation's :class:`~tasks.LengthResult` list when the caller has
+    already evaluated ``st.model`` (the stacked trainer evaluates its members in one pass);
+    ``extra``: more ``DONE`` fields (e.g. ``stacked_members``)."""
     tr, model = spec.train, st.model
     save_safetensors(model, run_dir / "model.safetensors",
                      {"task": spec.task, "pe": spec.pe, "seed": spec.seed, "steps": st.step})
-    acc = evaluate(model, task, list(spec.eval_lengths), samples=tr.eval_samples,
-                   batch_size=tr.eval_batch_size, progress=progress)
+    acc = accuracy if accuracy is not None else evaluate(
+        model, task, list(spec.eval_lengths), samples=tr.eval_samples,
+        batch_size=tr.eval_batch_size, progress=progress)
     accuracy = [r.to_dict() for r in acc]
     atomic_json(run_dir / "accuracy.json", accuracy)
     done = {"task": spec.task, "pe": spec.pe, "seed": spec.seed, "preset": spec.preset,
@@ -454,7 +496,7 @@ def finish(spec: RunSpec, task, run_dir: Path, st: TrainState, wall_start: float
             # ``wall_start`` is already moved back by that time (train() does it)
             "wall_seconds": round(time.time() - wall_start, 2),
             "tokens_per_second": round(st.tokens_seen / st.elapsed, 1) if st.elapsed else None,
-            "params": model.num_parameters(),
+            "params": model.num_parameters(), **(extra or {}),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     atomic_json(run_dir / "DONE", done)
     clear_checkpoints(run_dir)

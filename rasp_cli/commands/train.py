@@ -152,6 +152,12 @@ def grid_options(p) -> None:
                    help="CPUs (and torch threads) each run declares (default 1)")
     g.add_argument("--gpus-per-run", type=float, default=None, metavar="F",
                    help="GPU fraction each run declares with --device cuda (default 0.25)")
+    g.add_argument("--stack", type=int, default=None, metavar="N",
+                   help="train up to N seeds of one configuration as one stacked model per "
+                        "Ray task (each still its own run directory; default: 16 with "
+                        "--device cuda, 1 on a CPU, where it does not pay)")
+    g.add_argument("--no-stack", action="store_true",
+                   help="one run per Ray task (same as --stack 1)")
 
 
 def run_grid_from_args(runs, args, runs_root):
@@ -161,11 +167,14 @@ def run_grid_from_args(runs, args, runs_root):
     from rasp_cli.main import UsageError
     from rasp_cli.main import finite_number
     finite_number(args.budget, "--budget", allow_equal=True)
+    stack = 1 if args.no_stack else args.stack
+    if stack is not None and stack < 1:
+        raise UsageError(f"--stack must be >= 1 (1 = no stacking), got {stack}")
     try:
         return run_grid(runs, runs_root=runs_root, address=args.address, budget_s=args.budget,
                         serial=args.serial, device=args.device, num_cpus=args.cpus_per_run,
                         num_gpus=args.gpus_per_run, force=args.force,
-                        progress=not args.no_progress)
+                        progress=not args.no_progress, stack=stack)
     except GridError as e:
         raise UsageError(str(e)) from None
 

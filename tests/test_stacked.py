@@ -1,0 +1,245 @@
+"""The stacked trainer (analysis/training/stacked.py): each member is the run it replaces.
+
+Independent truths: the separate runs of :func:`analysis.training.trainer.train` (same seeds,
+same settings) trained one by one; an uninterrupted stacked group for the resume test.
+Tolerance. Not bitwise: a member's batches are padded to the group's shape, and a matrix
+product of another shape sums in another order (float32 rounding, ~1e-7 relative per step).
+AdamW amplifies such rounding where gradients are near zero; measured over 12 member runs of 50
+quick-preset steps (nope, t5, rope x 4 seeds): |loss difference| at step 50 is 0 or 1e-6 (the
+metrics' rounding) for 10 of 12, 2.3e-5 and 3.1e-5 for two, and the *same* run trained with two
+mathematically equal batch layouts (packed vs padded, one model) differs by up to 3.1e-5 as well
+(nope seed 2: 3.1e-5 in both comparisons). So the tests ask: each member within 2e-4 at every
+logged step, the median over the members within 1e-5 at step 50, and exact match per length
+equal.
+A wrong batch, seed or gradient gives differences of 1e-2 or more.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from analysis.training import stacked, trainer
+from analysis.training.batches import make_step
+from analysis.training.evaluation import greedy_decode
+from analysis.training.grid import GridRun, plan_jobs, run_grid
+from rasp_model import Transformer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: 50 steps, logged every 10, a checkpoint at 30, a probe at 25 and 50, a small evaluation
+SETTINGS = {"steps": 50, "log_every": 10, "checkpoint_every": 30, "probe_every": 25,
+            "eval_samples": 12, "eval_stride": 3}
+
+
+def _specs(task, pe, seeds, extra=None):
+    return [trainer.resolve_spec(task, pe, s, "quick", config_overrides={**SETTINGS,
+                                                                         **(extra or {})})
+            for s in seeds]
+
+
+def _losses(run_dir):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(Path(run_dir) / "metrics.jsonl"))
+            if "loss" in r}
+
+
+@pytest.mark.parametrize("pe,extra", [("nope", None),
+                                      ("ape_learned", {"position_offsets": "random"}),
+                                      ("t5", {"batching": "padded"})])
+def test_stacked_members_equal_separate_runs(tmp_path, pe, extra):
+    task = trainer.resolve_task("sort_unique")
+    seeds = [0, 1, 2]
+    specs = _specs(task, pe, seeds, extra)
+    got = stacked.train_group(task, specs, [tmp_path / "stack" / str(s) for s in seeds],
+                              progress=False, verbose=False)
+    at_50 = []
+    for s, res in zip(seeds, got):
+        alone = trainer.train(task, pe, s, preset="quick",
+                              config_overrides={**SETTINGS, **(extra or {})},
+                              out_dir=tmp_path / "alone" / str(s), progress=False,
+                              verbose=False)
+        a, b = _losses(tmp_path / "stack" / str(s)), _losses(alone.run_dir)
+        assert sorted(a) == sorted(b) == [10, 20, 30, 40, 50]
+        assert all(abs(a[k] - b[k]) <= 2e-4 for k in a), (s, a, b)
+        at_50.append(abs(a[50] - b[50]))
+        # the same test set, the same greedy answers: exact match per length equal
+        acc_s = json.loads((Path(res.run_dir) / "accuracy.json").read_text())
+        acc_a = json.loads((Path(alone.run_dir) / "accuracy.json").read_text())
+        assert [r.get("correct") for r in acc_s] == [r.get("correct") for r in acc_a]
+        done = json.loads((Path(res.run_dir) / "DONE").read_text())
+        assert done["stacked_members"] == 3 and done["steps"] == 50
+        # the run directory is today's format: the same files as a separate run
+        assert sorted(p.name for p in Path(res.run_dir).iterdir()) == \
+            sorted(p.name for p in Path(alone.run_dir).iterdir())
+    assert np.median(at_50) <= 1e-5, at_50
+    # the members differ from each other (a stack of copies would pass the checks above
+    # only if the separate runs were equal too)
+    assert _losses(tmp_path / "stack" / "0")[50] != _losses(tmp_path / "stack" / "1")[50]
+
+
+def test_same_initial_weights_and_batches():
+    task = trainer.resolve_task("sort_unique")
+    specs = _specs(task, "rope", [3, 4])
+    models = []
+    for spec in specs:
+        torch.manual_seed(spec.seed)
+        m = Transformer(spec.model)
+        m.reset_parameters(seed=spec.seed)
+        models.append(m)
+    sm = stacked.StackedModel(models)
+    for i, m in enumerate(models):
+        for name, p in m.named_parameters():
+            assert torch.equal(sm.params[name][i], p)
+    lengths = trainer.train_lengths(specs[0], task)
+    steps = [make_step(task, lengths, 16, np.random.default_rng([s.seed, 7, 1]),
+                       specs[0].model.n_ctx) for s in specs]
+    mb = stacked.stack_micro_batches([s.micro[0] for s in steps], task.vocab.eos)
+    logits = sm(mb.inputs, pos_offset=mb.offsets, segment_ids=mb.segment_ids)
+    for i, (m, st) in enumerate(zip(models, steps)):
+        one = st.micro[0]
+        r, c = one.inputs.shape
+        assert torch.equal(mb.inputs[i, :r, :c], one.inputs)
+        ref = m(one.inputs, pos_offset=one.offsets, segment_ids=one.segment_ids)
+        real = one.segment_ids >= 0
+        assert torch.allclose(logits[i, :r, :c][real], ref[real], atol=1e-5)
+
+
+def test_stacked_greedy_decode_equals_each_member():
+    task = trainer.resolve_task("copy_unique")
+    specs = _specs(task, "alibi", [0, 1, 2])
+    models = []
+    for spec in specs:
+        m = Transformer(spec.model)
+        m.reset_parameters(seed=spec.seed)
+        models.append(m)
+    rng = np.random.default_rng(5)
+    prompts = [list(task.sample(n, rng)[0]) for n in (3, 3, 5, 6, 6, 6)]
+    got = stacked.greedy_decode_stacked(stacked.StackedModel(models), prompts, 9,
+                                        task.vocab.eos)
+    for m, g in zip(models, got):
+        assert g == greedy_decode(m, prompts, 9, task.vocab.eos)
+
+
+def test_clip_is_per_member():
+    a = torch.zeros(2, 3, requires_grad=True)
+    a.grad = torch.tensor([[3.0, 4.0, 0.0], [0.3, 0.4, 0.0]])     # norms 5 and 0.5
+    norms = stacked.clip_grad_norm_stacked([a], 1.0)
+    assert torch.allclose(norms, torch.tensor([5.0, 0.5]))
+    assert torch.allclose(a.grad[0], torch.tensor([0.6, 0.8, 0.0]), atol=1e-6)
+    assert torch.allclose(a.grad[1], torch.tensor([0.3, 0.4, 0.0]))   # under the limit
+
+
+def test_diverged_member_is_dropped_others_go_on(tmp_path, monkeypatch):
+    task = trainer.resolve_task("sort_unique")
+    specs = _specs(task, "nope", [0, 1, 2])
+    call = stacked.StackedModel.__call__
+
+    def poisoned(self, tokens, **kw):            # member 1's logits become NaN from step 15
+        out = call(self, tokens, **kw)
+        if self.members == 3 and torch.is_grad_enabled() and poisoned.n >= 15:
+            out = out.clone()
+            out[1] = float("nan")
+        poisoned.n += torch.is_grad_enabled()
+        return out
+    poisoned.n = 0
+    monkeypatch.setattr(stacked.StackedModel, "__call__", poisoned)
+    got = stacked.train_group(task, specs, [tmp_path / str(s) for s in range(3)],
+                              progress=False, verbose=False)
+    assert isinstance(got[1], trainer.TrainingError) and "nan" in str(got[1])
+    assert not (tmp_path / "1" / "DONE").exists()
+    monkeypatch.undo()
+    for s in (0, 2):
+        assert got[s].finished
+        alone = trainer.train(task, "nope", s, preset="quick", config_overrides=SETTINGS,
+                              out_dir=tmp_path / f"alone{s}", progress=False, verbose=False)
+        assert abs(_losses(got[s].run_dir)[50] - _losses(alone.run_dir)[50]) <= 2e-4
+
+
+_KILLED = textwrap.dedent("""
+    import os, signal, sys
+    sys.path.insert(0, {root!r})
+    from analysis.training import stacked, trainer
+    task = trainer.resolve_task("sort_unique")
+    specs = [trainer.resolve_spec(task, "nope", s, "quick", config_overrides={settings!r})
+             for s in (0, 1)]
+    def hook(point, step):
+        if point == "metrics" and step == 39:       # after the checkpoint at 30
+            os.kill(os.getpid(), signal.SIGKILL)
+    stacked.train_group(task, specs, [{d0!r}, {d1!r}], progress=False, verbose=False,
+                        step_hook=hook)
+""")
+
+
+def test_resume_after_sigkill_equals_uninterrupted(tmp_path):
+    task = trainer.resolve_task("sort_unique")
+    specs = _specs(task, "nope", [0, 1])
+    full = stacked.train_group(task, specs, [tmp_path / "full0", tmp_path / "full1"],
+                               progress=False, verbose=False)
+    dirs = [str(tmp_path / "cut0"), str(tmp_path / "cut1")]
+    code = _KILLED.format(root=str(ROOT), settings=SETTINGS, d0=dirs[0], d1=dirs[1])
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    assert all((Path(d) / "checkpoint").exists() and not (Path(d) / "DONE").exists()
+               for d in dirs)
+    again = stacked.train_group(task, specs, dirs, progress=False, verbose=False)
+    for a, b in zip(full, again):
+        assert b.finished and not b.reused
+        pa, pb = Path(a.run_dir), Path(b.run_dir)
+        assert (pa / "model.safetensors").read_bytes() == (pb / "model.safetensors").read_bytes()
+        assert (pa / "metrics.jsonl").read_text().count("\n") == \
+            (pb / "metrics.jsonl").read_text().count("\n")
+        assert _losses(pa) == _losses(pb)
+        assert (pa / "accuracy.json").read_text() == (pb / "accuracy.json").read_text()
+    # a finished stack is reused as separate runs are
+    reused = stacked.train_group(task, specs, dirs, progress=False, verbose=False)
+    assert all(r.reused for r in reused)
+
+
+def test_stack_key_and_refusals(tmp_path):
+    task = trainer.resolve_task("sort_unique")
+    a, b = _specs(task, "nope", [0, 1])
+    assert stacked.stack_key(a) == stacked.stack_key(b)
+    (c,) = _specs(task, "t5", [0])
+    assert stacked.stack_key(c) != stacked.stack_key(a)
+    (d,) = _specs(task, "nope", [0], {"dropout": 0.1})
+    assert stacked.stack_key(d) is None and "dropout" in stacked.why_not_stackable(d)
+    with pytest.raises(trainer.TrainingError, match="cannot train as one stack"):
+        stacked.train_group(task, [a, c], [tmp_path / "a", tmp_path / "c"], progress=False,
+                            verbose=False)
+
+
+def test_plan_jobs_groups_seeds_of_one_configuration():
+    runs = [GridRun("sort_unique", pe, s, preset="quick") for pe in ("nope", "t5")
+            for s in range(5)]
+    runs.append(GridRun("sort_unique", "nope", 9, preset="quick",
+                        overrides={"dropout": 0.1}))
+    jobs = plan_jobs(runs, list(range(len(runs))), stack=3, slots=2)
+    flat = sorted(i for j in jobs for i in j)
+    assert flat == list(range(len(runs)))
+    for job in jobs:
+        assert len(job) <= 3
+        assert len({(runs[i].pe, tuple(runs[i].overrides.items())) for i in job}) == 1
+    assert [10] in jobs                                  # dropout: trained alone
+    assert plan_jobs(runs, [0, 1, 2], stack=1) == [[0], [1], [2]]
+
+
+def test_grid_serial_with_stack_writes_every_run(tmp_path):
+    runs = [GridRun("sort_unique", "nope", s, preset="quick", overrides=SETTINGS)
+            for s in range(3)]
+    rep = run_grid(runs, runs_root=tmp_path, serial=True, progress=False, stack=3)
+    assert rep.ok and [r.status for r in rep.results] == ["trained"] * 3
+    assert all("stack of 3" in r.worker or r.worker == "driver" for r in rep.results)
+    for r in rep.results:
+        assert json.loads((Path(r.run_dir) / "DONE").read_text())["stacked_members"] == 3
+    again = run_grid(runs, runs_root=tmp_path, serial=True, progress=False, stack=3)
+    assert [r.status for r in again.results] == ["reused"] * 3
