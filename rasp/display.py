@@ -37,7 +37,7 @@ __all__ = ["format_sop_value", "format_selector_value", "format_atom", "format_e
            "format_function", "example_value", "short_value", "describe_value",
            "describe_node", "draw_text", "indent", "DisplaySettings", "formatstr", "small_str",
            "type_name", "sequence_str", "original_name", "strdesc", "function_origin", "format_named",
-           "format_application", "format_show_example", "format_error"]
+           "format_application", "format_show_example", "format_error", "written_size"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -494,3 +494,34 @@ def draw_text(node: Node, example: Any) -> str:
     lines.append(f"  ({heads} attention ops: aggregates, selector widths, length; "
                  f"{mlps} MLP ops: maps and sequence maps)")
     return "\n".join(lines)
+
+
+def written_size(value: Any, cap: int) -> int:
+    """About how many characters ``value`` (an atom: string, number, list, dict, or a NumPy
+    array of an s-op's values) takes written out as Python or JSON text, counted only until
+    it passes ``cap`` (then some number above ``cap`` is returned). A shared element counts
+    every time it appears, as it is written: ``[s for i in range(5000)]`` with ``s`` a
+    million characters holds 40 KB but writes 5 GB. Every element adds at least one
+    character, so the walk costs no more than writing the text would (iterative: any
+    nesting depth)."""
+    total, stack = 0, [value]
+    while stack and total <= cap:
+        v = stack.pop()
+        if isinstance(v, np.ndarray):
+            total += v.size * max(2, v.dtype.itemsize) + 2
+        elif isinstance(v, str):
+            total += len(v) + 2
+        elif isinstance(v, bool) or v is None:
+            total += 5
+        elif isinstance(v, int):
+            total += v.bit_length() * 30103 // 100000 + 2
+        elif isinstance(v, (list, tuple)):
+            total += 2 + 2 * len(v)
+            stack.extend(v)
+        elif isinstance(v, dict):
+            total += 2 + 4 * len(v)
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        else:
+            total += 24
+    return total

@@ -9,9 +9,10 @@ listed in ``docs/language.md`` ("Limits").
 from __future__ import annotations
 
 import os
+import sys
 
 __all__ = ["MAX_CALL_DEPTH", "MAX_COLLECTION", "MAX_EXPR_DEPTH", "MAX_SELECTOR_DEPTH", "MAX_INT_BITS", "MAX_ITERATIONS",
-           "MEMORY_BUDGET_BYTES", "memory_budget_bytes"]
+           "MEMORY_BUDGET_BYTES", "memory_budget_bytes", "max_int_digits", "allow_int_digits"]
 
 #: Nested user-function calls (recursion is not part of RASP).
 MAX_CALL_DEPTH = 60
@@ -33,12 +34,29 @@ MAX_COLLECTION = 1_000_000
 #: Largest integer atom a program may compute, in bits (``x = x * x`` in a loop).
 MAX_INT_BITS = 100_000
 
+def max_int_digits() -> int:
+    """Decimal digits of the largest integer atom (:data:`MAX_INT_BITS` bits)."""
+    return MAX_INT_BITS * 30103 // 100000 + 1
+
+
+def allow_int_digits() -> None:
+    """Let Python convert integers of up to :data:`MAX_INT_BITS` bits to and from text: its own
+    limit (4,300 digits, ``sys.set_int_max_str_digits``) is below it, so ``2 ^ 20000`` was a
+    legal value that could not be displayed. Raised, never lowered; called at import and
+    wherever a large integer is made (the attribute may have been raised since)."""
+    need = max_int_digits() + 1
+    current = sys.get_int_max_str_digits()
+    if current and current < need:
+        sys.set_int_max_str_digits(need)
+
+
 #: Loop iterations plus comprehension items one statement may run (nested comprehensions over
 #: large ranges).
 MAX_ITERATIONS = 1_000_000
 
 #: Memory the interpreter may use for one batch's ``[batch, query, key]`` selector work and
-#: s-op values, in bytes (default 1 GiB; environment variable ``RASP_MEMORY_BUDGET_MB``).
+#: s-op values, and for the atom values (strings, lists, dicts, integers) one statement builds,
+#: in bytes (default 1 GiB; environment variable ``RASP_MEMORY_BUDGET_MB``).
 def _budget_from_environment(default_mb: float = 1024.0) -> int:
     """``RASP_MEMORY_BUDGET_MB`` in bytes; a value that is not a positive finite number is
     ignored with one warning line on stderr (a bad variable must not break every command)."""
@@ -58,6 +76,7 @@ def _budget_from_environment(default_mb: float = 1024.0) -> int:
 
 
 MEMORY_BUDGET_BYTES = _budget_from_environment()
+allow_int_digits()
 
 
 def memory_budget_bytes() -> int:

@@ -632,3 +632,5 @@ def atom_int_guard(sym: str, a: Any, b: Any) -> None:
         raise RASPResourceError(
             f"'{sym}' would give an integer of about {int(bits)} bits, more than the limit of "
             f"{limits.MAX_INT_BITS} bits (rasp.limits.MAX_INT_BITS)")
+    if bits is not None and bits > 14_000:    # displayable (Python's limit: 4,300 digits)
+        limits.allow_int_digits()

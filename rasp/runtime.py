@@ -149,6 +149,7 @@ class _Interp:
         self.loading: list[str] = []
         self.last_draw: str | None = None
         self.iterations = 0          # loop iterations + comprehension items of this statement
+        self.built = 0               # bytes of atom values this statement built (charge())
         self.library_mode = False
 
     def count_iteration(self) -> None:
@@ -159,6 +160,21 @@ class _Interp:
             raise RASPResourceError(
                 f"more than {limits.MAX_ITERATIONS} loop iterations and comprehension items in "
                 "one statement (rasp.limits.MAX_ITERATIONS)")
+
+    def charge(self, value: Any, nested: bool = False) -> Any:
+        """Count the memory of a new atom value (:func:`_new_bytes`) against the memory budget
+        of this statement; refuse past :data:`rasp.limits.MEMORY_BUDGET_BYTES`. Every atom
+        value is charged where it is made (operators, list and dict literals and
+        comprehensions, built-in results), garbage included, so one statement cannot exhaust
+        memory with many values that each pass :data:`rasp.limits.MAX_COLLECTION`. Returns
+        ``value``."""
+        self.built += _new_bytes(value, nested)
+        if self.built > limits.MEMORY_BUDGET_BYTES:
+            budget = limits.MEMORY_BUDGET_BYTES
+            raise RASPResourceError(
+                f"this statement built more than {budget / 2**20:.0f} MiB of strings, lists, "
+                f"dicts and numbers, the memory budget (RASP_MEMORY_BUDGET_MB)")
+        return value
 
     @property
     def example(self):
@@ -448,7 +464,14 @@ class _Interp:
         return value
 
     def e_int(self, t, env, ctx):
-        return int(t.children[0])
+        text = str(t.children[0])
+        if len(text) > 4000:                   # Python's own conversion limit is 4,300 digits
+            if len(text.lstrip("0")) > limits.max_int_digits():
+                raise RASPResourceError(
+                    f"an integer literal of {len(text)} digits is larger than the limit of "
+                    f"{limits.MAX_INT_BITS} bits (rasp.limits.MAX_INT_BITS)")
+            limits.allow_int_digits()
+        return self.charge(int(text))
 
     def e_float(self, t, env, ctx):
         return float(t.children[0])
@@ -466,7 +489,7 @@ class _Interp:
     def e_list(self, t, env, ctx):
         if t.children[0] is None:
             return []
-        return [self.ev(c, env, ctx) for c in t.children[0].children]
+        return self.charge([self.ev(c, env, ctx) for c in t.children[0].children])
 
     def e_dict(self, t, env, ctx):
         out = {}
@@ -478,7 +501,7 @@ class _Interp:
                 raise RASPTypeError(f"dict keys must be atoms, got {describe_value(k)}",
                                     _span(ctx, pair.children[0]))
             out[k] = self.ev(pair.children[1], env, ctx)
-        return out
+        return self.charge(out)
 
     def _comp(self, t, env, ctx, kind):
         it_tree = t.children[-1]
@@ -493,6 +516,7 @@ class _Interp:
             self.count_iteration()
             scope = env.child(f"{env.name}'")
             self._bind_iter(scope, names, item, mark)
+            self.charge(None)                  # one slot of the list or dict (_SLOT_BYTES)
             if kind == "list":
                 res_l.append(self.ev(t.children[0], scope, ctx))
             else:
@@ -509,13 +533,13 @@ class _Interp:
         return self._comp(t, env, ctx, "dict")
 
     def e_not_(self, t, env, ctx):
-        return unop("not", self.ev(t.children[0], env, ctx))
+        return self.charge(unop("not", self.ev(t.children[0], env, ctx)))
 
     def e_neg(self, t, env, ctx):
-        return unop("neg", self.ev(t.children[0], env, ctx))
+        return self.charge(unop("neg", self.ev(t.children[0], env, ctx)))
 
     def e_pos(self, t, env, ctx):
-        return unop("pos", self.ev(t.children[0], env, ctx))
+        return self.charge(unop("pos", self.ev(t.children[0], env, ctx)))
 
     def e_ternary(self, t, env, ctx):
         cond = self.ev(t.children[1], env, ctx)
@@ -594,7 +618,7 @@ class _Interp:
                 else:
                     args.append(self.ev(a, env, ctx))
         if isinstance(fn, Builtin):
-            return fn.fn(self, args)
+            return self.charge(fn.fn(self, args), nested=True)
         if isinstance(fn, RASPFunction):
             try:
                 return self.call(fn, args)
@@ -646,11 +670,38 @@ class _Interp:
         return res
 
 
+_SLOT_BYTES = 8        # one reference in a list (a dict entry is charged _DICT_ENTRY_BYTES)
+_DICT_ENTRY_BYTES = 100
+
+
+def _new_bytes(value: Any, nested: bool = False) -> int:
+    """Memory (CPython, 64-bit) a new atom value takes itself: a string its characters, an
+    integer its digits, a list or dict its slots — not the elements it refers to, which are
+    charged where they were made. ``nested``: also the lists and numbers one level down
+    (built-in results such as ``range`` and ``zip`` make their elements). None: one slot."""
+    if value is None:
+        return _SLOT_BYTES
+    if isinstance(value, str):
+        return 49 + len(value) if not isinstance(value, SelOp) else 0
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return 28 + value.bit_length() // 8
+    if isinstance(value, float):
+        return 24
+    if isinstance(value, list):
+        inner = sum(_new_bytes(v) for v in value if not isinstance(v, str)) if nested else 0
+        return 56 + _SLOT_BYTES * len(value) + inner
+    if isinstance(value, dict):
+        return 64 + _DICT_ENTRY_BYTES * len(value)
+    return 0
+
+
 def _binary_method(op: str):
     def method(self, t, env, ctx):
         a = self.ev(t.children[0], env, ctx)
         b = self.ev(t.children[1], env, ctx)
-        return binop(op, a, b)
+        return self.charge(binop(op, a, b))
     method.__name__ = f"e_{op}"
     return method
 

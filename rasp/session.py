@@ -205,6 +205,7 @@ class Session:
             chain.append(e)
             e = e.exports_to
         saved_iterations, self._interp.iterations = self._interp.iterations, 0
+        saved_built, self._interp.built = self._interp.built, 0
         try:
             results = self._interp.exec_stmt(st, env, ctx)
             if self.check_example:
@@ -217,6 +218,7 @@ class Session:
             raise
         finally:
             self._interp.iterations = saved_iterations
+            self._interp.built = saved_built
         for scope in chain:
             scope.commit()
         return results

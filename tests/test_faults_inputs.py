@@ -94,3 +94,96 @@ def test_a_weight_file_claiming_100000_layers_is_refused_before_building(tmp_pat
     with pytest.raises(ValueError, match="n_layers=100,000 would need more than the model"):
         load_safetensors(path)
     assert time.perf_counter() - t0 < 2.0
+
+
+# -- REPL and run values: displayable integers, bounded collections ---------------------------
+
+def _limited(code: str, mb: int = 1500) -> subprocess.CompletedProcess:
+    """Run ``code`` under an address-space cap (resource.setrlimit) in a fresh interpreter."""
+    pre = ("import resource\n"
+           f"resource.setrlimit(resource.RLIMIT_AS, ({mb} * 2**20, {mb} * 2**20))\n")
+    return subprocess.run([sys.executable, "-c", pre + code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_a_legal_big_integer_is_displayed_in_full(tmp_path):
+    """``2 ^ 20000`` (6,021 digits, within MAX_INT_BITS) is printed, not a ValueError from
+    Python's 4,300-digit conversion limit; a literal above MAX_INT_BITS is one line."""
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)          # this test's own conversions (restored below)
+    try:
+        _big_integers(tmp_path)
+    finally:
+        sys.set_int_max_str_digits(old)
+
+
+def _big_integers(tmp_path):
+    f = tmp_path / "big.rasp"
+    f.write_text("x = 2 ^ 20000;\ny = " + "7" * 20000 + ";\nz = " + "1" * 40000 + ";\n")
+    p = rasp(["run", str(f), "--name", "x"])
+    assert p.returncode == 2 and "40000 digits" in p.stderr and "Traceback" not in p.stderr
+    f.write_text("x = 2 ^ 20000;\ny = " + "7" * 20000 + ";\n")
+    p = rasp(["run", str(f), "--name", "x"])
+    assert p.returncode == 0, p.stderr[-500:]
+    assert p.stdout.strip() == f"x = {2 ** 20000!r}"
+    p = rasp(["run", str(f), "--name", "y", "--json"])
+    assert p.returncode == 0 and json.loads(p.stdout)["output"] == int("7" * 20000)
+    p = rasp([], stdin="x = 2 ^ 20000;\nx;\n")
+    assert "Traceback" not in p.stdout + p.stderr and str(2 ** 20000)[-50:] in p.stdout
+
+
+def test_many_large_strings_in_one_statement_are_refused_under_a_memory_cap():
+    """The fault test's program passed 4 GB in 6 s: 5,000 distinct strings of a million
+    characters each (each within MAX_COLLECTION). Under a 1.5 GB cap it is refused with the
+    memory budget's one line, the session survives, and a list of 5,000 references to one
+    string (40 KB) is still built."""
+    code = ("from rasp.session import Session\n"
+            "out = []\n"
+            "s = Session(output=out.append)\n"
+            "s.execute('s = \"a\" * 999999;')\n"
+            "try:\n"
+            "    s.execute('t = [s + \"b\" for i in range(5000)];')\n"
+            "except Exception as e:\n"
+            "    print(type(e).__name__, str(e).splitlines()[0])\n"
+            "s.execute('u = [s for i in range(5000)];')\n"
+            "print(len(s.env['u']), 't' in s.env)\n")
+    p = _limited(code)
+    assert p.returncode == 0, p.stderr[-800:]
+    first, second = p.stdout.strip().splitlines()
+    assert first.startswith("RASPResourceError") and "memory budget" in first
+    assert second == "5000 False"
+
+
+def test_the_statement_budget_follows_the_memory_budget_variable(tmp_path):
+    f = tmp_path / "loop.rasp"
+    f.write_text('s = "a" * 100000;\nt = [s + "b" for i in range(300)];\nn = len(t);\n')
+    small = rasp(["run", str(f), "--name", "n"], env={"RASP_MEMORY_BUDGET_MB": "16"})
+    assert small.returncode == 2 and "16 MiB" in small.stderr and "Traceback" not in small.stderr
+    big = rasp(["run", str(f), "--name", "n"], env={"RASP_MEMORY_BUDGET_MB": "64"})
+    assert big.returncode == 0 and big.stdout.strip() == "n = 300"
+
+
+def test_a_value_too_big_to_write_out_is_refused_before_printing(tmp_path):
+    """40 KB in memory but 5 GB as text: ``rasp run --name u`` (and --json) refuse in one line
+    instead of a MemoryError traceback."""
+    f = tmp_path / "u.rasp"
+    f.write_text('s = "a" * 999999;\nu = [s for i in range(5000)];\n')
+    for extra in ([], ["--json"]):
+        p = rasp(["run", str(f), "--name", "u", *extra])
+        assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-500:]
+        assert "written out" in p.stderr and p.stdout == ""
+
+
+def test_written_size_counts_shared_elements_and_stops_early():
+    from rasp.display import written_size
+    s = "a" * 1000
+    for v in ([s, s], [-5, 2 ** 300, -1.2345678901234567e-308, True, None, "x"],
+              {"k": [1, [2, [3]]], 7: "abc"}, [[[]]], 10 ** 40):
+        assert len(repr(v)) <= written_size(v, 10 ** 9) <= 2 * len(repr(v)) + 10, v
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]                               # no recursion limit
+    assert written_size(deep, 10 ** 9) > 100_000
+    t0 = time.perf_counter()
+    assert written_size([s] * 10 ** 6, 10 ** 6) > 10 ** 6       # stops after ~1,000 elements
+    assert time.perf_counter() - t0 < 0.5

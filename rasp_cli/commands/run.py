@@ -90,7 +90,9 @@ def _show_input(word: str, seq: list) -> str:
 def run_command(args) -> int:
     """Run ``args.file`` and print ``args.name`` evaluated on ``args.input``; returns 0."""
     from rasp_cli.main import UsageError
-    from rasp.display import format_selector_value, format_sop_value
+    from rasp import limits
+    from rasp.display import format_selector_value, format_sop_value, written_size
+    from rasp.errors import RASPResourceError
     from rasp.interpreter import evaluate
     from rasp.session import run_file
     from rasp.values import kind_of
@@ -122,6 +124,12 @@ def run_command(args) -> int:
     if kind == "function":
         raise UsageError(f"{args.name!r} is a function; give the name of an s-op, selector "
                          "or value")
+    size = written_size(value, limits.MEMORY_BUDGET_BYTES)
+    if size > limits.MEMORY_BUDGET_BYTES:
+        raise RASPResourceError(
+            f"{args.name!r} would take more than {limits.MEMORY_BUDGET_BYTES / 2**20:.0f} MiB "
+            f"written out, the memory budget (RASP_MEMORY_BUDGET_MB); print a part of it "
+            f"(an index, len(...))")
     if args.json:
         print(json.dumps({"name": args.name, "input": seq, "output": _jsonable(value)},
                          ensure_ascii=False))
