@@ -422,6 +422,9 @@ def load_transformer_lens(directory: str | os.PathLike, kind: str = "auto"):
     except (OSError, ValueError) as e:
         raise TransformerLensExportError(f"{directory}: unreadable TransformerLens export ({e})"
                                          ) from None
+    except RecursionError:
+        raise TransformerLensExportError(f"{directory}: unreadable TransformerLens export "
+                                         f"(nested too deeply)") from None
     if not isinstance(cfg, dict) or "n_layers" not in cfg:
         raise TransformerLensExportError(f"{cpath}: not a HookedTransformerConfig dict")
     cfg.setdefault("dtype", str(next(iter(sd.values())).dtype).replace("torch.", ""))

@@ -87,7 +87,9 @@ def load_safetensors(path, device: str = "cpu") -> Transformer:
         raise ValueError(f"{path}: safetensors file has no rasp-lab config in its metadata")
     try:
         cfg = TransformerConfig.from_dict(json.loads(meta["config"]))
-    except (json.JSONDecodeError, TypeError, TransformerConfigError) as e:
+    except RecursionError:
+        raise ValueError(f"{path}: bad config in metadata (nested too deeply)") from None
+    except (json.JSONDecodeError, TypeError, ValueError, TransformerConfigError) as e:
         raise ValueError(f"{path}: bad config in metadata ({e})") from None
     model = Transformer(cfg)
     state = load_file(path, device="cpu")
@@ -102,7 +104,7 @@ def load_safetensors(path, device: str = "cpu") -> Transformer:
     for k, v in meta.items():
         try:
             decoded[k] = json.loads(v)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             decoded[k] = v
     model.metadata = decoded
     return model.to(device).eval()

@@ -187,3 +187,81 @@ def test_written_size_counts_shared_elements_and_stops_early():
     t0 = time.perf_counter()
     assert written_size([s] * 10 ** 6, 10 ** 6) > 10 ** 6       # stops after ~1,000 elements
     assert time.perf_counter() - t0 < 0.5
+
+
+# -- deeply nested and unbounded files ---------------------------------------------------------
+
+NESTED = "[" * 100_000          # json and tomllib raise RecursionError on it
+
+
+def test_deeply_nested_run_files_are_refused_in_one_line(tmp_path):
+    from analysis.training.runs import RunDirError, read_json
+    f = tmp_path / "config.json"
+    f.write_text(NESTED)
+    with pytest.raises(RunDirError, match="nested too deeply"):
+        read_json(f, "run configuration")
+    f.write_text('{"eval_lengths": [[1e400, "id"]]}')        # parsed as inf before
+    with pytest.raises(RunDirError, match="non-finite number 1e400"):
+        read_json(f, "run configuration")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(NESTED)
+    (run / "DONE").write_text("{}")
+    p = rasp(["probe", str(run)])
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "nested too deeply" in p.stderr
+
+
+def test_a_run_spec_with_an_infinite_length_is_a_config_error():
+    from analysis.training.configs import ConfigError, RunSpec
+    d = {"task": "t", "pe": "nope", "seed": 0, "train_lengths": [1, 2], "model": {},
+         "train": {}, "eval_lengths": [[float("inf"), "id"]]}
+    with pytest.raises(ConfigError):
+        RunSpec.from_dict(d)
+
+
+def test_nested_json_elsewhere_is_one_line(tmp_path):
+    from analysis.evidence.claims import ClaimError, load_runs
+    from rasp_model import load_safetensors
+    import torch
+    from safetensors.torch import save_file
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(NESTED)
+    (run / "accuracy.json").write_text("[]")
+    with pytest.raises(ClaimError, match="nested too deeply"):
+        load_runs([run])
+    model = tmp_path / "model.safetensors"
+    save_file({"embed.W_E": torch.zeros(3, 2)}, str(model),
+              metadata={"config": NESTED, "format": "rasp-lab-transformer"})
+    with pytest.raises(ValueError, match="nested too deeply"):
+        load_safetensors(model)
+    examples = tmp_path / "ex.jsonl"
+    examples.write_text('{"prompt": [1], "answer": ' + NESTED + "\n")
+    p = rasp(["search", "--examples", str(examples), "--seconds", "2"])
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "nested too deeply" in p.stderr
+    p = rasp(["train", "copy_unique", "--pe", "nope", "--steps", "1", "-o", str(tmp_path / "t"),
+              "--set", "steps=" + NESTED])
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "nested too deeply" in p.stderr
+
+
+@pytest.mark.parametrize("text, words", [
+    ("lr = " + NESTED + "\n", "nested too deeply"),
+    ("".join(f"{k} = [1, 2, 3, 4, 5, 6, 7, 8]\n" for k in
+             ("n_layers", "d_model", "d_mlp", "steps", "batch_size", "warmup_steps", "d_head",
+              "n_heads", "eval_samples", "log_every")), "1,073,741,824 configurations"),
+    ("steps = 1\n" + "# padding\n" * 200_000, "larger than 1024 KiB"),
+])
+def test_bad_sweep_files_are_refused_before_expanding(tmp_path, text, words):
+    from analysis.training.sweep import SweepError, load_sweep
+    f = tmp_path / "sweep.toml"
+    f.write_text(text)
+    t0 = time.perf_counter()
+    with pytest.raises(SweepError, match=words):
+        load_sweep(f)
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_a_sweep_file_that_never_ends_is_refused():
+    from analysis.training.sweep import SweepError, load_sweep
+    with pytest.raises(SweepError, match="not a regular file"):
+        load_sweep("/dev/zero")

@@ -133,6 +133,9 @@ def load_runs(run_dirs: Iterable[str | Path]) -> list[RunRecord]:
                 raise FileNotFoundError("DONE")
         except (OSError, ValueError) as e:
             raise ClaimError(f"{d}: not a finished run directory ({e})") from None
+        except RecursionError:
+            raise ClaimError(f"{d}: not a finished run directory (a file nested too "
+                             f"deeply)") from None
         out.append(run_record(cfg, acc, str(d)))
     return out
 

@@ -372,7 +372,7 @@ class RunSpec:
                        train_lengths=tuple(lengths), eval_lengths=evals)
         except KeyError as e:
             raise ConfigError(f"missing field {e.args[0]!r}") from None
-        except (TransformerConfigError, TypeError, ValueError) as e:
+        except (TransformerConfigError, TypeError, ValueError, OverflowError) as e:
             if isinstance(e, ConfigError):
                 raise
             raise ConfigError(str(e)) from None

@@ -221,10 +221,20 @@ def read_json(path: Path, what: str):
     (``NaN``/``Infinity`` literals are refused)."""
     def no_constants(name):
         raise ValueError(f"non-finite number {name}")
+
+    def finite(text):                               # 1e400 parses to inf
+        x = float(text)
+        if not math.isfinite(x):
+            raise ValueError(f"non-finite number {text}")
+        return x
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"), parse_constant=no_constants)
+        return json.loads(Path(path).read_text(encoding="utf-8"), parse_constant=no_constants,
+                          parse_float=finite)
     except FileNotFoundError:
         raise RunDirError(f"{Path(path).parent}: missing {Path(path).name} ({what})") from None
+    except RecursionError:
+        raise RunDirError(f"{path}: corrupt {what} (nested too deeply); delete the run "
+                          f"directory or rerun with --force") from None
     except (ValueError, UnicodeDecodeError, OSError) as e:
         raise RunDirError(f"{path}: corrupt {what} ({e}); delete the run directory or rerun "
                           f"with --force") from None

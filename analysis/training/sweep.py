@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import re
+import stat
 import statistics
 import tomllib
 from dataclasses import dataclass, field
@@ -42,7 +44,16 @@ from analysis.training import configs
 from rasp.errors import RASPError
 
 __all__ = ["SweepError", "load_sweep", "expand", "config_tag", "RunScores", "run_scores",
-           "ConfigOutcome", "Selection", "select", "RESERVED_KEYS"]
+           "ConfigOutcome", "Selection", "select", "RESERVED_KEYS", "MAX_CONFIGURATIONS",
+           "MAX_SWEEP_FILE_BYTES"]
+
+#: Most configurations a sweep file may expand to (the product of its lists' lengths; each is
+#: trained for every seed and PE). Checked before expanding: ten lines of ``[1, ..., 8]`` are
+#: 10^9 configurations.
+MAX_CONFIGURATIONS = 10_000
+
+#: Largest sweep file read, in bytes (a sweep file is a few lines; ``/dev/zero`` never ends).
+MAX_SWEEP_FILE_BYTES = 1 << 20
 
 #: Settings a sweep may not set: the run sets them (``--pe``, the task's vocabulary, lengths).
 RESERVED_KEYS = {"pe", "d_vocab", "n_ctx"}
@@ -66,18 +77,31 @@ def load_sweep(path: str | Path) -> tuple[dict[str, list], dict]:
     setting -> fixed value.
 
     Raises:
-        SweepError: unreadable file, TOML syntax error (with its line), a table, an unknown or
-            reserved key (its line), an empty list of values.
+        SweepError: unreadable file, not a regular file or larger than
+            :data:`MAX_SWEEP_FILE_BYTES`, TOML syntax error (with its line), nested too
+            deeply, a table, an unknown or reserved key (its line), an empty list of values,
+            more than :data:`MAX_CONFIGURATIONS` configurations.
     """
     path = Path(path)
     try:
-        text = path.read_text()
+        with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise SweepError(f"{path}: not a regular file")
+            raw = f.read(MAX_SWEEP_FILE_BYTES + 1)
+        if len(raw) > MAX_SWEEP_FILE_BYTES:
+            raise SweepError(f"{path}: larger than {MAX_SWEEP_FILE_BYTES // 1024} KiB "
+                             f"(analysis.training.sweep.MAX_SWEEP_FILE_BYTES); a sweep file is "
+                             f"a few lines")
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise SweepError(f"{path}: cannot read the sweep file ({e})") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SweepError(f"{path}: {e}") from None
+    except RecursionError:
+        raise SweepError(f"{path}: nested too deeply (a sweep file is flat: KEY = value or "
+                         f"KEY = [values])") from None
     known = (configs.MODEL_KEYS | configs.TRAIN_KEYS) - RESERVED_KEYS
     swept, fixed = {}, {}
     for key, value in data.items():
@@ -97,6 +121,11 @@ def load_sweep(path: str | Path) -> tuple[dict[str, list], dict]:
             swept[key] = value
         else:
             fixed[key] = value
+    n = math.prod(len(v) for v in swept.values())
+    if n > MAX_CONFIGURATIONS:
+        raise SweepError(f"{path}: {n:,} configurations (the product of the swept lists' "
+                         f"lengths), more than the limit of {MAX_CONFIGURATIONS:,} "
+                         f"(analysis.training.sweep.MAX_CONFIGURATIONS)")
     return swept, fixed
 
 

@@ -76,6 +76,8 @@ def read_examples(path: str) -> list[tuple[list, int]]:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise ValueError(f"{where}: not a JSON object ({e.msg})") from None
+        except RecursionError:
+            raise ValueError(f"{where}: nested too deeply") from None
         if not isinstance(obj, dict) or not {"prompt", "answer"} <= set(obj):
             raise ValueError(f"{where}: expected {{\"prompt\": [...], \"answer\": [...]}}")
         prompt, answer = obj["prompt"], obj["answer"]

@@ -104,6 +104,8 @@ def _overrides(items):
             out[k.strip()] = json.loads(v)
         except json.JSONDecodeError:
             out[k.strip()] = v  # a bare string such as act=gelu
+        except RecursionError:
+            raise UsageError(f"--set {k.strip()}: the value is nested too deeply") from None
     return out
 
 
