@@ -14,6 +14,15 @@ measures side by side in one run, for every positional encoding:
 Writes ``bench/results/training.json`` and prints a table. Run:
 ``.venv/bin/python -m bench.bench_training`` (``--task``, ``--steps``, ``--threads``,
 ``--pes``, ``--full-quick``).
+
+``--stacked`` (issue 26): at the demo preset (``--preset``), for group sizes ``--sizes``
+(default 1,2,5,10,30), side by side in one process with one torch thread: ``M`` runs trained one
+after another (one run per task, as the grid runs them without stacking) against one stack of
+``M`` members (:mod:`analysis.training.stacked`), ``--steps`` optimizer steps each, plus the
+evaluation pass (greedy decoding of the demo's evaluation set) of the ``M`` models separately
+and stacked. Reports CPU seconds per member-step, real tokens per second, and runs per CPU-hour
+projected to a whole run (``steps x CPU-s per step + evaluation``); writes
+``bench/results/training_stacked.json``.
 """
 
 from __future__ import annotations
@@ -106,10 +115,17 @@ def main(argv=None) -> int:
     ap.add_argument("--settings", action="store_true",
                     help="instead: eager float32 vs torch_compile vs bfloat16 autocast vs both, "
                          "side by side per PE (training steps only)")
+    ap.add_argument("--stacked", action="store_true",
+                    help="instead: stacked training vs one run per task, group sizes --sizes")
+    ap.add_argument("--sizes", default="1,2,5,10,30", help="group sizes for --stacked")
+    ap.add_argument("--preset", default="demo", help="training preset for --stacked")
+    ap.add_argument("--device", default="cpu", help="torch device for --stacked")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "training.json"))
     a = ap.parse_args(argv)
     if a.settings:
         return settings_main(a)
+    if a.stacked:
+        return stacked_main(a)
     task = resolve_task(a.task)
     pes = list(PE_NAMES) if a.pes == "all" else a.pes.split(",")
     rows = []
@@ -165,6 +181,130 @@ def settings_main(a) -> int:
     out.write_text(json.dumps({"task": a.task, "steps": a.steps, "threads": th,
                                "machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
                                            "torch": torch.__version__,
+                                           "load_avg": os.getloadavg()},
+                               "rows": rows}, indent=2))
+    print(f"wrote {out}")
+    return 0
+
+
+def _timed(fn):
+    """(result, wall seconds, CPU seconds of this process) of ``fn()``."""
+    w, c = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - w, time.process_time() - c
+
+
+def run_sizes(a, task, pe: str, device: str, sizes, steps: int, quiet: bool = False) -> list:
+    """The ``--stacked`` rows of the group sizes ``sizes`` (``steps`` timed steps each)."""
+    from analysis.training import stacked
+    from analysis.training.evaluation import eval_set, greedy_decode
+
+    rows = []
+    for M in sizes:
+        specs = [resolve_spec(task, pe, s, a.preset) for s in range(M)]
+        tr = specs[0].train
+        lengths = [n for n in range(specs[0].train_lengths[0], specs[0].train_lengths[1] + 1)
+                   if task.length_ok(n)]
+
+        def models():
+            out = []
+            for sp in specs:
+                m = Transformer(sp.model)
+                m.reset_parameters(seed=sp.seed)
+                out.append(m.to(device))
+            return out
+
+        def batches(seed, step):
+            return make_step(task, lengths, tr.batch_size, np.random.default_rng([seed, step, 1]),
+                             specs[0].model.n_ctx, tr.position_offsets, tr.batching)
+
+        def separate():
+            tokens, ms = 0, models()
+            for m, sp in zip(ms, specs):
+                opt = make_optimizer(m, tr)
+                for step in range(steps):
+                    b = batches(sp.seed, step)
+                    loss, _ = step_loss(m, b, device)
+                    opt.zero_grad()
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(m.parameters(), tr.grad_clip)
+                    opt.step()
+                    tokens += b.real_tokens
+            return tokens, ms
+
+        def stack():
+            ms = models()
+            sm = stacked.StackedModel(ms)
+            opt = make_optimizer(None, tr, named_parameters=sm.params.items())
+            pad = task.vocab.pad if task.vocab.pad is not None else task.vocab.eos
+            tokens = 0
+            for step in range(steps):
+                group = [batches(sp.seed, step) for sp in specs]
+                mb = stacked.stack_micro_batches([s.micro[0] for s in group], pad).to(device)
+                logits = sm(mb.inputs, pos_offset=mb.offsets, segment_ids=mb.segment_ids)
+                ce = torch.nn.functional.cross_entropy(
+                    logits.reshape(-1, logits.shape[-1]), mb.targets.reshape(-1),
+                    reduction="none").reshape(M, -1)
+                ans = torch.tensor([float(s.answer_tokens) for s in group], device=ce.device)
+                loss = ((ce * mb.mask.reshape(M, -1)).sum(1) / ans).sum()
+                opt.zero_grad()
+                loss.backward()
+                stacked.clip_grad_norm_stacked(list(sm.params.values()), tr.grad_clip)
+                opt.step()
+                tokens += sum(s.real_tokens for s in group)
+            return tokens, sm
+
+        (tok_a, ms), wall_a, cpu_a = _timed(separate)
+        (tok_b, sm), wall_b, cpu_b = _timed(stack)
+        # the evaluation's decoding at full answer length (EOS never ends a row: an upper
+        # bound, the same work for both; barely trained models would stop at random places)
+        evals = [eval_set(task, n, tr.eval_samples) for n, _ in specs[0].eval_lengths]
+        work = [([p for p, _ in d], max(len(x) for _, x in d) + 2) for d in evals]
+        _, _, ev_a = _timed(lambda: [greedy_decode(m, p, k, -1, tr.eval_batch_size)
+                                     for m in ms for p, k in work])
+        _, _, ev_b = _timed(lambda: [stacked.greedy_decode_stacked(sm, p, k, -1,
+                                                                   tr.eval_batch_size)
+                                     for p, k in work])
+        if device != "cpu":          # CPU time says nothing about a GPU: use wall time
+            cpu_a, cpu_b = wall_a, wall_b
+        per_a, per_b = cpu_a / (M * steps), cpu_b / (M * steps)
+        run_a = tr.steps * per_a + ev_a / M
+        run_b = tr.steps * per_b + ev_b / M
+        r = {"members": M, "pe": pe, "steps_timed": steps, "run_steps": tr.steps,
+             "cpu_s_per_member_step": {"separate": per_a, "stacked": per_b},
+             "tokens_per_s": {"separate": tok_a / wall_a, "stacked": tok_b / wall_b},
+             "eval_cpu_s_per_member": {"separate": ev_a / M, "stacked": ev_b / M},
+             "runs_per_cpu_hour": {"separate": 3600 / run_a, "stacked": 3600 / run_b},
+             "ratio": run_a / run_b}
+        rows.append(r)
+        if not quiet:
+            print(f"| {M} | {per_a * 1000:.1f} | {per_b * 1000:.1f} | {tok_a / wall_a:,.0f} | "
+                  f"{tok_b / wall_b:,.0f} | {ev_a / M:.2f} / {ev_b / M:.2f} | {3600 / run_a:.0f} | "
+                  f"{3600 / run_b:.0f} | {r['ratio']:.2f} |", flush=True)
+    return rows
+
+
+def stacked_main(a) -> int:
+    """``--stacked``: one run per task vs one stack, per group size (module docstring)."""
+    task = resolve_task(a.task if a.task != "copy_unique" else "sort_unique")
+    pe = "nope" if a.pes == "all" else a.pes.split(",")[0]
+    th = int(a.threads.split(",")[0])
+    torch.set_num_threads(th)
+    device = a.device
+    for M in (1, 2):                 # warm-up (lazy initialisation of torch and vmap), untimed
+        run_sizes(a, task, pe, device, [M], 3, quiet=True)
+    print(f"| members | one run per task: CPU ms per member-step | stacked | tokens/s separate | "
+          f"tokens/s stacked | eval CPU-s per member separate / stacked | runs per CPU-hour "
+          f"separate | stacked | ratio |\n|---|---|---|---|---|---|---|---|---|")
+    rows = run_sizes(a, task, pe, device, [int(x) for x in a.sizes.split(",")], a.steps)
+    out = Path(a.out).with_name("training_stacked.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"task": task.name, "preset": a.preset, "threads": th,
+                               "device": device,
+                               "machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
+                                           "torch": torch.__version__,
+                                           "gpu": (torch.cuda.get_device_name(0)
+                                                   if device.startswith("cuda") else None),
                                            "load_avg": os.getloadavg()},
                                "rows": rows}, indent=2))
     print(f"wrote {out}")

@@ -540,8 +540,8 @@ def claims_for_task(records: Sequence[RunRecord], predicted: str | dict | None =
         records: every finished run of the task (any protocols / configurations).
         predicted: the prediction for the task (``"generalizes"`` / ``"fails"``), per PE (a
             dict, see :func:`task_claims`), or None.
-        probe: an :class:`analysis.probing.metrics.ProbeResult` of (some of) these runs, or None. Its
-            distances enter the claims only of the group that holds every probed run.
+        probe: an :class:`analysis.probing.metrics.ProbeResult` of (some of) these runs, or None. A
+            group's claims use the distances between its own probed runs only.
 
     Returns:
         ``{"claims": [Claim.to_dict(), ...], "groups": [{"protocol", "config", "runs",
@@ -558,10 +558,12 @@ def claims_for_task(records: Sequence[RunRecord], predicted: str | dict | None =
     for g in groups:
         labels = {f"{r.pe}/seed{r.seed}" for r in g}
         distances = baselines = units = None
-        if probe is not None and probed and probed <= labels:
+        # the distances between probed models of this group only (a PE trained under
+        # another protocol is another group: its distances are not pooled here)
+        if probe is not None and len(probed & labels) > 1:
             distances, baselines, units = {}, {}, {}
             for agg in AGGREGATIONS:
-                distances[agg], baselines[agg] = probe.distances(agg)
+                distances[agg], baselines[agg] = probe.distances(agg, labels=probed & labels)
                 units[agg] = JSD_UNITS["kazemnejad" if agg == "released" else probe.variant]
         out += [c.to_dict() for c in task_claims(g, predicted, distances, baselines, units)]
         info.append({"protocol": g[0].protocol, "config": g[0].fingerprint,

@@ -697,16 +697,18 @@ class ProbeResult:
     notes: list[str] = field(default_factory=list)
     pairwise_released: dict[tuple[str, str], KazemnejadDistance] = field(default_factory=dict)
 
-    def distances(self, aggregation: str = "standard", reference_pe: str = "nope"
-                  ) -> tuple[dict[str, list[float]], list[float]]:
+    def distances(self, aggregation: str = "standard", reference_pe: str = "nope",
+                  labels=None) -> tuple[dict[str, list[float]], list[float]]:
         """Per-PE distances from the reference PE (one per seed pair) and the reference's
-        other-seed baseline, for one aggregation: ``({pe: [d, ...]}, [baseline d, ...])``."""
+        other-seed baseline, for one aggregation: ``({pe: [d, ...]}, [baseline d, ...])``;
+        with ``labels`` (model labels ``pe/seed<k>``) only pairs of two of those models."""
         table = self.pairwise if aggregation == "standard" else self.pairwise_released
         out: dict[str, list[float]] = {}
         base: list[float] = []
         for (a, b), d in table.items():
             pa, pb = _split_label(a)[0], _split_label(b)[0]
-            if pa != reference_pe:
+            if pa != reference_pe or (labels is not None and (a not in labels
+                                                              or b not in labels)):
                 continue
             (base if pb == reference_pe else out.setdefault(pb, [])).append(float(d.mean))
         return out, base

@@ -135,6 +135,12 @@ def _to_plain(obj: Any) -> Any:
     return str(obj)
 
 
+def train_preset_for(preset: dict, pe: str) -> str:
+    """The training preset of ``pe``'s runs in a resolved report preset (its
+    ``pe_train_presets`` entry, else ``train_preset``)."""
+    return (preset.get("pe_train_presets") or {}).get(pe, preset["train_preset"])
+
+
 def wanted_runs(task_name: str, opts: ReportOptions) -> list[tuple[str, int, Path]]:
     """The (PE, seed, run directory) triples a report on ``task_name`` needs."""
     preset = opts.resolved()
@@ -146,7 +152,7 @@ def wanted_runs(task_name: str, opts: ReportOptions) -> list[tuple[str, int, Pat
         seeds = list(preset["seeds"])
         if pe == "nope":
             seeds = sorted(set(seeds) | set(range(int(preset["nope_seeds"]))))
-        out += [(pe, s, default_run_dir(task_name, pe, s, preset["train_preset"],
+        out += [(pe, s, default_run_dir(task_name, pe, s, train_preset_for(preset, pe),
                                         preset["runs_root"])) for s in seeds]
     return out
 
@@ -154,6 +160,19 @@ def wanted_runs(task_name: str, opts: ReportOptions) -> list[tuple[str, int, Pat
 #: Order in which missing runs are trained, so that a time budget leaves the most informative
 #: runs done: NoPE and T5 first (the paper's closest pair), then NoPE's other seed (the
 #: baseline), then the others; tasks interleaved.
+def _stale(run) -> bool:
+    """Whether the finished run directory of ``run`` (a ``GridRun``) holds another
+    configuration than ``run`` resolves to now."""
+    from analysis.training.runs import read_spec
+    try:
+        spec = trainer.resolve_spec(trainer.resolve_task(run.task), run.pe, run.seed,
+                                    run.preset, run.steps, run.train_max_len,
+                                    dict(run.overrides) or None)
+        return read_spec(run.run_dir)[0] != spec
+    except (RASPError, ValueError):
+        return True
+
+
 def train_missing(task_names: Sequence[str], opts: ReportOptions,
                   budget_s: float | None = None) -> dict[str, dict]:
     """Train every missing or partial run of the report with the grid runner
@@ -183,9 +202,11 @@ def train_missing(task_names: Sequence[str], opts: ReportOptions,
     for name in task_names:
         for pe, seed, rd in wanted_runs(name, opts):
             _check_owner(rd, name)
-            runs.append(GridRun(name, pe, seed, preset=preset["train_preset"],
+            runs.append(GridRun(name, pe, seed, preset=train_preset_for(preset, pe),
                                 overrides=dict(opts.train_overrides or {}), run_dir=str(rd)))
-    pending = [r for r in runs if not is_finished(Path(r.run_dir))]
+    # a finished run of another configuration (e.g. of an older version of the preset) is
+    # not reused silently: the grid reports it with the fix (another --runs, or remove it)
+    pending = [r for r in runs if not is_finished(Path(r.run_dir)) or _stale(r)]
     if not pending or not opts.train_missing:
         return {}
     _log(opts, f"[report] training {len(pending)} missing run(s) on Ray"

@@ -252,10 +252,17 @@ TRAIN_PRESETS: dict = {
     "quick": _QUICK,
     # The main job's experiment (``rasp demo``): the quick model trained 5x longer, where the
     # encodings separate on sort_unique (measured: at 600 steps they do not; at 3,000 they do,
-    # docs/results.md). ~50 CPU-seconds per run with packed batches on one core.
-    "demo": {**_QUICK, "steps": 3000, "warmup_steps": 100, "eval_samples": 64,
-             "log_every": 50, "checkpoint_every": 500, "probe_every": 1000},
+    # docs/results.md), at batch 32: ~22 CPU-seconds of training per run on one core (batch 64:
+    # ~34 s), so that 5 seeds of every PE fit the main job's 10 minutes on 2 cores. Measured at
+    # batch 32, 5 seeds (docs/training.md, "Demo preset"): ID EM >= 0.979 for every PE on
+    # sort_unique and copy_repeat, and the PEs' OOD order of batch 64 kept.
+    "demo": {**_QUICK, "steps": 3000, "batch_size": 32, "warmup_steps": 100,
+             "eval_samples": 64, "log_every": 50, "checkpoint_every": 500, "probe_every": 1000},
 }
+# The demo preset under the protocol of the RASP-L and C-RASP[periodic, local] theories for a
+# learned absolute position embedding (Zhou et al. 2023; Huang et al. 2025): every training
+# example shifted by a random position offset, so every position row is trained.
+TRAIN_PRESETS["demo_random_offsets"] = {**TRAIN_PRESETS["demo"], "position_offsets": "random"}
 """Named training presets (flat dicts of model and training keys). The report's presets
 (seeds, probe sizes) are :data:`analysis.reporting.presets.REPORT_PRESETS`."""
 

@@ -535,19 +535,20 @@ def priority(run: GridRun) -> tuple:
 
 
 def train_pending(runs: Sequence[GridRun], **grid_kwargs) -> dict[str, dict]:
-    """Train the runs of ``runs`` that are not finished (each ``run.run_dir`` set), most
-    informative first (:func:`priority`), with :func:`run_grid` (``grid_kwargs``: its
-    keyword arguments, e.g. ``runs_root``, ``address``, ``budget_s``).
+    """Train the runs ``runs`` (each ``run.run_dir`` set; finished ones are reused by
+    :func:`run_grid`, or reported when they hold another configuration), most informative
+    first (:func:`priority`), with :func:`run_grid` (``grid_kwargs``: its keyword arguments,
+    e.g. ``runs_root``, ``address``, ``budget_s``).
 
     Returns:
-        run directory -> ``{"dir", "status": "trained"|"resumed"|"failed"|"skipped", "error"?,
-        "seconds", "line"?}``; empty when every run is finished. A skipped run's error says
+        run directory -> ``{"dir", "status": "trained"|"resumed"|"reused"|"failed"|"skipped",
+        "error"?, "seconds", "line"?}``; empty when ``runs`` is. A skipped run's error says
         that the same command trains it (finished runs are reused).
 
     Raises:
         GridError: as :func:`run_grid`.
     """
-    todo = sorted((r for r in runs if not _runs.is_finished(Path(r.run_dir))), key=priority)
+    todo = sorted(runs, key=priority)
     if not todo:
         return {}
     rep = run_grid(todo, **grid_kwargs)
