@@ -265,3 +265,16 @@ def test_a_sweep_file_that_never_ends_is_refused():
     from analysis.training.sweep import SweepError, load_sweep
     with pytest.raises(SweepError, match="not a regular file"):
         load_sweep("/dev/zero")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["verify", "parity", "--max-length", "1000000000"], "at most 1,000"),
+    (["verify", "copy_unique", "--samples", "99999999999999999999999"], "at most 1,000"),
+    (["score", "copy_unique", "--max-length", "1000000000"], "at most 1,000"),
+])
+def test_verify_and_score_sizes_are_bounded(args, words):
+    """One flag of 10^9 ran for minutes (verify, score) before the bound."""
+    t0 = time.perf_counter()
+    p = rasp(args, timeout=60)
+    assert p.returncode == 2 and words in p.stderr and "Traceback" not in p.stderr
+    assert time.perf_counter() - t0 < 30

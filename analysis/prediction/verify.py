@@ -24,7 +24,14 @@ from rasp.ir import RASPError
 from tasks import LengthResult, VerifyResult
 
 __all__ = ["VerifyResult", "LengthResult", "verify_task", "verify_program_on_task",
-           "VerifyError"]
+           "VerifyError", "MAX_LENGTH", "MAX_SAMPLES"]
+
+
+#: Longest length verified (``--max-length``) and most examples per length (``--samples``):
+#: greedy decoding at length n costs ~n evaluations of the program on ~2n tokens, so one flag
+#: of 10^9 ran for minutes (the fault test: 180-240 s) before this bound.
+MAX_LENGTH = 1_000
+MAX_SAMPLES = 1_000
 
 
 class VerifyError(RASPError, ValueError):
@@ -62,11 +69,17 @@ def verify_program_on_task(task, sop, max_length: int = 100, samples: int = 5, s
     task = _task(task)
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise VerifyError(f"samples must be a positive integer, got {samples!r}")
+    if samples > MAX_SAMPLES:
+        raise VerifyError(f"samples must be at most {MAX_SAMPLES:,} "
+                          f"(analysis.prediction.verify.MAX_SAMPLES), got {samples:,}")
     if method not in ("auto", "greedy", "teacher_forcing"):
         raise VerifyError("method is 'auto', 'greedy' or 'teacher_forcing'")
     if lengths is None:
         if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
             raise VerifyError(f"max length must be a positive integer, got {max_length!r}")
+        if max_length > MAX_LENGTH:
+            raise VerifyError(f"max length must be at most {MAX_LENGTH:,} "
+                              f"(analysis.prediction.verify.MAX_LENGTH), got {max_length:,}")
         todo = task.lengths(max_length)
         if not todo:
             hi = "unbounded" if task.max_length is None else task.max_length
