@@ -337,6 +337,29 @@ class CompiledModel:
         row = " | ".join(f"{s[c]:.3f}" if isinstance(s[c], float) else str(s[c]) for c in cols)
         return f"| {head} |\n|{'---|' * len(cols)}\n| {row} |"
 
+    def _repr_html_(self) -> str:
+        """Jupyter's display: one row per layer (its heads, the s-ops they compute, its MLP's
+        hidden units), then the totals (``self.model``'s parameters as stored, per-head widths
+        unpadded; residual width ``d_model``), the output and the vocabulary."""
+        from rasp.display import html_table
+        cfg = self.model.cfg
+        names = self.head_nodes if len(self.head_nodes) == cfg.n_layers else [[]] * cfg.n_layers
+        heads = [cfg.heads(i) for i in range(cfg.n_layers)]
+        mlps = [cfg.mlp_width(i) for i in range(cfg.n_layers)]
+        rows = [(f"layer {i}", f"{h} head{'s' * (h != 1)}", ", ".join(map(str, names[i])) or "-",
+                 f"MLP: {m} hidden units" if m else "no MLP")
+                for i, (h, m) in enumerate(zip(heads, mlps))]
+        params, nonzero = self.model.num_parameters(), self.model.num_nonzero_parameters()
+        vocab = ", ".join(map(str, self.vocab[:12])) + (", ..." if len(self.vocab) > 12 else "")
+        rows += [("layers", cfg.n_layers, "heads", sum(heads)),
+                 ("MLPs", sum(1 for m in mlps if m), "parameters",
+                  f"{params:,} ({nonzero:,} non-zero)"),
+                 ("residual width", cfg.d_model, "max_seq_len", self.max_seq_len),
+                 ("output", f"{self.output_name} ({self.output_encoding})",
+                  "vocab", f"{len(self.vocab)}: {vocab}")]
+        kind = "causal" if self.causal else "bidirectional"
+        return html_table(rows, caption=f"compiled model ({kind})")
+
 
 class _threads:
     """Run small compiled models on one thread: their matrices are tiny, and torch's thread

@@ -14,7 +14,8 @@ Public API: :class:`DisplaySettings`, :func:`format_named`, :func:`format_applic
 :func:`format_show_example`, :func:`format_error`,
 :func:`sequence_str`, :func:`format_sop_value`, :func:`format_selector_value`,
 :func:`format_atom`, :func:`format_example`, :func:`format_function`, :func:`short_value`,
-:func:`describe_value`, :func:`describe_node`, :func:`draw_text`, :func:`indent`.
+:func:`describe_value`, :func:`describe_node`, :func:`draw_text`, :func:`indent`,
+:func:`html_table` (the notebook display of compiled models and predictions).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ __all__ = ["format_sop_value", "format_selector_value", "format_atom", "format_e
            "format_function", "example_value", "short_value", "describe_value",
            "describe_node", "draw_text", "indent", "DisplaySettings", "formatstr", "small_str",
            "type_name", "sequence_str", "original_name", "strdesc", "function_origin", "format_named",
-           "format_application", "format_show_example", "format_error", "written_size"]
+           "format_application", "format_show_example", "format_error", "written_size",
+           "html_table"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -525,3 +527,39 @@ def written_size(value: Any, cap: int) -> int:
         else:
             total += 24
     return total
+
+
+# --------------------------------------------------------------------------------------------
+# Notebooks
+# --------------------------------------------------------------------------------------------
+
+def html_table(rows: Sequence[Sequence[Any]], header: Sequence[str] | None = None,
+               caption: str | None = None, pre: str | None = None) -> str:
+    """A small HTML table for a notebook's ``_repr_html_``.
+
+    Args:
+        rows: one sequence of cells per row (any values; shown with ``str`` and escaped).
+        header: the column names (a ``<thead>`` row), or None.
+        caption: the table's caption (escaped), or None.
+        pre: text shown after the table in a ``<pre>`` block (escaped), e.g. a program's
+            source, or None.
+
+    Returns:
+        well-formed HTML: one ``<div>`` holding the ``<table>`` (and the ``<pre>``); every
+        cell's text is escaped, so a value such as ``"<b>"`` shows as written.
+    """
+    from html import escape
+    out = ['<div class="rasp-lab"><table>']
+    if caption is not None:
+        out.append(f"<caption>{escape(str(caption))}</caption>")
+    if header is not None:
+        out.append("<thead><tr>" + "".join(f"<th>{escape(str(h))}</th>" for h in header)
+                   + "</tr></thead>")
+    out.append("<tbody>")
+    for row in rows:
+        out.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>")
+    out.append("</tbody></table>")
+    if pre is not None:
+        out.append(f"<pre>{escape(pre)}</pre>")
+    out.append("</div>")
+    return "".join(out)

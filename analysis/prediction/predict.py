@@ -203,6 +203,41 @@ class Prediction:
             return None
         return (pred == "fails") == (o == "fails")
 
+    @property
+    def program_text(self) -> str | None:
+        """The source of the program used: the search's text, the task's shipped ``.rasp``
+        file, or None (a program given as a Python s-op, or no program)."""
+        if self.source is not None:
+            return self.source
+        if self.program_source == "shipped":
+            import tasks
+            return tasks.get_task(self.task).reference_source()
+        return None
+
+    def _repr_html_(self) -> str:
+        """Jupyter's display: the verdict, the theories it came from, each theory's verdict
+        with its evidence, the RASP-L status, the program and its measures, then the
+        program's source (:attr:`program_text`)."""
+        from rasp.display import html_table
+        rows = [("verdict", self.prediction), ("theory", self.theory)]
+        for key, th in self.theories.items():
+            ev = self.verdict_evidence.get(key, {})
+            rows.append((f"{THEORY_NAMES.get(key, key)}",
+                         f"{th.get('prediction', 'unknown')}: {ev.get('detail', '')}"))
+        if self.disagreement:
+            rows.append(("disagreement", self.disagreement))
+        src = f" ({self.program_source})" if self.program_source else ""
+        rows += [("RASP-L status", self.raspl_status()), ("program", self.program + src),
+                 ("expression size", "-" if self.size is None else str(self.size) + (
+                     f" (certified lower bound {self.size_lower_bound})"
+                     if self.size_lower_bound else "")),
+                 ("length, layers, heads", f"{self.length}, {self.layers}, {self.heads}")]
+        if self.zhou_outcome:
+            rows.append(("Zhou et al. 2023 report", self.zhou_outcome))
+        pe = self.pe if self.pe is not None else "RASP-L alone"
+        return html_table(rows, caption=f"prediction: {self.task} ({pe})",
+                          pre=self.program_text)
+
     def to_dict(self) -> dict:
         """The ``rasp score --json`` object (one row per task and PE)."""
         return {"task": self.task, "pe": self.pe, "prediction": self.prediction,
