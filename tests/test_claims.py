@@ -3,6 +3,7 @@ protocols or configurations."""
 
 import json
 
+import numpy as np
 import pytest
 
 from analysis.evidence.claims import (ClaimError, check_poolable, compare_pes, comparison_groups,
@@ -236,3 +237,21 @@ def test_the_distance_rule_rarely_decides_when_all_pes_are_alike():
                  for pe in ("t5", "alibi", "rope", "ape_sinusoidal", "ape_learned")}
             decided += distance_claim("t", d, "standard").label != "inconclusive"
         assert decided / sims <= 0.05, (seeds, decided / sims)
+
+
+def test_distance_claim_needs_the_interval_over_probe_sequences_too():
+    """Same per-seed distances, so the same sign-flip p (1/32): with replicates that barely
+    move (the probe sequences agree) the claim is supported; when resampling the probe
+    sequences swings each seed's distance by far more than the gap, the interval of the
+    paired difference contains 0 and the claim is inconclusive."""
+    d = {"t5": [0.10, 0.11, 0.10, 0.12, 0.10], "alibi": [0.12, 0.13, 0.12, 0.14, 0.12]}
+    rng = np.random.default_rng(0)
+    tight = {pe: np.asarray(v)[:, None] + rng.normal(0, 1e-4, (5, 400)) for pe, v in d.items()}
+    loose = {pe: np.asarray(v)[:, None] + rng.normal(0, 0.3, (5, 400)) for pe, v in d.items()}
+    sup = distance_claim("t", d, "standard", replicates=tight)
+    assert sup.label == "supported"
+    lo, hi = sup.numbers["difference_interval"]["alibi"]
+    assert 0 < lo < 0.02 < hi
+    inc = distance_claim("t", d, "standard", replicates=loose)
+    assert inc.label == "inconclusive" and "95%" in inc.reason
+    assert "SCAN" in sup.source                  # the paper's numbers name their task

@@ -254,3 +254,65 @@ def test_reference_pairs_follow_the_released_seed_pairing():
     assert reference_pairs(["nope/seed0", "nope/seed1", "t5/seed1"]) == [
         ("nope/seed0", "nope/seed1"), ("nope/seed1", "t5/seed1")]
     assert reference_pairs(["t5/seed0"]) == []
+
+
+# ---- cross-seed distances and resampling over probe sequences (issue 25 item 3) ----------
+
+def _model(rng, examples=6, layers=2, heads=4, n=9):
+    """Patterns ``[example, layer, head, query, key]`` of a random causal model."""
+    return np.stack([np.stack([_random_causal(rng, n, heads) for _ in range(layers)])
+                     for _ in range(examples)])
+
+
+@pytest.mark.parametrize("aggregation", ["standard", "released"])
+def test_replicates_recompute_the_distance_on_resampled_sequences(aggregation):
+    rng = np.random.default_rng(3)
+    a, b = _model(rng), _model(rng)
+    d = kazemnejad_distance(a, b, aggregation=aggregation)
+    # all ones: the distance itself; the indicator of a subset (or bootstrap counts): the
+    # distance computed from scratch on that subset (duplicates = repeated sequences)
+    assert d.replicates(np.ones((1, 6)))[0] == pytest.approx(d.mean, rel=1e-12)
+    picks = [[0, 2, 3], [5, 5, 1, 0, 0, 4], [1]]
+    w = np.zeros((len(picks), 6))
+    for r, pick in enumerate(picks):
+        np.add.at(w[r], pick, 1)
+    got = d.replicates(w)
+    for r, pick in enumerate(picks):
+        want = kazemnejad_distance(a[pick], b[pick], aggregation=aggregation).mean
+        assert got[r] == pytest.approx(want, rel=1e-10)
+    with pytest.raises(ProbingError):
+        d.replicates(np.ones((1, 5)))
+
+
+def test_cross_seed_pairs_never_pair_a_seed_with_itself():
+    from analysis.probing.metrics import cross_seed_pairs
+    labels = [f"{pe}/seed{s}" for pe in ("nope", "t5", "alibi") for s in range(3)]
+    pairs = cross_seed_pairs(labels)
+    want = {(f"nope/seed{r}", f"{pe}/seed{s}") for pe in ("nope", "t5", "alibi")
+            for s in range(3) for r in range(3) if r != s}
+    assert set(pairs) == want and len(pairs) == len(want)
+
+
+def test_cross_seed_distances_are_means_over_the_other_nope_seeds():
+    from analysis.probing.metrics import probe
+    rng = np.random.default_rng(5)
+    models = {f"{pe}/seed{s}": list(np.moveaxis(_model(rng, examples=4), 1, 0))
+              for pe in ("nope", "t5") for s in range(3)}
+    seqs = [[0] * 9 for _ in range(4)]
+    res = probe("t", seqs, models, relpos=False)
+    for agg in ("standard", "released"):
+        cross = res.cross_seed_distances(agg, size=50)
+        assert set(cross) == {"nope", "t5"}
+        for pe in ("nope", "t5"):
+            assert cross[pe].seeds == [0, 1, 2]
+            assert cross[pe].replicates.shape == (3, 50)
+            for i, s in enumerate(range(3)):
+                want = np.mean([kazemnejad_distance(models[f"nope/seed{r}"],
+                                                    models[f"{pe}/seed{s}"],
+                                                    aggregation=agg).mean
+                                for r in range(3) if r != s])
+                assert cross[pe].values[i] == pytest.approx(want, rel=1e-12)
+        # a comparison group restricted by labels keeps only its own models
+        part = res.cross_seed_distances(agg, labels={"nope/seed0", "nope/seed1", "t5/seed0"},
+                                        size=10)
+        assert part["t5"].seeds == [0] and part["nope"].seeds == [0, 1]

@@ -45,6 +45,7 @@ __all__ = ["LABELS", "ID_FIT", "OOD_GENERALIZES", "MIN_SEEDS", "ClaimError", "Ru
            "Claim", "run_record", "load_runs", "resolved_config", "config_fingerprint",
            "config_differences", "check_poolable", "comparison_groups", "compare_pes",
            "task_chance", "prediction_claim", "measured_outcome", "distance_claim",
+           "PAPER_DISTANCE_SOURCE", "cross_seed_summary",
            "task_claims", "claims_for_task", "PAPER_PE_CLAIMS"]
 
 LABELS = ("supported", "contradicted", "inconclusive")
@@ -408,27 +409,43 @@ def measured_outcome(records: Sequence[RunRecord], min_seeds: int = MIN_SEEDS) -
             "chance": out["chance"], "note": note}
 
 
+#: Where the paper's distances come from, named whenever they are shown beside ours.
+PAPER_DISTANCE_SOURCE = ("Kazemnejad et al. 2023 §6, Fig. 4 (SCAN, 12-layer decoder-only "
+                         "models): NoPE vs T5 0.263, NoPE other seed 0.265, ALiBi 0.49, APE "
+                         "0.72, Rotary 0.99 (released aggregation, nats)")
+
+
 def distance_claim(task: str, distances: dict[str, list[float]], aggregation: str,
                    baseline: Sequence[float] = (), target: str = "t5", reference: str = "nope",
                    units: str = "", runs: Sequence[str] = (), protocol: str | None = None,
-                   config: str | None = None, min_seeds: int = MIN_SEEDS) -> Claim:
+                   config: str | None = None, min_seeds: int = MIN_SEEDS,
+                   replicates: dict[str, Any] | None = None,
+                   baseline_replicates: Any = None) -> Claim:
     """Claim "``reference``'s attention is closest to ``target``'s" (Kazemnejad et al. §6).
 
     Args:
-        distances: PE -> per-seed distances from the reference model of the same seed (index
-            i = seed i of that PE; the same reference seed for every PE, so seeds pair).
+        distances: PE -> per-seed distances from the reference PE (index i = the i-th of the
+            seeds every PE shares, so seeds pair); the report passes the cross-seed distances
+            (each model against the reference models of the *other* seeds:
+            :meth:`analysis.probing.metrics.ProbeResult.cross_seed_distances`).
         aggregation: ``"standard"`` or ``"released"`` (recorded; see
             :func:`analysis.probing.metrics.kazemnejad_distance`).
-        baseline: reference vs reference with another seed (shown, the paper's floor).
+        baseline: reference vs reference of other seeds (shown, the floor: a PE as close as
+            another seed of the reference is as close as training noise allows).
+        replicates: PE -> ``[seed, replicate]`` bootstrap replicates of each seed's distance
+            over the probe sequences (rows aligned with ``distances``); with them every paired
+            difference gets a 95% interval resampling seeds as units and sequences within, and
+            a decision needs the interval on its side of 0 as well as the sign-flip test.
+        baseline_replicates: the same for ``baseline`` (its interval is shown).
 
     The paired rule of :mod:`analysis.evidence.statistics`: per other PE, the per-seed
     differences ``d = distance(other) - distance(target)`` (paired by seed) and an exact
     sign-flip test. Supported when, for every other PE, ``d > 0`` at one-sided
     ``ALPHA_STATED`` (an intersection-union test, Berger 1982: "closest" needs every one of the
-    k comparisons, so each at the full level keeps the error rate); contradicted when some other
-    PE is closer at ``ALPHA_REVERSE / k`` (a union of k tests: Bonferroni); inconclusive
-    otherwise, or with fewer than ``min_seeds`` seeds per PE (>= 5, the fewest with which the
-    rule can decide).
+    k comparisons, so each at the full level keeps the error rate) and its interval above 0;
+    contradicted when some other PE is closer at ``ALPHA_REVERSE / k`` (a union of k tests:
+    Bonferroni) with its interval below 0; inconclusive otherwise, or with fewer than
+    ``min_seeds`` seeds per PE (>= 5, the fewest with which the rule can decide).
     """
     others = {pe: list(v) for pe, v in distances.items()
               if pe not in (target, reference) and v}
@@ -437,6 +454,14 @@ def distance_claim(task: str, distances: dict[str, list[float]], aggregation: st
                          + (f", {units}" if units else "") + ")",
                "aggregation": aggregation, "per_pe": {pe: list(v) for pe, v in distances.items()},
                "baseline": list(baseline)}
+    rng = np.random.default_rng(_stats._BOOTSTRAP_SEED)
+    intervals: dict[str, list[float]] = {}
+    if replicates:
+        numbers["interval"] = {pe: _stats.percentile_interval(_stats.resample_seeds(
+            np.asarray(r, dtype=float), rng)) for pe, r in replicates.items() if len(r)}
+        if baseline_replicates is not None and len(baseline_replicates):
+            numbers["baseline_interval"] = _stats.percentile_interval(_stats.resample_seeds(
+                np.asarray(baseline_replicates, dtype=float), rng))
     if not t or not others:
         label, reason = "inconclusive", f"no {target} distance or no other PE to compare"
     elif len(t) < min_seeds or any(len(v) < min_seeds for v in others.values()):
@@ -446,29 +471,73 @@ def distance_claim(task: str, distances: dict[str, list[float]], aggregation: st
     else:
         k = len(others)
         p_closer, p_beaten = {}, {}
+        mean_diff: dict[str, float] = {}
         for pe, v in others.items():
             n = min(len(v), len(t))
             diffs = [v[i] - t[i] for i in range(n)]
+            mean_diff[pe] = float(np.mean(diffs))
             p_closer[pe] = _stats.sign_flip_pvalue(diffs, "greater")
             p_beaten[pe] = _stats.sign_flip_pvalue(diffs, "less")
+            if replicates:
+                rd = (np.asarray(replicates[pe], float)[:n]
+                      - np.asarray(replicates[target], float)[:n])
+                intervals[pe] = _stats.percentile_interval(_stats.resample_seeds(rd, rng))
         numbers["p_target_closer"] = p_closer
         numbers["p_other_closer"] = p_beaten
-        beaten = [pe for pe, p in p_beaten.items() if p <= _stats.ALPHA_REVERSE / k]
-        if all(p <= _stats.ALPHA_STATED for p in p_closer.values()):
-            label, reason = "supported", (f"{target} closer than each of {', '.join(others)} "
-                                          f"(paired sign-flip p <= {_stats.ALPHA_STATED} each)")
+        numbers["mean_difference"] = mean_diff
+        if replicates:
+            numbers["difference_interval"] = intervals
+        # without replicates (a caller with per-seed values only) the test alone decides
+        above = {pe: not replicates or intervals[pe][0] > 0 for pe in others}
+        below = {pe: not replicates or intervals[pe][1] < 0 for pe in others}
+        beaten = [pe for pe, p in p_beaten.items()
+                  if p <= _stats.ALPHA_REVERSE / k and below[pe]]
+
+        def iv(pe: str) -> str:
+            return (f"{pe} - {target} {mean_diff[pe]:+.3f}" + (
+                f" [95% {intervals[pe][0]:+.3f}, {intervals[pe][1]:+.3f}]" if replicates
+                else ""))
+        if all(p <= _stats.ALPHA_STATED for p in p_closer.values()) and all(above.values()):
+            label, reason = "supported", (
+                f"{target} closer than each of {', '.join(others)} (paired sign-flip p <= "
+                f"{_stats.ALPHA_STATED} each" + (", every interval of the difference above 0"
+                                                 if replicates else "") + ")")
         elif beaten:
-            label, reason = "contradicted", (f"{', '.join(beaten)} closer than {target} "
-                                             f"(paired sign-flip p <= {_stats.ALPHA_REVERSE}/{k})")
+            label, reason = "contradicted", (
+                f"{', '.join(beaten)} closer than {target} (paired sign-flip p <= "
+                f"{_stats.ALPHA_REVERSE}/{k}" + (", interval below 0" if replicates else "")
+                + "): " + "; ".join(iv(pe) for pe in beaten))
         else:
-            label, reason = "inconclusive", "no decision at the paired test's levels"
+            label, reason = "inconclusive", ("no decision at the paired test's levels: "
+                                             + "; ".join(iv(pe) for pe in others))
     return Claim(id=f"{task}:closest:{aggregation}", task=task, label=label, reason=reason,
                  statement=f"{PE_LABELS.get(reference, reference)}'s attention is closest to "
                            f"{PE_LABELS.get(target, target)}'s on {task} ({aggregation} "
                            "aggregation)",
-                 source="Kazemnejad et al. 2023 §6: NoPE vs T5 0.263, NoPE other seed 0.265, "
-                        "ALiBi 0.49, APE 0.72, Rotary 0.99 (released aggregation, nats)",
+                 source=PAPER_DISTANCE_SOURCE,
                  numbers=numbers, runs=list(runs), protocol=protocol, config=config)
+
+
+def cross_seed_summary(probe: Any) -> dict[str, dict[str, dict]]:
+    """The cross-seed distances of a probe with their uncertainty, for tables and figures.
+
+    Args:
+        probe: an :class:`analysis.probing.metrics.ProbeResult`.
+
+    Returns:
+        aggregation -> PE (NoPE = the other-seed baseline) -> ``{"seeds", "values" (per seed),
+        "mean", "interval" (95%, seeds resampled as units and probe sequences within), "units"}``.
+    """
+    from analysis.probing.metrics import AGGREGATIONS
+
+    out: dict[str, dict[str, dict]] = {}
+    for agg in AGGREGATIONS:
+        rng = np.random.default_rng(_stats._BOOTSTRAP_SEED)
+        out[agg] = {pe: {**c.to_dict(), "mean": float(np.mean(c.values)),
+                         "interval": _stats.percentile_interval(
+                             _stats.resample_seeds(c.replicates, rng))}
+                    for pe, c in probe.cross_seed_distances(agg).items()}
+    return out
 
 
 def per_pe_prediction_claims(records: Sequence[RunRecord], predicted: dict) -> list[Claim]:
@@ -499,7 +568,9 @@ def per_pe_prediction_claims(records: Sequence[RunRecord], predicted: dict) -> l
 def task_claims(records: Sequence[RunRecord], predicted: str | dict | None = None,
                 distances: dict[str, dict[str, list[float]]] | None = None,
                 baselines: dict[str, list[float]] | None = None,
-                units: dict[str, str] | None = None) -> list[Claim]:
+                units: dict[str, str] | None = None,
+                replicates: dict[str, dict[str, Any]] | None = None,
+                baseline_replicates: dict[str, Any] | None = None) -> list[Claim]:
     """Every claim about one task's comparison group: the paper's pairwise PE statements
     (:data:`PAPER_PE_CLAIMS`, where both PEs ran), the prediction, and per aggregation the
     attention-distance claim.
@@ -508,8 +579,11 @@ def task_claims(records: Sequence[RunRecord], predicted: str | dict | None = Non
         records: runs of one comparison group (:func:`comparison_groups`).
         predicted: the prediction for the task (``"generalizes"`` / ``"fails"``) or None, or
             per PE (PE -> prediction dict: :func:`per_pe_prediction_claims`).
-        distances: aggregation -> PE -> per-seed distances from NoPE of the same seed.
+        distances: aggregation -> PE -> per-seed distances from NoPE (cross-seed, the seeds
+            every PE shares, in one order: :func:`claims_for_task`).
         baselines: aggregation -> NoPE vs NoPE other-seed distances.
+        replicates, baseline_replicates: aggregation -> the bootstrap replicates over probe
+            sequences of the same (:func:`distance_claim`).
 
     Raises:
         ClaimError: the runs cannot be pooled.
@@ -528,7 +602,9 @@ def task_claims(records: Sequence[RunRecord], predicted: str | dict | None = Non
         out.append(distance_claim(records[0].task, d, agg, (baselines or {}).get(agg, ()),
                                   units=(units or {}).get(agg, ""),
                                   runs=[r.run_dir for r in records],
-                                  protocol=records[0].protocol, config=records[0].fingerprint))
+                                  protocol=records[0].protocol, config=records[0].fingerprint,
+                                  replicates=(replicates or {}).get(agg),
+                                  baseline_replicates=(baseline_replicates or {}).get(agg)))
     return out
 
 
@@ -557,15 +633,27 @@ def claims_for_task(records: Sequence[RunRecord], predicted: str | dict | None =
     out, info = [], []
     for g in groups:
         labels = {f"{r.pe}/seed{r.seed}" for r in g}
-        distances = baselines = units = None
-        # the distances between probed models of this group only (a PE trained under
-        # another protocol is another group: its distances are not pooled here)
+        distances = baselines = units = reps = base_reps = None
+        # the cross-seed distances between probed models of this group only (a PE trained
+        # under another protocol is another group: its distances are not pooled here)
         if probe is not None and len(probed & labels) > 1:
-            distances, baselines, units = {}, {}, {}
+            distances, baselines, units, reps, base_reps = {}, {}, {}, {}, {}
             for agg in AGGREGATIONS:
-                distances[agg], baselines[agg] = probe.distances(agg, labels=probed & labels)
+                cross = probe.cross_seed_distances(agg, labels=probed & labels)
+                ref = cross.pop("nope", None)
+                # seeds every compared PE has (paired by seed)
+                common = sorted(set.intersection(*[set(c.seeds) for c in cross.values()])
+                                ) if cross else []
+                distances[agg], reps[agg] = {}, {}
+                for pe, c in cross.items():
+                    rows = [c.seeds.index(s_) for s_ in common]
+                    distances[agg][pe] = [c.values[i] for i in rows]
+                    reps[agg][pe] = c.replicates[rows]
+                baselines[agg] = list(ref.values) if ref else []
+                base_reps[agg] = ref.replicates if ref else None
                 units[agg] = JSD_UNITS["kazemnejad" if agg == "released" else probe.variant]
-        out += [c.to_dict() for c in task_claims(g, predicted, distances, baselines, units)]
+        out += [c.to_dict() for c in task_claims(g, predicted, distances, baselines, units,
+                                                 reps, base_reps)]
         info.append({"protocol": g[0].protocol, "config": g[0].fingerprint,
                      "runs": [r.run_dir for r in g], "pes": sorted({r.pe for r in g})})
     note = None

@@ -79,7 +79,7 @@ import numpy as np
 
 __all__ = ["MIN_SEEDS", "ALPHA", "ALPHA_STATED", "ALPHA_REVERSE", "ID_FIT", "OOD_GENERALIZES",
            "CHANCE_MARGIN", "EXACT_MAX", "sign_flip_pvalue", "sign_test_pvalue",
-           "ood_replicates", "seed_bootstrap", "paired_bootstrap", "PairedComparison",
+           "ood_replicates", "resample_seeds", "percentile_interval", "seed_bootstrap", "paired_bootstrap", "PairedComparison",
            "paired_comparison", "fits", "chance_em", "generalization_threshold",
            "pe_against_threshold", "task_outcome"]
 
@@ -188,9 +188,10 @@ def ood_replicates(rows: Sequence[dict], rng: np.random.Generator,
     return reps.mean(axis=0)
 
 
-def _resample_seeds(per_run: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Mean over seeds resampled with replacement (seeds as units); ``per_run`` is
-    ``[seeds, size]`` of within-run replicates."""
+def resample_seeds(per_run: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Replicates ``[size]`` of the mean over seeds, seeds resampled with replacement (as
+    units); ``per_run`` is ``[seeds, size]`` of within-run replicates (each seed's own
+    resampling: test samples, probe sequences)."""
     k, size = per_run.shape
     pick = rng.integers(0, k, size=(k, size))
     return per_run[pick, np.arange(size)[None, :]].mean(0)
@@ -203,7 +204,7 @@ def seed_bootstrap(runs: Sequence[Any], rng: np.random.Generator,
     (:class:`analysis.evidence.claims.RunRecord`), one per seed."""
     if not runs:
         return np.full(size, np.nan)
-    return _resample_seeds(np.stack([ood_replicates(r.accuracy, rng, size) for r in runs]), rng)
+    return resample_seeds(np.stack([ood_replicates(r.accuracy, rng, size) for r in runs]), rng)
 
 
 def paired_bootstrap(pairs: Sequence[tuple[Any, Any]], rng: np.random.Generator,
@@ -214,10 +215,12 @@ def paired_bootstrap(pairs: Sequence[tuple[Any, Any]], rng: np.random.Generator,
         return np.full(size, np.nan)
     diffs = np.stack([ood_replicates(a.accuracy, rng, size) - ood_replicates(b.accuracy, rng, size)
                       for a, b in pairs])
-    return _resample_seeds(diffs, rng)
+    return resample_seeds(diffs, rng)
 
 
-def _interval(reps: np.ndarray) -> list[float]:
+def percentile_interval(reps: np.ndarray) -> list[float]:
+    """The 95% percentile interval ``[2.5%, 97.5%]`` of bootstrap replicates (NaNs left out;
+    both ends NaN when every replicate is)."""
     if np.all(np.isnan(reps)):
         return [float("nan"), float("nan")]
     return [float(np.nanpercentile(reps, 2.5)), float(np.nanpercentile(reps, 97.5))]
@@ -277,7 +280,7 @@ def paired_comparison(a_runs: Sequence[Any], b_runs: Sequence[Any], names: tuple
     diffs = [float(a.ood_em - b.ood_em) for a, b in pairs
              if a.ood_em is not None and b.ood_em is not None]
     rng = np.random.default_rng(_BOOTSTRAP_SEED)
-    ci = _interval(paired_bootstrap(pairs, rng))
+    ci = percentile_interval(paired_bootstrap(pairs, rng))
     diff = float(np.mean(diffs)) if diffs else float("nan")
     p_stated = sign_flip_pvalue(diffs, "greater")
     p_reverse = sign_flip_pvalue(diffs, "less")
@@ -374,7 +377,7 @@ def pe_against_threshold(runs: Sequence[Any], threshold: float,
     return {"seeds": [r.seed for r in rs], "ood_em": oods, "id_em": [r.id_em for r in rs],
             "fits": all(fits(r) for r in rs),
             "mean": float(np.mean(known)) if known else None,
-            "ci": _interval(seed_bootstrap(rs, rng)),
+            "ci": percentile_interval(seed_bootstrap(rs, rng)),
             "p_above": sign_test_pvalue(known, threshold, "greater") if len(known) == len(rs)
             else 1.0,
             "p_below": sign_test_pvalue(known, threshold, "less") if len(known) == len(rs)

@@ -49,7 +49,8 @@ __all__ = [
     "head_distance_matrix", "kazemnejad_distance", "KazemnejadDistance", "match_heads",
     "HeadMatching", "relative_position_fit", "RelativePositionFit",
     "pad_patterns", "capture_trained", "capture_compiled", "probe_sequences", "probe",
-    "ProbeResult", "reference_pairs", "JSD_VARIANTS", "AGGREGATIONS", "JSD_UNITS",
+    "ProbeResult", "reference_pairs", "cross_seed_pairs", "CrossSeedDistances",
+    "sequence_bootstrap_weights", "JSD_VARIANTS", "AGGREGATIONS", "JSD_UNITS",
 ]
 
 JSD_VARIANTS = ("standard", "kazemnejad")
@@ -234,6 +235,10 @@ class KazemnejadDistance:
     ``argmin[l]``: the (head of A, head of B) pair achieving the minimum (``"released"``: the
     pair most often minimal over samples); ``per_sample`` (``"released"`` only):
     ``[example][layer]`` minima; ``units``: ``"bits"`` or ``"nats"``.
+
+    ``layer_sums`` / ``layer_counts`` (``"standard"`` only; not serialised): per layer, the
+    ``[example, head_a, head_b]`` sums of the row JSDs and the numbers of valid rows, from which
+    the distance on a resample of the probe sequences is recomputed (:meth:`replicates`).
     """
 
     per_layer: list[float]
@@ -242,10 +247,49 @@ class KazemnejadDistance:
     variant: str = "standard"
     aggregation: str = "standard"
     per_sample: list[list[float]] | None = None
+    layer_sums: list[np.ndarray] | None = field(default=None, repr=False, compare=False)
+    layer_counts: list[np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @property
     def units(self) -> str:
         return JSD_UNITS[self.variant]
+
+    def replicates(self, weights: np.ndarray) -> np.ndarray:
+        """The distance recomputed on reweighted probe sequences (a bootstrap over them).
+
+        Args:
+            weights: ``[replicate, example]`` non-negative weights of the probe sequences
+                (bootstrap counts: :func:`sequence_bootstrap_weights`); all ones gives
+                :attr:`mean`, the indicator of a subset gives the distance on that subset.
+
+        Returns:
+            ``[replicate]`` distances, computed exactly as :func:`kazemnejad_distance` does on
+            the reweighted sequences (the minimum over head pairs taken per replicate).
+
+        Raises:
+            ProbingError: a distance made without its per-example parts, or weights whose
+                second axis is not the number of probe sequences.
+        """
+        w = np.asarray(weights, dtype=np.float64)
+        if self.aggregation == "released":
+            if self.per_sample is None:
+                raise ProbingError("this distance kept no per-sample minima to resample")
+            ps = np.asarray(self.per_sample, dtype=np.float64)         # [example, layer]
+            if w.ndim != 2 or w.shape[1] != ps.shape[0]:
+                raise ProbingError(f"weights {w.shape} do not match {ps.shape[0]} sequences")
+            ok = ~np.isnan(ps)
+            return (w @ np.where(ok, ps, 0.0).sum(1)) / (w @ ok.sum(1))
+        if self.layer_sums is None or self.layer_counts is None:
+            raise ProbingError("this distance kept no per-example sums to resample")
+        per_layer = []
+        for sums, counts in zip(self.layer_sums, self.layer_counts):
+            if w.ndim != 2 or w.shape[1] != sums.shape[0]:
+                raise ProbingError(f"weights {w.shape} do not match {sums.shape[0]} sequences")
+            s = np.tensordot(w, sums, axes=(1, 0))                        # [rep, ha, hb]
+            c = np.tensordot(w, counts, axes=(1, 0))
+            d = np.where(c > 0, s / np.where(c > 0, c, 1), np.inf)
+            per_layer.append(d.reshape(len(w), -1).min(1))
+        return np.mean(per_layer, axis=0)
 
     def to_dict(self) -> dict:
         out = {"per_layer": [float(x) for x in self.per_layer], "mean": float(self.mean),
@@ -313,6 +357,7 @@ def kazemnejad_distance(patterns_a: Any, patterns_b: Any, variant: str | None = 
         raise ProbingError(f"models with {len(la)} and {len(lb)} layers cannot be compared "
                            "layer by layer")
     per_layer, argmin, per_sample_layers = [], [], []
+    layer_sums, layer_counts = [], []
     for l, (a, b) in enumerate(zip(la, lb)):
         if a.shape[1] == 0 or b.shape[1] == 0:          # a layer without attention
             continue
@@ -321,11 +366,15 @@ def kazemnejad_distance(patterns_a: Any, patterns_b: Any, variant: str | None = 
         valid = (a.sum(-1) > 0)[:, :, None] | (b.sum(-1) > 0)[:, None, :]
         valid[..., :first_query] = False                  # [example, ha, hb, query]
         if not released:
-            n = valid.sum((0, 3))
-            d = np.where(valid, rows, 0.0).sum((0, 3)) / np.where(n > 0, n, 1)
+            ex_sums = np.where(valid, rows, 0.0).sum(3)       # [example, ha, hb]
+            ex_counts = valid.sum(3)
+            n = ex_counts.sum(0)
+            d = ex_sums.sum(0) / np.where(n > 0, n, 1)
             d = np.where(n > 0, d, np.nan)                # [ha, hb]
             if np.isnan(d).all():
                 continue
+            layer_sums.append(ex_sums)
+            layer_counts.append(ex_counts)
             i, j = np.unravel_index(np.nanargmin(d), d.shape)
             per_layer.append(float(d[i, j]))
             argmin.append((int(i), int(j)))
@@ -357,7 +406,17 @@ def kazemnejad_distance(patterns_a: Any, patterns_b: Any, variant: str | None = 
         mean = float(np.nanmean(ps))
     else:
         mean = float(np.mean(per_layer))
-    return KazemnejadDistance(per_layer, mean, argmin, variant, aggregation, per_sample)
+    return KazemnejadDistance(per_layer, mean, argmin, variant, aggregation, per_sample,
+                              layer_sums=None if released else layer_sums,
+                              layer_counts=None if released else layer_counts)
+
+
+def sequence_bootstrap_weights(n_sequences: int, size: int,
+                               rng: np.random.Generator) -> np.ndarray:
+    """Bootstrap weights ``[size, n_sequences]`` over probe sequences: each replicate draws
+    ``n_sequences`` sequences with replacement (multinomial counts). Every model of one probe
+    must be resampled with the same weights, since they saw the same sequences."""
+    return rng.multinomial(n_sequences, np.full(n_sequences, 1.0 / n_sequences), size=size)
 
 
 @dataclass
@@ -673,6 +732,48 @@ def reference_pairs(labels: Sequence[str], reference_pe: str = "nope"
     return pairs
 
 
+def cross_seed_pairs(labels: Sequence[str], reference_pe: str = "nope"
+                     ) -> list[tuple[str, str]]:
+    """The (reference, other) pairs of the cross-seed comparison: every model (NoPE included)
+    against every reference model of *another* seed. Runs of one seed share initial weights
+    and batches, so a same-seed pair understates the distance of a PE from NoPE as such; the
+    cross-seed pairs put every PE, and NoPE itself (the baseline), on one footing
+    (``docs/probing.md``, "Cross-seed distances"). Labels without a seed are left out.
+
+    Args:
+        labels: model labels ``"<pe>/seed<k>"``.
+    """
+    refs = [l for l in labels if _split_label(l)[0] == reference_pe
+            and _split_label(l)[1] is not None]
+    pairs = []
+    for l in labels:
+        seed = _split_label(l)[1]
+        if seed is None:
+            continue
+        pairs += [(r, l) for r in refs if _split_label(r)[1] != seed]
+    return pairs
+
+
+@dataclass
+class CrossSeedDistances:
+    """One PE's distances from the reference PE's models of other seeds.
+
+    ``seeds``: the PE's seeds; ``values[i]``: the mean distance of its seed-``seeds[i]`` model
+    from the reference models of the other seeds; ``replicates``: ``[seed, replicate]`` the
+    same means on bootstrap resamples of the probe sequences (one weight matrix shared by every
+    model of the probe, :func:`sequence_bootstrap_weights`), for intervals that resample seeds
+    as units and sequences within; ``units``: ``"bits"`` or ``"nats"``."""
+
+    seeds: list[int]
+    values: list[float]
+    replicates: np.ndarray = field(repr=False)
+    units: str = "bits"
+
+    def to_dict(self) -> dict:
+        return {"seeds": list(self.seeds), "values": [float(v) for v in self.values],
+                "units": self.units}
+
+
 @dataclass
 class ProbeResult:
     """Everything the probe computes for one task.
@@ -696,6 +797,45 @@ class ProbeResult:
     variant: str = "standard"
     notes: list[str] = field(default_factory=list)
     pairwise_released: dict[tuple[str, str], KazemnejadDistance] = field(default_factory=dict)
+    cross_pairwise: dict[tuple[str, str], KazemnejadDistance] = field(default_factory=dict)
+    cross_pairwise_released: dict[tuple[str, str], KazemnejadDistance] = field(
+        default_factory=dict)
+
+    def cross_seed_distances(self, aggregation: str = "standard", reference_pe: str = "nope",
+                             labels=None, size: int = 2000, seed: int = 20230530
+                             ) -> dict[str, CrossSeedDistances]:
+        """Per PE (the reference PE included: its baseline), each seed's mean distance from
+        the reference models of the other seeds (:func:`cross_seed_pairs`), with bootstrap
+        replicates over the probe sequences.
+
+        Args:
+            aggregation: ``"standard"`` or ``"released"``.
+            labels: only models with these labels (``pe/seed<k>``), e.g. one comparison group.
+            size: bootstrap replicates; seed: their random generator's seed (fixed, so a
+                report regenerated from the same runs prints the same intervals).
+
+        Returns:
+            PE -> :class:`CrossSeedDistances`, seeds ascending.
+        """
+        table = self.cross_pairwise if aggregation == "standard" else self.cross_pairwise_released
+        weights = sequence_bootstrap_weights(len(self.sequences), size,
+                                             np.random.default_rng(seed))
+        grouped: dict[str, dict[int, list[KazemnejadDistance]]] = {}
+        for (a, b), d in table.items():
+            if _split_label(a)[0] != reference_pe or (labels is not None and (
+                    a not in labels or b not in labels)):
+                continue
+            pe, s = _split_label(b)
+            grouped.setdefault(pe, {}).setdefault(s, []).append(d)
+        out = {}
+        for pe, by_seed in grouped.items():
+            seeds = sorted(by_seed)
+            values = [float(np.mean([d.mean for d in by_seed[s]])) for s in seeds]
+            reps = np.stack([np.mean([d.replicates(weights) for d in by_seed[s]], axis=0)
+                             for s in seeds])
+            units = next(iter(by_seed.values()))[0].units
+            out[pe] = CrossSeedDistances(seeds, values, reps, units)
+        return out
 
     def distances(self, aggregation: str = "standard", reference_pe: str = "nope",
                   labels=None) -> tuple[dict[str, list[float]], list[float]]:
@@ -762,14 +902,19 @@ def probe(task_name: str, sequences: list[list[int]], trained: dict[str, list[np
         pairs = [(reference, l) for l in labels if l != reference]
     else:
         pairs = reference_pairs(labels)
-    for a, b in pairs:
-        for agg, table in (("standard", res.pairwise), ("released", res.pairwise_released)):
-            try:
-                table[(a, b)] = kazemnejad_distance(
-                    trained[a], trained[b], variant if agg == "standard" else None,
-                    aggregation=agg)
-            except ProbingError as e:
-                res.notes.append(f"{a} vs {b} ({agg} aggregation): {e}")
+    jobs = [(p, "standard", res.pairwise) for p in pairs]
+    jobs += [(p, "released", res.pairwise_released) for p in pairs]
+    if reference is None:
+        cross = cross_seed_pairs(labels)
+        jobs += [(p, "standard", res.cross_pairwise) for p in cross]
+        jobs += [(p, "released", res.cross_pairwise_released) for p in cross]
+    for (a, b), agg, table in jobs:
+        try:
+            table[(a, b)] = kazemnejad_distance(
+                trained[a], trained[b], variant if agg == "standard" else None,
+                aggregation=agg)
+        except ProbingError as e:
+            res.notes.append(f"{a} vs {b} ({agg} aggregation): {e}")
     if compiled is not None:
         res.compiled_label = "compiled"
         res.models["compiled"] = compiled

@@ -470,7 +470,12 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
             sec["problems"].append(f"computation flow not drawn: {e}")
     res: metrics.ProbeResult | None = sec.get("probe")
     if res is not None:
-        panels = {agg: res.distances(agg) for agg in metrics.AGGREGATIONS}
+        panels = {}
+        for agg in metrics.AGGREGATIONS:
+            cross = res.cross_seed_distances(agg)
+            base = cross.pop("nope", None)
+            panels[agg] = ({pe: c.values for pe, c in cross.items()},
+                           base.values if base else [])
         # a chart needs a PE besides NoPE (the reference); the baseline alone draws no bar
         panels = {agg: v for agg, v in panels.items()
                   if any(pe != "nope" and d for pe, d in v[0].items())}
@@ -478,13 +483,17 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
             p = figures.distance_chart(panels, out_dir / f"{slug}_distances.png",
                                        reference="nope", title=sec["name"])
             add("distances", p, "Kazemnejad et al.'s distance of each PE's model from the NoPE "
-                                "model of the same seed. Left, standard aggregation (standard "
+                                "models of the other seeds (runs of one seed share initial "
+                                "weights and batches, so the same seed would understate it). "
+                                "Left, standard aggregation (standard "
                                 "JSD in bits, all head pairs, min per layer, mean over layers); "
                                 "right, the released code's aggregation (their JSD variant in "
                                 "nats, head pairs i < j, min per sample and layer) — the only "
                                 "panel on the paper's scale, so the paper's values (diamonds) "
                                 "are drawn only there. Dots: seeds; whiskers: seed range; dashed "
-                                "line and grey band: NoPE against another NoPE seed.")
+                                "line and grey band: NoPE against NoPE of the other seeds. "
+                                "The paper's values are of another task and model (SCAN, "
+                                "12-layer models).")
         figs["heatmaps"] = []
         tokens = None
         longest = int(np.argmax([len(s) for s in res.sequences]))
@@ -638,8 +647,9 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
     atomic_write_text(path, page, mode=0o644)        # meant to be mailed: world-readable
     summary = [{"task": s["sec"]["name"], "measured": (s["sec"].get("measured") or {}),
                 "predictions": s["sec"].get("predictions"),
-                "probe": s["sec"]["probe"].to_dict() if s["sec"].get("probe") is not None
-                else None,
+                "probe": ({**s["sec"]["probe"].to_dict(),
+                           "cross_seed": _claims.cross_seed_summary(s["sec"]["probe"])}
+                          if s["sec"].get("probe") is not None else None),
                 "compiled": (s["sec"].get("compiled") or {}).get("stats"),
                 "claims": s["sec"].get("claims"),
                 "runs": s["sec"].get("runs"), "problems": s["sec"].get("problems")}

@@ -117,9 +117,11 @@ def results_markdown(doc: dict, command: str) -> str:
             "pairs) is our default because it scores a model against itself 0 and is bounded; "
             "the *released* aggregation reproduces the paper's code (their JSD variant in nats, "
             "head pairs i < j, minimum per sample and layer) and is the only one whose numbers "
-            "may be set beside the paper's (NoPE–T5 0.263, NoPE other seed 0.265, ALiBi 0.49, "
-            "APE 0.72, Rotary 0.99). With 4 heads per layer it compares 6 head pairs (the paper "
-            "66).", ""]
+            "may be set beside the paper's (SCAN, 12-layer models: NoPE–T5 0.263, NoPE other "
+            "seed 0.265, ALiBi 0.49, APE 0.72, Rotary 0.99). With 4 heads per layer it compares "
+            "6 head pairs (the paper 66). The paper pairs each PE's model with the NoPE model "
+            "of the same seed (their released code); ours pairs it with NoPE models of the "
+            "other seeds, because our runs of one seed share initial weights and batches.", ""]
     return "\n".join(out) + "\n"
 
 
@@ -138,10 +140,19 @@ def _evidence(c: dict) -> str:
         return (f"predicted {n.get('predicted')}, measured {n.get('measured')}; OOD EM per seed "
                 f"of the PEs that fit: {'; '.join(fits) or 'none'}")
     if "aggregation" in n:
-        parts = [f"{PE_LABELS.get(pe, pe)} {', '.join(_f(x, 3) for x in v)}"
+        iv = n.get("interval") or {}
+
+        def one(name: str, values: list, interval) -> str:
+            mean = f"mean {_f(float(np.mean(values)), 3)}" if values else "–"
+            if interval:
+                mean += f" [95% {_f(interval[0], 3)}, {_f(interval[1], 3)}]"
+            return f"{name} {mean} (per seed {', '.join(_f(x, 3) for x in values)})"
+        parts = [one(PE_LABELS.get(pe, pe), v, iv.get(pe))
                  for pe, v in (n.get("per_pe") or {}).items()]
-        return (f"{n.get('metric')}: " + "; ".join(parts)
-                + f"; NoPE other seed {', '.join(_f(x, 3) for x in n.get('baseline') or [])}")
+        return (f"{n.get('metric')}, each model against the NoPE models of the other seeds: "
+                + "; ".join(parts) + "; " + one("NoPE against NoPE (baseline)",
+                                                 n.get("baseline") or [],
+                                                 n.get("baseline_interval")))
     return ""
 
 
@@ -172,25 +183,40 @@ def _task_section(task: dict) -> list[str]:
                 + f" | {', '.join(sorted({str(r.get('protocol') or 'none') for r in rs}))} |")
         out.append("")
     probe = task.get("probe") or {}
-    dist = probe.get("distances_from_nope") or {}
-    if dist:
-        out += ["Attention distance from the NoPE model of the same seed (Kazemnejad et al. "
-                f"§6; {probe.get('n_sequences')} probe sequences of "
+    cross = probe.get("cross_seed") or {}
+    if any(cross.values()):
+        out += ["Attention distance from NoPE (Kazemnejad et al. §6), each model against the "
+                "NoPE models of the *other* seeds (runs of one seed share initial weights and "
+                "batches, so a same-seed pair would understate the distance), NoPE against "
+                "NoPE of other seeds as the baseline; mean over seeds [95% interval, seeds "
+                "resampled as units and the probe sequences within]; "
+                f"{probe.get('n_sequences')} probe sequences of "
                 f"{min(probe.get('sequence_lengths') or [0])}–"
-                f"{max(probe.get('sequence_lengths') or [0])} tokens):", "",
-                "| PE | standard (bits), per seed | released aggregation (nats), per seed | "
-                "paper (released, nats) |", "| --- | --- | --- | --- |"]
-        std, rel = dist.get("standard") or {}, dist.get("released") or {}
-        pes = _pes(set((std.get("per_pe") or {})) | set((rel.get("per_pe") or {})))
-        for pe in pes:
-            out.append(f"| {PE_LABELS.get(pe, pe)} | "
-                       f"{', '.join(_f(x, 3) for x in (std.get('per_pe') or {}).get(pe, []))} | "
-                       f"{', '.join(_f(x, 3) for x in (rel.get('per_pe') or {}).get(pe, []))} | "
+                f"{max(probe.get('sequence_lengths') or [0])} tokens. The paper's values are "
+                "of another task and model (SCAN, 12-layer decoder-only models, 12 heads); "
+                "only the released aggregation is on their scale:", "",
+                "| PE | seeds | standard (bits) | released aggregation (nats) | "
+                "paper: SCAN, 12 layers (released, nats) |", "| --- | --- | --- | --- | --- |"]
+        std, rel = cross.get("standard") or {}, cross.get("released") or {}
+
+        def cell(c: dict | None) -> str:
+            if not c:
+                return "–"
+            iv = c.get("interval") or [None, None]
+            return f"{_f(c.get('mean'), 3)} [{_f(iv[0], 3)}, {_f(iv[1], 3)}]"
+        for pe in _pes(set(std) | set(rel)):
+            if pe == "nope":
+                continue
+            c = std.get(pe) or rel.get(pe) or {}
+            out.append(f"| {PE_LABELS.get(pe, pe)} | {', '.join(str(x) for x in c.get('seeds', []))} "
+                       f"| {cell(std.get(pe))} | {cell(rel.get(pe))} | "
                        f"{PAPER_DISTANCE_FROM_NOPE.get(pe, '–')} |")
-        out.append(f"| NoPE, other seed (baseline) | "
-                   f"{', '.join(_f(x, 3) for x in std.get('baseline') or [])} | "
-                   f"{', '.join(_f(x, 3) for x in rel.get('baseline') or [])} | "
-                   f"{PAPER_DISTANCE_FROM_NOPE.get('nope')} |")
+        if "nope" in std or "nope" in rel:
+            c = std.get("nope") or rel.get("nope") or {}
+            out.append(f"| NoPE vs NoPE, other seeds (baseline) | "
+                       f"{', '.join(str(x) for x in c.get('seeds', []))} | "
+                       f"{cell(std.get('nope'))} | {cell(rel.get('nope'))} | "
+                       f"{PAPER_DISTANCE_FROM_NOPE.get('nope')} |")
         out.append("")
     claims = (task.get("claims") or {})
     if claims.get("note"):
