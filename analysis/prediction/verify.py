@@ -21,6 +21,7 @@ from typing import Any, Iterable
 
 import tasks
 from rasp.ir import RASPError
+from rasp.progress import progress_bar
 from tasks import LengthResult, VerifyResult
 
 __all__ = ["VerifyResult", "LengthResult", "verify_task", "verify_program_on_task",
@@ -98,9 +99,7 @@ def verify_program_on_task(task, sop, max_length: int = 100, samples: int = 5, s
     it: Any = todo
     bar = None
     if progress:
-        from tqdm import tqdm
-        bar = tqdm(todo, desc=f"verify {task.name}", unit="length", leave=False,
-                   disable=None)
+        bar = progress_bar(todo, desc=f"verify {task.name}", unit="length", leave=False)
         it = bar
     try:
         for n in it:

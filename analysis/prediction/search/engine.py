@@ -18,6 +18,7 @@ import numpy as np
 
 from rasp.ir import (Aggregate, Elementwise, Full, Indices, Map, Select, SelectorAnd, SelectorOr,
                      SelectorWidth, SequenceMap, Tokens)
+from rasp.progress import progress_bar
 from rasp.source import program_to_source
 
 from .combination import _Combination
@@ -543,9 +544,8 @@ class _Engine(_Families, _Kernels, _Combination):
         self.start = time.perf_counter()
         bar = None
         if self.progress:
-            from tqdm import tqdm
-            bar = tqdm(desc=f"search {self.p.name}", unit="prog", unit_scale=True, leave=False,
-                       disable=None)
+            bar = progress_bar(desc=f"search {self.p.name}", unit="prog", unit_scale=True,
+                               leave=False)
         self.bar = bar
         certified = -1
         stopped = "max_length"
