@@ -76,3 +76,30 @@ def test_load_statement_in_the_repl(tmp_path):
     # load prints the names the file defines (not the private ones), as the original
     assert p.stdout.startswith(">>      mylib function: inc(x)\n>>     value: k =  42")
     assert "_hidden" not in p.stdout
+
+
+def test_the_papers_programs_run_on_the_default_example(tmp_path):
+    """The REPL's running example is "hello", as the original's; every s-op and selector of
+    the paper's programs (rasp/stdlib/examples.rasp, Weiss et al. 2021) shows its value on it
+    without an error, and the values are the programs' (checked in plain Python)."""
+    from collections import Counter
+
+    from rasp import load_library
+    from rasp.ir import Selector, SOp
+    env = load_library("examples")
+    sops = [n for n in env.own_names() if isinstance(env.get(n), SOp)]
+    sels = [n for n in env.own_names() if isinstance(env.get(n), Selector)]
+    assert {"reverse", "hist", "sort_tokens", "dyck1"} <= set(sops) and "flip" in sels
+    p = rasp([], 'load "examples";\n' + "".join(f"{n};\n" for n in sops + sels), tmp_path)
+    assert p.returncode == 0 and "ignoring input" not in p.stdout, p.stdout
+    for n in sops:
+        assert f'Example: {n}("hello") = ' in p.stdout, n
+    for n in sels:
+        assert f"selector: {n}\n \t Example:\n \t\t\t     h e l l o\n" in p.stdout, n
+    word = "hello"
+    counts = Counter(word)
+    assert f'reverse("hello") = [{", ".join(word[::-1])}] (strings)' in p.stdout
+    assert f'hist("hello") = [{", ".join(str(counts[c]) for c in word)}] (ints)' in p.stdout
+    assert f'sort_tokens("hello") = [{", ".join(sorted(word))}] (strings)' in p.stdout
+    from rasp.repl import Repl
+    assert 'running example: "hello"' in Repl(input=[]).banner()
