@@ -28,10 +28,10 @@ install-test: $(VENV)/.installed-test
 demo: install
 	$(VENV)/bin/rasp demo
 
-# docs/results.md is generated, never edited by hand: the demo's runs (reused when finished),
-# claims computed from them, the command at the top of the file
+# docs/results.md is generated, never edited by hand: the demo's runs plus the confirmation task
+# (`rasp demo --full`; finished runs reused), claims computed from them, the command at the top
 results: install
-	$(VENV)/bin/rasp demo --results docs/results.md
+	$(VENV)/bin/rasp demo --full --results docs/results.md
 
 # docs/predictions.md is generated, never edited by hand: per-PE predictions with program
 # searches, the check against our own training (runs reused) and the RASP-L conjecture alone

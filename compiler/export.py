@@ -491,7 +491,7 @@ class TransformerLensModel:
 
     ``attention_patterns(tokens)`` returns a list over layers of ``[batch, head, query, key]``
     arrays, like :meth:`rasp_model.Transformer.attention_patterns`, so
-    ``analysis.probing.metrics.capture_trained`` probes it like a trained model. ``d_vocab`` (optional)
+    ``analysis.probing.capture.capture_trained`` probes it like a trained model. ``d_vocab`` (optional)
     is checked against the model's (see :func:`attention_patterns_from_transformer_lens`).
     """
 

@@ -10,8 +10,8 @@ from analysis.evidence.claims import (ClaimError, check_poolable, compare_pes, c
                              distance_claim, prediction_claim, run_record, task_claims)
 
 
-def _config(pe, seed, **train):
-    return {"task": "sort_unique", "pe": pe, "seed": seed, "preset": "demo", "steps": 3000,
+def _config(pe, seed, task="sort_unique", **train):
+    return {"task": task, "pe": pe, "seed": seed, "preset": "demo", "steps": 3000,
             "model": {"pe": pe, "n_layers": 2, "d_model": 64, "embed_init_std": 1.0},
             "train": {"lr": 3e-3, "position_offsets": "none", **train},
             "train_lengths": [1, 10], "git_commit": f"abc{seed}", "created": "now"}
@@ -23,9 +23,9 @@ def _acc(id_em, ood_em, n=100):
             + [{"length": L, "split": "ood", "em": ood_em, "n": n} for L in (12, 16, 20)])
 
 
-def _run(pe, seed, id_em, ood_em, n=100, **train):
-    return run_record(_config(pe, seed, **train), _acc(id_em, ood_em, n),
-                      f"runs/sort_unique/{pe}/seed{seed}")
+def _run(pe, seed, id_em, ood_em, n=100, task="sort_unique", **train):
+    return run_record(_config(pe, seed, task, **train), _acc(id_em, ood_em, n),
+                      f"runs/{task}/{pe}/seed{seed}")
 
 
 SEEDS = range(5)
@@ -179,18 +179,28 @@ def test_distance_claim_and_task_claims():
 def test_a_task_with_two_protocols_is_compared_within_each_and_says_so():
     from analysis.evidence.claims import claims_for_task
     runs = [_run("nope", s, 1.0, 0.95) for s in SEEDS] + \
-           [_run("ape_learned", s, 1.0, 0.0) for s in SEEDS] + \
+           [_run("ape_sinusoidal", s, 1.0, 0.0) for s in SEEDS] + \
            [_run(pe, s, 1.0, 0.9, position_offsets="random")
-            for pe in ("nope", "ape_learned") for s in SEEDS]
+            for pe in ("nope", "ape_sinusoidal") for s in SEEDS]
     out = claims_for_task(runs, "generalizes")
     assert "2 groups" in out["note"] and "protocol random" in out["note"]
     assert {g["protocol"] for g in out["groups"]} == {"none", "random"}
-    ape = [c for c in out["claims"] if c["id"] == "sort_unique:nope>ape_learned"]
+    ape = [c for c in out["claims"] if c["id"] == "sort_unique:nope>ape_sinusoidal"]
     # one claim per protocol, each comparing only its own runs
     assert sorted((c["protocol"], c["label"]) for c in ape) == [("none", "supported"),
                                                                ("random", "inconclusive")]
     for c in ape:
         assert len(c["runs"]) == 10
+
+
+def test_every_paper_claim_names_a_paper_that_trained_both_encodings():
+    """Kazemnejad et al. 2023 trained NoPE, T5, ALiBi, Rotary and a sinusoidal APE (no learned
+    APE): no pairwise claim may put a learned APE under their name, or any name."""
+    from analysis.evidence.claims import PAPER_PE_CLAIMS
+    kazemnejad = {"nope", "t5", "alibi", "rope", "ape_sinusoidal"}
+    for better, worse, source in PAPER_PE_CLAIMS:
+        assert source.startswith("Kazemnejad et al. 2023")
+        assert {better, worse} <= kazemnejad
 
 
 def test_fingerprint_is_over_the_resolved_configuration():
@@ -255,3 +265,22 @@ def test_distance_claim_needs_the_interval_over_probe_sequences_too():
     inc = distance_claim("t", d, "standard", replicates=loose)
     assert inc.label == "inconclusive" and "95%" in inc.reason
     assert "SCAN" in sup.source                  # the paper's numbers name their task
+
+
+def test_confirmation_on_a_task_not_selected_for():
+    """A claim supported on the selected task is confirmed only where it is supported on the
+    other task too; inconclusive there is "not confirmed", contradicted is "contradicted"."""
+    from analysis.evidence.claims import claims_for_task, confirmation
+    sel = [_run(pe, s, 1.0, ood) for pe, ood in (("nope", 0.9), ("t5", 0.5), ("alibi", 0.5))
+           for s in SEEDS]
+    # on "count": NoPE beats T5 again, ALiBi beats NoPE (7 seeds would be needed to contradict)
+    other = [_run(pe, s, 1.0, ood, task="count")
+             for pe, ood in (("nope", 0.6), ("t5", 0.2), ("alibi", 0.9)) for s in SEEDS]
+    claims = claims_for_task(sel)["claims"] + claims_for_task(other)["claims"]
+    rows = {r["claim"]: r for r in confirmation(claims, "sort_unique", ["count"])}
+    assert rows["nope>t5"]["verdict"] == "confirmed"
+    assert rows["nope>alibi"]["verdict"] == "not confirmed"
+    assert rows["nope>alibi"]["label"] == "inconclusive"
+    # a claim with no runs on the other task is not confirmed, never silently dropped
+    rows = confirmation(claims_for_task(sel)["claims"], "sort_unique", ["count"])
+    assert {r["verdict"] for r in rows} == {"not confirmed"}

@@ -187,7 +187,7 @@ def _released_distance(nope_maps, pe_maps):
 
 def _pad(maps):
     """[sample][layer] of [heads, seq_s, seq_s] -> list over layers of [sample, heads, S, S]."""
-    from analysis.probing.metrics import pad_patterns
+    from analysis.probing.capture import pad_patterns
     return pad_patterns(maps)
 
 

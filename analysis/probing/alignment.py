@@ -24,7 +24,7 @@ import numpy as np
 
 import compiler
 import tasks
-from analysis.probing import metrics
+from analysis.probing import capture, metrics
 from analysis.training.runs import check_finished, load_run, read_spec
 from compiler.compile import CompiledModel
 from compiler.errors import CompilerError
@@ -96,9 +96,9 @@ def capture_compiled_aligned(task, compiled: CompiledModel, seqs) -> list[np.nda
     per_example = []
     for s in seqs:
         prog = list(task.program_tokens(list(s)))
-        pats = metrics.capture_compiled(compiled, [prog])
+        pats = capture.capture_compiled(compiled, [prog])
         per_example.append([a[0] for a in align_compiled(pats, len(s))])
-    return metrics.pad_patterns(per_example)
+    return capture.pad_patterns(per_example)
 
 
 def probe_task_runs(task, runs: dict[str, Any], compiled: CompiledModel | None = None,
@@ -116,14 +116,14 @@ def probe_task_runs(task, runs: dict[str, Any], compiled: CompiledModel | None =
     Returns:
         :class:`analysis.probing.metrics.ProbeResult` (``notes`` record what could not be compared).
     """
-    seqs = metrics.probe_sequences(task, lengths, per_length=per_length, seed=seed)
+    seqs = capture.probe_sequences(task, lengths, per_length=per_length, seed=seed)
     notes = []
     trained = {}
     for label, model in runs.items():
         if isinstance(model, CompiledModel):
             trained[label] = capture_compiled_aligned(task, model, seqs)
         else:
-            trained[label] = metrics.capture_trained(model, seqs)
+            trained[label] = capture.capture_trained(model, seqs)
     comp = None
     if compiled is not None:
         try:
@@ -226,7 +226,7 @@ def probe_run_dirs(paths: Sequence[str | os.PathLike], task_name: str | None = N
     compiled = None
     if compile_reference_program:
         try:
-            seqs = metrics.probe_sequences(task, lengths, per_length=1, seed=0)
+            seqs = capture.probe_sequences(task, lengths, per_length=1, seed=0)
             compiled = compile_reference(task, task.load_reference(),
                                          max(len(s) for s in seqs) + 4)
             info["compiled"] = compiled_size(compiled)["stats"]

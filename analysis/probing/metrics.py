@@ -19,8 +19,8 @@ What this module computes (see ``docs/probing.md`` for the methods and their sou
 * :func:`relative_position_fit` — the best pattern whose logits depend only on the T5 bucket of
   (query - key) (Raffel et al. 2020, T5 relative attention bias), fitted by minimising the
   cross-entropy to the head's pattern (a convex problem in the 32 bucket logits), and its JSD.
-* :func:`capture_trained` / :func:`capture_compiled` / :func:`probe` — capture patterns from
-  models on the same token sequences and run all of the above.
+* :func:`probe` — run all of the above on patterns captured from models on the same token
+  sequences (:mod:`analysis.probing.capture`).
 
 Pattern formats. A *head pattern* is an array ``[example, query, key]`` of attention
 probabilities (each valid row sums to 1). A *model's patterns* are either one array
@@ -48,7 +48,7 @@ __all__ = [
     "ProbingError", "jsd", "head_distance", "as_layer_list", "head_labels",
     "head_distance_matrix", "kazemnejad_distance", "KazemnejadDistance", "match_heads",
     "HeadMatching", "relative_position_fit", "RelativePositionFit",
-    "pad_patterns", "capture_trained", "capture_compiled", "probe_sequences", "probe",
+    "probe", "to_numpy",
     "ProbeResult", "reference_pairs", "cross_seed_pairs", "CrossSeedDistances",
     "sequence_bootstrap_weights", "JSD_VARIANTS", "AGGREGATIONS", "JSD_UNITS",
 ]
@@ -177,20 +177,21 @@ def as_layer_list(patterns: Any) -> list[np.ndarray]:
     if isinstance(patterns, (list, tuple)):
         out = []
         for i, layer in enumerate(patterns):
-            arr = _to_numpy(layer)
+            arr = to_numpy(layer)
             if arr.ndim != 4:
                 raise ProbingError(f"layer {i}: expected [example, head, query, key], got shape "
                                    f"{arr.shape}")
             out.append(arr)
         return out
-    arr = _to_numpy(patterns)
+    arr = to_numpy(patterns)
     if arr.ndim != 5:
         raise ProbingError("expected patterns [example, layer, head, query, key] or a list of "
                            f"[example, head, query, key] per layer, got shape {arr.shape}")
     return [arr[:, i] for i in range(arr.shape[1])]
 
 
-def _to_numpy(x: Any) -> np.ndarray:
+def to_numpy(x: Any) -> np.ndarray:
+    """A numpy or torch array (any device) as a float64 numpy array."""
     if isinstance(x, torch.Tensor):
         x = x.detach().cpu().numpy()
     return np.asarray(x, dtype=np.float64)
@@ -540,7 +541,7 @@ def relative_position_fit(pattern: Any, causal: bool = True, num_buckets: int = 
     """
     from scipy.optimize import minimize
 
-    p = _to_numpy(pattern)
+    p = to_numpy(pattern)
     if p.ndim == 2:
         p = p[None]
     if p.ndim != 3:
@@ -583,114 +584,6 @@ def relative_position_fit(pattern: Any, causal: bool = True, num_buckets: int = 
     fit = np.where(rows[:, :, None], fit, 0.0)
     d = float(jsd(p[rows], fit[rows]).mean())
     return RelativePositionFit(w, fit, d, causal)
-
-
-# --------------------------------------------------------------------------------------------
-# Capture
-# --------------------------------------------------------------------------------------------
-
-def pad_patterns(per_example: Sequence[list[np.ndarray]]) -> list[np.ndarray]:
-    """Stack per-example patterns of different lengths into padded arrays.
-
-    Args:
-        per_example: for each example, a list over layers of ``[head, seq_e, seq_e]``.
-
-    Returns:
-        list over layers of ``[example, head, seq_max, seq_max]`` zero-padded.
-    """
-    if not per_example:
-        raise ProbingError("no examples to stack")
-    n_layers = len(per_example[0])
-    seq = max(ex[0].shape[-1] for ex in per_example)
-    out = []
-    for l in range(n_layers):
-        heads = per_example[0][l].shape[0]
-        arr = np.zeros((len(per_example), heads, seq, seq))
-        for i, ex in enumerate(per_example):
-            n = ex[l].shape[-1]
-            arr[i, :, :n, :n] = ex[l]
-        out.append(arr)
-    return out
-
-
-def _group_by_length(sequences: Sequence[Sequence[int]]) -> dict[int, list[int]]:
-    groups: dict[int, list[int]] = {}
-    for i, s in enumerate(sequences):
-        groups.setdefault(len(s), []).append(i)
-    return groups
-
-
-def capture_trained(model: Any, sequences: Sequence[Sequence[int]]) -> list[np.ndarray]:
-    """Attention of a trained (or any contract-D) ``Transformer`` on token-id sequences.
-
-    Args:
-        model: a ``rasp_model.Transformer`` (``attention_patterns(tokens)`` returning
-            a list over layers of ``[batch, head, query, key]``).
-        sequences: token-id sequences (each starting with BOS), any lengths.
-
-    Returns:
-        list over layers of ``[example, head, seq_max, seq_max]`` (zero-padded).
-    """
-    import torch
-
-    per_example: list = [None] * len(sequences)
-    with torch.no_grad():
-        for n, idx in _group_by_length(sequences).items():
-            toks = torch.tensor([list(sequences[i]) for i in idx], dtype=torch.long)
-            pats = [_to_numpy(x) for x in model.attention_patterns(toks)]
-            for j, i in enumerate(idx):
-                per_example[i] = [p[j] for p in pats]
-    return pad_patterns(per_example)
-
-
-def capture_compiled(compiled: Any, program_inputs: Sequence[Sequence[Any]]) -> list[np.ndarray]:
-    """Attention of a compiled model (contract E) on program-token sequences.
-
-    Args:
-        compiled: a ``compiler.CompiledModel``; ``compiled.attention(inputs)`` returns
-            ``[batch, layer, head, query, key]`` with BOS at position 0 included.
-        program_inputs: the token values the program sees (without BOS), any lengths.
-
-    Returns:
-        list over layers of ``[example, head, seq_max, seq_max]`` (zero-padded; position 0 BOS).
-    """
-    per_example: list = [None] * len(program_inputs)
-    heads = _compiled_heads_per_layer(compiled)
-    for n, idx in _group_by_length(program_inputs).items():
-        att = _to_numpy(compiled.attention([list(program_inputs[i]) for i in idx]))
-        for j, i in enumerate(idx):
-            # layers with fewer heads than the widest are zero-padded: keep the real heads
-            per_example[i] = [att[j, l, :heads[l]] for l in range(att.shape[1])]
-    return pad_patterns(per_example)
-
-
-def _compiled_heads_per_layer(compiled: Any) -> list[int]:
-    """Heads per layer of a ``compiler.CompiledModel`` (its Transformer's config)."""
-    cfg = compiled.model.cfg
-    return [int(cfg.heads(l)) for l in range(cfg.n_layers)]
-
-
-def probe_sequences(task: Any, lengths: Iterable[int], per_length: int = 4,
-                    seed: int = 0) -> list[list[int]]:
-    """Token-id sequences for probing: ``BOS prompt [SEP] answer`` without the final EOS.
-
-    That is exactly what a decoder sees when it predicts every answer token (teacher forcing).
-    Uses the task's seeded generator (contract C: ``task.sample(length, rng)``); lengths the
-    task does not allow are skipped.
-    """
-    rng = np.random.default_rng(seed)
-    seqs = []
-    for n in lengths:
-        if not task.length_ok(n):
-            continue
-        for _ in range(per_length):
-            prompt, answer = task.sample(n, rng)
-            full = list(prompt) + list(answer)
-            seqs.append(full[:-1] if full and full[-1] == task.vocab.eos else full)
-    if not seqs:
-        raise ProbingError(f"task {task.name!r} allows none of the lengths "
-                           f"{list(lengths)}")
-    return seqs
 
 
 # --------------------------------------------------------------------------------------------

@@ -168,8 +168,8 @@ def build(args: argparse.Namespace, command: str) -> str:
     secs["per-PE, Huang et al."] = time.perf_counter() - t0
     t0 = time.perf_counter()
     if args.validate_tasks is None:
-        from analysis.reporting.presets import FULL_TASKS
-        vtasks = list(FULL_TASKS)
+        from analysis.reporting.presets import VALIDATION_TASKS
+        vtasks = list(VALIDATION_TASKS)
     else:
         vtasks = [t for t in args.validate_tasks.split(",") if t]
     val = validate(vtasks, pes, list(range(args.validate_seeds)), preset=args.validate_preset,

@@ -36,7 +36,7 @@ import tasks
 from analysis.probing import alignment
 from analysis.reporting import figures
 from analysis.prediction import predict
-from analysis.probing import metrics
+from analysis.probing import capture, metrics
 from analysis.training import trainer
 from analysis.evidence import claims as _claims
 from analysis.evidence import statistics as _stats
@@ -47,7 +47,8 @@ from rasp import measures, raspl
 from rasp.ir import RASPError
 from rasp_model.positional import PE_LABELS, PE_NAMES
 
-from analysis.reporting.presets import DEFAULT_TASKS, FULL_TASKS, REPORT_PRESETS
+from analysis.reporting.presets import (CONFIRMATION_TASKS, DEFAULT_TASKS, FULL_TASKS,
+                                       REPORT_PRESETS, SELECTED_TASK)
 
 __all__ = ["ReportError", "ReportOptions", "collect_task", "render_report", "generate_report",
            "DEFAULT_TASKS", "FULL_TASKS", "REPORT_PRESETS", "wanted_runs",
@@ -342,7 +343,7 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
     if sop is not None:
         _log(opts, f"[report] {task.name}: compiling the reference program")
         try:
-            seqs = metrics.probe_sequences(task, lengths, per_length=1, seed=0)
+            seqs = capture.probe_sequences(task, lengths, per_length=1, seed=0)
             compiled = alignment.compile_reference(task, sop, max(len(s) for s in seqs) + 4)
             sec["compiled"] = alignment.compiled_size(compiled)
         except (RASPError, CompilerError) as e:
@@ -626,6 +627,10 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
     out = Path(out_dir)
     _check_writable(out)
     all_claims = [c for sec in sections for c in ((sec.get("claims") or {}).get("claims") or [])]
+    names = [sec["name"] for sec in sections]
+    confirm_on = [t for t in CONFIRMATION_TASKS if t in names]
+    confirmation = (_claims.confirmation(all_claims, SELECTED_TASK, confirm_on)
+                    if SELECTED_TASK in names and confirm_on else [])
     views = []
     for sec in sections:
         figs = _figures_for_section(sec, out)
@@ -639,6 +644,7 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
     env.filters["pename"] = lambda pe: PE_LABELS.get(pe, pe)
     page = env.get_template("report.html.j2").render(
         title=title, sections=views, meta=meta or {}, claims=all_claims,
+        confirmation=confirmation,
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         thresholds={"ood": OOD_GENERALIZES, "id": ID_FIT, "min_seeds": _stats.MIN_SEEDS,
                     "margin": _stats.CHANCE_MARGIN, "alpha": _stats.ALPHA,
@@ -654,7 +660,8 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
                 "claims": s["sec"].get("claims"),
                 "runs": s["sec"].get("runs"), "problems": s["sec"].get("problems")}
                for s in views]
-    doc = {"meta": meta or {}, "claims": all_claims, "tasks": summary}
+    doc = {"meta": meta or {}, "claims": all_claims, "confirmation": confirmation,
+           "tasks": summary}
     atomic_write_text(out / "report.json", json.dumps(_to_plain(doc), indent=1), mode=0o644)
     return path
 

@@ -263,6 +263,13 @@ TRAIN_PRESETS: dict = {
 # learned absolute position embedding (Zhou et al. 2023; Huang et al. 2025): every training
 # example shifted by a random position offset, so every position row is trained.
 TRAIN_PRESETS["demo_random_offsets"] = {**TRAIN_PRESETS["demo"], "position_offsets": "random"}
+# The demo preset with the head width of Kazemnejad et al.'s model (d_head 64, as T5-base) and
+# their Rotary: 25% of d_head rotated = 16 dimensions (8 frequency pairs). At the demo's d_head
+# 16 the default rotary_dim (16) rotates *every* dimension — the paper's 25% of 16 would be 4
+# dimensions, which behaves almost like NoPE — so a Rotary result comparable with the paper's
+# needs this width; every PE may be trained with it, so the comparison stays paired by seed.
+TRAIN_PRESETS["demo_paper_heads"] = {**TRAIN_PRESETS["demo"], "d_head": 64,
+                                     "rotary_dim": PAPER_ROTARY_DIM}
 """Named training presets (flat dicts of model and training keys). The report's presets
 (seeds, probe sizes) are :data:`analysis.reporting.presets.REPORT_PRESETS`."""
 

@@ -11,9 +11,10 @@ top of the report; `--results docs/results.md` also writes the results document 
 results`). A time budget of 590 s keeps it under 10 minutes on 2 CPU cores (~8 minutes on 2
 idle cores): on a busy machine the runs that do not fit are named in the report and trained by
 the next `make demo`. The total wall time and
-CPU time are printed and written to report.json. `--full` runs the larger grid (count,
-copy_unique, sort_unique, copy_repeat, parity, reverse; 3 seeds per PE; the training defaults)
-without a time budget unless `--budget` is given.
+CPU time are printed and written to report.json. `--full` adds a task the demo did not select
+for (count: the same model, preset and seeds) and reports whether each claim of the selected task
+is confirmed there (~65 runs, ~15 minutes on 2 idle cores), without a time budget unless
+`--budget` is given.
 """
 
 from __future__ import annotations

@@ -30,13 +30,16 @@ def add_arguments(p, default_preset: str = "quick") -> None:
                    help="output directory (default: reports/, ignored by git)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--demo", dest="preset", action="store_const", const="demo",
-                   help="the main job's experiment: the small model for 3,000 steps, 2 seeds "
-                        "per PE + 3 NoPE seeds (default of `rasp demo`)")
+                   help="the main job's experiment: the small model for 3,000 steps at "
+                        "batch 32, 5 seeds per PE, the learned APE with random position "
+                        "offsets (default of `rasp demo`)")
     g.add_argument("--quick", dest="preset", action="store_const", const="quick",
                    help="a smoke test: 600 steps, 1 seed per PE + 2 NoPE seeds (default of "
                         "`rasp report`; the encodings do not separate at this budget)")
     g.add_argument("--full", dest="preset", action="store_const", const="full",
-                   help="the training defaults, 3 seeds per PE (runs under runs/)")
+                   help="the demo's experiment on more tasks: `rasp demo --full` adds a "
+                        "task the demo did not select for (count) and reports whether each "
+                        "claim is confirmed there")
     p.set_defaults(preset=default_preset)
     p.add_argument("--pe", default="all",
                    help="comma-separated positional encodings (default: all six)")

@@ -24,7 +24,8 @@ def register(sub) -> None:
     p = sub.add_parser("validate-predictor",
                        help=HELP,
                        description=__doc__.split("\n\n")[1])
-    p.add_argument("tasks", metavar="TASK", nargs="*", help="tasks (default: the report's six)")
+    p.add_argument("tasks", metavar="TASK", nargs="*", help="tasks (default: count, copy_unique, sort_unique, copy_repeat, "
+                        "parity, reverse)")
     p.add_argument("--pe", action="append", default=None, metavar="PE",
                    help="positional encoding (repeatable, comma list or 'all'; default: nope, "
                         "ape_learned)")
@@ -55,11 +56,11 @@ def validate_command(args) -> int:
     import tasks
     from analysis.evidence.claims import ClaimError
     from analysis.prediction.predict import PredictError
-    from analysis.reporting.presets import FULL_TASKS
+    from analysis.reporting.presets import VALIDATION_TASKS
     from analysis.training.trainer import RunDirError, TrainingError
     from analysis.training.grid import GridError
     from analysis.prediction.validate import format_validation, validate
-    names = args.tasks or list(FULL_TASKS)
+    names = args.tasks or list(VALIDATION_TASKS)
     for n in names:
         try:
             t = tasks.get_task(n)
