@@ -192,3 +192,60 @@ def test_malformed_address_is_a_usage_error(address, tmp_path, capsys):
                str(tmp_path), "--no-progress", "--address", address])
     assert rc == 2
     assert "--address" in capsys.readouterr().err
+
+
+_DRIVER = r"""
+import os, signal, sys
+from analysis.training.grid import connect, ray_token_path
+connect(num_cpus=1)
+import ray
+
+@ray.remote
+def pid():
+    return os.getpid()
+
+node = ray._private.worker._global_node
+pids = [p.process.pid for procs in node.all_processes.values() for p in procs]
+pids.append(ray.get(pid.remote()))
+print("PIDS", *pids, flush=True)
+print("TOKEN", oct(ray_token_path().stat().st_mode & 0o777), flush=True)
+if sys.argv[1] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "kill"])
+def test_a_local_instance_ends_with_its_driver_and_keeps_its_token_private(how, tmp_path):
+    """No Ray process (GCS, raylet, agents, workers) outlives the driver that started the
+    local instance, whether it exits or is SIGKILLed; the token is mode 0600 (Ray writes
+    0644)."""
+    token = tmp_path / "auth_token"
+    env = _env(tmp_path)
+    env.pop("RAY_ADDRESS", None)
+    env["RAY_AUTH_TOKEN_PATH"] = str(token)
+    token.write_text("0" * 64)
+    token.chmod(0o644)
+    out = subprocess.run([sys.executable, "-c", _DRIVER, how], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=180)
+    lines = dict(l.split(" ", 1) for l in out.stdout.splitlines() if " " in l)
+    assert "PIDS" in lines, out.stderr[-2000:]
+    assert lines["TOKEN"] == "0o600"
+    pids = [int(p) for p in lines["PIDS"].split()]
+    assert len(pids) >= 3                               # gcs_server, raylet, a worker at least
+    deadline = time.time() + 30
+    alive = pids
+    while alive and time.time() < deadline:
+        time.sleep(0.5)
+        alive = [p for p in pids if _alive(p)]
+    assert not alive, f"Ray processes outlived the driver ({how}): {alive}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:                                                # a zombie is gone for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except OSError:
+        return False

@@ -320,12 +320,36 @@ def _check_reachable(address: str, timeout_s: float) -> None:
                         f"(docs/training.md)") from None
 
 
+def ray_token_path() -> Path:
+    """Where Ray keeps its authentication token (``$RAY_AUTH_TOKEN_PATH``, else
+    ``~/.ray/auth_token``, Ray's default)."""
+    return Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+
+
+def _private_token() -> None:
+    """Make Ray's authentication token readable by its owner only.
+
+    Ray 2.60 writes ``~/.ray/auth_token`` with mode 0644 and its gRPC servers (GCS, raylet,
+    workers) listen on every interface — it has no option to bind them to 127.0.0.1 — so the
+    token is what keeps other users and hosts out of a local instance: it must not be readable
+    by them. A token owned by another user is left alone."""
+    path = ray_token_path()
+    try:
+        st = path.stat()
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            os.chmod(path, 0o600)
+    except OSError:
+        pass
+
+
 def connect(address: str | None = None, num_cpus: int | None = None,
             timeout_s: float = CONNECT_TIMEOUT_S) -> tuple[bool, str]:
     """Connect to Ray; returns ``(started_here, backend_name)``.
 
     ``address`` None (and no ``$RAY_ADDRESS``): start a local Ray instance sized to the machine
-    (``num_cpus`` to limit it). ``"HOST:PORT"``: connect to that cluster after checking within
+    (``num_cpus`` to limit it), with token authentication (Ray's default) and the token made
+    readable by its owner only (:func:`_private_token`); its processes end with the driver,
+    also when the driver is killed (a test). ``"HOST:PORT"``: connect to that cluster after checking within
     ``timeout_s`` that the address accepts connections (Ray itself would retry for minutes).
     If Ray is already initialised in this process, it is used as it is.
 
@@ -341,13 +365,14 @@ def connect(address: str | None = None, num_cpus: int | None = None,
     if address in (None, "local"):
         ray.init(address="local", num_cpus=num_cpus, object_store_memory=128 * 1024 ** 2,
                  **quiet)
+        _private_token()
         return True, "ray-local"
     _check_reachable(address, timeout_s)
     # `ray start` enables token authentication and stores the token in ~/.ray/auth_token; Ray
     # sends it only for address="auto", so do the same for an explicit address.
     if "RAY_AUTH_MODE" not in os.environ and (
             os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
-            or (Path.home() / ".ray" / "auth_token").exists()):
+            or ray_token_path().exists()):
         os.environ["RAY_AUTH_MODE"] = "token"
     try:
         ray.init(address=address, **quiet)
