@@ -47,7 +47,7 @@ from analysis.training.configs import ConfigError, RunSpec
 from rasp_model import Transformer, load_safetensors, save_safetensors
 from rasp.errors import RASPError
 
-__all__ = ["RunDirError", "RUNS_ROOT", "default_run_dir", "RunLock", "RunResult",
+__all__ = ["RunDirError", "DiskFullError", "disk_full_error", "RUNS_ROOT", "default_run_dir", "RunLock", "RunResult",
            "atomic_write_text", "load_checked_weights", "atomic_json", "read_json",
            "read_spec", "read_accuracy",
            "validate_accuracy", "read_done", "read_task_name", "read_result", "check_finished", "load_model",
@@ -64,6 +64,36 @@ CHECKPOINT_DIRS = ("checkpoint", "checkpoint.tmp", "checkpoint.old")
 class RunDirError(RASPError, RuntimeError):
     """A run directory that is in use, corrupt, partial, implausible, or holds a run with
     another configuration. The message names the directory or file and how to fix it."""
+
+
+class DiskFullError(RunDirError):
+    """A run file could not be written because its file system is full (or over quota). What
+    was written before stays whole (atomic writes), so the run resumes once there is space."""
+
+
+#: After a failed write, less free space than this on the file system means "the disk is full"
+#: (torch reports a full disk as a RuntimeError of its zip writer, without ``errno``).
+_FULL_DISK_BYTES = 64 * 1024
+
+
+def _full_disk(e: BaseException, where: Path) -> bool:
+    """Whether the failure ``e`` of a write under ``where`` is a full file system: ENOSPC or
+    EDQUOT, or any error while less than :data:`_FULL_DISK_BYTES` are free there."""
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if not isinstance(e, (OSError, RuntimeError)):
+        return False
+    try:
+        return shutil.disk_usage(where).free < _FULL_DISK_BYTES
+    except OSError:
+        return False
+
+
+def disk_full_error(path: Path, what: str) -> DiskFullError:
+    """The one-line error of a write that found the disk full (names the file system)."""
+    return DiskFullError(f"{path}: the disk is full (no space left while writing {what}); "
+                         f"what was written before is intact: free space on this file system "
+                         f"and rerun the command to resume")
 
 
 def default_run_dir(task: str, pe: str, seed: int, preset: str | None = "default",
@@ -178,16 +208,24 @@ def _atomic_replace(path: Path, write, suffix: str = "", mode: int | None = None
     temporary file's, owner only)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=suffix)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=suffix)
+    except OSError as e:
+        if _full_disk(e, path.parent):
+            raise disk_full_error(path, path.name) from None
+        raise
     os.close(fd)
     try:
         write(tmp)
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
+        full = _full_disk(e, path.parent)      # measured before the partial file is removed
         if os.path.exists(tmp):
             os.remove(tmp)
+        if full:
+            raise disk_full_error(path, path.name) from None
         raise
 
 
@@ -520,11 +558,18 @@ def save_checkpoint(run_dir: Path, model, opt: torch.optim.Optimizer, state: dic
     tmp = run_dir / "checkpoint.tmp"
     if tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    save_safetensors(model, tmp / "model.safetensors", {"step": state["step"]})
-    _atomic_torch_save(tmp / "optimizer.pt", {"optimizer": opt.state_dict(),
-                                              "torch_rng": torch.get_rng_state()})
-    atomic_json(tmp / "state.json", state)
+    try:
+        tmp.mkdir(parents=True)
+        save_safetensors(model, tmp / "model.safetensors", {"step": state["step"]})
+        _atomic_torch_save(tmp / "optimizer.pt", {"optimizer": opt.state_dict(),
+                                                  "torch_rng": torch.get_rng_state()})
+        atomic_json(tmp / "state.json", state)
+    except (OSError, RuntimeError) as e:
+        full = isinstance(e, DiskFullError) or _full_disk(e, run_dir)
+        shutil.rmtree(tmp, ignore_errors=True)        # the previous checkpoint stays whole
+        if full:
+            raise disk_full_error(run_dir, f"the checkpoint of step {state['step']}") from None
+        raise
     final, old = run_dir / "checkpoint", run_dir / "checkpoint.old"
     if old.exists():
         shutil.rmtree(old)
@@ -555,7 +600,7 @@ def load_checkpoint(run_dir: Path, model, opt: torch.optim.Optimizer, total_step
 
     Raises:
         RunDirError: a missing, corrupt or empty file, weights of another shape or non-finite,
-            or a state beyond ``total_steps``.
+            weights of another step than ``state.json``'s, or a state beyond ``total_steps``.
     """
     run_dir = Path(run_dir)
     ck = run_dir / "checkpoint"
@@ -569,6 +614,13 @@ def load_checkpoint(run_dir: Path, model, opt: torch.optim.Optimizer, total_step
         saved = load_model(ck / "model.safetensors")
     except RunDirError as e:
         raise RunDirError(f"{e}; rerun with --force") from None
+    # the weights say which step they are of (save_checkpoint writes it in their metadata):
+    # weights of another step than state.json's would resume a run that never existed
+    saved_step = getattr(saved, "metadata", {}).get("step")
+    if saved_step != state["step"]:
+        raise RunDirError(f"{ck}: model.safetensors holds the weights of step {saved_step} but "
+                          f"state.json says step {state['step']} (files of two checkpoints); "
+                          "rerun with --force")
     try:
         model.load_state_dict(saved.state_dict())
     except RuntimeError:
