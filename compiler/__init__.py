@@ -14,12 +14,12 @@ The Transformer itself (package :mod:`rasp_model`) is shared with training. Impo
 does not import torch until the compiler is used.
 """
 
-from .errors import (CompiledRuntimeError, CompilerError, ModelTooLargeError, UnsupportedError,
-                     VerificationError)
+from .errors import (CompiledRuntimeError, CompilerError, FloatPrecisionError,
+                     ModelTooLargeError, UnsupportedError, VerificationError)
 
 __all__ = ["compile_program", "CompiledModel", "load_compiled", "CompilerError",
-           "UnsupportedError", "ModelTooLargeError", "CompiledRuntimeError", "VerificationError",
-           "to_transformer_lens"]
+           "UnsupportedError", "FloatPrecisionError", "ModelTooLargeError",
+           "CompiledRuntimeError", "VerificationError", "to_transformer_lens"]
 
 
 def __getattr__(name):

@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from rasp.ir import Aggregate, Map, SequenceMap, SOp
-from rasp.value_sets import ValueSetError, ValueSets, value_set_pass
+from rasp.value_sets import PrecisionError, ValueSetError, ValueSets, value_set_pass
 
 from .encoding import CATEGORICAL, NUMERICAL, explicit_encoding
-from .errors import UnsupportedError
+from .errors import FloatPrecisionError, UnsupportedError
 from .expr import Expr, affine_form
 
 __all__ = ["infer_bases"]
@@ -38,16 +38,26 @@ def _accept_unbounded(node: SOp) -> bool:
     return False
 
 
-def infer_bases(sop: SOp, vocab: list[Any], max_seq_len: int, causal: bool = False
-                ) -> ValueSets:
+def infer_bases(sop: SOp, vocab: list[Any], max_seq_len: int, causal: bool = False,
+                hazards: list[str] | None = None) -> ValueSets:
     """The value sets of every s-op of the program rooted at ``sop``.
+
+    ``hazards``: a list to collect the precision-sensitive operations in, instead of refusing
+    them (when the verification gate will compare every input).
 
     Raises:
         UnsupportedError: (a :class:`CompilerError`) a value set that cannot be made exact or is too large (the message
             names the operation and its ``line:column``), estimated before enumerating.
+        FloatPrecisionError: (an ``UnsupportedError``) an operation whose result depends on
+            how the interpreter's float64 arithmetic rounds a mean (``round(mean * 10)`` of
+            non-dyadic floats): the value sets hold, per exact value, every float the
+            interpreter may compute instead (``ValueSets.spread``).
     """
     try:
         return value_set_pass(sop, vocab, max_seq_len, causal,
-                              accept_unbounded=_accept_unbounded)
+                              accept_unbounded=_accept_unbounded, float_spreads=True,
+                              hazards=hazards)
+    except PrecisionError as e:
+        raise FloatPrecisionError(e.message, None, e.span) from None
     except ValueSetError as e:
         raise UnsupportedError(e.message, None, e.span) from None

@@ -28,9 +28,9 @@ from .basis_inference import infer_bases
 from .blocks_to_model import Assembly, assemble
 from .graph_to_blocks import build_head, build_mlp
 from .encoding import CATEGORICAL
-from .verification import GATE_SAMPLES, verify_compiled
-from .errors import (CompiledRuntimeError, CompilerError, ModelTooLargeError, UnsupportedError,
-                     VerificationError)
+from .verification import GATE_SAMPLES, gate_is_exhaustive, verify_compiled
+from .errors import (CompiledRuntimeError, CompilerError, FloatPrecisionError,
+                     ModelTooLargeError, UnsupportedError, VerificationError)
 from .mlp_pricing import mlp_units
 from .nodes import CompilerGraph
 from .rasp_to_graph import build_graph
@@ -467,6 +467,11 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
     Raises:
         UnsupportedError: a construct that cannot be compiled, or a value set that cannot be
             made exact (names the op, line:column, why).
+        FloatPrecisionError: (an ``UnsupportedError``) an operation whose result depends on
+            how the interpreter's float64 arithmetic rounds a mean (``round(mean * 10)`` of
+            non-dyadic floats, a comparison or ``trunc`` of one): refused before building
+            the model when the gate samples inputs; when the gate compares every input, the
+            model is built and refused only if some input differs.
         ModelTooLargeError: the estimated size exceeds ``max_params``.
         VerificationError: the verification gate found an input on which the compiled model
             differs from the interpreter (the message gives it).
@@ -477,7 +482,8 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
             verify_samples < 1:
         raise CompilerError(f"verify_samples must be a positive int, got {verify_samples!r}")
     try:
-        cm = _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params)
+        hazards: list[str] = []
+        cm = _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params, hazards)
     except CompilerError:
         raise
     except RASPError as e:
@@ -500,6 +506,12 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
     cm.stats["verify_cpu_seconds"] = time.process_time() - c1
     cm.stats["verified_inputs"] = check.checked
     cm.stats["verified_exhaustively"] = check.exhaustive
+    if not check.ok and hazards:
+        # a precision-sensitive operation was left to the exhaustive gate, which found an input
+        # where the interpreter's float64 rounding differs from the model's exact mean
+        raise FloatPrecisionError(f"{hazards[0]} (the exhaustive check found it on "
+                                  f"{check.mismatches} of {check.checked} inputs; first: "
+                                  f"{check.counterexample})", None, sop.span)
     if not check.ok:
         raise VerificationError(
             f"the compiled model differs from the interpreter on {check.mismatches} of "
@@ -515,7 +527,11 @@ _INTERNAL = (ValueError, TypeError, ArithmeticError, IndexError, KeyError, Asser
              RecursionError, np.linalg.LinAlgError, RuntimeError)
 
 
-def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params) -> CompiledModel:
+def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params,
+             hazards: list[str] | None = None) -> CompiledModel:
+    """The stages of :func:`compile_program`. ``hazards``: a list that collects the
+    precision-sensitive operations (``FloatPrecisionError`` messages) when the gate will
+    compare every input; with a sampled gate they are refused at once."""
     t0, c0 = time.perf_counter(), time.process_time()
     if not isinstance(max_seq_len, int) or isinstance(max_seq_len, bool) or max_seq_len < 1:
         raise CompilerError(f"max_seq_len must be a positive int, got {max_seq_len!r}")
@@ -554,7 +570,9 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params) -> Co
                     "causal mode, compile it with causal=False, or pass allow_noncausal=True "
                     "to compile its prefix semantics (rasp.evaluate(..., causal=True))",
                     None, span)
-    value_sets = infer_bases(sop, vocab, max_seq_len, causal)
+    if hazards is not None and not gate_is_exhaustive(len(vocab), max_seq_len):
+        hazards = None
+    value_sets = infer_bases(sop, vocab, max_seq_len, causal, hazards)
     cg = build_graph(sop, vocab, max_seq_len, causal, value_sets=value_sets)
     space = ResidualSpace(cg.nodes)
     est = _estimate(cg, space, len(vocab), max_seq_len)
@@ -570,7 +588,7 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params) -> Co
             if n.is_attention:
                 heads[n.name] = build_head(n, space)
             elif n.kind == "mlp":
-                mlps[n.name] = build_mlp(n, space)
+                mlps[n.name] = build_mlp(n, space, hazards)
         except CompilerError:
             raise
         except RASPError as e:       # e.g. a select ordering strings against numbers

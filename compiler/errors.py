@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rasp.ir import Node, RASPError, Span
 
-__all__ = ["CompilerError", "UnsupportedError", "ModelTooLargeError", "CompiledRuntimeError",
-           "VerificationError"]
+__all__ = ["CompilerError", "UnsupportedError", "FloatPrecisionError", "ModelTooLargeError",
+           "CompiledRuntimeError", "VerificationError"]
 
 
 class CompilerError(RASPError):
@@ -24,6 +24,13 @@ class UnsupportedError(CompilerError):
             span = span or node.span
         super().__init__(message, span)
         self.node = node
+
+
+class FloatPrecisionError(UnsupportedError):
+    """A program whose result depends on how the interpreter's float64 arithmetic rounds a
+    mean (or a value computed from one) near a discontinuity: ``round(mean * 10)`` of
+    non-dyadic floats, a comparison or ``trunc`` of such a mean. The compiled model computes
+    the exact mean, so it is refused; the message names the operation."""
 
 
 class ModelTooLargeError(CompilerError):

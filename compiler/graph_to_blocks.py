@@ -41,13 +41,15 @@ import itertools
 import math
 import random
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from rasp.value_sets import apply_elementwise_table, sort_values
+from rasp.value_sets import (apply_elementwise_table, same_result, sequence_kind,
+                              simplest_float, sort_values)
 
 from .encoding import NUMERICAL
-from .errors import CompilerError
+from .errors import CompilerError, FloatPrecisionError
 from .expr import affine_form, affine_steps, eval_expr, ternary_parts
 from .nodes import CNode
 from .residual_space import ResidualSpace
@@ -164,8 +166,12 @@ def _sub(a: dict, b: dict) -> dict:
     return {k: v for k, v in d.items() if v != 0}
 
 
-def build_mlp(node: CNode, space: ResidualSpace) -> MLPBlock:
+def build_mlp(node: CNode, space: ResidualSpace, hazards: list[str] | None = None) -> MLPBlock:
     """The MLP computing ``node`` (kind ``mlp``) from its leaves (see module docstring).
+
+    Raises :class:`FloatPrecisionError` when the MLP's output differs between floats the
+    interpreter may hold for one value of its numerical input (``CNode.spread``), or, with a
+    ``hazards`` list, records that message there and builds the MLP from the reference value.
 
     A ternary ``x if c else y`` (nested ones too) is built branch by branch
     (:func:`~compiler.expr.ternary_parts`): each branch's table runs over the values
@@ -192,7 +198,7 @@ def build_mlp(node: CNode, space: ResidualSpace) -> MLPBlock:
     for expr, cat, combos in parts:
         x = [l for l in expr.leaves() if not space.is_categorical(l)]
         if x:
-            _discretising_units(node, expr, cat, combos, x[0], space, units)
+            _discretising_units(node, expr, cat, combos, x[0], space, units, hazards)
         else:
             _lookup_units(node, expr, cat, combos, space, units)
     W_in, W_out = units.arrays()
@@ -207,7 +213,7 @@ def _try_affine_steps(node: CNode, leaves: list, space: ResidualSpace, units: _U
     instead of one unit per combination of the inputs. False (nothing added) when the
     expression is not of that form or the table is not larger."""
     z_values = affine_steps(node.expr, leaves)
-    if z_values is None or node.error is not None:
+    if z_values is None or node.error is not None or any(l.spread for l in leaves):
         return False
     cat = [l for l in leaves if space.is_categorical(l) and l.kind != "full"]
     num = [l for l in leaves if not space.is_categorical(l)]
@@ -332,7 +338,8 @@ def _lookup_units(node: CNode, expr, cat: list, combos: list, space: ResidualSpa
 
 
 def _discretising_units(node: CNode, expr, cat: list, combos: list, x: CNode,
-                        space: ResidualSpace, units: _Units) -> None:
+                        space: ResidualSpace, units: _Units,
+                        hazards: list[str] | None = None) -> None:
     """Steps along the numerical input ``x`` per combination of the categorical inputs
     ``cat`` (which gate them), writing ``expr``'s value (module docstring)."""
     ids = [id(l) for l in cat] + [id(x)]
@@ -342,14 +349,15 @@ def _discretising_units(node: CNode, expr, cat: list, combos: list, x: CNode,
 
     xdir = space.dir(x)
     us = sort_values(v for v in x.values if _is_number(v) or isinstance(v, (bool, np.bool_)))
-    groups = _cluster(sorted(set(float(u) for u in us)))
+    groups = _spread_groups(us, x.spread)
     k = len(cat)
-    span = (groups[-1][-1] - groups[0][0]) if len(groups) > 1 else 1.0
-    # every value of a group is one exact value rounded differently: f is evaluated at the
-    # group's candidates (its simplest rational first, then its members nearest to it) and the
-    # first whose output is defined and representable is the group's output
-    cands = [_candidates(g) for g in groups]
-    combos_x = [(c, u) for c in combos for cs in cands for u in cs]
+    span = (groups[-1].hi - groups[0].lo) if len(groups) > 1 else 1.0
+    # a group is one value for the model: its canonical values (several when closer than
+    # MERGE_TOL) and every float the interpreter may hold for them (x.spread). f is evaluated
+    # at all of them: the group's output is f at its reference value (the canonical value
+    # nearest the group's simplest rational), and every other result must be the same up to
+    # float rounding, else the model could not follow the interpreter (refused)
+    combos_x = [(c, u) for c in combos for g in groups for u in g.points]
     cols = [[cx[0][i] for cx in combos_x] for i in range(k)] + [[cx[1] for cx in combos_x]]
     rows = apply_elementwise_table(f, cols)
     table = {}
@@ -358,18 +366,26 @@ def _discretising_units(node: CNode, expr, cat: list, combos: list, x: CNode,
     err = space.err.get(node.name)
     for c in combos:
         seq = []                      # (lowest, highest value of a group, output vector)
-        for g, cs in zip(groups, cands):
-            vec = None
-            for u in cs:
-                ok, y = table[(c, u)]
-                if ok and _representable(node, space, y):
-                    vec = _out_vec(node, space, y)
+        for g in groups:
+            ok, y = table[(c, g.ref)]
+            for u in g.points:
+                if not _equivalent_output(node, space, (ok, y), table[(c, u)]):
+                    err = FloatPrecisionError(
+                        f"precision-sensitive: its input '{x.name}' takes {g.ref!r} and "
+                        f"{u!r}, one value up to float64 rounding (a mean's sum rounded "
+                        f"differently), where it gives {y!r} and {table[(c, u)][1]!r}; the "
+                        "compiled model cannot tell them apart", node.ir)
+                    if hazards is None:
+                        raise err
+                    hazards.append(err.message)
                     break
-            if vec is None:
-                if err is None:
-                    continue
+            if ok and _representable(node, space, y):
+                vec = _out_vec(node, space, y)
+            elif err is not None and not ok:
                 vec = {err: 1.0}      # the function fails here: flag the interpreter's error
-            seq.append((g[0], g[-1], vec))
+            else:
+                continue
+            seq.append((g.lo, g.hi, vec))
         if not seq:
             continue
         gate = _merge_in(cat, c, space)          # sum of matching directions
@@ -415,36 +431,60 @@ def _cluster(us: list[float]) -> list[list[float]]:
 
 
 def _simplest(group: list[float]) -> float:
-    """The float of the simplest rational within ``MERGE_TOL`` of the group (the first
-    continued-fraction convergent of its middle there, denominator at most
-    ``MAX_DENOMINATOR``): the exact value that its members are roundings of (1 for
-    ``0.9999999999999999`` and ``1``; 7/6 for ``1.1666666666666665`` and
+    """The float of the simplest rational within ``MERGE_TOL`` of the group
+    (:func:`rasp.value_sets.simplest_float`): the exact value that its members are roundings
+    of (1 for ``0.9999999999999999`` and ``1``; 7/6 for ``1.1666666666666665`` and
     ``1.1666666666666667``); the group's middle member when there is none."""
-    lo, hi = group[0], group[-1]
-    tol = MERGE_TOL * max(1.0, abs(lo), abs(hi))
-    mid = (lo + hi) / 2.0
-    if not math.isfinite(mid):
-        return group[len(group) // 2]
-    p, q = mid.as_integer_ratio()
-    h0, h1, k0, k1 = 0, 1, 1, 0
-    while q:
-        a = p // q
-        h0, h1, k0, k1 = h1, a * h1 + h0, k1, a * k1 + k0
-        if k1 > MAX_DENOMINATOR:
-            break
-        x = h1 / k1                      # correctly rounded
-        if lo - tol <= x <= hi + tol:
-            return x
-        p, q = q, p - a * q
-    return group[len(group) // 2]
+    s = simplest_float(group[0], group[-1], MERGE_TOL, MAX_DENOMINATOR)
+    return group[len(group) // 2] if s is None else s
 
 
-def _candidates(group: list[float]) -> list[float]:
-    """Where to evaluate the function for a group: its simplest value, then its members from
-    the nearest to that value."""
-    s = _simplest(group)
-    members = sorted(group, key=lambda u: (abs(u - s), u))
-    return [s] + [u for u in members if u != s]
+@dataclass
+class _Group:
+    """Values of a numerical input that the model cannot tell apart: ``lo..hi`` spans
+    ``points`` (its canonical values and every float the interpreter may hold for them);
+    ``ref`` is the canonical value the group's output is computed at."""
+
+    lo: float
+    hi: float
+    ref: Any
+    points: list
+
+
+def _spread_groups(us: list, spread: dict) -> list[_Group]:
+    """The sorted values ``us`` grouped: near-duplicates (:func:`_cluster`) and values whose
+    float spreads (``spread``: ``{value: floats}``) meet are one group."""
+    by_float: dict[float, list] = {}
+    for u in us:
+        by_float.setdefault(float(u), []).append(u)
+    out: list[_Group] = []
+    for cl in _cluster(sorted(by_float)):
+        canon = [u for x in cl for u in by_float[x]]
+        pts = list(canon) + [m for u in canon for m in spread.get(u, ())]
+        lo, hi = min(float(p) for p in pts), max(float(p) for p in pts)
+        if out and lo - out[-1].hi <= MERGE_TOL * max(1.0, abs(lo)):
+            g = out[-1]
+            g.hi = max(g.hi, hi)
+            g.points.extend(pts)
+            continue
+        s = _simplest(cl)
+        ref = min(canon, key=lambda u: (abs(float(u) - s), float(u)))
+        out.append(_Group(lo, hi, ref, pts))
+    return out
+
+
+def _equivalent_output(node: CNode, space: ResidualSpace, ref: tuple, other: tuple) -> bool:
+    """Whether ``other`` (an ``(ok, value)`` result) is ``ref`` up to float rounding for
+    ``node``'s encoding: a numerical output within ``SPREAD_TOL``; a categorical one equal, or
+    one of the floats the interpreter may hold for it (``node.spread``)."""
+    if ref[0] != other[0] or not ref[0]:
+        return ref[0] == other[0]
+    if not space.is_categorical(node):
+        return same_result(ref, other)
+    y, z = ref[1], other[1]
+    if sequence_kind(y) == sequence_kind(z) and y == z:
+        return True
+    return sequence_kind(z) == "num" and any(z == m for m in node.spread.get(y, ()))
 
 
 def _representable(node: CNode, space: ResidualSpace, y) -> bool:

@@ -39,7 +39,10 @@ __all__ = ["Lowerer", "MLP_TABLE_LIMIT"]
 MLP_TABLE_LIMIT = 200_000
 
 
-def _unbounded_error(node, leaf) -> UnsupportedError:
+def _unbounded_error(node, leaf, why: str | None = None) -> UnsupportedError:
+    if why:
+        return UnsupportedError(f"it needs the individual values of '{leaf.name}', {why}",
+                                node)
     return UnsupportedError(
         f"it needs the individual values of '{leaf.name}', a numerical s-op whose value set is "
         f"too large to enumerate at this max_seq_len (more than {MLP_TABLE_LIMIT} values); "
@@ -184,7 +187,7 @@ class Lowerer:
             # kept as a number (read by discretising MLPs, which merge such near-duplicates)
             default = NUMERICAL if node.id in self.vs.rounded else CATEGORICAL
             c = CNode("mlp", self.fresh(node.label), node, enc or default,
-                      self.vs.sets[node.id], expr=expr)
+                      self.vs.sets[node.id], expr=expr, spread=self.vs.spread.get(node.id, {}))
             c.error = self.vs.errors.get(node.id)
             return c
         if isinstance(node, SelectorWidth):
@@ -244,10 +247,12 @@ class Lowerer:
         if node.reduction in ("max", "min") or agg_enc == CATEGORICAL:
             vals_c = self.categorical(vals_c)
         name = self.fresh(node.label + ("_mean" if needs_trunc else ""))
+        spread = (self.vs.means_spread if node.id in self.vs.means else self.vs.spread
+                  ).get(node.id, {})
         agg = CNode("aggregate", name, node, agg_enc, out_vals, selector=spec,
                     values_node=vals_c, default=default, reduction=node.reduction,
                     may_average=may_average and (not numeric or default is None),
-                    internal=needs_trunc)
+                    internal=needs_trunc, spread=spread)
         if node.reduction == "mean" and any(isinstance(v, str) for v in V) and not (
                 selects_at_most_one(node.selector, self.vs.sets)):
             # the interpreter raises when a mean of strings selects several keys (even equal
@@ -267,12 +272,12 @@ class Lowerer:
         if c.encoding == CATEGORICAL:
             return c
         if c.unbounded:
-            raise _unbounded_error(c.ir, c)
+            raise _unbounded_error(c.ir, c, self.vs.unbounded_why.get(getattr(c.ir, "id", None)))
         if id(c) in self.conv_memo:
             return self.conv_memo[id(c)]
         expr = Expr(fn=lambda x: x, args=(Expr(leaf=c),), desc=f"categorical({c.name})")
         conv = CNode("mlp", self.fresh(f"{c.name}_cat"), c.ir, CATEGORICAL, list(c.values),
-                     expr=expr, internal=True)
+                     expr=expr, internal=True, spread=c.spread)
         self.conv_memo[id(c)] = conv
         return conv
 

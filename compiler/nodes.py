@@ -93,6 +93,9 @@ class CNode:
     error: str | None = None               # mlp: the interpreter's error on some input values
     count_check: "CNode | None" = None     # aggregate of strings: its selector width head
     is_check: bool = False                 # a head only read by the runtime checks
+    #: ``{value: floats}``: the floats the interpreter may hold for a value of ``values`` (an
+    #: exact mean whose float64 sum may round; ``rasp.value_sets.ValueSets.spread``)
+    spread: dict = field(default_factory=dict)
 
     def deps(self) -> list["CNode"]:
         """The nodes this node reads."""

@@ -27,7 +27,8 @@ from rasp.equality import values_equal
 from rasp.interpreter import evaluate
 from rasp.ir import RASPError, SOp
 
-__all__ = ["verify_compiled", "VerificationResult", "EXHAUSTIVE_LIMIT", "GATE_SAMPLES"]
+__all__ = ["verify_compiled", "VerificationResult", "EXHAUSTIVE_LIMIT", "GATE_SAMPLES",
+           "gate_is_exhaustive"]
 
 #: inputs are enumerated exhaustively when there are at most this many (all lengths together)
 EXHAUSTIVE_LIMIT = 1024
@@ -41,6 +42,21 @@ PAD_WASTE = 0.15
 #: ``clamp(GATE_TOKENS // (N * (n + 1)), 1, samples)`` inputs, so its cost stays near that of
 #: compiling (a compiled model of max_seq_len 64 runs ~1,000 positions in 0.02-0.2 s)
 GATE_TOKENS = 1024
+
+
+def gate_is_exhaustive(n_vocab: int, max_seq_len: int,
+                       exhaustive_limit: int = EXHAUSTIVE_LIMIT) -> bool:
+    """Whether :func:`verify_compiled` compares every input: all sequences of length
+    ``1..max_seq_len`` over ``n_vocab`` tokens number at most ``exhaustive_limit``."""
+    if n_vocab <= 1:
+        return max_seq_len <= exhaustive_limit
+    total, p = 0, 1
+    for _ in range(max_seq_len):
+        p *= n_vocab
+        total += p
+        if total > exhaustive_limit:
+            return False
+    return True
 
 
 @dataclass
@@ -150,8 +166,7 @@ def verify_compiled(cm, sop: SOp, samples: int = GATE_SAMPLES, seed: int = 0,
     vocab = list(cm.vocab)
     N = cm.max_seq_len
     V = len(vocab)
-    total = sum(V ** n for n in range(1, N + 1)) if V > 1 else N
-    exhaustive = total <= exhaustive_limit
+    exhaustive = gate_is_exhaustive(V, N, exhaustive_limit)
     causal = True if cm.causal else None
     rng = np.random.default_rng(seed)
     res = VerificationResult(exhaustive=exhaustive)
