@@ -2,7 +2,8 @@
 ``--remote-debugging-pipe`` (no websocket library needed).
 
 Used by the report tests to open a generated page in headless Chromium and read back console
-errors, exceptions and the state of every <img>.
+errors, exceptions and the state of every <img>, or measure its layout at a window width and
+take a screenshot of the whole page (``layout_and_screenshot``).
 """
 
 from __future__ import annotations
@@ -133,5 +134,59 @@ def open_page(executable: str, url: str) -> dict:
                 errors.append(p["entry"].get("text", "error"))
         page["errors"] = errors
         return page
+    finally:
+        b.close()
+
+
+#: The page's layout at the window's width: the document's widths and every table, figure,
+#: image and <pre> whose right edge passes the page's width (none should: a wide element
+#: scrolls inside its own box, the page never scrolls sideways).
+_LAYOUT_JS = """
+(() => {
+  const page = document.documentElement.clientWidth;
+  const over = [];
+  for (const el of document.querySelectorAll('table, figure, img, pre, svg, section, main')) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue;
+    if (r.right > page + 0.5 || r.left < -0.5)
+      over.push([el.tagName.toLowerCase(), Math.round(r.left), Math.round(r.right),
+                 (el.className || '') + ' ' + (el.innerText || el.alt || '').slice(0, 60)]);
+  }
+  return JSON.stringify({page: page, scrollWidth: document.documentElement.scrollWidth,
+                         bodyScrollWidth: document.body.scrollWidth,
+                         height: document.documentElement.scrollHeight,
+                         counts: {table: document.querySelectorAll('table').length,
+                                  figure: document.querySelectorAll('figure').length,
+                                  img: document.images.length},
+                         overflowing: over});
+})()
+"""
+
+
+def layout_and_screenshot(executable: str, url: str, width: int = 1280,
+                          height: int = 800) -> dict:
+    """Load ``url`` in a ``width`` x ``height`` window and return the layout measured in the
+    page (``_LAYOUT_JS``: page / scroll widths, document height, element counts, overflowing
+    elements) plus ``png``: a screenshot of the whole page (PNG bytes, ``width`` wide)."""
+    import base64
+    b = PipeBrowser(executable)
+    try:
+        target = b.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = b.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        b.send("Page.enable", session=session)
+        b.send("Emulation.setDeviceMetricsOverride",
+               {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+               session=session)
+        b.send("Page.navigate", {"url": url}, session=session)
+        b.wait_event("Page.loadEventFired")
+        res = b.send("Runtime.evaluate", {"expression": _LAYOUT_JS, "returnByValue": True},
+                     session=session)
+        out = json.loads(res["result"]["value"])
+        shot = b.send("Page.captureScreenshot", {
+            "format": "png", "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": width, "height": out["height"], "scale": 1}},
+            session=session)
+        out["png"] = base64.b64decode(shot["data"])
+        return out
     finally:
         b.close()
