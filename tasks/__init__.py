@@ -16,7 +16,7 @@ Quick use::
 """
 
 from .base import (BOS, EOS, PAD, PLUS, SEP, SPECIAL_VALUES, Task, TaskInputError,
-                   UnknownTaskError, Vocab)
+                   UnknownTaskError, Vocab, inputs_targets)
 from .catalogue import (GENERALIZATION_TASKS, HUANG_TASKS, SEQUENCE_PROGRAMS, TASKS, get_task,
                         list_tasks)
 from .decode import (decode_batch, decode_with_program, evaluate_sequence_program,
@@ -26,4 +26,5 @@ __all__ = ["Task", "Vocab", "TaskInputError", "UnknownTaskError", "TASKS", "get_
            "list_tasks", "GENERALIZATION_TASKS", "SEQUENCE_PROGRAMS", "HUANG_TASKS",
            "decode_with_program", "decode_batch", "verify_program", "VerifyResult",
            "LengthResult", "evaluate_sequence_program",
-           "is_prefix_causal", "BOS", "SEP", "EOS", "PAD", "PLUS", "SPECIAL_VALUES"]
+           "is_prefix_causal", "BOS", "SEP", "EOS", "PAD", "PLUS", "SPECIAL_VALUES",
+           "inputs_targets"]

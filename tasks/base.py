@@ -31,7 +31,7 @@ import numpy as np
 from rasp.errors import RASPError
 
 __all__ = ["BOS", "SEP", "EOS", "PAD", "PLUS", "SPECIAL_VALUES", "Vocab", "Task",
-           "UnknownTaskError", "TaskInputError", "PROGRAMS_DIR"]
+           "UnknownTaskError", "TaskInputError", "PROGRAMS_DIR", "inputs_targets"]
 
 #: The program value of each special token (see the module docstring).
 BOS, SEP, EOS, PAD, PLUS = -1, -2, -3, -4, -5
@@ -143,6 +143,34 @@ def _value_key(v: Any):
     return (type(v).__name__, v)
 
 
+def inputs_targets(task, prompt: Sequence[int], answer: Sequence[int]
+                   ) -> tuple[list[int], list[int], int]:
+    """What a decoder is trained on for one example of ``task``: ``(inputs, targets, first)``.
+
+    ``inputs`` are the model's input ids ``[seq]``, ``targets`` the id it must predict at each
+    input position ``[seq]``, and ``first`` the first position whose target is trained and
+    scored (the positions before it are context only). By ``task.kind``:
+
+    * ``"next_token"``: ``inputs = (prompt + answer)[:-1]``, ``targets = (prompt +
+      answer)[1:]``, ``first = len(prompt) - 1`` (the answer tokens, EOS included);
+    * ``"next_set"``: ``inputs = prompt`` (``BOS w_1 .. w_n``), ``targets = [PAD] + answer``
+      (the label of ``w_i`` at ``w_i``'s position), ``first = 1``.
+
+    Raises ``ValueError`` for a part-B task (no training format) or a next-set answer whose
+    length is not the prompt's number of symbols.
+    """
+    prompt, answer = [int(t) for t in prompt], [int(t) for t in answer]
+    if task.kind == "next_set":
+        if len(answer) != len(prompt) - 1:
+            raise ValueError(f"{task.name}: one label per string position: {len(prompt) - 1} "
+                             f"expected, got {len(answer)}")
+        return prompt, [task.vocab.pad] + answer, 1
+    if task.kind != "next_token":
+        raise ValueError(f"{task.name}: a {task.kind} task has no training format")
+    seq = prompt + answer
+    return seq[:-1], seq[1:], len(prompt) - 1
+
+
 def numeric_vocab(n_content: int, names: Sequence[str] | None = None, hints: int = 0,
                   specials: Sequence[str] = ("BOS", "SEP", "EOS", "PAD")) -> Vocab:
     """A part-A vocabulary: content tokens 0..n_content-1 (id = value), then ``hints`` index-hint
@@ -175,8 +203,10 @@ class Task:
         causal: whether the reference is a RASP-L next-token program (causal mode).
         valid_raspl: whether the reference is meant to be valid RASP-L (``False`` for the
             *natural* programs of tasks without a known RASP-L program).
-        kind: ``"next_token"`` (part A: ``BOS prompt SEP answer EOS``) or ``"sequence"``
-            (part B: one output value per input position).
+        kind: ``"next_token"`` (part A: ``BOS prompt SEP answer EOS``), ``"sequence"``
+            (part B: one output value per input position) or ``"next_set"`` (Huang et al.'s
+            formal languages: prompt ``BOS w_1 .. w_n``, answer one label token per string
+            position, the set of characters allowed after ``w_1 .. w_i``; ``tasks/huang.py``).
         paper: what the papers report: ``{"zhou": ..., "kazemnejad": ..., "sources": {...}}``.
         default_train_max_len: train lengths 1..L (Kazemnejad et al.: L = 20, 8 for math).
     """

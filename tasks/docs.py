@@ -92,11 +92,17 @@ def task_section(name: str, verify_to: int | None = None, samples: int = 2) -> s
     lines.append(f"* length: {t.length_definition}; lengths {t.min_length}..{hi}; vocabulary "
                  f"of {len(t.vocab)} tokens")
     lines.append(f"* example (length {t.example_length}): `{t.example(0)}`")
-    if t.kind == "next_token":
+    if t.kind != "sequence":
         lines.append(f"* default train lengths 1..{t.default_train_max_len}")
     if t.reference_file is None:
-        lines.append(f"* no shipped program: predictions come from the search and the checkers "
-                     f"(`rasp score {t.name} --pe nope --pe ape_learned --search S`)")
+        if t.kind == "next_set":
+            lines.append(f"* target as their generator: `formal_lang_suite/generators/"
+                         f"{t.format.source}`")
+            lines.append("* no shipped program and none searched: the prediction is `unknown`")
+        else:
+            lines.append(f"* no shipped program: predictions come from the search and the "
+                         f"checkers (`rasp score {t.name} --pe nope --pe ape_learned "
+                         f"--search S`)")
         if t.paper:
             lines.append(f"* Huang et al. 2025: {t.paper.get('huang')}")
         lines.append("")
@@ -150,13 +156,58 @@ def catalogue_markdown(verify_to: int | None = 100, samples: int = 2) -> str:
     return "\n".join(out)
 
 
+NEXT_SET_INTRO = """\
+### The formal languages in Huang et al.'s format: `<language>_nextchar`
+
+Each formal language is registered twice: `<language>` is a membership task (`BOS w SEP ->
+yes|no EOS`, our format), `<language>_nextchar` is Huang et al.'s next-character-set format
+(task kind `next_set`), so that runs and predictions on it are about the function their
+numbers are about. Followed from their released code (`github.com/lacoco-lab/length_generalization`,
+`formal_lang_suite/`):
+
+* **Strings**: positive strings only (members of the language). Ours are drawn uniformly among
+  the members of each length; their generators draw lengths and strings their own way per
+  language (e.g. `D_nLanguage.generate_d_n`), which we do not copy.
+* **Target**: at each symbol `w_i` the set of characters allowed after `w_1 .. w_i`, *as their
+  generator writes it*: the flags of `generators/*.py` `output_generator`, grouped per position
+  (`chunk_size`) and turned into one output token per distinct set (`dataset_utils.py:22-37`).
+  The prompt is `BOS w_1 .. w_n`, the answer `n` label tokens named by their set (`{0,1}`,
+  `{a,EOS}`, `{}`); the vocabulary holds the sets that occur.
+* **Loss and exact match**: cross-entropy over the vocabulary at each string position (their
+  `train_with_ce.py:97-130, 216`: `CrossEntropyLoss`, *not* a binary cross-entropy over a
+  multi-hot vector); an example is correct when the argmax at every string position is its
+  label (`.all` over the positions). Their `$` (BOS) and `#` (EOS) positions, whose targets
+  are copies of the input token, and the padding are left out.
+* **What the set holds differs by language** (their generators): Tomita 1-4, 7, the Dyck
+  languages and `{a,b}*d{b,c}*` write one flag per symbol (no end-of-string flag); Tomita 5, 6,
+  `(aa)*`, `(aaaa)*`, `(abab)*` and `{0,1,2}*02*` write only whether the string may end here;
+  `aa*bb*cc*dd*ee*` writes the symbols and the end. Two of their targets are not the
+  language's next-character sets, and we follow them: Tomita 3 counts the live state q3 as
+  dead (after `1`, `0` is not allowed although `100` is a member), and `{0,1,2}*02*` allows the
+  end only after `02+`, not right after the `0`. Each task's `paper` field names the file and
+  lines followed.
+* **Lengths of their runs** (configs/dataset/*.yaml and the released `generated_ds`): Tomita
+  1-7 train on 1-100 and test on 101-150; D_2, D_3, `{a,b}*d{b,c}*`, `{0,1,2}*02*` train up to
+  50 (D_3 100); D_4, D_12 up to 100; `aa*bb*cc*dd*ee*` 5-200; `(aa)*` up to 100; `(aaaa)*`,
+  `(abab)*` up to 500. `rasp train` uses the preset's lengths (quick: 1..10, test to 20).
+* **Predictions**: `unknown` under every theory (no program of the next-character-set function
+  is searched or verified; the searches build next-token problems).
+"""
+
+
 def huang_markdown() -> str:
     """Part H: the tasks of Huang et al. 2025 (``tasks/huang.py``)."""
-    out = ["## Part H: tasks of Huang et al. 2025 (next-token format)", "",
-           "Formats of their released generators (`tasks/huang.py` docstring); the formal "
-           "languages are membership tasks here (`BOS w SEP -> yes|no EOS`), not their "
-           "next-character-set format. No shipped programs.", ""]
+    out = ["## Part H: tasks of Huang et al. 2025", "",
+           "Formats of their released generators (`tasks/huang.py` docstring). The algorithmic "
+           "tasks are next-token tasks; each formal language is a membership task "
+           "(`BOS w SEP -> yes|no EOS`) and, as `<language>_nextchar`, their next-character-set "
+           "format (below). No shipped programs.", ""]
+    sets = [n for n in HUANG_TASKS if get_task(n).kind == "next_set"]
     for name in HUANG_TASKS:
+        if name not in sets:
+            out.append(task_section(name))
+    out.append(NEXT_SET_INTRO)
+    for name in sets:
         out.append(task_section(name))
     return "\n".join(out)
 

@@ -19,12 +19,18 @@ match are on the answer):
   without leading zeros (``addition``); length = ``len(a) + len(b) + 2`` as in their generator.
 
 Formal languages (Bhattamishra et al. 2020 suite as Huang et al. use it): every language is a
-DFA (Tomita 3 copied from their ``tomita_generator.py``). **Format difference**: Huang et al.
-train next-character-set prediction on positive strings; here each language is a *membership*
-task, ``BOS w SEP -> yes|no EOS`` (the spec's "a language task is one Boolean at the last
-position"), with strings drawn uniformly among the members (probability 1/2, when a member of
-that length exists) or among the non-members of the length. Outcomes therefore need not match
-theirs; the difference is stated wherever these tasks are compared with the paper.
+DFA (:data:`LANGUAGES`, the one owner; Tomita 3 copied from their ``tomita_generator.py``), in
+two formats:
+
+* ``<language>``: a *membership* task, ``BOS w SEP -> yes|no EOS`` (the spec's "a language
+  task is one Boolean at the last position"), with strings drawn uniformly among the members
+  (probability 1/2, when a member of that length exists) or among the non-members of the
+  length. This is *not* Huang et al.'s format: outcomes need not match theirs.
+* ``<language>_nextchar``: Huang et al.'s format (:class:`NextSetTask`, kind ``"next_set"``):
+  positive strings, and at every position the set of allowed next characters *as their
+  generator writes it* (:data:`NEXT_SETS`, with the file and lines followed), one label token
+  per position, cross-entropy and exact match over all positions. Compare these with their
+  numbers.
 
 Token values: content symbols 0..k-1 (id = value); the labels ``no``/``yes`` and ``e``/``o``
 follow the content symbols; BOS = -1, SEP = -2 (also ``=`` of addition), EOS = -3, PAD = -4,
@@ -35,6 +41,7 @@ range (rule 2), which the checkers report.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -254,13 +261,41 @@ class DFA:
         self.accept = set(accept)
         self._memo: dict = {}
 
-    def run(self, xs) -> bool:
+    def state(self, xs):
+        """The state after reading ``xs`` from the start state (None = rejected)."""
         q = 0
         for x in xs:
             q = self.delta[q][x]
             if q is None:
-                return False
-        return q in self.accept
+                return None
+        return q
+
+    def run(self, xs) -> bool:
+        q = self.state(xs)
+        return q is not None and q in self.accept
+
+    def live_states(self) -> set:
+        """The states from which some accepting state can be reached (the others are dead)."""
+        live = set(self.accept)
+        grew = True
+        while grew:
+            grew = False
+            for q, row in enumerate(self.delta):
+                if q not in live and any(r in live for r in row if r is not None):
+                    live.add(q)
+                    grew = True
+        return live
+
+    def reachable_states(self) -> set:
+        """The states reached from the start state by at least one symbol."""
+        seen, todo = set(), [0]
+        while todo:
+            q = todo.pop()
+            for r in self.delta[q]:
+                if r is not None and r not in seen:
+                    seen.add(r)
+                    todo.append(r)
+        return seen
 
     def count(self, q, n, member=True) -> int:
         key = (q, n, member)
@@ -366,6 +401,159 @@ class LanguageTask(HuangTask):
         return self._ids([self.k + int(self.dfa.run(xs)), EOS])   # no = k, yes = k + 1
 
 
+# ------------------------------------------------------------------------------------------
+# formal languages (next-character sets, Huang et al.'s format)
+# ------------------------------------------------------------------------------------------
+_GEN = "formal_lang_suite/generators/"
+
+
+@dataclass(frozen=True)
+class NextSetFormat:
+    """What Huang et al.'s generator of one language writes at each position of a positive string.
+
+    The label after a prefix ``w`` (the DFA in state ``q = delta*(w)``) is the set of the
+    ``components`` that may come next: a symbol ``c`` is in it iff ``delta(q, c)`` is not one of
+    the generator's dead states (the DFA's dead states plus ``extra_dead``), ``EOS`` iff ``q`` is
+    one of ``eos_states`` (None: the accepting states, i.e. ``w`` is a member). Components the
+    generator does not write are left out of the label.
+    """
+
+    components: tuple          # symbol names and/or "EOS"
+    source: str                # file:lines of the generator followed
+    extra_dead: frozenset = frozenset()
+    eos_states: frozenset | None = None
+    note: str = ""
+
+
+_TOMITA_LEGAL = ("tomita_generator.py:105-135 (Tomita1Language.get_legal_characters: a symbol "
+                 "is legal iff the extended prefix is not in dead_states; output_generator: "
+                 "two flags per position, chunk_size 2 in configs/dataset/tomita-{}.yaml)")
+_MEMBER_ONLY = "one flag per position: is the prefix a member (chunk_size 1)"
+
+#: Huang et al.'s target for each language of :data:`LANGUAGES` (their released code,
+#: ``formal_lang_suite/generators/*.py`` and ``configs/dataset/*.yaml``).
+NEXT_SETS: dict[str, NextSetFormat] = {
+    "tomita1": NextSetFormat(("0", "1"), _TOMITA_LEGAL.format(1) + "; dead_states {q1}, line 83"),
+    "tomita2": NextSetFormat(("0", "1"), _TOMITA_LEGAL.format(2) + "; dead_states {q2}, line 164"),
+    "tomita3": NextSetFormat(
+        ("0", "1"), _TOMITA_LEGAL.format(3) + "; dead_states {q3, q4}, line 201",
+        extra_dead=frozenset({3}),
+        note="their dead_states include q3 (an odd run of 0s after an odd run of 1s), which "
+             "is not dead (q3 -0-> q2 accepts): a symbol is in the set iff the extended prefix "
+             "is a member, so after `1` the set is {1} although `100` is a member"),
+    "tomita4": NextSetFormat(("0", "1"), _TOMITA_LEGAL.format(4) + "; dead_states {q3}, line 274"),
+    "tomita5": NextSetFormat(("EOS",), "tomita_generator.py:46-52 (TomitaLanguage."
+                             "output_generator: y/n membership of each prefix; chunk_size 1)",
+                             note=_MEMBER_ONLY),
+    "tomita6": NextSetFormat(("EOS",), "tomita_generator.py:46-52 (TomitaLanguage."
+                             "output_generator: y/n membership of each prefix; chunk_size 1)",
+                             note=_MEMBER_ONLY),
+    "tomita7": NextSetFormat(("0", "1"), _TOMITA_LEGAL.format(7) + "; dead_states {q4}, line 372"),
+    **{f"dyck1_depth{n}": NextSetFormat(
+        ("a", "b"), "starfree_generator.py:260-272 (D_nLanguage.get_final_state: '10' at depth "
+        f"0, '01' at depth n, '11' between; chunk_size 2 in configs/dataset/d-{n}.yaml)")
+       for n in (2, 3, 4, 12)},
+    "aa_star": NextSetFormat(("EOS",), "nonstarfree_generator.py:38-39 (NonStarFreeLanguage."
+                             "output_generator: 1/0 membership of each prefix)", note=_MEMBER_ONLY),
+    "aaaa_star": NextSetFormat(("EOS",), "nonstarfree_generator.py:38-39 (NonStarFreeLanguage."
+                               "output_generator: 1/0 membership of each prefix)",
+                               note=_MEMBER_ONLY),
+    "abab_star": NextSetFormat(("EOS",), "nonstarfree_generator.py:38-39 (NonStarFreeLanguage."
+                               "output_generator: 1/0 membership of each prefix)",
+                               note=_MEMBER_ONLY + "; the next symbol itself is not written"),
+    "a_to_e_blocks": NextSetFormat(
+        ("a", "b", "c", "d", "e", "EOS"), "starfree_generator.py:52-58 (AAStarBBStarLanguage."
+        "output_generator: the letter after the current symbol, 'T' after e = {current, next} "
+        "and {e, EOS})"),
+    "ab_d_bc": NextSetFormat(
+        ("a", "b", "c", "d"), "starfree_generator.py:90-95 (AB_D_BC.output_generator: '1101' = "
+        "{a, b, d} before the d, '0110' = {b, c} from the d on; chunk_size 4 in "
+        "configs/dataset/ab_star_d_bc_star.yaml)"),
+    "ends_02": NextSetFormat(
+        ("EOS",), "starfree_generator.py:134-154 (ZOT_Z_T.output_generator: 'e' iff the "
+        "current symbol is 2 and the last symbol other than 2 was 0, else 'c'; chunk_size 1)",
+        eos_states=frozenset({2}),
+        note="EOS is in the set only after 0 2+ (state 2), not right after the 0 although "
+             "`...0` is a member: their generator's rule, followed"),
+}
+
+
+def next_set_label(dfa: DFA, fmt: NextSetFormat, alphabet: list[str], q: int) -> str:
+    """The label token's name (``{0,1}``, ``{a,EOS}``, ``{}``) of a prefix that leaves ``dfa``
+    in state ``q``, by the rule of :class:`NextSetFormat` (symbols named by ``alphabet``)."""
+    dead = (set(range(len(dfa.delta))) - dfa.live_states()) | set(fmt.extra_dead)
+    eos = dfa.accept if fmt.eos_states is None else set(fmt.eos_states)
+    allowed = []
+    for c in fmt.components:
+        if c == "EOS":
+            ok = q in eos
+        else:
+            nxt = dfa.delta[q][alphabet.index(c)]
+            ok = nxt is not None and nxt not in dead
+        if ok:
+            allowed.append(c)
+    return "{" + ",".join(allowed) + "}"
+
+
+def next_set_labels(dfa: DFA, fmt: NextSetFormat, alphabet: list[str]) -> list[str]:
+    """Every label of a non-empty prefix of a positive string (sorted): the label tokens."""
+    states = dfa.reachable_states() & dfa.live_states()
+    return sorted({next_set_label(dfa, fmt, alphabet, q) for q in states})
+
+
+class NextSetTask(HuangTask):
+    """Next-character sets of a regular language (Huang et al. 2025's format for the
+    formal languages; kind ``"next_set"``).
+
+    Prompt ``BOS w_1 .. w_n`` (a positive string: a member of the language, drawn uniformly among
+    the members of length n); answer: n label tokens, the i-th is the set of allowed next
+    characters after ``w_1 .. w_i`` as Huang et al.'s generator writes it
+    (:class:`NextSetFormat`, :data:`NEXT_SETS`). Each distinct set is one token of the
+    vocabulary (``{0,1}``, ``{a,EOS}``, ...), as their ``dataset_utils.py:22-37``
+    (``tokenize_output_string``) turns each chunk of flags into one output token; the model
+    is trained with cross-entropy over its vocabulary at the n string positions
+    (``train_with_ce.py:97-130, 216``) and an example counts as correct when every position's
+    argmax is its label (``train_with_ce.py:122-129``: ``.all`` over the positions).
+
+    Left out of their format: the ``$`` (BOS) and ``#`` (EOS) input positions whose targets are
+    ``$`` and ``#`` (copies of the input token), and the padding positions.
+    """
+
+    def __init__(self, *a, dfa: DFA, format: NextSetFormat, **kw):
+        super().__init__(*a, **{**kw, "kind": "next_set"})
+        self.dfa = dfa
+        self.k = dfa.k
+        self.format = format
+        alpha = self.vocab.tokens[:self.k]
+        self._label_id = {q: self.vocab.id(next_set_label(dfa, format, alpha, q))
+                          for q in range(len(dfa.delta))
+                          if next_set_label(dfa, format, alpha, q) in self.vocab}
+
+    def length_ok(self, n):
+        return super().length_ok(n) and self.dfa.count(0, int(n), True) > 0
+
+    def _generate(self, n, rng):
+        return self._ids([BOS] + self.dfa.sample(n, True, rng))
+
+    def _solve(self, prompt):
+        vals = self._v(prompt)
+        w = vals[1:]
+        if any(not 0 <= x < self.k for x in w):
+            raise TaskInputError(f"{self.name}: a prompt is BOS followed by the symbols "
+                                 f"{self.vocab.tokens[:self.k]}")
+        if not self.dfa.run(w):
+            raise TaskInputError(f"{self.name}: the string is not in the language (Huang et "
+                                 f"al. train and test on positive strings only)")
+        out, q = [], 0
+        for x in w:
+            q = self.dfa.delta[q][x]
+            out.append(self._label_id[q])
+        return out
+
+    def sequence_length(self, length):
+        return length + 1
+
+
 def make_huang_tasks() -> dict[str, Task]:
     """The tasks of Huang et al. 2025 under the catalogue names of issue 10."""
     T: dict[str, Task] = {}
@@ -417,6 +605,20 @@ def make_huang_tasks() -> dict[str, Task]:
             name=name, description=f"membership in {desc}: BOS w SEP -> yes|no EOS",
             source=HUANG + "; Bhattamishra et al. 2020", vocab=_vocab(alpha, ["no", "yes"]),
             dfa=dfa, length_definition="length of w",
-            paper=_paper(f"{desc}: next-character-set format in the paper (ours: membership)",
-                         "formal_lang_suite/generators"), example_length=6))
+            paper=_paper(f"{desc}: next-character-set format in the paper (ours: membership; "
+                         f"{name}_nextchar is theirs)", "formal_lang_suite/generators"),
+            example_length=6))
+    for name, (alpha, dfa, desc) in LANGUAGES.items():
+        fmt = NEXT_SETS[name]
+        labels = next_set_labels(dfa, fmt, alpha)
+        add(NextSetTask(
+            name=f"{name}_nextchar", description=f"next-character sets of {desc}: BOS w -> "
+            f"one set per position ({', '.join(fmt.components)})", source=HUANG +
+            "; Bhattamishra et al. 2020", vocab=_vocab(alpha, labels, specials=("BOS", "EOS", "PAD")),
+            dfa=dfa, format=fmt, length_definition="length of w (only lengths at which the "
+            "language has a member)",
+            paper=_paper(f"{desc}: next-character-set format as their generator "
+                         f"({fmt.note or 'the allowed next ' + '/'.join(fmt.components)})",
+                         _GEN + fmt.source),
+            example_length=next(n for n in range(6, 64) if dfa.count(0, n, True))))
     return T

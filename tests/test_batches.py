@@ -133,3 +133,34 @@ def test_teacher_forced_accuracy_counts_examples_in_every_layout():
         acc, em = batches.teacher_forced_accuracy(perfect[:-1] + [(bad, mb)])
         assert em == pytest.approx(7 / 8), layout
         assert acc == pytest.approx(1 - 1 / step.answer_tokens)
+
+
+NEXT_SET = tasks.get_task("dyck1_depth3_nextchar")
+
+
+@pytest.mark.parametrize("offsets", batches.OFFSET_PROTOCOLS)
+def test_next_set_batches_score_every_string_position_with_its_label(offsets):
+    """Huang et al.'s next-character-set format: the input is BOS w (no answer tokens appended)
+    and the loss covers one label per symbol of w, in every layout with the padded gradient."""
+    model = Transformer(TransformerConfig(n_layers=1, d_model=16, d_head=8, n_heads=2,
+                                          d_mlp=16, d_vocab=len(NEXT_SET.vocab), pe="nope",
+                                          n_ctx=30))
+    model.reset_parameters(seed=0)
+    lengths = [2, 4, 6, 8]
+    out = {}
+    for layout in batches.BATCHINGS:
+        step = batches.make_step(NEXT_SET, lengths, 12, np.random.default_rng([1, 2, 1]), 30,
+                                 offsets, layout)
+        out[layout] = (step, _grads(model, step))
+        examples = batches.sample_examples(NEXT_SET, lengths, 12,
+                                           np.random.default_rng([1, 2, 1]))
+        assert step.answer_tokens == sum(len(p) - 1 for p, _ in examples)
+        assert step.real_tokens == sum(len(p) for p, _ in examples)
+        for mb in step.micro:                    # the scored targets are labels, inputs symbols
+            scored = mb.targets[mb.mask > 0]
+            assert all(NEXT_SET.vocab.tokens[int(i)].startswith("{") for i in scored)
+            assert not (mb.inputs == NEXT_SET.vocab.eos).any()
+    ref_loss, ref_grad = out["padded"][1]
+    for layout, (step, (loss, grad)) in out.items():
+        assert loss == pytest.approx(ref_loss, rel=1e-5), layout
+        torch.testing.assert_close(grad, ref_grad, rtol=1e-4, atol=1e-6)

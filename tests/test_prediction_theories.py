@@ -175,3 +175,18 @@ def test_a_task_with_many_output_values_is_refused_not_exhausting_memory():
                        timeout=300)
     assert r.returncode == 0, r.stderr[-1500:]
     assert r.stdout.startswith("unknown |") and "refused" in r.stdout and "2^(n-1)" in r.stdout
+
+
+@pytest.mark.parametrize("pe", ["nope", "ape_learned", "t5"])
+def test_next_set_tasks_are_unknown_never_fails(pe):
+    """Huang et al.'s next-character-set format: no program of that function is searched or
+    verified, so every theory says unknown (no evidence of absence), with the reason."""
+    t = tasks.get_task("tomita3_nextchar")
+    p = predict(t, pe=pe, search_seconds=5)
+    want = {"nope": "unknown", "ape_learned": "unknown", "t5": "no theory"}[pe]
+    assert p.prediction == want
+    for ev in p.verdict_evidence.values():
+        assert ev["kind"] == "none" and "next-character-set" in ev["detail"]
+    assert p.program == "none" and p.search is None
+    with pytest.raises(Exception, match="next-token tasks only"):
+        predict_program(rasp.tokens, t, pe=pe)

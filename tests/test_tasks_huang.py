@@ -2,6 +2,7 @@
 ground truths (Python regular expressions for the languages, Counter / sorted / int() for the
 algorithmic tasks), formats of the released generators."""
 
+import itertools
 import re
 from collections import Counter
 
@@ -50,10 +51,12 @@ def _member(name, w):
 
 
 def test_names_registered():
-    assert sorted(tasks.HUANG_TASKS) == sorted(NAMES)
-    for n in NAMES:
+    nextchar = [f"{n}_nextchar" for n in LANGUAGES]
+    assert sorted(tasks.HUANG_TASKS) == sorted(NAMES + nextchar)
+    for n in NAMES + nextchar:
         t = tasks.get_task(n)
-        assert "Huang" in t.source and t.kind == "next_token"
+        assert "Huang" in t.source
+        assert t.kind == ("next_set" if n.endswith("_nextchar") else "next_token")
 
 
 @pytest.mark.parametrize("name", sorted(LANGUAGES))
@@ -111,3 +114,126 @@ def test_algorithmic_formats():
     with pytest.raises(tasks.TaskInputError):
         tasks.get_task("majority_binary").ground_truth(
             tasks.get_task("majority_binary").vocab.encode(["BOS", "0", "1", "SEP"]))
+
+
+# ------------------------------------------------------------------------------------------
+# next-character sets (Huang et al.'s format of the formal languages)
+# ------------------------------------------------------------------------------------------
+ALPHABETS = {name: alpha for name, (alpha, _, _) in LANGUAGES.items()}
+
+#: Lines of Huang et al.'s released data (github.com/lacoco-lab/length_generalization,
+#: formal_lang_suite/generated_ds/<dataset>/{train,val}_{src,tgt}*.txt), copied verbatim: the
+#: positive string and their target string (chunk_size characters per position).
+RELEASED_EXAMPLES = {
+    "tomita1": [("111111", "nynynynynyny")],
+    "tomita2": [("101010101010", "ynnyynnyynnyynnyynnyynny")],
+    "tomita3": [("000001", "yyyyyyyyyyny"), ("000111", "yyyyyynyyyny")],
+    "tomita4": [("001010", "yynyyyyyyyyy"), ("001101", "yynyyyyyyyyy")],
+    "tomita5": [("000000", "nynyny"), ("000011", "nynyny"),
+                ("0010101010111110101010", "nynnnynnnynynynnnynnny")],
+    "tomita6": [("000000", "nnynny"), ("000111", "nnynny")],
+    "tomita7": [("01111111111111111100000000111",
+                 "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyynynyny")],
+    "dyck1_depth2": [("aababbaabb", "11011101111011011110")],
+    "dyck1_depth3": [("aabbabababab", "111111101110111011101110"),
+                     ("ababaabbaabb", "111011101111111011111110")],
+    "dyck1_depth4": [("aaaabababbaabababbbaaabababbaababababbbb", "1111110111011101111111011101"
+                      "1101111111111101110111011111110111011101110111111110")],
+    "dyck1_depth12": [("aaaaaaaaaaabbbbbbbbaaaaaaaabbbbbbbaaaaaaaabbbbbbbbbbbb", "11111111111111111"
+                       "11111111111111111111111111111111111111111111111111111111111111111011111"
+                       "11111111111111111110")],
+    "aa_star": [("aaaaaaaa", "01010101")],
+    "aaaa_star": [("aaaaaaaa", "00010001")],
+    "abab_star": [("abababababab", "000100010001")],
+    "a_to_e_blocks": [("aaaaaaaaaaaaaaaaaaabbbccccccccccccccccccccccccccccccccccccccccddddeeeeeeeeeeeee",
+                       "BBBBBBBBBBBBBBBBBBBCCCDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDEEEETTTTTTTTTTTTT")],
+    "ab_d_bc": [("baaaad", "110111011101110111010110"), ("badbc", "11011101011001100110")],
+    "ends_02": [("002222", "cceeee"), ("220222", "ccceee"),
+                ("112200022000101022021200120022222", "ccccccceeccccccceececccccccceeeee")],
+}
+
+
+def _their_sets(name, target):
+    """Their target string -> one set of allowed next characters per position, by the meaning
+    of their generators' flags (formal_lang_suite/generators)."""
+    alpha = ALPHABETS[name]
+    if name in ("tomita5", "tomita6", "ends_02") or name in ("aa_star", "aaaa_star", "abab_star"):
+        return [{"EOS"} if c in "ye1" else set() for c in target]      # one flag: may end here
+    if name == "a_to_e_blocks":                    # the letter after the current symbol
+        nxt = {"B": "a", "C": "b", "D": "c", "E": "d", "T": "e"}
+        return [{nxt[c], chr(ord(nxt[c]) + 1) if c != "T" else "EOS"} for c in target]
+    k = len(alpha)                                 # k flags per position, one per symbol
+    return [{alpha[j] for j in range(k) if target[i + j] in "y1"}
+            for i in range(0, len(target), k)]
+
+
+def _sets_of(t, answer):
+    return [set(filter(None, name.strip("{}").split(","))) for name in t.vocab.decode(answer)]
+
+
+@pytest.mark.parametrize("name", sorted(LANGUAGES))
+def test_next_sets_equal_the_released_targets(name):
+    t = tasks.get_task(f"{name}_nextchar")
+    for w, target in RELEASED_EXAMPLES[name]:
+        prompt = t.vocab.encode(["BOS", *w])
+        assert _sets_of(t, t.ground_truth(prompt)) == _their_sets(name, target), w
+
+
+def _completions(name, w, alpha, bound):
+    """Whether some u with |u| <= bound makes w + u a member (brute force)."""
+    return any(_member(name, w + "".join(u)) for n in range(bound + 1)
+               for u in itertools.product(alpha, repeat=n))
+
+
+#: the longest shortest completion from a live prefix (Dyck-n: n closing brackets; a..e: b c d e)
+BOUND = {"a_to_e_blocks": 4, "aaaa_star": 3, "abab_star": 3,
+         **{f"dyck1_depth{n}": n for n in (2, 3, 4, 12)}}
+
+
+@pytest.mark.parametrize("name", sorted(LANGUAGES))
+def test_next_sets_against_brute_force(name):
+    """Every prefix of every member of length <= 7: a symbol is allowed iff some member
+    continues the prefix with it (brute force over completions), EOS iff the prefix is a
+    member; then the components their generator writes, with its two departures."""
+    t = tasks.get_task(f"{name}_nextchar")
+    alpha, comps = ALPHABETS[name], t.format.components
+    bound = BOUND.get(name, 2)
+    checked = 0
+    for n in range(1, 8):
+        for u in itertools.product(alpha, repeat=n):
+            w = "".join(u)
+            if not _member(name, w):
+                continue
+            got = _sets_of(t, t.ground_truth(t.vocab.encode(["BOS", *w])))
+            for i in range(1, n + 1):
+                pre = w[:i]
+                if name == "tomita3":          # their dead_states {q3, q4}: extension a member
+                    allowed = {c for c in alpha if _member(name, pre + c)}
+                else:
+                    allowed = {c for c in alpha if _completions(name, pre + c, alpha, bound)}
+                if name == "ends_02":          # their 'e': the prefix ends in 0 2+
+                    allowed.add("EOS") if re.fullmatch(r"[012]*02+", pre) else None
+                elif _member(name, pre):
+                    allowed.add("EOS")
+                assert got[i - 1] == allowed & set(comps), (w, i)
+                checked += 1
+    assert checked > 0
+
+
+def test_next_set_format_and_errors():
+    t = tasks.get_task("dyck1_depth2_nextchar")
+    rng = np.random.default_rng(0)
+    for n in (2, 6, 10):
+        prompt, answer = t.sample(n, rng)
+        names = t.vocab.decode(prompt)
+        assert names[0] == "BOS" and len(prompt) == n + 1 and len(answer) == n
+        assert _member("dyck1_depth2", "".join(names[1:]))          # positive strings only
+        inputs, targets, first = tasks.inputs_targets(t, prompt, answer)
+        assert inputs == prompt and targets[first:] == answer and first == 1
+    assert not t.length_ok(3) and t.length_ok(4)                   # no odd-length member
+    with pytest.raises(tasks.TaskInputError, match="not in the language"):
+        t.ground_truth(t.vocab.encode(["BOS", "a", "a", "a"]))     # depth 3 > 2
+    with pytest.raises(tasks.TaskInputError, match="symbols"):
+        t.ground_truth(t.vocab.encode(["BOS", "a", "{a}"]))
+    with pytest.raises(ValueError, match="one label per string position"):
+        tasks.inputs_targets(t, prompt, answer[:-1])

@@ -224,3 +224,37 @@ def test_finished_run_written_before_a_new_setting_existed_is_reused(tmp_path):
     cfg_path.write_text(json.dumps(cfg))
     again = train(CopyUnique(), "rope", out_dir=tmp_path / "r", **kw)
     assert again.reused and again.accuracy == first.accuracy
+
+
+class _LabelOracle(torch.nn.Module):
+    """Logits one-hot on the task's ground-truth label at every string position (Huang et
+    al.'s next-character sets); from strings of ``wrong_from`` symbols on, the last position
+    says BOS instead."""
+
+    def __init__(self, task, wrong_from=None):
+        super().__init__()
+        self.task, self.wrong_from = task, wrong_from
+        self.cfg = TransformerConfig(n_layers=1, d_model=8, d_head=4, n_heads=2, d_mlp=8,
+                                     d_vocab=len(task.vocab), pe="nope", n_ctx=64)
+        self.unused = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, tokens, pos_offset=None):
+        out = torch.zeros(*tokens.shape, len(self.task.vocab))
+        for r, row in enumerate(tokens.tolist()):
+            labels = self.task.ground_truth(row)
+            for i, label in enumerate(labels):
+                out[r, i + 1, label] = 1.0
+            if self.wrong_from is not None and len(labels) >= self.wrong_from:
+                out[r, len(labels)] = 0.0
+                out[r, len(labels), self.task.vocab.bos] = 1.0
+        return out
+
+
+def test_next_set_exact_match_needs_every_position():
+    import tasks
+    task = tasks.get_task("dyck1_depth2_nextchar")
+    lengths = [(2, "id"), (4, "id"), (6, "ood"), (8, "ood")]
+    res = evaluate(_LabelOracle(task), task, lengths, samples=10)
+    assert [r.em for r in res] == [1.0, 1.0, 1.0, 1.0]
+    res = evaluate(_LabelOracle(task, wrong_from=6), task, lengths, samples=10)
+    assert [r.em for r in res] == [1.0, 1.0, 0.0, 0.0]      # one wrong position: not a match

@@ -21,6 +21,10 @@ to which PE, and how evidence becomes a verdict, is :mod:`analysis.prediction.th
 3. the PE's prediction combines its theories (:func:`analysis.prediction.theories.combine`);
    a PE no theory covers gets ``"no theory"``.
 
+Next-set tasks (Huang et al.'s next-character-set format of the formal languages,
+``<language>_nextchar``) get ``unknown`` under every theory, with the reason: no program of that
+per-position function is searched or verified (the searches build next-token problems).
+
 Size is the expression size everywhere (:func:`analysis.prediction.search.tree_size`: every
 operation at every use; ``tokens`` and ``indices`` 0): the certified lower bound, the program's
 size and the tables use it. A padded or obfuscated program has a larger size and the same
@@ -258,7 +262,7 @@ class Prediction:
 def _task(task):
     import tasks
     t = tasks.get_task(task) if isinstance(task, str) else task
-    if t.kind != "next_token":
+    if t.kind not in ("next_token", "next_set"):
         raise PredictError(
             f"task {t.name!r} is a part-B sequence program (a per-position function, not a "
             f"next-token task); predictions are for the generalization tasks: "
@@ -400,7 +404,9 @@ def predict(task, verify_max_length: int = 100, samples: int = 5, seed: int = 0,
 
     Raises:
         tasks.UnknownTaskError: unknown name (lists the known tasks).
-        PredictError: a part-B sequence task, or an unknown PE.
+        PredictError: a part-B sequence task, an unknown PE, or ``program`` given for a
+            next-set task (Huang et al.'s next-character sets: always ``unknown``,
+            :data:`NEXT_SET_UNKNOWN`).
         rasp.ir.RASPError: the shipped program does not parse or run.
     """
     from rasp_model.positional import PE_NAMES
@@ -408,6 +414,15 @@ def predict(task, verify_max_length: int = 100, samples: int = 5, seed: int = 0,
     if pe is not None and pe not in PE_NAMES:
         raise PredictError(f"unknown positional encoding {pe!r}; known: {', '.join(PE_NAMES)}")
     task = _task(task)
+    if task.kind == "next_set":
+        if program is not None:
+            raise PredictError(f"task {task.name!r} labels every position with a set of next "
+                               f"characters; programs are verified on next-token tasks only")
+        rec = _empty_record(task, None)
+        rec.reasons = [NEXT_SET_UNKNOWN]
+        verdicts = [decide(th, task.name, not_decided=NEXT_SET_UNKNOWN)
+                    for th in theories_for(pe, position_offsets)]
+        return _with_verdicts(rec, pe, position_offsets, verdicts)
     cands = []                           # (source, label, sop, text)
     if use_shipped and task.reference_file:
         cands.append(("shipped", f"{task.reference_file}:{task.reference_name}",
@@ -454,6 +469,21 @@ def predict(task, verify_max_length: int = 100, samples: int = 5, seed: int = 0,
                                            samples, seed, search_seconds, search_max_length,
                                            progress))
     _crasp_summary(rec, evaluated, pe, position_offsets)
+    return _with_verdicts(rec, pe, position_offsets, verdicts)
+
+
+#: Why a next-set task (Huang et al.'s next-character-set format of the formal languages) is
+#: ``unknown`` under every theory: nothing is searched or verified for that function.
+NEXT_SET_UNKNOWN = ("no program for the next-character-set function is searched or verified: "
+                    "the RASP-L and C-RASP searches build next-token problems (one token "
+                    "after a prefix), while this task labels every position with the set of "
+                    "allowed next characters (the membership variant of the language is "
+                    "searched)")
+
+
+def _with_verdicts(rec: Prediction, pe, position_offsets, verdicts) -> Prediction:
+    """``rec`` with its PE, the theories' verdicts and the one prediction they combine to."""
+    rec.pe = pe
     rec.prediction, rec.disagreement = combine(pe, verdicts)
     rec.theories = {v.theory: v.to_dict() for v in verdicts}
     rec.verdict_evidence = {v.theory: v.evidence.to_dict() for v in verdicts}

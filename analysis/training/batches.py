@@ -17,6 +17,12 @@ padded batch are padding. :func:`make_step` offers three layouts (setting ``batc
   ``bench/bench_batches.py``).
 * ``"padded"`` — one batch padded to the longest example (the former behaviour).
 
+What the model reads and predicts for one example is the task's
+(:func:`tasks.inputs_targets`): next-token tasks predict the next token of ``prompt +
+answer`` on the answer; next-set tasks (Huang et al.'s formal languages) predict one label per
+string position of the prompt, a class token that names the set of allowed next characters
+(cross-entropy over the vocabulary as their ``formal_lang_suite/train_with_ce.py:97-130, 216``).
+
 In every layout the loss of the step is the sum of the answer-token cross-entropies divided by
 the number of answer tokens of the whole batch, so the gradient is that of the padded batch (right
 padding never reaches a real token under the causal mask; every layer is per-token or causal) —
@@ -42,6 +48,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from tasks import inputs_targets
+
 __all__ = ["OFFSET_PROTOCOLS", "BATCHINGS", "MicroBatch", "Step", "sample_examples",
            "bucket_groups", "pack_rows", "make_step", "step_loss", "teacher_forced_accuracy"]
 
@@ -55,7 +63,9 @@ BATCHINGS = ("packed", "bucketed", "padded")
 @dataclass
 class MicroBatch:
     """One forward pass: ``inputs``/``targets`` ``[batch, seq]`` LongTensor (targets = inputs
-    shifted by one), ``mask`` ``[batch, seq]`` float (1 on answer-token targets, EOS included),
+    shifted by one for next-token tasks, the per-position labels for next-set tasks:
+    :func:`tasks.inputs_targets`), ``mask`` ``[batch, seq]`` float (1 on the scored
+    targets: the answer tokens, EOS included, or every string position's label),
     ``offsets`` position offsets, ``[batch]`` or per token ``[batch, seq]`` LongTensor, or None;
     ``segment_ids`` ``[batch, seq]`` LongTensor for packed rows (-1 = padding) or None."""
 
@@ -189,8 +199,8 @@ def make_step(task, lengths, batch_size: int, rng: np.random.Generator, n_ctx: i
     if batching not in BATCHINGS:
         raise ValueError(f"batching must be one of {BATCHINGS}, got {batching!r}")
     examples = sample_examples(task, lengths, batch_size, rng)
-    seqs = [p + a for p, a in examples]
-    n_in = [len(s) - 1 for s in seqs]              # input positions of each example
+    rows_io = [inputs_targets(task, p, a) for p, a in examples]   # (inputs, targets, first)
+    n_in = [len(i) for i, _, _ in rows_io]         # input positions of each example
     if max(n_in) > n_ctx:
         raise ValueError(f"a training example needs {max(n_in)} positions, the model has "
                          f"{n_ctx}")
@@ -199,7 +209,7 @@ def make_step(task, lengths, batch_size: int, rng: np.random.Generator, n_ctx: i
         room = np.array([n_ctx - k for k in n_in])  # offsets 0..room keep it inside n_ctx
         offsets = (rng.random(batch_size) * (room + 1)).astype(np.int64)
     pad = task.vocab.pad if task.vocab.pad is not None else task.vocab.eos
-    answer = int(sum(len(a) for _, a in examples))
+    answer = int(sum(k - first for k, (_, _, first) in zip(n_in, rows_io)))
     if batching == "packed":
         cap = max(n_in)
         rows = pack_rows(n_in, cap)
@@ -211,10 +221,10 @@ def make_step(task, lengths, batch_size: int, rng: np.random.Generator, n_ctx: i
         for r, items in enumerate(rows):
             at = 0
             for j, i in enumerate(items):
-                s, k, plen = seqs[i], n_in[i], len(examples[i][0])
-                inp[r, at:at + k] = s[:-1]
-                tgt[r, at:at + k] = s[1:]
-                mask[r, at + plen - 1: at + k] = 1.0
+                (x, y, first), k = rows_io[i], n_in[i]
+                inp[r, at:at + k] = x
+                tgt[r, at:at + k] = y
+                mask[r, at + first: at + k] = 1.0
                 seg[r, at:at + k] = j
                 pos[r, at:at + k] = offsets[i] + np.arange(k) - np.arange(at, at + k)
                 at += k
@@ -222,26 +232,27 @@ def make_step(task, lengths, batch_size: int, rng: np.random.Generator, n_ctx: i
                         torch.from_numpy(pos), torch.from_numpy(seg))
         return Step([mb], int(sum(n_in)), len(rows) * cap, answer)
     groups = ([list(range(batch_size))] if batching == "padded"
-              else bucket_groups([len(s) for s in seqs], length_buckets))
+              else bucket_groups([k + 1 for k in n_in], length_buckets))
     micro = []
     padded = 0
     for idx in groups:
-        t_max = max(len(seqs[i]) for i in idx)
-        tok = np.full((len(idx), t_max), pad, dtype=np.int64)
-        mask = np.zeros((len(idx), t_max - 1), dtype=np.float32)
+        width = max(n_in[i] for i in idx)
+        inp = np.full((len(idx), width), pad, dtype=np.int64)
+        tgt = np.full((len(idx), width), pad, dtype=np.int64)
+        mask = np.zeros((len(idx), width), dtype=np.float32)
         for r, i in enumerate(idx):
-            p, a = examples[i]
-            tok[r, :len(seqs[i])] = seqs[i]
-            mask[r, len(p) - 1: len(seqs[i]) - 1] = 1.0
-        t = torch.from_numpy(tok)
+            (x, y, first), k = rows_io[i], n_in[i]
+            inp[r, :k], tgt[r, :k] = x, y
+            mask[r, first:k] = 1.0
         off = None
         if position_offsets == "random":     # per token: padding keeps position index < n_ctx
-            o = np.zeros((len(idx), t_max - 1), dtype=np.int64)
+            o = np.zeros((len(idx), width), dtype=np.int64)
             for r, i in enumerate(idx):
                 o[r, :n_in[i]] = offsets[i]
             off = torch.from_numpy(o)
-        micro.append(MicroBatch(t[:, :-1], t[:, 1:], torch.from_numpy(mask), off))
-        padded += len(idx) * (t_max - 1)
+        micro.append(MicroBatch(torch.from_numpy(inp), torch.from_numpy(tgt),
+                                torch.from_numpy(mask), off))
+        padded += len(idx) * width
     return Step(micro, int(sum(n_in)), padded, answer)
 
 

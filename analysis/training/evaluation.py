@@ -3,7 +3,10 @@
 Protocol (Kazemnejad et al. 2023; Zhou et al. 2023): for each input length, sample prompts from
 the task generator with a fixed evaluation seed (the same test set for every positional encoding
 and training seed), decode greedily from the prompt, and count an example as correct when the
-whole generated answer (up to and including EOS) equals the reference answer. Lengths up to the
+whole generated answer (up to and including EOS) equals the reference answer. Next-set tasks
+(Huang et al. 2025's formal languages, ``task.kind == "next_set"``) are not decoded: one forward
+pass labels every string position (argmax), and an example is correct when every position's
+label equals its reference (:func:`label_positions`). Lengths up to the
 training maximum are in distribution ("id"), longer ones out of distribution ("ood"). Each length
 reports the number of samples and a Wilson 95% confidence interval of the exact match.
 """
@@ -17,7 +20,7 @@ import torch
 
 from rasp_model import ContextLengthError, Transformer
 from rasp.decode import greedy_decode as rasp_greedy_decode
-from tasks import LengthResult
+from tasks import LengthResult, inputs_targets
 
 EVAL_SEED = 20231016
 """Base seed of the evaluation sets (shared by all runs so that PEs see the same inputs)."""
@@ -71,6 +74,66 @@ def greedy_decode(model: Transformer, prompts: list[list[int]], max_new_tokens: 
         model.train(was_training)
 
 
+@torch.no_grad()
+def label_positions(logits_of, prompts: list[list[int]], batch_size: int = 256
+                    ) -> list[list[list[int]]]:
+    """The per-position labels of next-set tasks (``task.kind == "next_set"``): one forward
+    pass per group of equal-length prompts, the argmax at every string position.
+
+    Args:
+        logits_of: maps input ids ``[batch, seq]`` (NumPy int64) to logits
+            ``[member, batch, seq, d_vocab]`` (one member for a single model).
+        prompts: ``BOS w_1 .. w_n`` token-id lists.
+
+    Returns:
+        ``[member][prompt]`` the argmax ids at positions ``1 .. n`` (one label per symbol), as
+        Huang et al. score them (``formal_lang_suite/train_with_ce.py:122-129``: argmax per
+        position, an example correct when all positions are).
+    """
+    by_len: dict[int, list[int]] = {}
+    for i, p in enumerate(prompts):
+        by_len.setdefault(len(p), []).append(i)
+    out: list[list] = []
+    for _, idx in sorted(by_len.items()):
+        for s in range(0, len(idx), batch_size):
+            chunk = idx[s:s + batch_size]
+            ids = np.asarray([prompts[i] for i in chunk], dtype=np.int64)
+            pred = logits_of(ids).argmax(-1)[:, :, 1:].cpu().numpy()    # [member, batch, n]
+            if not out:
+                out = [[None] * len(prompts) for _ in range(pred.shape[0])]
+            for m in range(pred.shape[0]):
+                for j, i in enumerate(chunk):
+                    out[m][i] = pred[m, j].tolist()
+    return out
+
+
+@torch.no_grad()
+def predict_labels(model: Transformer, prompts: list[list[int]], batch_size: int = 256,
+                   pos_offset: int = 0) -> list[list[int]]:
+    """:func:`label_positions` of one trained model: per prompt, the argmax label ids at its
+    string positions (the model restored to its train/eval mode afterwards)."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    try:
+        out = label_positions(lambda ids: model(torch.from_numpy(ids).to(device),
+                                                pos_offset=pos_offset or None)[None],
+                              prompts, batch_size)
+        return out[0] if out else []
+    finally:
+        model.train(was_training)
+
+
+def model_answers(model: Transformer, task, prompts: list[list[int]], max_new_tokens: int,
+                  batch_size: int = 256) -> list[list[int]]:
+    """A trained model's answers to ``prompts``, compared with ``task``'s answers for exact
+    match: greedy decoding (:func:`greedy_decode`) for next-token tasks, the per-position
+    labels (:func:`predict_labels`) for next-set tasks."""
+    if task.kind == "next_set":
+        return predict_labels(model, prompts, batch_size)
+    return greedy_decode(model, prompts, max_new_tokens, task.vocab.eos, batch_size)
+
+
 def eval_lengths(task, train_max_len: int, train_min_len: int = 1, max_factor: float = 2.0,
                  stride: int = 1) -> list[tuple[int, str]]:
     """The evaluated ``(length, split)`` pairs: ID lengths ``train_min_len..train_max_len``,
@@ -106,7 +169,7 @@ def evaluate(model: Transformer, task, lengths: list[tuple[int, str]], samples: 
     ``n_ctx`` gets ``em=None`` with a note instead of an exception.
     """
     def decode(prompts, max_new):
-        return [greedy_decode(model, prompts, max_new, task.vocab.eos, batch_size)]
+        return [model_answers(model, task, prompts, max_new, batch_size)]
     return evaluate_with(decode, model.cfg, 1, task, lengths, samples, seed, progress,
                          max_answer_slack)[0]
 
@@ -125,14 +188,14 @@ def evaluate_with(decode, cfg, members: int, task, lengths: list[tuple[int, str]
     for length, split in it:
         data = eval_set(task, length, samples, seed)
         prompts = [p for p, _ in data]
-        longest = max(len(p) + len(a) for p, a in data)
+        longest = max(len(inputs_targets(task, p, a)[0]) for p, a in data)   # input positions
         n_ctx = cfg.n_ctx
-        if cfg.pe == "ape_learned" and longest - 1 > n_ctx:
+        if cfg.pe == "ape_learned" and longest > n_ctx:
             for r in results:
                 r.append(LengthResult(
                     length, len(data), None, split,
                     note=f"ape_learned has {n_ctx} learned positions; sequences of length "
-                         f"{length} need {longest - 1}: not evaluated"))
+                         f"{length} need {longest}: not evaluated"))
             continue
         max_new = max(len(a) for _, a in data) + max_answer_slack
         try:

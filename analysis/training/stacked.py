@@ -56,12 +56,13 @@ from torch.func import functional_call, stack_module_state, vmap
 from analysis.training import trainer
 from analysis.training.batches import MicroBatch, make_step, teacher_forced_accuracy
 from analysis.training.configs import RunSpec
-from analysis.training.evaluation import evaluate_with
+from analysis.training.evaluation import evaluate_with, label_positions
 from analysis.training.runs import RunDirError, RunLock, RunResult, save_checkpoint
 from rasp.decode import greedy_decode as rasp_greedy_decode
 
 __all__ = ["stack_key", "why_not_stackable", "StackedModel", "stack_micro_batches",
-           "clip_grad_norm_stacked", "train_group", "greedy_decode_stacked", "GroupMember",
+           "clip_grad_norm_stacked", "train_group", "greedy_decode_stacked", "stacked_answers",
+           "GroupMember",
            "GroupOutcome", "run_group_loop"]
 
 
@@ -242,6 +243,23 @@ def greedy_decode_stacked(model: StackedModel, prompts: list[list[int]], max_new
                               eos, max_seq_len=limit, batch_size=batch_size * M,
                               with_rows=True)
     return [flat[m * P:(m + 1) * P] for m in range(M)]
+
+
+def stacked_answers(model: StackedModel, task, prompts: list[list[int]], max_new_tokens: int,
+                    batch_size: int = 256) -> list[list[list[int]]]:
+    """Every member's answers ``[member][prompt]``, as
+    :func:`analysis.training.evaluation.model_answers` of each member: greedy decoding
+    (:func:`greedy_decode_stacked`), or for a next-set task the per-position labels of one
+    forward pass (:func:`analysis.training.evaluation.label_positions`)."""
+    if task.kind != "next_set":
+        return greedy_decode_stacked(model, prompts, max_new_tokens, task.vocab.eos, batch_size)
+    device = next(iter(model.params.values())).device
+    model.eval()
+    with torch.no_grad():
+        out = label_positions(
+            lambda ids: model(torch.from_numpy(ids).to(device)[None].expand(
+                model.members, *ids.shape)), prompts, batch_size)
+    return out or [[] for _ in range(model.members)]
 
 
 # ------------------------------------------------------------------------------------------
@@ -431,9 +449,8 @@ def run_group_loop(task, members: list[GroupMember], device: str = "cpu", progre
                     bar.set_postfix(loss=f"{float(np.mean([m.st.last_loss for m in members])):.3f}")
                     hook("metrics", step - 1)
                 if tr.probe_every and (step % tr.probe_every == 0 or step == total):
-                    gens = greedy_decode_stacked(model, [p for p, _ in probe],
-                                                 max(len(a) for _, a in probe) + 2,
-                                                 task.vocab.eos)
+                    gens = stacked_answers(model, task, [p for p, _ in probe],
+                                           max(len(a) for _, a in probe) + 2)
                     for i, gen in enumerate(gens):
                         em = float(np.mean([g == list(a) for g, (_, a) in zip(gen, probe)]))
                         files[i].write(json.dumps({"step": step, "probe_id_em": em,
@@ -471,8 +488,7 @@ def _evaluate_members(task, members: list[GroupMember], model: StackedModel,
     tr = members[0].spec.train
 
     def decode(prompts, max_new):
-        return greedy_decode_stacked(model, prompts, max_new, task.vocab.eos,
-                                     tr.eval_batch_size)
+        return stacked_answers(model, task, prompts, max_new, tr.eval_batch_size)
     return evaluate_with(decode, model.cfg, len(members), task,
                          list(members[0].spec.eval_lengths), samples=tr.eval_samples,
                          progress=progress)

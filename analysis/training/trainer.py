@@ -3,7 +3,7 @@
 ``train(task, pe, seed)`` trains the shared :class:`rasp_model.Transformer` with one of
 the six positional encodings on data generated online by the task (fresh seeded samples every
 batch, lengths uniform over the training range), with the loss on answer tokens only (EOS
-included), AdamW with linear warmup and cosine/linear decay and gradient clipping (protocol of
+included; a next-set task: on every string position's label, :mod:`analysis.training.batches`), AdamW with linear warmup and cosine/linear decay and gradient clipping (protocol of
 Kazemnejad et al. 2023 and Zhou et al. 2023, scaled down for CPUs). It then evaluates exact match
 of greedy decoding per length (:mod:`analysis.training.evaluation`).
 
@@ -45,7 +45,7 @@ import tasks
 from analysis.training import configs
 from analysis.training.batches import make_step, step_loss, teacher_forced_accuracy
 from analysis.training.configs import ConfigError, RunSpec, TrainConfig
-from analysis.training.evaluation import EVAL_SEED, eval_lengths, evaluate, greedy_decode, summarize
+from analysis.training.evaluation import EVAL_SEED, eval_lengths, evaluate, model_answers, summarize
 from analysis.training.runs import (RUNS_ROOT, RunDirError, RunLock, RunResult, atomic_json,
                            clear_checkpoints, clear_run, default_run_dir, has_checkpoint,
                            load_checked_weights, load_checkpoint, read_result, read_spec,
@@ -135,15 +135,17 @@ def _check_device(device: str) -> str:
 
 
 def n_ctx_for(task, eval_pairs, train_max_len: int) -> int:
-    """Positions needed: the longest prompt + answer at the longest evaluated length."""
+    """Positions needed: the longest example's input positions
+    (:func:`tasks.inputs_targets`; a next-token example: prompt + answer - 1) at the
+    longest evaluated length, plus 3."""
     rng = np.random.default_rng([EVAL_SEED, 99])
     longest = 0
     cand = [n for n, _ in eval_pairs] or [train_max_len]
     for n in sorted(set([max(cand), train_max_len])):
         for _ in range(16):
             p, a = task.sample(n, rng)
-            longest = max(longest, len(p) + len(a))
-    return longest + 2
+            longest = max(longest, len(tasks.inputs_targets(task, p, a)[0]))
+    return longest + 3
 
 
 def make_optimizer(model: Transformer | None, train: TrainConfig,
@@ -181,7 +183,7 @@ def resolve_spec(task, pe: str, seed: int = 0, preset: str = "default",
         raise TrainingError(f"unknown positional encoding {pe!r}; known: {', '.join(PE_NAMES)}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise TrainingError(f"seed must be an integer >= 0, got {seed!r}")
-    if task.kind != "next_token":
+    if task.kind not in ("next_token", "next_set"):
         raise TrainingError(f"task {task.name!r} is a sequence program (part B), not a "
                             f"next-token task; train on a generalization task")
     try:
@@ -345,9 +347,10 @@ def probe_set(spec: RunSpec, task) -> list:
             for _ in range(spec.train.probe_samples)]
 
 
-def probe_em(model: Transformer, probe: list, eos: int) -> float:
-    """Greedy exact match of ``model`` on the probe pairs of :func:`probe_set`."""
-    gen = greedy_decode(model, [p for p, _ in probe], max(len(a) for _, a in probe) + 2, eos)
+def probe_em(model: Transformer, probe: list, task) -> float:
+    """Exact match of ``model`` on the probe pairs of :func:`probe_set` (greedy decoding, or
+    per-position labels for a next-set task: :func:`~analysis.training.evaluation.model_answers`)."""
+    gen = model_answers(model, task, [p for p, _ in probe], max(len(a) for _, a in probe) + 2)
     return float(np.mean([g == list(a) for g, (_, a) in zip(gen, probe)]))
 
 
@@ -443,7 +446,7 @@ def run_loop(spec: RunSpec, task, run_dir: Path, st: TrainState, device: str = "
                     bar.set_postfix(loss=f"{st.last_loss:.3f}", tf_em=f"{rec['tf_em']:.2f}")
                     hook("metrics", step)
                 if tr.probe_every and (st.step % tr.probe_every == 0 or st.step == total):
-                    em = probe_em(model, probe, task.vocab.eos)
+                    em = probe_em(model, probe, task)
                     mf.write(json.dumps({"step": st.step, "probe_id_em": em,
                                          "probe_length": spec.train_lengths[1]}) + "\n")
                     mf.flush()
