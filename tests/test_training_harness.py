@@ -258,3 +258,15 @@ def test_next_set_exact_match_needs_every_position():
     assert [r.em for r in res] == [1.0, 1.0, 1.0, 1.0]
     res = evaluate(_LabelOracle(task, wrong_from=6), task, lengths, samples=10)
     assert [r.em for r in res] == [1.0, 1.0, 0.0, 0.0]      # one wrong position: not a match
+
+
+def test_eval_stride_counts_the_lengths_a_task_accepts():
+    import tasks
+    # Dyck words have even lengths only: stride 2 keeps every other even length (counting all
+    # integers, it kept only the odd ones, which have no member, plus 10 and 20)
+    dyck = tasks.get_task("dyck1_depth2_nextchar")
+    assert eval_lengths(dyck, 10, 1, 2.0, 2) == [(2, "id"), (6, "id"), (10, "id"), (14, "ood"),
+                                                 (18, "ood"), (20, "ood")]
+    # a task accepting every length: every stride-th from the lowest, as before
+    assert eval_lengths(CopyUnique(max_length=40), 10, 1, 2.0, 3) == [
+        (n, "id" if n <= 10 else "ood") for n in (1, 4, 7, 10, 13, 16, 19, 20)]

@@ -137,19 +137,18 @@ def model_answers(model: Transformer, task, prompts: list[list[int]], max_new_to
 def eval_lengths(task, train_max_len: int, train_min_len: int = 1, max_factor: float = 2.0,
                  stride: int = 1) -> list[tuple[int, str]]:
     """The evaluated ``(length, split)`` pairs: ID lengths ``train_min_len..train_max_len``,
-    OOD lengths up to ``max_factor * train_max_len`` (bounded by ``task.max_length``), every
-    ``stride``-th length (the training maximum and the largest OOD length always included);
-    only lengths the task accepts (``task.length_ok``)."""
+    OOD lengths up to ``max_factor * train_max_len`` (bounded by ``task.max_length``); only
+    lengths the task accepts (``task.length_ok``), and of those every ``stride``-th (counted
+    over the accepted lengths, so a task with even lengths only, e.g. a Dyck language, keeps
+    every other even length), the training maximum and the largest OOD length always
+    included."""
     top = int(math.floor(max_factor * train_max_len))
     if task.max_length is not None:
         top = min(top, task.max_length)
     lo = max(train_min_len, task.min_length or 1)
-    pairs = []
-    for n in range(lo, top + 1):
-        keep = (n - lo) % stride == 0 or n in (train_max_len, top)
-        if keep and task.length_ok(n):
-            pairs.append((n, "id" if n <= train_max_len else "ood"))
-    return pairs
+    valid = [n for n in range(lo, top + 1) if task.length_ok(n)]
+    return [(n, "id" if n <= train_max_len else "ood") for i, n in enumerate(valid)
+            if i % stride == 0 or n in (train_max_len, top)]
 
 
 def eval_set(task, length: int, samples: int, seed: int = EVAL_SEED):
