@@ -270,3 +270,13 @@ def test_eval_stride_counts_the_lengths_a_task_accepts():
     # a task accepting every length: every stride-th from the lowest, as before
     assert eval_lengths(CopyUnique(max_length=40), 10, 1, 2.0, 3) == [
         (n, "id" if n <= 10 else "ood") for n in (1, 4, 7, 10, 13, 16, 19, 20)]
+
+
+def test_training_max_length_without_a_member_is_not_sampled():
+    import tasks
+    from analysis.training.trainer import resolve_spec
+    # (abab)* has members at lengths 4, 8, 12, ... only; the quick preset trains up to 10
+    spec = resolve_spec(tasks.get_task("abab_star_nextchar"), "nope", 0, "quick")
+    assert spec.train_lengths == (4, 8)
+    assert [n for n, _ in spec.eval_lengths] == [4, 8, 12, 20]    # 8: the longest trained
+    assert spec.model.n_ctx >= 20 + 1                  # BOS + 20 symbols at the longest length

@@ -140,15 +140,16 @@ def eval_lengths(task, train_max_len: int, train_min_len: int = 1, max_factor: f
     OOD lengths up to ``max_factor * train_max_len`` (bounded by ``task.max_length``); only
     lengths the task accepts (``task.length_ok``), and of those every ``stride``-th (counted
     over the accepted lengths, so a task with even lengths only, e.g. a Dyck language, keeps
-    every other even length), the training maximum and the largest OOD length always
-    included."""
+    every other even length), the longest accepted training length and the largest OOD length
+    always included."""
     top = int(math.floor(max_factor * train_max_len))
     if task.max_length is not None:
         top = min(top, task.max_length)
     lo = max(train_min_len, task.min_length or 1)
     valid = [n for n in range(lo, top + 1) if task.length_ok(n)]
+    last_id = max((n for n in valid if n <= train_max_len), default=None)
     return [(n, "id" if n <= train_max_len else "ood") for i, n in enumerate(valid)
-            if i % stride == 0 or n in (train_max_len, top)]
+            if i % stride == 0 or n in (last_id, top)]
 
 
 def eval_set(task, length: int, samples: int, seed: int = EVAL_SEED):

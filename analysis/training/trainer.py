@@ -140,8 +140,9 @@ def n_ctx_for(task, eval_pairs, train_max_len: int) -> int:
     longest evaluated length, plus 3."""
     rng = np.random.default_rng([EVAL_SEED, 99])
     longest = 0
-    cand = [n for n, _ in eval_pairs] or [train_max_len]
-    for n in sorted(set([max(cand), train_max_len])):
+    ns = {max(n for n, _ in eval_pairs)} if eval_pairs else set()
+    ns |= {train_max_len} if task.length_ok(train_max_len) else set()   # (abab)*: 4, 8, ...
+    for n in sorted(ns):
         for _ in range(16):
             p, a = task.sample(n, rng)
             longest = max(longest, len(tasks.inputs_targets(task, p, a)[0]))
