@@ -154,3 +154,15 @@ def test_prediction_of_a_python_program_has_no_source():
     rec = predict_program(tokens, "copy_unique", verify_max_length=4, samples=1)
     t = parse(rec._repr_html_())
     assert t.pre == "" and {r[0]: r[1] for r in t.rows}["program"] == "program (user)"
+
+
+def test_jupyter_uses_the_tables(env):
+    """IPython's display formatter (what Jupyter calls) gives the HTML above."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from analysis.prediction.predict import predict
+    shell = InteractiveShell.instance()
+    cm = compile_program(env["hist"], vocab=list("ab"), max_seq_len=4)
+    rec = predict("sort_unique", verify_max_length=4, samples=1)
+    for obj in (cm, rec):
+        data, _ = shell.display_formatter.format(obj)
+        assert data["text/html"] == obj._repr_html_()
