@@ -17,7 +17,7 @@ import json
 HELP = 'list the task catalogue (names for rasp train / verify / report)'
 
 GROUPS = {"A": "generalization (next-token, trainable)", "B": "sequence program (per position)",
-          "H": "Huang et al. 2025 (next-token, trainable; no shipped program)"}
+          "H": "Huang et al. 2025 (next-token; *_nextchar: next-character sets; trainable)"}
 
 
 def register(sub) -> None:
