@@ -501,6 +501,51 @@ def next_set_labels(dfa: DFA, fmt: NextSetFormat, alphabet: list[str]) -> list[s
     return sorted({next_set_label(dfa, fmt, alphabet, q) for q in states})
 
 
+#: Huang et al.'s plotted exact match (%) of each formal language in their format, from their
+#: ``formal_lang_suite/visualise/data_local.py`` (dicts ``ape`` = learned APE with random
+#: offsets, lines 6-316, and ``nope``, lines 317-626; keys ``Bin 0``, ``Bin 1``, ``Bin 2``),
+#: with the string lengths of their released data files ``generated_ds/<dataset>/
+#: {train,val}_src*.txt`` (measured: train, bin 0, bin 1, bin 2). For comparison only: the
+#: predictor never reads them.
+RELEASED_FORMAL = {
+    # name: (their key, APE bins, NoPE bins, "train / bin 0 / bin 1 / bin 2 lengths")
+    "tomita1": ("tomita1", (100.0, 100.0, 100.0), (100.0, 100.0, 100.0),
+               "1-100 / 1-99 / 101-149 / 102-149"),
+    "tomita2": ("tomita2", (100.0, 100.0, 100.0), (100.0, 100.0, 100.0),
+               "2-100 / 12-100 / 102-142 / 102-146"),
+    "tomita3": ("tomita3", (60.45, 7.7, 0.0), (21.1, 0.0, 0.0),
+               "1-100 / 1-100 / 101-150 / 101-150"),
+    "tomita4": ("tomita4", (100.0, 85.4, 84.4), (100.0, 16.45, 0.0),
+               "1-100 / 1-100 / 101-150 / 101-150"),
+    "tomita5": ("tomita5", (54.4, 0.0, 0.0), (7.1, 0.0, 0.0),
+               "2-100 / 2-100 / 102-150 / 102-150"),
+    "tomita6": ("tomita6", (59.6, 0.0, 0.0), (2.4, 0.0, 0.0),
+               "2-100 / 2-100 / 101-150 / 101-150"),
+    "tomita7": ("tomita7", (100.0, 94.2, 93.2), (100.0, 87.5, 76.2),
+               "17-100 / 29-100 / 101-150 / 101-150"),
+    "dyck1_depth2": ("d-2", (100.0, 100.0, 100.0), (100.0, 100.0, 100.0),
+                    "12-50 / 10-30 / 86-100 / 108-150"),
+    "dyck1_depth3": ("d-3", (100.0, 100.0, 100.0), (100.0, 100.0, 100.0),
+                    "2-100 / 12-100 / 84-200 / 120-300"),
+    "dyck1_depth4": ("d-4", (100.0, 100.0, 100.0), (100.0, 100.0, 100.0),
+                    "36-100 / 40-100 / 98-200 / 144-300"),
+    "dyck1_depth12": ("d-12", (100.0, 100.0, 100.0), (100.0, 100.0, 100.0),
+                     "48-100 / 54-100 / 110-200 / 172-300"),
+    "aa_star": ("(aa)*", (100.0, 100.0, 100.0), (100.0, 0.0, 0.0),
+               "2-98 / 8-86 / 102-148 / 150-194"),
+    "aaaa_star": ("(aaaa)*", (100.0, 92.3, 86.7), (100.0, 0.0, 0.0),
+                 "4-496 / 8-488 / 512-596 / 600-696"),
+    "abab_star": ("(abab)*", (100.0, 89.4, 82.3), (100.0, 0.0, 0.0),
+                 "4-500 / 12-444 / 508-596 / 600-700"),
+    "a_to_e_blocks": ("aabbccddee", (100.0, 100.0, 100.0), (100.0, 100.0, 100.0),
+                     "60-200 / 79-200 / 139-300 / 158-400"),
+    "ab_d_bc": ("adbc", (100.0, 99.8, 98.5), (100.0, 99.8, 98.5),
+               "2-49 / 4-49 / 3-99 / 5-149"),
+    "ends_02": ("012", (99.7, 24.4, 1.2), (18.2, 11.2, 0.0),
+               "2-49 / 4-49 / 2-99 / 6-149"),
+}
+
+
 class NextSetTask(HuangTask):
     """Next-character sets of a regular language (Huang et al. 2025's format for the
     formal languages; kind ``"next_set"``).
@@ -552,6 +597,22 @@ class NextSetTask(HuangTask):
 
     def sequence_length(self, length):
         return length + 1
+
+
+def _formal_paper(name: str, desc: str, fmt: NextSetFormat) -> dict:
+    """The ``paper`` field of ``<name>_nextchar``: the format followed and their plotted
+    numbers (:data:`RELEASED_FORMAL`, under ``huang_bins``: not the algorithmic tasks'
+    ``huang_em``, whose length bins are 0-50 / 51-100 / 101-150)."""
+    key, ape, nope, lengths = RELEASED_FORMAL[name]
+    what = fmt.note or "the allowed next " + "/".join(fmt.components)
+    out = _paper(f"{desc}: next-character-set format as their generator ({what}); their "
+                 f"plotted exact match (bins 0/1/2, %): learned APE {ape[0]:g}/{ape[1]:g}/"
+                 f"{ape[2]:g}, NoPE {nope[0]:g}/{nope[1]:g}/{nope[2]:g} (lengths train / bins: "
+                 f"{lengths})", _GEN + fmt.source)
+    out["huang_bins"] = {"ape": ape, "nope": nope, "lengths": lengths}
+    out["sources"]["huang_bins"] = (f"{_CODE} formal_lang_suite/visualise/data_local.py "
+                                    f"ape/nope[{key!r}]; lengths of generated_ds/")
+    return out
 
 
 def make_huang_tasks() -> dict[str, Task]:
@@ -617,8 +678,6 @@ def make_huang_tasks() -> dict[str, Task]:
             "; Bhattamishra et al. 2020", vocab=_vocab(alpha, labels, specials=("BOS", "EOS", "PAD")),
             dfa=dfa, format=fmt, length_definition="length of w (only lengths at which the "
             "language has a member)",
-            paper=_paper(f"{desc}: next-character-set format as their generator "
-                         f"({fmt.note or 'the allowed next ' + '/'.join(fmt.components)})",
-                         _GEN + fmt.source),
+            paper=_formal_paper(name, desc, fmt),
             example_length=next(n for n in range(6, 64) if dfa.count(0, n, True))))
     return T

@@ -237,3 +237,13 @@ def test_next_set_format_and_errors():
         t.ground_truth(t.vocab.encode(["BOS", "a", "{a}"]))
     with pytest.raises(ValueError, match="one label per string position"):
         tasks.inputs_targets(t, prompt, answer[:-1])
+
+
+def test_next_set_tasks_carry_their_plotted_numbers():
+    from tasks.huang import RELEASED_FORMAL
+    assert sorted(RELEASED_FORMAL) == sorted(LANGUAGES)
+    for name in LANGUAGES:
+        bins = tasks.get_task(f"{name}_nextchar").paper["huang_bins"]
+        assert len(bins["ape"]) == len(bins["nope"]) == 3
+        assert all(0 <= x <= 100 for x in bins["ape"] + bins["nope"])
+        assert "huang_em" not in tasks.get_task(f"{name}_nextchar").paper   # other length bins
