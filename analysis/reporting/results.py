@@ -122,6 +122,12 @@ def results_markdown(doc: dict, command: str) -> str:
             "a CPU; Kazemnejad et al. trained a 12-layer, d_model 768 T5 decoder (~107M "
             "parameters) for 40k steps with 3 seeds, Zhou et al. and Huang et al. GPT-2-style "
             "models. A claim labelled here is a statement about this scale.",
+            "- Training lengths: every run here trains on lengths 1..10 and is tested up to 20. "
+            "Zhou et al.'s count generalizes when trained on lengths >= 60 (near-perfect exact "
+            "match up to 150) and copy_unique once the longest training length passes ~30; the "
+            "RASP-L and C-RASP predictions assume sufficiently long training. A prediction "
+            "contradicted here (count with a learned APE) is a statement about 1..10 -> 20 at "
+            "this scale, not a contradiction of their measurements.",
             "- Position offsets: the protocol of every run is stated above; Kazemnejad et al. "
             "train without offsets (`none`), Zhou et al. and Huang et al. train learned APE with "
             "random offsets (`random`), which trains every position row. Absolute encodings are "

@@ -13,8 +13,8 @@ idle cores): on a busy machine the runs that do not fit are named in the report 
 the next `make demo`. The total wall time and
 CPU time are printed and written to report.json. `--full` adds a task the demo did not select
 for (count: the same model, preset and seeds) and reports whether each claim of the selected task
-is confirmed there (~65 runs, ~15 minutes on 2 idle cores), without a time budget unless
-`--budget` is given.
+is confirmed there, at 7 seeds per PE (the fewest at which a claim can also be contradicted;
+91 runs, ~20 minutes on 2 idle cores), without a time budget unless `--budget` is given.
 """
 
 from __future__ import annotations
