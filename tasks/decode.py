@@ -264,8 +264,15 @@ def verify_program(task: Task, sop, lengths: Sequence[int], samples: int = 10, s
 
     Returns:
         a :class:`VerifyResult`.
+
+    Raises:
+        TaskInputError: a next-set task (Huang et al.'s next-character sets label every
+            position with a set; no program format for them is defined here).
     """
     import rasp
+    if task.kind == "next_set":
+        raise TaskInputError(f"{task.name}: programs are verified on next-token and sequence "
+                             f"tasks; a next-character-set task has no program format here")
     rng = np.random.default_rng(seed)
     if task.kind == "sequence":
         method = "per_position"

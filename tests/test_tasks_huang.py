@@ -247,3 +247,10 @@ def test_next_set_tasks_carry_their_plotted_numbers():
         assert len(bins["ape"]) == len(bins["nope"]) == 3
         assert all(0 <= x <= 100 for x in bins["ape"] + bins["nope"])
         assert "huang_em" not in tasks.get_task(f"{name}_nextchar").paper   # other length bins
+
+
+def test_programs_are_not_verified_on_next_set_tasks():
+    import rasp
+    t = tasks.get_task("tomita3_nextchar")
+    with pytest.raises(tasks.TaskInputError, match="no program format"):
+        tasks.verify_program(t, rasp.tokens, [2, 3])
