@@ -316,3 +316,17 @@ def test_cross_seed_distances_are_means_over_the_other_nope_seeds():
         part = res.cross_seed_distances(agg, labels={"nope/seed0", "nope/seed1", "t5/seed0"},
                                         size=10)
         assert part["t5"].seeds == [0] and part["nope"].seeds == [0, 1]
+
+
+def test_probe_sequences_of_next_set_tasks_are_the_inputs():
+    """Huang et al.'s next-character sets: the model reads BOS w only (the labels are outputs),
+    so probing captures attention on BOS w; a next-token task keeps prompt + answer minus EOS."""
+    import tasks
+    from analysis.probing.capture import probe_sequences
+    t = tasks.get_task("dyck1_depth2_nextchar")
+    seqs = probe_sequences(t, [4, 6], per_length=3)
+    assert [len(s) for s in seqs] == [5, 5, 5, 7, 7, 7]
+    assert all(s[0] == t.vocab.bos and set(t.vocab.decode(s[1:])) <= {"a", "b"} for s in seqs)
+    copy = tasks.get_task("copy_unique")
+    (s,) = probe_sequences(copy, [3], per_length=1)
+    assert len(s) == 1 + 3 + 1 + 3 and copy.vocab.eos not in s        # BOS x SEP x, no EOS

@@ -107,8 +107,10 @@ def probe_sequences(task: Any, lengths: Iterable[int], per_length: int = 4,
     """Token-id sequences for probing: ``BOS prompt [SEP] answer`` without the final EOS.
 
     That is exactly what a decoder sees when it predicts every answer token (teacher forcing).
-    Uses the task's seeded generator (contract C: ``task.sample(length, rng)``); lengths the
-    task does not allow are skipped.
+    A next-set task (Huang et al.'s next-character sets) gives its prompt ``BOS w`` alone: its
+    answer is one label per position, an output the model never reads. Uses the task's seeded
+    generator (contract C: ``task.sample(length, rng)``); lengths the task does not allow are
+    skipped.
     """
     rng = np.random.default_rng(seed)
     seqs = []
@@ -117,7 +119,7 @@ def probe_sequences(task: Any, lengths: Iterable[int], per_length: int = 4,
             continue
         for _ in range(per_length):
             prompt, answer = task.sample(n, rng)
-            full = list(prompt) + list(answer)
+            full = list(prompt) + ([] if task.kind == "next_set" else list(answer))
             seqs.append(full[:-1] if full and full[-1] == task.vocab.eos else full)
     if not seqs:
         raise ProbingError(f"task {task.name!r} allows none of the lengths "
