@@ -73,3 +73,24 @@ def test_set_gives_the_theories_protocol_to_a_learned_ape(tmp_path, capsys):
     cfg = json.loads((tmp_path / "b" / "sort_unique" / "ape_learned").glob("*/config.json")
                      .__next__().read_text())
     assert cfg["train"]["position_offsets"] == "random"
+
+
+def test_pe_preset_trains_one_pe_under_its_own_preset(tmp_path, capsys):
+    """`--pe-preset ape_learned=demo_random_offsets` (the main job's protocol for a learned APE)
+    trains that PE's runs under that preset, the others under --preset; a bad pair is a usage
+    error."""
+    argv = ["validate-predictor", "sort_unique", "--pe", "nope", "--pe", "ape_learned",
+            "--seeds", "1", "--steps", "3", "--preset", "quick", "--json",
+            "--pe-preset", "ape_learned=demo_random_offsets", "--runs", str(tmp_path)]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["settings"]["pe_presets"] == {"ape_learned": "demo_random_offsets"}
+    ape = json.loads(next((tmp_path / "sort_unique" / "ape_learned").glob("*/config.json"))
+                     .read_text())
+    nope = json.loads(next((tmp_path / "sort_unique" / "nope").glob("*/config.json"))
+                      .read_text())
+    assert ape["preset"] == "demo_random_offsets" and ape["train"]["position_offsets"] == "random"
+    assert nope["preset"] == "quick" and nope["train"]["position_offsets"] == "none"
+    rows = {r["pe"]: r for r in out["rows"]}
+    assert set(rows["ape_learned"]["theories"]) == {"raspl", "crasp_pl"}
+    assert main(["validate-predictor", "sort_unique", "--pe-preset", "ape_learned=nosuch"]) == 2

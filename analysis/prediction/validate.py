@@ -82,7 +82,7 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
              search_seconds: float = 0.0, verify_max_length: int = 40, samples: int = 3,
              progress: bool = True, log: Callable[[str], None] | None = None,
              address: str | None = None, budget_s: float | None = None,
-             overrides: dict | None = None) -> dict:
+             overrides: dict | None = None, pe_presets: dict | None = None) -> dict:
     """Predict, train (reusing runs) and compare for every task x PE.
 
     Training goes through the grid runner (:func:`analysis.training.grid.run_grid`: one Ray task per
@@ -98,6 +98,9 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
         search_seconds: per search for the predictor (0: shipped programs only).
         overrides: model / training settings of every run (``--set``), e.g.
             ``{"position_offsets": "random"}``; the prediction follows the runs' protocol.
+        pe_presets: PE -> training preset replacing ``preset`` for that PE (``--pe-preset``),
+            e.g. ``{"ape_learned": "demo_random_offsets"}`` as the main job trains it, so the
+            runs checked here are the runs of ``docs/results.md``.
 
     Returns:
         ``{"rows": [ValidationRow.to_dict()...], "confusion": {predicted: {measured: n}},
@@ -111,7 +114,7 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
     from analysis.training.grid import GridRun, check_runs, run_grid
     from analysis.prediction.predict import predict
     from analysis.training.trainer import TrainingError
-    runs = [GridRun(name, pe, seed, preset=preset, steps=steps,
+    runs = [GridRun(name, pe, seed, preset=(pe_presets or {}).get(pe, preset), steps=steps,
                     overrides=dict(overrides or {}))
             for name in task_names for pe in pes for seed in seeds]
     check_runs(runs)
@@ -154,7 +157,8 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
     decided = counts["supported"] + counts["contradicted"]
     return {"rows": [r.to_dict() for r in rows], "confusion": confusion, "counts": counts,
             "agreement": counts["supported"] / decided if decided else None,
-            "settings": {"preset": preset, "steps": steps, "seeds": list(seeds),
+            "settings": {"preset": preset, "pe_presets": dict(pe_presets or {}),
+                         "steps": steps, "seeds": list(seeds),
                          "overrides": dict(overrides or {}),
                          "runs_root": str(runs_root), "search_seconds": search_seconds}}
 

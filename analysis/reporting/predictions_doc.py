@@ -172,9 +172,14 @@ def build(args: argparse.Namespace, command: str) -> str:
         vtasks = list(VALIDATION_TASKS)
     else:
         vtasks = [t for t in args.validate_tasks.split(",") if t]
+    # the main job's per-PE presets (the learned APE with random offsets, its theories'
+    # protocol), so that these are the runs of docs/results.md, never other runs of one name
+    from analysis.reporting.presets import REPORT_PRESETS
+    pe_presets = dict(REPORT_PRESETS["demo"].get("pe_train_presets") or {}) \
+        if args.validate_preset == REPORT_PRESETS["demo"]["train_preset"] else {}
     val = validate(vtasks, pes, list(range(args.validate_seeds)), preset=args.validate_preset,
                    runs_root=args.runs, search_seconds=args.validate_search, progress=False,
-                   log=_log)
+                   log=_log, pe_presets=pe_presets)
     secs["validate-predictor"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     alone = predict_all(None, verify_max_length=100, samples=5)
@@ -203,7 +208,9 @@ def build(args: argparse.Namespace, command: str) -> str:
         huang_comparison(huang), "",
         "## Predictions checked against our own training", "",
         f"`rasp validate-predictor {' '.join(vtasks)} {' '.join('--pe ' + p for p in pes)} "
-        f"--seeds {args.validate_seeds} --preset {args.validate_preset} --search "
+        f"--seeds {args.validate_seeds} --preset {args.validate_preset} "
+        + "".join(f"--pe-preset {pe}={p} " for pe, p in pe_presets.items() if pe in pes)
+        + f"--search "
         f"{args.validate_search:g} --runs {args.runs}` (runs of `rasp train --grid`'s runner, "
         "reused when finished).", "",
         _VALIDATION_RULE,

@@ -33,6 +33,9 @@ def register(sub) -> None:
                    help="seeds 0..N-1 (default 5: the fewest with which a label can be decided, "
                         "analysis/evidence/statistics.py)")
     p.add_argument("--preset", default="quick", help="training preset (default quick)")
+    p.add_argument("--pe-preset", action="append", default=[], metavar="PE=PRESET",
+                   help="another training preset for one PE (repeatable), e.g. --pe-preset "
+                        "ape_learned=demo_random_offsets as the main job trains it")
     p.add_argument("--steps", type=int, default=None, help="override the training steps")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a model or training setting of every run (JSON value), e.g. "
@@ -76,11 +79,21 @@ def validate_command(args) -> int:
     if args.steps is not None and args.steps < 1:
         raise UsageError("--steps must be positive")
     from rasp_cli.commands.train import _overrides
+    from analysis.training.configs import TRAIN_PRESETS
+    from rasp_model.positional import PE_NAMES
     overrides = _overrides(args.set)
+    pe_presets = {}
+    for item in args.pe_preset:
+        pe, sep, preset = item.partition("=")
+        if not sep or pe not in PE_NAMES or preset not in TRAIN_PRESETS:
+            raise UsageError(f"--pe-preset {item!r}: expected PE=PRESET with PE one of "
+                             f"{', '.join(PE_NAMES)} and PRESET one of "
+                             f"{', '.join(TRAIN_PRESETS)}")
+        pe_presets[pe] = preset
     try:
         out = validate(names, pes, list(range(args.seeds)), preset=args.preset,
                        runs_root=args.runs, steps=args.steps, search_seconds=args.search,
-                       overrides=overrides,
+                       overrides=overrides, pe_presets=pe_presets,
                        progress=not args.json, address=args.address,
                        log=None if args.json else (lambda m: print(m, file=sys.stderr)))
     except (TrainingError, RunDirError, PredictError, GridError, ClaimError) as e:
