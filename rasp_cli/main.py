@@ -40,6 +40,39 @@ def finite_number(value: float | None, flag: str, minimum: float = 0.0,
     return value
 
 
+#: The most seeds one command line may name (a range such as 0-999999 is refused before
+#: anything is planned).
+MAX_SEEDS = 1000
+
+
+def parse_seeds(text: str, flag: str = "--seeds") -> list[int]:
+    """The seeds a ``--seeds`` value names, in every subcommand the same way: a comma list of
+    seeds and inclusive ranges (``0,1,2``, ``0-4``, ``3``, ``0-2,7``), each seed >= 0, at most
+    :data:`MAX_SEEDS`, no duplicates. :class:`UsageError` otherwise (one line)."""
+    seeds: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            a = int(lo)
+            b = int(hi) if sep else a
+        except ValueError:
+            raise UsageError(f"{flag} takes seeds and ranges such as 0,1,2 or 0-4 (integers "
+                             f">= 0), got {text!r}") from None
+        if b < a:
+            raise UsageError(f"{flag}: the range {part!r} is empty (write low-high)")
+        if b - a + 1 + len(seeds) > MAX_SEEDS:
+            raise UsageError(f"{flag}: at most {MAX_SEEDS} seeds, got {text!r}")
+        seeds.extend(range(a, b + 1))
+    if not seeds:
+        raise UsageError(f"{flag} needs at least one seed, e.g. 0 or 0-4")
+    if len(set(seeds)) != len(seeds):
+        raise UsageError(f"{flag} names a seed twice: {text!r}")
+    return seeds
+
+
 def output_dir(path: str) -> str:
     """Create the output directory ``path`` (and parents) or raise :class:`UsageError` with a
     one-line reason (an existing file, a read-only or virtual file system such as /proc)."""

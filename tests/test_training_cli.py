@@ -17,7 +17,7 @@ from rasp_cli.main import main
     (["train", "copy_unique", "--pe", "nope", "--set", "no_such_key=1"], "unknown configuration"),
     (["train", "copy_unique", "--pe", "nope", "--set", "noequals"], "KEY=VALUE"),
     (["train", "copy_unique", "--pe", "all"], "need --grid"),
-    (["train", "--grid", "copy_unique", "--pe", "nope", "--seeds", "a,b"], "integers"),
+    (["train", "--grid", "copy_unique", "--pe", "nope", "--seeds", "a,b"], "seeds and ranges"),
     (["train", "copy_unique", "--pe", "nope", "--preset", "huge"], "preset"),
 ])
 def test_bad_input_exit_2(argv, message, capsys, tmp_path):

@@ -208,7 +208,7 @@ def build(args: argparse.Namespace, command: str) -> str:
         huang_comparison(huang), "",
         "## Predictions checked against our own training", "",
         f"`rasp validate-predictor {' '.join(vtasks)} {' '.join('--pe ' + p for p in pes)} "
-        f"--seeds {args.validate_seeds} --preset {args.validate_preset} "
+        f"--seeds 0-{args.validate_seeds - 1} --preset {args.validate_preset} "
         + "".join(f"--pe-preset {pe}={p} " for pe, p in pe_presets.items() if pe in pes)
         + f"--search "
         f"{args.validate_search:g} --runs {args.runs}` (runs of `rasp train --grid`'s runner, "

@@ -1,9 +1,9 @@
 """`rasp sweep`: a configuration grid per (task, PE), selected as Huang et al. (2025) do.
 
-    rasp sweep TASK --pe PE[,PE] --grid-file SWEEP.toml [--seeds N] [--preset quick]
+    rasp sweep TASK --pe PE[,PE] --grid-file SWEEP.toml [--seeds 0-4] [--preset quick]
                [--fit 1.0] [-o RUNS] [--json FILE] [--address HOST:PORT] [--budget S] ...
 
-Every configuration of SWEEP.toml (``analysis.training.sweep``) is trained for seeds 0..N-1 and every PE
+Every configuration of SWEEP.toml (``analysis.training.sweep``) is trained for the seeds named and every PE
 with the grid runner (``analysis.training.grid``, Ray), into ``RUNS/sweeps/<file stem>/<task>/<pe>/
 <configuration>/seed<k>``. For each PE it prints the configurations and the selection: the best
 configuration among those that fit the training lengths (by the validation lengths) with its
@@ -28,7 +28,7 @@ def register(sub) -> None:
     p = sub.add_parser(
         "sweep", help=HELP,
         description="Train every configuration of a TOML sweep file (every key a training "
-                    "setting; a list is swept, a scalar fixed) for N seeds and each PE, then "
+                    "setting; a list is swept, a scalar fixed) for the seeds named and each PE, then "
                     "select as Huang et al. 2025: among configurations that fit the training "
                     "lengths, the best on the validation lengths (OOD up to 1.5x the training "
                     "length); report its test exact match (OOD above 1.5x) and the median and "
@@ -37,7 +37,9 @@ def register(sub) -> None:
     p.add_argument("--pe", required=True, help=PE_HELP)
     p.add_argument("--grid-file", required=True, metavar="SWEEP.toml",
                    help="TOML file: setting = [values] (swept) or setting = value (fixed)")
-    p.add_argument("--seeds", type=int, default=1, metavar="N", help="seeds 0..N-1 (default 1)")
+    p.add_argument("--seeds", default="0", metavar="SEEDS",
+                   help="seeds: a comma list and ranges, e.g. 0-4 (default 0; the same in "
+                        "every subcommand)")
     p.add_argument("--preset", default="default", help="training preset (default or quick)")
     p.add_argument("--fit", type=float, default=1.0,
                    help="ID exact match a seed needs to count as fitting (Huang et al.: 1.0)")
@@ -64,9 +66,9 @@ def sweep_command(args) -> int:
     from rasp_cli.commands.train import parse_pes, run_grid_from_args
     from rasp_cli.main import UsageError
 
+    from rasp_cli.main import parse_seeds
     pes = parse_pes(args.pe)
-    if args.seeds < 1:
-        raise UsageError("--seeds must be >= 1")
+    seeds = parse_seeds(args.seeds)
     if not 0.0 <= args.fit <= 1.0:
         raise UsageError("--fit must be in [0, 1]")
     try:
@@ -79,7 +81,7 @@ def sweep_command(args) -> int:
     for pe in pes:
         for overrides in configs:
             tag = sweep.config_tag(overrides, swept)
-            for seed in range(args.seeds):
+            for seed in seeds:
                 runs.append(GridRun(args.task, pe, seed, preset=args.preset,
                                     overrides=overrides, tag=tag,
                                     run_dir=str(root / pe / _slug(tag) / f"seed{seed}")))
@@ -88,7 +90,7 @@ def sweep_command(args) -> int:
         check_runs(runs)
     except TrainingError as e:
         raise UsageError(f"{args.grid_file}: {e}") from None
-    print(f"sweep {args.task}: {len(configs)} configuration(s) x {args.seeds} seed(s) x "
+    print(f"sweep {args.task}: {len(configs)} configuration(s) x {len(seeds)} seed(s) x "
           f"{len(pes)} PE(s) = {len(runs)} runs under {root}")
     report = run_grid_from_args(runs, args, args.out)
     selections = []
@@ -109,7 +111,7 @@ def sweep_command(args) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"task": args.task, "grid_file": str(args.grid_file),
-                       "seeds": args.seeds, "preset": args.preset,
+                       "seeds": seeds, "preset": args.preset,
                        "selections": [s.to_dict() for s in selections]}, f, indent=1)
     return 0 if report.ok else 1
 

@@ -44,8 +44,9 @@ def register(sub) -> None:
                    help="comma-separated tasks to train as a grid (instead of TASK)")
     p.add_argument("--pe", default=None, help=PE_HELP)
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--seeds", default=None, metavar="S,S",
-                   help="comma-separated seeds for --grid (default: --seed)")
+    p.add_argument("--seeds", default=None, metavar="SEEDS",
+                   help="seeds for --grid: a comma list and ranges, e.g. 0,1,2 or 0-4 (the "
+                        "same in every subcommand; default: --seed)")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps (default: config)")
     p.add_argument("--train-max-len", type=int, default=None, metavar="L",
                    help="train on lengths 1..L (default: the task's)")
@@ -80,17 +81,6 @@ def parse_pes(text):
         raise UsageError(f"unknown positional encoding {bad[0]!r}; known: "
                          f"{', '.join(PE_NAMES)} (or 'all')")
     return pes
-
-
-def _ints(text, what):
-    from rasp_cli.main import UsageError
-    try:
-        vals = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise UsageError(f"{what} must be comma-separated integers, got {text!r}") from None
-    if not vals:
-        raise UsageError(f"{what} needs at least one integer")
-    return vals
 
 
 def _overrides(items):
@@ -202,7 +192,8 @@ def train_command(args) -> int:
             raise UsageError(str(e)) from None
     pes = parse_pes(args.pe)
     overrides = _overrides(args.set)
-    seeds = _ints(args.seeds, "--seeds") if args.seeds else [args.seed]
+    from rasp_cli.main import parse_seeds
+    seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
     if not args.grid and (len(pes) > 1 or len(seeds) > 1 or len(tasks) > 1):
         raise UsageError("several tasks, PEs or seeds need --grid")
     if args.grid:

@@ -1,13 +1,14 @@
-"""`rasp validate-predictor [TASK...] [--pe PE ...] [--seeds N] [--preset P] [--steps S]
+"""`rasp validate-predictor [TASK...] [--pe PE ...] [--seeds 0-4] [--preset P] [--steps S]
 [--runs DIR] [--search S] [--json]`: predictions checked against our own training.
 
 For each task and positional encoding: the prediction (``analysis.prediction.predict``, per PE), the models
 trained by ``rasp train --grid`` (finished runs with the same settings are reused, interrupted
-ones resumed; seeds 0..N-1), the measured outcome with a bootstrap 95% interval across seeds and
+ones resumed; the seeds named), the measured outcome with a bootstrap 95% interval across seeds and
 test samples, and the label supported / contradicted / inconclusive (the report's rule,
 ``analysis.evidence.claims.prediction_claim``; one seed is always inconclusive); then the confusion matrix (predicted x measured) and
-the agreement rate. See ``analysis/prediction/validate.py`` for the rule. Defaults: the six tasks of the
-report's full set, PEs nope and ape_learned, 2 seeds, the quick preset.
+the agreement rate. See ``analysis/prediction/validate.py`` for the rule. Defaults: count,
+copy_unique, sort_unique, copy_repeat, parity, reverse; PEs nope and ape_learned; seeds 0-4; the
+quick preset.
 
 Exit codes: 0 printed; 2 bad input (unknown task or PE, bad numbers).
 """
@@ -29,8 +30,9 @@ def register(sub) -> None:
     p.add_argument("--pe", action="append", default=None, metavar="PE",
                    help="positional encoding (repeatable, comma list or 'all'; default: nope, "
                         "ape_learned)")
-    p.add_argument("--seeds", type=int, default=5, metavar="N",
-                   help="seeds 0..N-1 (default 5: the fewest with which a label can be decided, "
+    p.add_argument("--seeds", default="0-4", metavar="SEEDS",
+                   help="seeds: a comma list and ranges, the same in every subcommand (default "
+                        "0-4: 5 seeds, the fewest with which a label can be decided, "
                         "analysis/evidence/statistics.py)")
     p.add_argument("--preset", default="quick", help="training preset (default quick)")
     p.add_argument("--pe-preset", action="append", default=[], metavar="PE=PRESET",
@@ -74,8 +76,8 @@ def validate_command(args) -> int:
                              "next-token tasks")
     from rasp_cli.commands.train import parse_pes
     pes = [pe for x in args.pe or ["nope,ape_learned"] for pe in parse_pes(x)]
-    if args.seeds < 1:
-        raise UsageError("--seeds must be at least 1")
+    from rasp_cli.main import parse_seeds
+    seeds = parse_seeds(args.seeds)
     if args.steps is not None and args.steps < 1:
         raise UsageError("--steps must be positive")
     from rasp_cli.commands.train import _overrides
@@ -91,7 +93,7 @@ def validate_command(args) -> int:
                              f"{', '.join(TRAIN_PRESETS)}")
         pe_presets[pe] = preset
     try:
-        out = validate(names, pes, list(range(args.seeds)), preset=args.preset,
+        out = validate(names, pes, seeds, preset=args.preset,
                        runs_root=args.runs, steps=args.steps, search_seconds=args.search,
                        overrides=overrides, pe_presets=pe_presets,
                        progress=not args.json, address=args.address,
