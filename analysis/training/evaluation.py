@@ -181,10 +181,10 @@ def evaluate_with(decode, cfg, members: int, task, lengths: list[tuple[int, str]
     ``decode(prompts, max_new_tokens)`` returns the generated ids ``[member][prompt]`` (one
     member: :func:`greedy_decode`; a stack: :func:`analysis.training.stacked.greedy_decode_stacked`).
     Returns ``[member][length]`` results."""
-    from tqdm.auto import tqdm
+    from rasp.progress import progress_bar
 
     results: list[list[LengthResult]] = [[] for _ in range(members)]
-    it = tqdm(lengths, desc="eval", leave=False, disable=None if progress else True)
+    it = progress_bar(lengths, show=progress, desc="eval", leave=False)
     for length, split in it:
         data = eval_set(task, length, samples, seed)
         prompts = [p for p, _ in data]

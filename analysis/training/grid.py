@@ -440,7 +440,7 @@ def run_grid(runs: Sequence[GridRun], runs_root: str | os.PathLike = "runs",
     Raises:
         GridError: unreachable / malformed address, or impossible resources.
     """
-    from tqdm.auto import tqdm
+    from rasp.progress import progress_bar
 
     t0 = time.time()
     if num_cpus < 1:
@@ -460,8 +460,8 @@ def run_grid(runs: Sequence[GridRun], runs_root: str | os.PathLike = "runs",
         dup = next(d for d in dirs if dirs.count(d) > 1)
         raise GridError(f"two runs of the grid write the same run directory {dup}")
     results: list[GridResult | None] = [None] * len(runs)
-    bar = tqdm(total=len(runs), desc="grid", unit="run", disable=None if progress else True,
-               dynamic_ncols=True, file=sys.stderr)
+    bar = progress_bar(show=progress, total=len(runs), desc="grid", unit="run",
+                       dynamic_ncols=True, file=sys.stderr)
     say = log or (lambda s: bar.write(s, file=sys.stderr))
     durations: list[float] = []
 

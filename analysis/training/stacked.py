@@ -346,7 +346,7 @@ def run_group_loop(task, members: list[GroupMember], device: str = "cpu", progre
     Raises:
         KeyboardInterrupt: after Ctrl-C, once every member is checkpointed.
     """
-    from tqdm.auto import tqdm
+    from rasp.progress import progress_bar
 
     spec0 = members[0].spec
     tr = spec0.train
@@ -376,8 +376,8 @@ def run_group_loop(task, members: list[GroupMember], device: str = "cpu", progre
                 "last_loss": mem.st.last_loss})
 
     seeds = ",".join(str(m.spec.seed) for m in members)
-    bar = tqdm(total=total, initial=step0, desc=f"{spec0.task}/{spec0.pe}/s{seeds}",
-               disable=None if progress else True, leave=False, dynamic_ncols=True)
+    bar = progress_bar(show=progress, total=total, initial=step0,
+                       desc=f"{spec0.task}/{spec0.pe}/s{seeds}", leave=False, dynamic_ncols=True)
     lr = trainer.lr_at(max(step0 - 1, 0), tr)
     step = step0
     try:

@@ -390,7 +390,7 @@ def run_loop(spec: RunSpec, task, run_dir: Path, st: TrainState, device: str = "
         KeyboardInterrupt: after Ctrl-C, once the current step is checkpointed.
         TrainingError: the loss became NaN or infinite.
     """
-    from tqdm.auto import tqdm
+    from rasp.progress import progress_bar
 
     tr, model, opt = spec.train, st.model, st.opt
     forward_model = torch.compile(model, dynamic=True) if tr.torch_compile else model
@@ -408,8 +408,8 @@ def run_loop(spec: RunSpec, task, run_dir: Path, st: TrainState, device: str = "
             "step": st.step, "elapsed": st.elapsed, "tokens_seen": st.tokens_seen,
             "metrics_bytes": metrics_path.stat().st_size, "last_loss": st.last_loss})
 
-    bar = tqdm(total=total, initial=st.step, desc=f"{spec.task}/{spec.pe}/s{spec.seed}",
-               disable=None if progress else True, leave=False, dynamic_ncols=True)
+    bar = progress_bar(show=progress, total=total, initial=st.step,
+                       desc=f"{spec.task}/{spec.pe}/s{spec.seed}", leave=False, dynamic_ncols=True)
     with open(metrics_path, "a") as mf, _DeferredInterrupt() as interrupt:
         try:
             model.train()
