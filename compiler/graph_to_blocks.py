@@ -370,14 +370,15 @@ def _discretising_units(node: CNode, expr, cat: list, combos: list, x: CNode,
             ok, y = table[(c, g.ref)]
             for u in g.points:
                 if not _equivalent_output(node, space, (ok, y), table[(c, u)]):
-                    err = FloatPrecisionError(
+                    other = table[(c, u)]
+                    perr = FloatPrecisionError(
                         f"precision-sensitive: its input '{x.name}' takes {g.ref!r} and "
                         f"{u!r}, one value up to float64 rounding (a mean's sum rounded "
-                        f"differently), where it gives {y!r} and {table[(c, u)][1]!r}; the "
-                        "compiled model cannot tell them apart", node.ir)
+                        f"differently), where it gives {_shown(ok, y)} and {_shown(*other)}; "
+                        "the compiled model cannot tell them apart", node.ir)
                     if hazards is None:
-                        raise err
-                    hazards.append(err.message)
+                        raise perr
+                    hazards.append(perr.message)
                     break
             if ok and _representable(node, space, y):
                 vec = _out_vec(node, space, y)
@@ -471,6 +472,10 @@ def _spread_groups(us: list, spread: dict) -> list[_Group]:
         ref = min(canon, key=lambda u: (abs(float(u) - s), float(u)))
         out.append(_Group(lo, hi, ref, pts))
     return out
+
+
+def _shown(ok: bool, y) -> str:
+    return repr(y) if ok else "an error"
 
 
 def _equivalent_output(node: CNode, space: ResidualSpace, ref: tuple, other: tuple) -> bool:

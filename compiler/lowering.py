@@ -39,10 +39,7 @@ __all__ = ["Lowerer", "MLP_TABLE_LIMIT"]
 MLP_TABLE_LIMIT = 200_000
 
 
-def _unbounded_error(node, leaf, why: str | None = None) -> UnsupportedError:
-    if why:
-        return UnsupportedError(f"it needs the individual values of '{leaf.name}', {why}",
-                                node)
+def _unbounded_error(node, leaf) -> UnsupportedError:
     return UnsupportedError(
         f"it needs the individual values of '{leaf.name}', a numerical s-op whose value set is "
         f"too large to enumerate at this max_seq_len (more than {MLP_TABLE_LIMIT} values); "
@@ -272,7 +269,7 @@ class Lowerer:
         if c.encoding == CATEGORICAL:
             return c
         if c.unbounded:
-            raise _unbounded_error(c.ir, c, self.vs.unbounded_why.get(getattr(c.ir, "id", None)))
+            raise _unbounded_error(c.ir, c)
         if id(c) in self.conv_memo:
             return self.conv_memo[id(c)]
         expr = Expr(fn=lambda x: x, args=(Expr(leaf=c),), desc=f"categorical({c.name})")

@@ -17,8 +17,16 @@ Public API:
 * :func:`infer_value_sets(sop, vocab, max_seq_len, causal=False, input_conversion=None)
   <infer_value_sets>` -> ``dict[node_id, frozenset]`` (s-ops only).
 * helpers used by the compiler: :func:`apply_elementwise_table`, :func:`mean_values`,
-  :func:`token_values`, :func:`selects_at_most_one`, :func:`selects_at_least_one`.
-* :class:`ValueSetError` when a set cannot be decided or would be too large.
+  :func:`token_values`, :func:`selects_at_most_one`, :func:`selects_at_least_one`,
+  :func:`float_mean_spread` (the float64 values the interpreter may compute for one exact
+  mean), :func:`same_result`, :func:`simplest_float`.
+* :class:`ValueSetError` when a set cannot be decided or would be too large;
+  :class:`PrecisionError` (with ``float_spreads``) for an operation whose result depends on
+  how float64 rounds a mean.
+
+Size: one pass computes, per node, its values and (for the compiler) their float spreads, and
+the two share each rule (a mean's set and its roundings, a map's outputs and their spreads):
+split, every rule would exist twice.
 """
 
 from __future__ import annotations
@@ -317,7 +325,9 @@ SPREAD_TOL = 1e-10
 #: the most floats the spreads of one s-op may hold (else it is too imprecise to enumerate)
 MAX_SPREAD = 200_000
 #: the most sub-multiset splits enumerated for the sums of every summation order
-TREE_WORK_LIMIT = 400_000
+TREE_WORK_LIMIT = 100_000
+#: the most exact sums (all counts together) whose rounding error bounds are enumerated
+BOUND_SUMS_LIMIT = 20_000
 _U = 2.0 ** -53                       # float64 unit roundoff
 
 
@@ -399,7 +409,8 @@ def float_mean_spread(values: Iterable[Any], max_count: int,
         Numerical Algorithms, 2002, eq. 4.4), a superset.
 
     Raises:
-        ValueSetError: the spreads would hold more than :data:`MAX_SPREAD` floats.
+        ValueSetError: the spreads would hold more than :data:`MAX_SPREAD` floats, or come
+            from more than :data:`BOUND_SUMS_LIMIT` exact sums (checked as they grow).
     """
     spread = spread or {}
     vals: list[tuple[Any, Fraction, list[float]]] = []
@@ -501,9 +512,13 @@ def _bound_spread(vals, n: int, out: dict) -> None:
     for _, f, ms in vals:
         _add_member(out, total, f, ms)
     sums = set(ints)
+    seen = len(sums)
     for k in range(2, n + 1):
+        if len(sums) * len(ints) > BOUND_SUMS_LIMIT * 4:
+            raise ValueSetError("its float64 roundings are too many to enumerate")
         sums = {a + b for a in sums for b in ints}
-        if len(sums) * len(ints) > MEAN_WORK_LIMIT // 10:
+        seen += len(sums)
+        if seen > BOUND_SUMS_LIMIT:
             raise ValueSetError("its float64 roundings are too many to enumerate")
         gamma = Fraction((k - 1), 2 ** 53 - (k - 1))
         for S in sums:
@@ -604,8 +619,10 @@ class ValueSets:
             from the dict are exact.
         means_spread: the same for the untruncated means of a truncating (``kqv``)
             aggregate (keys: its ``means``).
-        unbounded_why: ``{node.id: reason}`` for an unbounded s-op, when the reason is not
-            the size of its set (its float roundings are too many to enumerate).
+        wide: (``float_spreads``) ids of s-ops whose spreads are too many floats to
+            enumerate (a mean of non-dyadic floats at a long ``max_seq_len``, and what is
+            computed from it): only continuous consumers (``+ - *``, division by a
+            constant, the output) may read them; any other is precision-sensitive.
         hazards: (``float_spreads`` with a ``hazards`` list) the messages of the
             precision-sensitive operations found, in program order.
     """
@@ -618,7 +635,7 @@ class ValueSets:
         self.rounded: set[int] = set()
         self.spread: dict[int, dict] = {}
         self.means_spread: dict[int, dict] = {}
-        self.unbounded_why: dict[int, str] = {}
+        self.wide: set[int] = set()
         self.float_spreads = False
         #: where a precision-sensitive operation is recorded instead of refused (None: raise)
         self.hazards: list[str] | None = None
@@ -707,8 +724,6 @@ def value_set_pass(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: boo
                 raise ValueSetError(f"{node.kind} '{node.label}'"
                                     f"{_where(node)}: {u.reason}", node.span) from None
             vs.unbounded.add(node.id)
-            if u.why:
-                vs.unbounded_why[node.id] = u.why
             continue
         except ValueSetError as e:
             if e.span is None and node.span is not None:
@@ -726,10 +741,9 @@ def _where(node: Node) -> str:
 class _Unbounded(Exception):
     """A numerical set too large to enumerate (the caller may accept it as unbounded)."""
 
-    def __init__(self, reason: str, why: str | None = None):
+    def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
-        self.why = why
 
 
 def _is_number(v) -> bool:
@@ -754,10 +768,6 @@ def _node_values(node: SOp, vs: ValueSets, vocab, n) -> list:
         inputs = [node.inner] if isinstance(node, Map) else list(node.inputs)
         unb = [x for x in inputs if x.id in vs.unbounded]
         if unb:
-            why = vs.unbounded_why.get(unb[0].id)
-            if why:
-                raise _Unbounded(f"it needs the individual values of '{unb[0].label}', {why}",
-                                 why)
             raise _Unbounded(f"it needs the individual values of '{unb[0].label}', whose value "
                              f"set is too large to enumerate (more than {MAX_VALUE_SET:,})")
         cols_in = [vs.sets[x.id] for x in inputs]
@@ -776,6 +786,17 @@ def _node_values(node: SOp, vs: ValueSets, vocab, n) -> list:
                                 f"possible input value ({rows[0][1]})", node.span)
         if len(outs) < len(rows):
             vs.errors[node.id] = next(v for ok, v in rows if not ok)
+        wide = [x for x in inputs if x.id in vs.wide]
+        if wide:
+            if not _continuous(node):
+                _hazard(vs, PrecisionError(
+                    f"{node.kind} '{node.label}'{_where(node)} is precision-sensitive: it needs "
+                    f"the values of '{wide[0].label}', a mean (or computed from one) whose "
+                    "float64 sum may round in too many ways to check at this max_seq_len (its "
+                    "result could depend on the rounding); average exact values (e.g. "
+                    "integers) or compile for a shorter max_seq_len", node.span))
+            vs.wide.add(node.id)
+            return outs
         spreads = [vs.spread.get(x.id) for x in inputs]
         if vs.float_spreads and any(spreads):
             sp = _map_spread(node, combos, rows, spreads, vs)
@@ -791,11 +812,18 @@ def _node_values(node: SOp, vs: ValueSets, vocab, n) -> list:
     raise ValueSetError(f"no value-set rule for node kind {node.kind}", node.span)
 
 
+def _continuous(node: SOp) -> bool:
+    """Whether a map is continuous in its numerical inputs (``+``, ``-``, ``*``, unary
+    ``-``/``+``, division by a constant): a value near another gives a result near its."""
+    op, side = node.fn.op, node.fn.const_side
+    return op in ("add", "sub", "mul", "neg", "pos") or (op == "div" and side == "right")
+
+
 def _precision_error(node: Node, value, member, a, b) -> PrecisionError:
     return PrecisionError(
         f"{node.kind} '{node.label}'{_where(node)} is precision-sensitive: the interpreter may "
         f"hold the value {value!r} (an exact mean, or computed from one) as the float "
-        f"{member!r}, and the result then differs ({a!r} vs {b!r}); the compiled model "
+        f"{member!r}, and the result then differs ({a} vs {b}); the compiled model "
         "computes means exactly and cannot follow float64 rounding (average exact values, "
         "e.g. integers, or compare with a margin)", node.span)
 
@@ -831,7 +859,9 @@ def _map_spread(node: SOp, combos: list, rows: list, spreads: list, vs: ValueSet
     for (ci, t), r in zip(owner, res):
         if not same_result(rows[ci], r):
             k = next(j for j, (x, y) in enumerate(zip(combos[ci], t)) if not _identical(x, y))
-            _hazard(vs, _precision_error(node, combos[ci][k], t[k], rows[ci][1], r[1]))
+            _hazard(vs, _precision_error(node, combos[ci][k], t[k],
+                                         repr(rows[ci][1]) if rows[ci][0] else "an error",
+                                         repr(r[1]) if r[0] else "an error"))
         if rows[ci][0] and r[0]:
             out.setdefault(rows[ci][1], set()).add(r[1])
     return {y: tuple(sort_values(ms | {y})) for y, ms in out.items()
@@ -852,6 +882,13 @@ def _check_select_spread(sel: Select, vs: ValueSets) -> None:
     """A select comparing values that may be held as several floats: its table must not depend
     on which (else :class:`PrecisionError`)."""
     if sel.op in ("TRUE", "FALSE"):
+        return
+    wide = [x for x in (sel.keys, sel.queries) if x.id in vs.wide]
+    if wide:
+        _hazard(vs, PrecisionError(
+            f"select '{sel.label}'{_where(sel)} is precision-sensitive: it compares "
+            f"'{wide[0].label}', a mean whose float64 sum may round in too many ways to check "
+            "at this max_seq_len", sel.span))
         return
     if not (vs.spread.get(sel.keys.id) or vs.spread.get(sel.queries.id)):
         return
@@ -1061,6 +1098,14 @@ def _aggregate_values(node: Aggregate, vs: ValueSets, n: int) -> list:
     V = vs.sets[node.values.id]
     sp_in = vs.spread.get(node.values.id, {})
     out: list = [default] if empty else []
+    if node.values.id in vs.wide:
+        vs.wide.add(node.id)
+        if node.reduction != "mean" or node.truncate:
+            _hazard(vs, PrecisionError(
+                f"aggregate '{node.label}'{_where(node)} is precision-sensitive: its "
+                f"{'truncation' if node.truncate else node.reduction} reads "
+                f"'{node.values.label}', a mean whose float64 sum may round in too many ways "
+                "to check at this max_seq_len", node.span))
     if node.reduction in ("max", "min"):
         out.extend(V)
         if sp_in:
@@ -1090,7 +1135,7 @@ def _aggregate_values(node: Aggregate, vs: ValueSets, n: int) -> list:
                 spread = {v: sp_in[v] for v in nums if v in sp_in}
             elif vs.float_spreads:      # a mean of equal values: k copies summed, then / k
                 for v in nums:
-                    spread.update(_spread_or_unbounded(node, [v], n, sp_in))
+                    spread.update(_spread_or_wide(node, [v], n, sp_in, vs))
         else:
             try:
                 means = mean_values(nums, n)
@@ -1098,7 +1143,7 @@ def _aggregate_values(node: Aggregate, vs: ValueSets, n: int) -> list:
                 raise _Unbounded(e.message) from None
             out.extend(means)
             if vs.float_spreads:
-                spread = _spread_or_unbounded(node, nums, n, sp_in)
+                spread = _spread_or_wide(node, nums, n, sp_in, vs)
     if vs.float_spreads and not single:
         out, spread = _merge_close(out, spread)
     if node.truncate:
@@ -1181,13 +1226,13 @@ def _merge_close(values: list, spread: dict) -> tuple[list, dict]:
     return [v for v in values if sequence_kind(v) != "num" or v not in drop], spread
 
 
-def _spread_or_unbounded(node: Aggregate, nums: list, n: int, sp_in: dict) -> dict:
+def _spread_or_wide(node: Aggregate, nums: list, n: int, sp_in: dict, vs: ValueSets) -> dict:
     """:func:`float_mean_spread` of a mean; a mean whose roundings are too many to enumerate
-    is unbounded (a numerical mean without consumers that need its values)."""
+    is recorded in ``vs.wide`` (only continuous consumers may read it)."""
+    if node.id in vs.wide:
+        return {}
     try:
         return float_mean_spread(nums, n, {v: sp_in[v] for v in nums if v in sp_in})
-    except ValueSetError as e:
-        why = (f"a mean of values whose float64 sums may round, with too many possible "
-               f"floats to check ({e.message})")
-        raise _Unbounded(f"{why}; a consumer that needs its values cannot be compiled "
-                         "exactly", why) from None
+    except ValueSetError:
+        vs.wide.add(node.id)
+        return {}
