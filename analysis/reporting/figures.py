@@ -141,10 +141,11 @@ def distance_chart(panels: dict[str, tuple[dict[str, list[float]], list[float]]]
     """Kazemnejad-style distance chart, one panel per aggregation, with the seed spread.
 
     Args:
-        panels: aggregation (``"standard"``, ``"released"``) -> (PE -> distances from the
-            reference model of the same seed, one per seed; the reference's other-seed
-            distances). Bars show the mean, black dots each seed, the whisker the range; the
-            dashed line and grey band the other-seed baseline's mean and range.
+        panels: aggregation (``"standard"``, ``"released"``) -> (PE -> per-seed distances
+            from the reference models of the other seeds; the reference's own per-seed
+            distances from its other seeds: the baseline). Bars show the mean, black dots each
+            seed, the whisker the range; the dashed line and grey band the baseline's mean and
+            range.
         paper: the paper's values, drawn as diamonds **only** in the ``"released"`` panel (the
             only one computed the paper's way: their JSD variant in nats, their aggregation).
     """
@@ -168,8 +169,8 @@ def distance_chart(panels: dict[str, tuple[dict[str, list[float]], list[float]]]
         if baseline:
             b = float(np.nanmean(baseline))
             ax.axhline(b, ls="--", color=PE_COLORS.get(reference, "black"),
-                       label=f"{PE_LABELS.get(reference, reference)} other seed: {b:.3f} "
-                             f"({len(baseline)} pair{'s' if len(baseline) != 1 else ''})")
+                       label=f"{PE_LABELS.get(reference, reference)} vs its other seeds: "
+                             f"{b:.3f} ({len(baseline)} seed{'s' if len(baseline) != 1 else ''})")
             if len(baseline) > 1:
                 ax.axhspan(min(baseline), max(baseline), color="#999999", alpha=0.15)
             top.append(max(baseline))
@@ -178,11 +179,11 @@ def distance_chart(panels: dict[str, tuple[dict[str, list[float]], list[float]]]
             if px:
                 ax.scatter(px, [paper[pes[int(x)]] for x in px], marker="D", color="white",
                            edgecolor="black", s=30, zorder=4,
-                           label="Kazemnejad et al. 2023 (their scale)")
+                           label="Kazemnejad et al. 2023 (SCAN, 12 layers)")
                 top += [paper[pes[int(x)]] for x in px]
             if reference in paper:
                 ax.axhline(paper[reference], ls=":", color="black", lw=0.8,
-                           label=f"paper: NoPE other seed {paper[reference]}")
+                           label=f"paper (SCAN): NoPE other seed {paper[reference]}")
         units = "nats" if agg == "released" else "bits"
         ax.set_xticks(xs)
         ax.set_xticklabels([PE_LABELS.get(p, p) for p in pes], fontsize=8, rotation=15)
