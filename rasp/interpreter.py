@@ -287,10 +287,53 @@ class Evaluator:
             return self._aggregate(n)
         raise RASPTypeError(f"cannot evaluate node of kind {n.kind}")
 
+    def _aggregate_objects(self, n: Aggregate, vals: np.ndarray) -> np.ndarray:
+        """An aggregate over values holding ``None`` (an ``object`` array: the output of an
+        aggregate with a ``None`` default), reduced per query as the original RASP does
+        (tech-srl/RASP ``Support.py``, ``apply_average_select``): no selected key -> the
+        default; one -> that value itself (``None`` included); several -> their mean
+        ``sum * 1.0 / n`` (max / min: Python's), and :class:`RASPTypeError` naming the query
+        when one of them is not a number. Slow (Python per query); such values are rare.
+
+        Returns ``[batch, query]``: ``object`` when a ``None`` remains, else typed as the
+        ordinary path types it."""
+        sel = self._sel(n.selector)                            # [B or 1, Q, K]
+        B, Q = vals.shape[0], sel.shape[1]
+        flat = []
+        all_ints = True
+        for b in range(B):
+            rows = sel[b if sel.shape[0] > 1 else 0]
+            for q in range(Q):
+                picked = [vals[b, k] for k in np.flatnonzero(rows[q])]
+                if not picked:
+                    flat.append(n.default)
+                    continue
+                if len(picked) == 1 and n.reduction == "mean":
+                    v = picked[0]
+                    flat.append(int(np.trunc(v)) if n.truncate and v is not None else v)
+                    continue
+                if any(v is None or isinstance(v, (str, np.str_)) for v in picked):
+                    verb = "average" if n.reduction == "mean" else f"take the {n.reduction} of"
+                    raise RASPTypeError(
+                        f"aggregate '{n.label}' asked to {verb} several values at query "
+                        f"position {q} that are not all numbers: {list(picked)}")
+                all_ints &= all(isinstance(v, (int, np.integer, bool, np.bool_)) for v in picked)
+                if n.reduction == "mean":
+                    v = sum(picked) * 1.0 / len(picked)
+                    flat.append(int(np.trunc(v)) if n.truncate else v)
+                else:
+                    flat.append((max if n.reduction == "max" else min)(picked))
+        if all_ints and all(isinstance(v, (int, np.integer, float)) and float(v).is_integer()
+                            for v in flat if v is not None):
+            flat = [None if v is None else int(v) for v in flat]
+        return homogeneous_array(flat).reshape(B, Q)
+
     def _aggregate_none_default(self, n: Aggregate) -> np.ndarray:
         """An aggregate whose default is ``None`` (Tracr's padding): ``None`` where no key is
         selected (an ``object`` array then), the ordinary result elsewhere."""
         vals = self.values[n.values.id]
+        if vals.dtype.kind == "O" and any(v is None for v in vals.reshape(-1)):
+            return self._aggregate_objects(n, vals)
         kind = vals.dtype.kind
         neutral = "" if kind == "U" else False if kind == "b" else 0
         stand_in = n.copy()
@@ -419,6 +462,8 @@ class Evaluator:
 
     def _aggregate(self, n: Aggregate) -> np.ndarray:
         vals = self.values[n.values.id]                        # [B, K]
+        if vals.dtype.kind == "O" and any(v is None for v in vals.reshape(-1)):
+            return self._aggregate_objects(n, vals)
         if n.selector.id not in self.values:
             codes = self._eq_codes(n.selector)
             if codes is not None:
@@ -545,8 +590,9 @@ class Evaluator:
         """Selector width of a non-causal ordering select by sorting each sequence's keys and
         binary-searching the queries: O(batch * seq log seq) time and memory, no matrix."""
         keys, queries = self.values[sel.keys.id], self.values[sel.queries.id]
-        if (keys.dtype.kind == "U") != (queries.dtype.kind == "U"):
-            return None          # the matrix path reports the type error
+        if (keys.dtype.kind == "U") != (queries.dtype.kind == "U") or "O" in (
+                keys.dtype.kind, queries.dtype.kind):
+            return None          # the matrix path compares these (or reports the type error)
         out = np.empty((self.batch, self.n), dtype=np.int64)
         side, below = _ORDER_SIDE[sel.op]
         for b in range(self.batch):
@@ -628,11 +674,17 @@ class Evaluator:
         # (a string default never reaches here for an empty row: _other_type_default)
         out = np.where(count == 0, 0.0 if _is_str(default) else float(default), mean)
         if n.truncate:
-            return np.trunc(out).astype(np.int64)
-        if kind in "iub" and isinstance(default, (int, bool, np.integer)) and \
+            res = np.trunc(out).astype(np.int64)
+        elif kind in "iub" and isinstance(default, (int, bool, np.integer)) and \
                 np.all(out == np.round(out)):
-            return out.astype(np.int64)
-        return out
+            res = out.astype(np.int64)
+        else:
+            return out
+        if kind in "iu" and np.any(count == 1):
+            # one selected key: its value itself, as the original RASP's mean returns it
+            # (Support.py: ``if n == 1: return vals[...]``); float64 rounds ints above 2**53
+            res = np.where(count == 1, np.asarray(moved_values()).astype(np.int64), res)
+        return res
 
     def _move_single(self, sel, vals, count, default):
         idx = _first_selected(sel)                             # [B, Q] first selected key

@@ -601,8 +601,19 @@ def compare(keys: np.ndarray, queries: np.ndarray, op: str) -> np.ndarray:
     """A select's comparison ``keys op queries`` (broadcast; ``op`` in ``== != < <= > >=``).
 
     A string never equals a number (``==`` all false, ``!=`` all true); ordering strings
-    against numbers raises :class:`~rasp.errors.RASPTypeError`."""
+    against numbers raises :class:`~rasp.errors.RASPTypeError`. Values holding ``None`` (an
+    ``object`` array: an aggregate's ``None`` default) compare element by element with
+    Python's operators, as the original RASP's ``select`` does (``None == "a"`` is false,
+    ``None != "a"`` true); ordering ``None`` raises :class:`~rasp.errors.RASPTypeError`."""
     kk, qk = keys.dtype.kind, queries.dtype.kind
+    if kk == "O" or qk == "O":
+        k, q = np.broadcast_arrays(keys, queries)
+        fn = _PY_COMPARE[op]
+        try:
+            return np.frompyfunc(fn, 2, 1)(k, q).astype(bool)
+        except TypeError:
+            raise RASPTypeError(f"select cannot order None against other values using "
+                                f"'{op}'") from None
     if (kk == "U") != (qk == "U"):
         if op == "==":
             return np.zeros(np.broadcast_shapes(keys.shape, queries.shape), dtype=bool)
@@ -611,6 +622,10 @@ def compare(keys: np.ndarray, queries: np.ndarray, op: str) -> np.ndarray:
         raise RASPTypeError(f"select cannot compare strings with numbers using '{op}'")
     return _SELECT_KERNELS[op](keys, queries)
 
+
+_PY_COMPARE = {"==": lambda k, q: k == q, "!=": lambda k, q: k != q,
+               "<": lambda k, q: k < q, "<=": lambda k, q: k <= q,
+               ">": lambda k, q: k > q, ">=": lambda k, q: k >= q}
 
 _SELECT_KERNELS = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
                    ">": np.greater, ">=": np.greater_equal}
