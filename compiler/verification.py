@@ -210,7 +210,8 @@ def verify_compiled(cm, sop: SOp, samples: int = GATE_SAMPLES, seed: int = 0,
         bad = 0
         for x, w, g in zip(batch, want, got):
             w_err, g_err = isinstance(w, BaseException), isinstance(g, BaseException)
-            same = (w_err and g_err) or (not w_err and not g_err and values_equal(w, g))
+            same = (w_err and g_err) or (not w_err and not g_err and
+                                          values_equal(w, g, strict=True))
             if not same:
                 bad += 1
                 if res.counterexample is None:

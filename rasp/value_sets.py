@@ -1009,7 +1009,20 @@ def _dependent_means(node: SequenceMap, vs: ValueSets, n: int) -> list | None:
         out = mean_values(diffs, n)
     except ValueSetError:
         return None
-    if vs.float_spreads:
+    if vs.float_spreads and _structure(a, memo) == _structure(b, memo):
+        # one mean computed twice (the same values, selector and default): the interpreter's
+        # two floats are equal, so a - b is exactly 0 and a + b exactly twice the mean
+        if sign < 0:
+            spread = {}
+        else:
+            try:
+                one = float_mean_spread([x for _, x in ra], n)
+            except ValueSetError:
+                return None
+            spread = {2 * k: tuple(2 * m for m in ms) for k, ms in one.items()}
+        if spread:
+            vs.spread[node.id] = spread
+    elif vs.float_spreads:
         spread = _dependent_spread([(_num(x), _num(y)) for (_, x), (_, y) in zip(ra, rb)],
                                    sign, n)
         if spread is None:
@@ -1107,6 +1120,11 @@ def _aggregate_values(node: Aggregate, vs: ValueSets, n: int) -> list:
                 f"'{node.values.label}', a mean whose float64 sum may round in too many ways "
                 "to check at this max_seq_len", node.span))
     if node.reduction in ("max", "min"):
+        if empty and isinstance(default, (bool, np.bool_)) and V and all(
+                _is_number(v) and not isinstance(v, (bool, np.bool_)) for v in V):
+            # the interpreter fills empty rows of a max / min over numbers with the default in
+            # their array: False / True become 0 / 1 (0.0 / 1.0 among floats)
+            out[0] = float(default) if any(isinstance(v, float) for v in V) else int(default)
         out.extend(V)
         if sp_in:
             _check_order_spread(node, V, sp_in, vs)

@@ -17,6 +17,7 @@ import random
 from collections import Counter
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
 import rasp
@@ -303,3 +304,41 @@ def test_profile_long():
     print(stats)
     assert stats.get("wrong_models", 0) == 0, stats
     assert stats.get("refused_VerificationError", 0) == 0, stats
+
+
+# --------------------------------------------------------------------------------------------
+# The gate's equality is type-aware (issue 27 item 3)
+# --------------------------------------------------------------------------------------------
+
+def test_strict_equality_is_type_aware():
+    """``values_equal(..., strict=True)`` (the verification gate): a bool equals only a bool,
+    ints are compared exactly (not through float64), the tolerance applies only where a float
+    is involved; without ``strict`` nothing changes."""
+    assert values_equal(True, 1) and not values_equal(True, 1, strict=True)
+    assert values_equal(np.array([True, False]), np.array([1, 0]))
+    assert not values_equal(np.array([True, False]), np.array([1, 0]), strict=True)
+    assert values_equal(np.array([True, False]), np.array([True, False]), strict=True)
+    big = 2 ** 60
+    assert values_equal(big, big + 1)                     # equal as float64
+    assert not values_equal(big, big + 1, strict=True)
+    assert not values_equal(np.array([big]), np.array([big + 1]), strict=True)
+    assert values_equal(np.array([1, 2]), np.array([1.0, 2.0 + 1e-12]), strict=True)
+    assert values_equal(0.1 + 0.2, 0.3, strict=True)      # floats: within the tolerance
+    assert not values_equal(0.3, 0.3001, strict=True)
+    assert values_equal(["a", 1], ["a", 1], strict=True)
+    assert not values_equal(["a", True], ["a", 1], strict=True)
+    assert not values_equal([True, 1], [1, 1], strict=True)
+    assert not values_equal("1", 1, strict=True)
+
+
+def test_max_with_a_bool_default_holds_the_interpreters_ints():
+    """A max over ints whose empty rows get the default ``False``: the interpreter's array
+    holds 0 (an int), so the compiled model must decode 0, not ``False`` (the gate's strict
+    equality tells them apart)."""
+    sop = rasp.run_source('y = aggregate(select(indices, tokens_int, >), tokens_int, False, '
+                          '"max");', causal=True)["y"]
+    want = rasp.evaluate(sop, [[1, 1]], causal=True)[0]
+    assert want.tolist() == [0, 0] and want.dtype.kind == "i"
+    cm = compile_program(sop, [1, 2, 3], 4, causal=True)
+    got = np.asarray(cm.run([[1, 1]])[0])
+    assert values_equal(want, got, strict=True), got
