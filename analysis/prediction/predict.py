@@ -668,7 +668,8 @@ def markdown_pe_report(preds: list[Prediction]) -> str:
     for p in preds:
         th = "; ".join(f"{v['key']}: {v['prediction']} ({v['reason']})"
                        for v in p.theories.values()).replace("|", "/") or p.theory
-        size = f"{p.size if p.size is not None else '-'} [{p.size_lower_bound}]"
+        size = (f"{p.size if p.size is not None else '-'}"
+                + (f" [{p.size_lower_bound}]" if p.size_lower_bound is not None else ""))
         paper = []
         if p.zhou_outcome and p.pe in (None, "ape_learned"):
             paper.append(f"Zhou: {p.zhou_outcome}")
