@@ -266,6 +266,13 @@ class Task:
         prompt = [int(t) for t in self._generate(int(length), rng)]
         return prompt, self.ground_truth(prompt)
 
+    def verification_prompts(self, length: int) -> list[list[int]]:
+        """Prompts of this length that verification checks besides its random samples: the
+        task's hard cases, where a sampler rarely goes (a language's every DFA state and
+        transition, its counting adversaries: :meth:`tasks.huang.LanguageTask.verification_prompts`).
+        None by default (an empty list)."""
+        return []
+
     def ground_truth(self, prompt: Sequence[int]) -> list:
         """The answer for a prompt, computed in plain Python independently of any program.
 

@@ -251,7 +251,10 @@ def _ranges(xs: list[int]) -> str:
 
 def verify_program(task: Task, sop, lengths: Sequence[int], samples: int = 10, seed: int = 0,
                    method: str = "auto") -> VerifyResult:
-    """Check a program against the task's ground truth on ``samples`` random inputs per length.
+    """Check a program against the task's ground truth on ``samples`` random inputs per length,
+    plus the task's hard cases of that length (:meth:`tasks.base.Task.verification_prompts`:
+    for a formal language every short string, every DFA transition towards acceptance and
+    rejection, and counting adversaries; none for other tasks).
 
     Args:
         task: the task; lengths it cannot produce raise ``ValueError``.
@@ -284,6 +287,8 @@ def verify_program(task: Task, sop, lengths: Sequence[int], samples: int = 10, s
     for n in lengths:
         task.check_length(n)
         examples = [task.sample(n, rng) for _ in range(samples)]
+        # the task's hard cases (a language's DFA coverage and counting adversaries)
+        examples += [(p, task.ground_truth(p)) for p in task.verification_prompts(n)]
         if method == "per_position":
             got = evaluate_sequence_program(task, sop, [p for p, _ in examples])
             ok = [len(g) == len(a) and all(values_equal(x, y) for x, y in zip(g, a))

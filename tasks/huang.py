@@ -40,6 +40,7 @@ range (rule 2), which the checkers report.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import dataclass
 
@@ -379,6 +380,47 @@ LANGUAGES = {
 }
 
 
+#: Verification checks every string of a length when there are at most this many
+#: (:meth:`LanguageTask.verification_prompts`), e.g. every binary string up to length 12.
+EXHAUSTIVE_STRINGS = 4096
+
+#: At most this many DFA-derived strings per length (coverage and counting adversaries).
+MAX_VERIFICATION_STRINGS = 4096
+
+
+def _shortest_prefixes(dfa: DFA) -> dict:
+    """State -> the shortest (then smallest) string reaching it from the start (BFS)."""
+    out, todo = {0: []}, [0]
+    while todo:
+        nxt = []
+        for q in todo:
+            for s in range(dfa.k):
+                r = dfa.delta[q][s]
+                if r is not None and r not in out:
+                    out[r] = out[q] + [s]
+                    nxt.append(r)
+        todo = nxt
+    return out
+
+
+def _complete(dfa: DFA, q, head: list, left: int, member: bool, largest: bool):
+    """``head`` extended by ``left`` symbols to a member (or non-member) of the language, from
+    state ``q`` (None: rejected already), choosing the smallest (or largest) symbol that keeps
+    such a completion possible; None when there is none."""
+    if dfa.count(q, left, member) == 0:
+        return None
+    out = list(head)
+    order = range(dfa.k - 1, -1, -1) if largest else range(dfa.k)
+    for remaining in range(left, 0, -1):
+        for s in order:
+            r = None if q is None else dfa.delta[q][s]
+            if dfa.count(r, remaining - 1, member) > 0:
+                out.append(s)
+                q = r
+                break
+    return out
+
+
 class LanguageTask(HuangTask):
     """Membership in a regular language: ``BOS w SEP -> yes|no EOS``."""
 
@@ -386,6 +428,48 @@ class LanguageTask(HuangTask):
         super().__init__(*a, **kw)
         self.dfa = dfa
         self.k = dfa.k
+
+    def verification_prompts(self, length: int) -> list[list[int]]:
+        """The strings of one length that verification must see, from the DFA (the truth):
+
+        * every string, when there are at most :data:`EXHAUSTIVE_STRINGS` of this length;
+        * otherwise, for every reachable state ``q`` and symbol ``s``: the shortest prefix
+          reaching ``q``, then ``s``, then the smallest and the largest completion to this length
+          that is a member and that is not (where one exists) — every transition, dead ones
+          included, taken towards acceptance and towards rejection;
+        * counting adversaries of every member above: its symbols sorted ascending and
+          descending and its rotation by one — strings with a member's symbol counts (what a
+          program of counts sees) in another order. Sorting ``(ab)^13`` gives ``a^13 b^13``,
+          which a Dyck-1 program that ignores the depth bound 12 calls a member.
+
+        Returns ``BOS w SEP`` prompts, at most :data:`MAX_VERIFICATION_STRINGS`.
+        """
+        dfa, k, n = self.dfa, self.k, int(length)
+        if k ** n <= EXHAUSTIVE_STRINGS:
+            words = [list(w) for w in itertools.product(range(k), repeat=n)]
+        else:
+            words = []
+            for q, prefix in _shortest_prefixes(dfa).items():
+                for sym in range(k):
+                    head = prefix + [sym]
+                    if len(head) > n:
+                        continue
+                    nxt = dfa.delta[q][sym]
+                    for member in (True, False):
+                        for largest in (False, True):
+                            w = _complete(dfa, nxt, head, n - len(head), member, largest)
+                            if w is not None:
+                                words.append(w)
+            members = [w for w in words if dfa.run(w)]
+            for w in members:
+                words += [sorted(w), sorted(w, reverse=True), w[1:] + w[:1]]
+        seen, out = set(), []
+        for w in words:
+            t = tuple(w)
+            if t not in seen:
+                seen.add(t)
+                out.append(self._ids([BOS] + list(w) + [SEP]))
+        return out[:MAX_VERIFICATION_STRINGS]
 
     def _generate(self, n, rng):
         member = bool(rng.integers(0, 2))

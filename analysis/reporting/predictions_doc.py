@@ -51,6 +51,12 @@ programs — the shipped one (`tasks/programs/`, when there is one), one you giv
   (operations counted at every use; `tokens`/`indices` count 0) is reported as the strength of
   the evidence and never flips a verdict, so a padded or obfuscated program gives the same
   verdict (`tests/test_prediction_theories.py`, every task with a program).
+* **What "verified" means.** At every length 1..N: K random examples, plus, for a formal
+  language, every string when a length has at most 4,096, and otherwise every DFA transition
+  taken towards acceptance and towards rejection and every member's symbols reordered (sorted,
+  rotated: what a program of counts cannot tell apart) — `tasks.huang.LanguageTask.
+  verification_prompts`. Sampling alone had let a Dyck-1 program that ignores the depth bound
+  12 through (`a^13 b^13` is never sampled); `tests/test_language_verification.py`.
 * **A certificate is bounded evidence.** "no program of size <= s" rules out small programs in
   the search grammar only; the searches are limited in wall time (the seconds above), so `s` is
   what the search reached on this machine. A `fails` row names its `s`.
