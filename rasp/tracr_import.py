@@ -11,8 +11,9 @@ the interpreter, the REPL and the compiler without rewriting it.
 ``tokens`` / ``indices`` / ``length``  ``tokens_asis`` (values as given) / ``indices`` / ``length``
 ``Full(v)``                          ``full(v)``
 ``Map(f, x)``                        ``map_sop(f, x)`` (Python callable)
-``SequenceMap(f, x, y)``,
-``LinearSequenceMap``                ``sequence_map(f, x, y)``
+``SequenceMap(f, x, y)``            ``sequence_map(f, x, y)``
+``LinearSequenceMap(x, y, a, b)``    ``x * a + y * b`` (the IR's arithmetic, which the
+                                     compiler prices as one affine MLP)
 ``Select(k, q, Comparison.X)``       ``select(k, q, "==" | "<" | "<=" | ">" | ">=" | "!=" |
                                      "TRUE" | "FALSE")``
 ``Select(k, q, predicate)``          ``Select(k, q, "python", predicate=predicate)``
@@ -25,7 +26,9 @@ the interpreter, the REPL and the compiler without rewriting it.
 ==================================  =========================================================
 
 Semantics follow Tracr's evaluator (``tracr.rasp.rasp.evaluate``): a map or sequence map gives
-``None`` where an input is ``None`` (the callable is not called). Names given with
+``None`` where an input is ``None`` (the callable is not called) — except a
+``LinearSequenceMap``, whose arithmetic refuses a ``None`` input (a ``RASPTypeError``) where
+Tracr gives ``None``. Names given with
 ``.named(...)`` are kept. Refused with :class:`TracrImportError` naming the construct:
 ``ConstantSOp``, ``ConstantSelector`` (test-only constants of a fixed length) and any other
 class. ``tracr`` itself is imported only to recognise its classes (lazily).
@@ -106,7 +109,13 @@ def from_tracr(expr: Any) -> Node:
             return full(e.fill)
         if t is tr.Map:
             return map_sop(_none_safe(e.f), conv(e.inner), label=_label(e))
-        if t in (tr.SequenceMap, tr.LinearSequenceMap):
+        if t is tr.LinearSequenceMap:
+            # fst_fac * x + snd_fac * y as the IR's arithmetic (the compiler prices it as
+            # one affine MLP; an opaque callable is a lookup table over every value pair)
+            out = conv(e.fst) * e.fst_fac + conv(e.snd) * e.snd_fac
+            out.name = None
+            return out
+        if t is tr.SequenceMap:
             return sequence_map(_none_safe(e.f), conv(e.fst), conv(e.snd), label=_label(e))
         if t is tr.Select:
             keys, queries = conv(e.keys), conv(e.queries)
