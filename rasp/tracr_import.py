@@ -15,7 +15,8 @@ the interpreter, the REPL and the compiler without rewriting it.
 ``LinearSequenceMap(x, y, a, b)``    ``x * a + y * b`` (the IR's arithmetic, which the
                                      compiler prices as one affine MLP)
 ``Select(k, q, Comparison.X)``       ``select(k, q, "==" | "<" | "<=" | ">" | ">=" | "!=" |
-                                     "TRUE" | "FALSE")``
+                                     "TRUE" | "FALSE")``; with keys or queries that may be
+                                     ``None``, Tracr's comparison itself (it raises on ``None``)
 ``Select(k, q, predicate)``          ``Select(k, q, "python", predicate=predicate)``
 ``SelectorAnd/Or/Not``               ``&`` / ``|`` / ``~``
 ``Aggregate(s, x, default)``         ``aggregate(s, x, default)`` (mean); ``default=None``
@@ -84,6 +85,22 @@ def from_tracr(expr: Any) -> Node:
         raise TracrImportError(f"from_tracr expects a tracr.rasp expression, got "
                                f"{type(expr).__name__}")
     memo: dict[int, Node] = {}
+    none_memo: dict[int, bool] = {}
+
+    def may_be_none(e) -> bool:
+        """Whether a Tracr s-op can hold None: an aggregate with a None default, or a map /
+        sequence map of such (None in, None out)."""
+        if id(e) not in none_memo:
+            if isinstance(e, tr.Aggregate):
+                r = e.default is None
+            elif isinstance(e, tr.Map):
+                r = may_be_none(e.inner)
+            elif isinstance(e, tr.SequenceMap):
+                r = may_be_none(e.fst) or may_be_none(e.snd)
+            else:
+                r = False
+            none_memo[id(e)] = r
+        return none_memo[id(e)]
 
     def conv(e) -> Node:
         if id(e) in memo:
@@ -119,8 +136,11 @@ def from_tracr(expr: Any) -> Node:
             return sequence_map(_none_safe(e.f), conv(e.fst), conv(e.snd), label=_label(e))
         if t is tr.Select:
             keys, queries = conv(e.keys), conv(e.queries)
-            if isinstance(e.predicate, tr.Comparison):
+            if isinstance(e.predicate, tr.Comparison) and not (
+                    may_be_none(e.keys) or may_be_none(e.queries)):
                 return select(keys, queries, _COMPARISON_SYMBOLS[e.predicate.name], causal=False)
+            # a key or query that may be None: Tracr's Comparison itself, which raises on None
+            # ("key is None!") as Tracr's evaluator does
             if callable(e.predicate):
                 return Select(keys, queries, "python", causal=False, predicate=e.predicate)
             raise TracrImportError(f"Select {_label(e)!r} has a predicate that is neither a "

@@ -171,3 +171,17 @@ def test_linear_sequence_map_is_arithmetic_at_tracrs_size():
         for n in (1, 4, 7):
             xs = _inputs(list("ab"), n, rng)
             assert _same(tr.evaluate(e, xs), rasp.evaluate(rasp.from_tracr(e), [xs])[0].tolist())
+
+
+def test_a_comparison_on_none_raises_as_tracr():
+    """Tracr's Comparison raises on a None key or query ("key is None!"); an imported select
+    whose keys may be None (an aggregate with a None default) does the same; on keys that
+    cannot be None the select stays the IR's own comparison."""
+    shifted = tracr_lib.shift_by(1, tr.tokens)                  # None at position 0
+    width = tr.SelectorWidth(tr.Select(shifted, tr.tokens, tr.Comparison.EQ))
+    with pytest.raises(ValueError, match="key is None") as theirs:
+        tr.evaluate(width, list("aba"))
+    with pytest.raises(ValueError, match=str(theirs.value)):
+        rasp.evaluate(rasp.from_tracr(width), [list("aba")])
+    plain = rasp.from_tracr(tr.SelectorWidth(tr.Select(tr.tokens, tr.tokens, tr.Comparison.EQ)))
+    assert plain.selector.op == "=="
