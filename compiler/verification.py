@@ -1,8 +1,10 @@
 """Stage 7: the verification gate. The compiled model against the interpreter.
 
 :func:`verify_compiled` runs a compiled model and ``rasp.evaluate`` on the same inputs and
-compares them with :func:`rasp.equality.values_equal`: **exhaustively** when every input over
-the vocabulary up to ``max_seq_len`` fits in :data:`EXHAUSTIVE_LIMIT` sequences, otherwise on a
+compares them with :func:`rasp.equality.values_equal` (``strict=True``: a bool equals only a
+bool, ints exactly, the tolerance only where a float is involved): **exhaustively** when every
+input over the vocabulary up to ``max_seq_len`` fits in :data:`EXHAUSTIVE_LIMIT` sequences
+(:func:`gate_is_exhaustive`), otherwise on a
 seeded random sample at **every** length ``1..max_seq_len`` (the first input of a length, when
 there are several, is a constant sequence: ties and empty selections concentrate there). An input the
 interpreter rejects (a :class:`~rasp.ir.RASPError`) must be rejected by the compiled model too,
