@@ -122,3 +122,15 @@ def test_a_finished_run_with_broken_weights_is_not_reused(tmp_path, damage):
     p = rasp(["train", "copy_unique", "--pe", "nope", "--preset", "quick", "--steps", "5",
               "-o", str(rd)])
     assert p.returncode == 2 and "Traceback" not in p.stderr and "--force" in p.stderr
+
+
+@pytest.mark.parametrize("flags,words", [
+    (["--per-length", "100000000"], "at most 10,000 probe sequences"),
+    (["--lengths", "5000000"], "at most 1,000"),
+])
+def test_probe_sizes_are_bounded(flags, words, tmp_path):
+    """rasp probe --per-length 10^8 ran unbounded (killed after 60 s); now one line, exit 2,
+    before any run directory is read."""
+    p = rasp(["probe", str(tmp_path / "no-such-run"), "--no-compile", *flags], timeout=60)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert words in p.stderr and len(p.stderr.strip().splitlines()) == 1

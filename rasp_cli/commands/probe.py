@@ -41,6 +41,12 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+#: Longest probe length and most probe sequences (``--lengths`` x ``--per-length``): the
+#: captured patterns are ``[sequence, layer, head, length, length]`` floats per model.
+MAX_PROBE_LENGTH = 1_000
+MAX_PROBE_SEQUENCES = 10_000
+
+
 def _lengths(text):
     from rasp_cli.main import UsageError
     if not text:
@@ -51,6 +57,9 @@ def _lengths(text):
         raise UsageError(f"--lengths must be comma-separated integers, got {text!r}")
     if not vals or min(vals) < 1:
         raise UsageError("--lengths must be positive integers")
+    if max(vals) > MAX_PROBE_LENGTH:
+        raise UsageError(f"--lengths: at most {MAX_PROBE_LENGTH:,} (probe patterns grow with "
+                         f"the square of the length), got {max(vals):,}")
     return vals
 
 
@@ -62,9 +71,13 @@ def run(args) -> int:
 
     if args.per_length < 1:
         raise UsageError("--per-length must be >= 1")
+    lengths = _lengths(args.lengths)
+    if args.per_length * (len(lengths) if lengths else 1) > MAX_PROBE_SEQUENCES:
+        raise UsageError(f"--per-length x lengths: at most {MAX_PROBE_SEQUENCES:,} probe "
+                         f"sequences, got {args.per_length:,} per length")
     try:
         res, info = alignment.probe_run_dirs(
-            args.runs, task_name=args.task, lengths=_lengths(args.lengths),
+            args.runs, task_name=args.task, lengths=lengths,
             per_length=args.per_length, variant=args.variant,
             compile_reference_program=not args.no_compile)
     except (RunDirError, metrics.ProbingError) as e:
