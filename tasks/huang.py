@@ -310,6 +310,38 @@ class DFA:
             self._memo[key] = c
         return self._memo[key]
 
+    def shortest_prefixes(self) -> dict:
+        """State -> the shortest (then smallest) string reaching it from the start (BFS)."""
+        out, todo = {0: []}, [0]
+        while todo:
+            nxt = []
+            for q in todo:
+                for s in range(self.k):
+                    r = self.delta[q][s]
+                    if r is not None and r not in out:
+                        out[r] = out[q] + [s]
+                        nxt.append(r)
+            todo = nxt
+        return out
+
+    def complete(self, q, head: list, left: int, member: bool, largest: bool = False):
+        """``head`` (which led to state ``q``; None: rejected already) extended by ``left``
+        symbols to a member (or non-member), choosing at each step the smallest (or largest)
+        symbol that keeps such a completion possible — :meth:`sample` with the choice made
+        deterministic; None when there is none."""
+        if self.count(q, left, member) == 0:
+            return None
+        out = list(head)
+        order = range(self.k - 1, -1, -1) if largest else range(self.k)
+        for remaining in range(left, 0, -1):
+            for s in order:
+                r = None if q is None else self.delta[q][s]
+                if self.count(r, remaining - 1, member) > 0:
+                    out.append(s)
+                    q = r
+                    break
+        return out
+
     def sample(self, n, member, rng) -> list[int] | None:
         """A uniform string of length n among members (or non-members); None if none."""
         if self.count(0, n, member) == 0:
@@ -388,39 +420,6 @@ EXHAUSTIVE_STRINGS = 4096
 MAX_VERIFICATION_STRINGS = 4096
 
 
-def _shortest_prefixes(dfa: DFA) -> dict:
-    """State -> the shortest (then smallest) string reaching it from the start (BFS)."""
-    out, todo = {0: []}, [0]
-    while todo:
-        nxt = []
-        for q in todo:
-            for s in range(dfa.k):
-                r = dfa.delta[q][s]
-                if r is not None and r not in out:
-                    out[r] = out[q] + [s]
-                    nxt.append(r)
-        todo = nxt
-    return out
-
-
-def _complete(dfa: DFA, q, head: list, left: int, member: bool, largest: bool):
-    """``head`` extended by ``left`` symbols to a member (or non-member) of the language, from
-    state ``q`` (None: rejected already), choosing the smallest (or largest) symbol that keeps
-    such a completion possible; None when there is none."""
-    if dfa.count(q, left, member) == 0:
-        return None
-    out = list(head)
-    order = range(dfa.k - 1, -1, -1) if largest else range(dfa.k)
-    for remaining in range(left, 0, -1):
-        for s in order:
-            r = None if q is None else dfa.delta[q][s]
-            if dfa.count(r, remaining - 1, member) > 0:
-                out.append(s)
-                q = r
-                break
-    return out
-
-
 class LanguageTask(HuangTask):
     """Membership in a regular language: ``BOS w SEP -> yes|no EOS``."""
 
@@ -449,7 +448,7 @@ class LanguageTask(HuangTask):
             words = [list(w) for w in itertools.product(range(k), repeat=n)]
         else:
             words = []
-            for q, prefix in _shortest_prefixes(dfa).items():
+            for q, prefix in dfa.shortest_prefixes().items():
                 for sym in range(k):
                     head = prefix + [sym]
                     if len(head) > n:
@@ -457,7 +456,7 @@ class LanguageTask(HuangTask):
                     nxt = dfa.delta[q][sym]
                     for member in (True, False):
                         for largest in (False, True):
-                            w = _complete(dfa, nxt, head, n - len(head), member, largest)
+                            w = dfa.complete(nxt, head, n - len(head), member, largest)
                             if w is not None:
                                 words.append(w)
             members = [w for w in words if dfa.run(w)]
