@@ -693,6 +693,9 @@ class ProbeResult:
     cross_pairwise: dict[tuple[str, str], KazemnejadDistance] = field(default_factory=dict)
     cross_pairwise_released: dict[tuple[str, str], KazemnejadDistance] = field(
         default_factory=dict)
+    # (aggregation, a, b, size, seed) -> bootstrap replicates of one pair: the claims of each
+    # comparison group, the results table and the figure ask for the same pairs
+    _replicates: dict = field(default_factory=dict, repr=False, compare=False)
 
     def cross_seed_distances(self, aggregation: str = "standard", reference_pe: str = "nope",
                              labels=None, size: int = 2000, seed: int = 20230530
@@ -713,22 +716,29 @@ class ProbeResult:
         table = self.cross_pairwise if aggregation == "standard" else self.cross_pairwise_released
         weights = sequence_bootstrap_weights(len(self.sequences), size,
                                              np.random.default_rng(seed))
-        grouped: dict[str, dict[int, list[KazemnejadDistance]]] = {}
+        grouped: dict[str, dict[int, list]] = {}
         for (a, b), d in table.items():
             if _split_label(a)[0] != reference_pe or (labels is not None and (
                     a not in labels or b not in labels)):
                 continue
             pe, s = _split_label(b)
-            grouped.setdefault(pe, {}).setdefault(s, []).append(d)
+            grouped.setdefault(pe, {}).setdefault(s, []).append(((a, b), d))
         out = {}
         for pe, by_seed in grouped.items():
             seeds = sorted(by_seed)
-            values = [float(np.mean([d.mean for d in by_seed[s]])) for s in seeds]
-            reps = np.stack([np.mean([d.replicates(weights) for d in by_seed[s]], axis=0)
-                             for s in seeds])
-            units = next(iter(by_seed.values()))[0].units
+            values = [float(np.mean([d.mean for _, d in by_seed[s]])) for s in seeds]
+            reps = np.stack([np.mean([self._pair_replicates(aggregation, ab, d, weights, size,
+                                                            seed)
+                                      for ab, d in by_seed[s]], axis=0) for s in seeds])
+            units = next(iter(by_seed.values()))[0][1].units
             out[pe] = CrossSeedDistances(seeds, values, reps, units)
         return out
+
+    def _pair_replicates(self, aggregation, pair, d, weights, size, seed) -> np.ndarray:
+        key = (aggregation, *pair, size, seed)
+        if key not in self._replicates:
+            self._replicates[key] = d.replicates(weights)
+        return self._replicates[key]
 
     def distances(self, aggregation: str = "standard", reference_pe: str = "nope",
                   labels=None) -> tuple[dict[str, list[float]], list[float]]:
