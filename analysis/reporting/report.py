@@ -58,11 +58,10 @@ __all__ = ["ReportError", "ReportOptions", "collect_task", "render_report", "gen
 OOD_GENERALIZES, ID_FIT = _claims.OOD_GENERALIZES, _claims.ID_FIT
 
 
-#: Seconds kept for compiling, probing and drawing after training when a budget is set (measured
-#: for the report of 18 demo runs: 15 s wall at load ~1, 37 s at load ~9). The demo's runs take ~58
-#: CPU-s each, so the training budget (590 - 50 = 540 s) lets all 16 start on 2 idle cores (8
-#: rounds of two; measured: 478 s in all, docs/benchmarks.md); on a busy machine the last ones are skipped and named, and the next call
-#: trains them.
+#: Seconds kept for compiling, probing and drawing after training when a budget is set
+#: (``--budget``; measured for the report of 18 demo runs: 15 s wall at load ~1, 37 s at load
+#: ~9); runs that would not end within the budget are skipped and named, and the next call
+#: trains them. The main job sets no budget: it trains every run in one call.
 RENDER_RESERVE_S = 50.0
 
 
@@ -96,7 +95,7 @@ class ReportOptions:
     #: ``HOST:PORT`` of a Ray cluster to train on (default ``$RAY_ADDRESS``, else local).
     address: str | None = None
     #: wall-clock budget of the whole report in seconds (training stops starting new runs
-    #: RENDER_RESERVE_S before it); None = no budget. ``rasp demo`` uses 590.
+    #: RENDER_RESERVE_S before it); None = no budget (``rasp demo``'s default).
     budget_s: float | None = None
 
     def resolved(self) -> dict:
