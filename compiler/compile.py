@@ -556,7 +556,8 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params,
     reads_later = None
     if causal:
         # ``length`` is refused by the lowering with its own reason, allow_noncausal or not
-        readers = [n for n in noncausal_readers(sop) if not isinstance(n, Length)]
+        readers = [n for n in noncausal_readers(sop, max_seq_len)
+                   if not isinstance(n, Length)]
         if readers:
             sel = readers[0].selector
             span = sel.span or readers[0].span

@@ -76,6 +76,96 @@ def _cmp_pred(op: str, predicate: Callable | None = None) -> Callable:
     return lambda K, Q: compare(K[None, :], Q[:, None], op)
 
 
+#: the most input combinations on which :func:`affine_python_expr` checks a callable
+AFFINE_CHECK_LIMIT = 4096
+_AFFINE_DENOMINATOR = 10 ** 6
+
+
+def _plain_number(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(
+        v, (bool, np.bool_)) and math.isfinite(v)
+
+
+def affine_python_expr(fn: Elementwise, leaves: list, desc: str) -> Expr | None:
+    """An affine :class:`Expr` (``c1*x1 + ... + ck*xk + c0`` in the dialect's arithmetic) for a
+    Python callable that computes exactly that on every combination of its inputs' value sets,
+    else None.
+
+    Tracr programs write affine maps as callables (``numerical(Map(lambda x: 2 * x + 1, s))``);
+    as an opaque callable a numerical one is a discretising MLP with two hidden units per step,
+    as arithmetic it is one affine MLP (two units per numerical input). The coefficients are
+    read off the callable's values (exact rationals, integers where they are whole) and the
+    rewrite is kept only when the dialect's arithmetic on them gives the callable's value
+    *bitwise* (same value and type: int stays int, float64 equal to the last bit) on every
+    combination — so value sets, MLP tables and the model's arithmetic are unchanged.
+    Inputs must be enumerated plain numbers (no bool, None, strings, unbounded or
+    float-spread s-ops), at most :data:`AFFINE_CHECK_LIMIT` combinations.
+    """
+    from fractions import Fraction
+    if not leaves or any(l.kind == "full" or l.unbounded or l.spread or not l.values
+                         or not all(_plain_number(v) for v in l.values) for l in leaves):
+        return None
+    cols = [sort_values(l.values) for l in leaves]
+    if math.prod(len(c) for c in cols) > AFFINE_CHECK_LIMIT:
+        return None
+    combos = list(itertools.product(*cols))
+    rows = apply_elementwise_table(fn.apply, [list(c) for c in zip(*combos)])
+    if not all(ok and _plain_number(v) for ok, v in rows):
+        return None
+    out = [v for _, v in rows]
+    base = combos[0]
+    f0 = Fraction(out[0])
+    coefs = []
+    for i, col in enumerate(cols):
+        if len(col) < 2:
+            coefs.append(Fraction(0))
+            continue
+        # the combination that differs from the first only in input i (product order)
+        j = math.prod(len(c) for c in cols[i + 1:])
+        # float values carry rounding: the simplest nearby rational (checked bitwise below)
+        coefs.append(((Fraction(out[j]) - f0) / (Fraction(col[1]) - Fraction(col[0])))
+                     .limit_denominator(_AFFINE_DENOMINATOR))
+    const = (f0 - sum(c * Fraction(b) for c, b in zip(coefs, base))).limit_denominator(
+        _AFFINE_DENOMINATOR)
+
+    def num(q: Fraction):
+        return int(q) if q.denominator == 1 else float(q)
+
+    terms = []
+    for leaf, c in zip(leaves, coefs):
+        if c == 0:
+            continue
+        x = Expr(leaf=leaf)
+        if c != 1:
+            ew = Elementwise("mul", const=num(c), const_side="right")
+            x = Expr(fn=ew.apply, args=(x,), ew=ew)
+        terms.append(x)
+    if not terms:
+        return None                      # a constant: the table is as small
+    expr = terms[0]
+    plus = Elementwise("add")
+    for t in terms[1:]:
+        expr = Expr(fn=plus.apply, args=(expr, t), ew=plus)
+    if const != 0:
+        ew = Elementwise("add", const=num(const), const_side="right")
+        expr = Expr(fn=ew.apply, args=(expr,), ew=ew)
+    env = {id(l): values_array([c[i] for c in combos])[None, :] for i, l in enumerate(leaves)}
+    try:
+        got = np.asarray(eval_expr(expr, env)).reshape(-1).tolist()
+    except Exception:  # noqa: BLE001 - checked int64 arithmetic may overflow: keep the table
+        return None
+    if any(type(a) is not type(b) or a != b for a, b in zip(got, (_py_num(v) for v in out))):
+        return None
+    if expr.leaf is not None:            # the identity
+        ew = Elementwise("identity")
+        return Expr(fn=ew.apply, args=(expr,), ew=ew, desc=desc)
+    return Expr(fn=expr.fn, args=expr.args, ew=expr.ew, desc=desc)
+
+
+def _py_num(v):
+    return v.item() if isinstance(v, np.generic) else v
+
+
 # --------------------------------------------------------------------------------------------
 
 
@@ -171,8 +261,13 @@ class Lowerer:
         if isinstance(node, (Map, SequenceMap)):
             inputs = [node.inner] if isinstance(node, Map) else list(node.inputs)
             leaves = [self.memo[x.id] for x in inputs]
-            expr = Expr(fn=_ew_fn(node.fn), args=tuple(Expr(leaf=l) for l in leaves),
-                        ew=node.fn, desc=node.fn.describe(*[l.name for l in leaves]))
+            desc = node.fn.describe(*[l.name for l in leaves])
+            expr = None
+            if node.fn.op == "python":
+                expr = affine_python_expr(node.fn, leaves, desc)
+            if expr is None:
+                expr = Expr(fn=_ew_fn(node.fn), args=tuple(Expr(leaf=l) for l in leaves),
+                            ew=node.fn, desc=desc)
             if node.id in self.vs.unbounded:
                 # an affine map of numbers whose value set is too large to enumerate: one
                 # numerical direction, computed exactly by an affine MLP; only consumers that

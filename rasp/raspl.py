@@ -178,7 +178,10 @@ def index_offset(sop: Node) -> int | None:
 
 
 def _select_relation(sel: Select) -> tuple[str, int] | None:
-    """``(op, d)`` when ``sel`` is ``key_index op query_index + d``, else None."""
+    """``(op, d)`` when ``sel`` is ``key_index op query_index + d`` (a comparison, not a
+    Python predicate), else None."""
+    if sel.op == "python":
+        return None
     ka = index_offset(sel.keys)
     qb = index_offset(sel.queries)
     if ka is None or qb is None:
@@ -208,7 +211,8 @@ def _causal(sel: Selector, memo: dict) -> bool:
         else:
             rel = _select_relation(sel)
             if rel is None:
-                res = False
+                table = _positional_table(sel, memo)
+                res = table is not None and not np.triu(table, 1).any()
             else:
                 op, d = rel
                 res = (op in ("==", "<=") and d <= 0) or (op == "<" and d <= 1)
@@ -235,7 +239,8 @@ def _covers_future(sel: Selector, memo: dict) -> bool:
         else:
             rel = _select_relation(sel)
             if rel is None:
-                res = False
+                table = _positional_table(sel, memo)
+                res = table is not None and bool(table[np.triu_indices(len(table), 1)].all())
             else:
                 op, d = rel      # need: for all k >= q + 1, (k op q + d)
                 res = (op == ">" and d <= 0) or (op == ">=" and d <= 1) or (
@@ -252,6 +257,43 @@ def _covers_future(sel: Selector, memo: dict) -> bool:
     return res
 
 
+_N_KEY = ("max_seq_len",)   # where a causality memo holds the length bound, when given
+
+
+def _positional(sop: Node, memo: dict) -> bool:
+    """Whether ``sop``'s value at a position is a function of that position alone: only
+    ``indices``, constants and (sequence) maps of them above it (no tokens, ``length``,
+    aggregate or selector width, whose values depend on other positions or the length)."""
+    key = ("p", sop.id)
+    if key not in memo:
+        if isinstance(sop, (Indices, Full)):
+            memo[key] = True
+        elif isinstance(sop, Map):
+            memo[key] = _positional(sop.inner, memo)
+        elif isinstance(sop, SequenceMap):
+            memo[key] = all(_positional(x, memo) for x in sop.inputs)
+        else:
+            memo[key] = False
+    return memo[key]
+
+
+def _positional_table(sel: Select, memo: dict) -> np.ndarray | None:
+    """``[query, key]`` selection matrix of a select of positional keys and queries at the
+    memo's length bound (None without a bound, for other selects, or where evaluating it
+    raises: then nothing is proved)."""
+    n = memo.get(_N_KEY)
+    if n is None or not (_positional(sel.keys, memo) and _positional(sel.queries, memo)):
+        return None
+    key = ("t", sel.id)
+    if key not in memo:
+        from .interpreter import evaluate      # the interpreter imports this module's users
+        try:
+            memo[key] = np.asarray(evaluate(sel, [[0] * n], causal=False)[0], dtype=bool)
+        except Exception:  # noqa: BLE001 - a Python predicate may raise anything: no proof
+            memo[key] = None
+    return memo[key]
+
+
 def _flag_causal(sel: Selector) -> bool:
     try:
         return bool(sel.causal)
@@ -264,20 +306,28 @@ def _flag_causal(sel: Selector) -> bool:
 # and ``compiler.compile_program(causal=True)`` all ask it)
 # --------------------------------------------------------------------------------------------
 
-def reads_only_prefix(sel: Selector, memo: dict | None = None) -> bool:
+def reads_only_prefix(sel: Selector, memo: dict | None = None,
+                      max_seq_len: int | None = None) -> bool:
     """Whether a selector selects only keys at or before the query on every input: made
     causal (its causal flag: the interpreter masks it with ``key <= query``) or causal by its
-    comparisons alone (:func:`provably_causal`)."""
-    return _flag_causal(sel) or _causal(sel, {} if memo is None else memo)
+    comparisons alone (:func:`provably_causal`). With ``max_seq_len``, "every input" means
+    every input of at most that length, and a select whose keys and queries are functions of
+    the position alone (maps of ``indices`` and constants: a Python predicate such as Tracr's
+    ``lambda k, q: q == k + 1``, a lookup of ``indices``) is decided by its selection matrix
+    at that length, which holds every shorter length's as its top-left block."""
+    memo = {} if memo is None else memo
+    if max_seq_len is not None:
+        memo[_N_KEY] = int(max_seq_len)
+    return _flag_causal(sel) or _causal(sel, memo)
 
 
-def noncausal_readers(sop: Node) -> list[Node]:
+def noncausal_readers(sop: Node, max_seq_len: int | None = None) -> list[Node]:
     """The nodes through which ``sop``'s value at position ``i`` may depend on a position
     after ``i``, in topological order: ``length`` (the total input length), and every
-    aggregate and selector width whose selector does not :func:`reads_only_prefix`. Empty
-    for a prefix-causal program (one a decoder-only model computes exactly, token by
-    token)."""
-    memo: dict = {}
+    aggregate and selector width whose selector does not :func:`reads_only_prefix` (on every
+    input, or with ``max_seq_len`` on every input of at most that length). Empty for a
+    prefix-causal program (one a decoder-only model computes exactly, token by token)."""
+    memo: dict = {} if max_seq_len is None else {_N_KEY: int(max_seq_len)}
     return [n for n in topological_order(sop)
             if isinstance(n, Length) or (isinstance(n, (Aggregate, SelectorWidth))
                                          and not reads_only_prefix(n.selector, memo))]

@@ -559,14 +559,47 @@ def _keys_injective(node: SOp, sets: dict[int, frozenset] | None) -> bool:
         return False
 
 
+#: the most (query value, key value) pairs :func:`selects_at_most_one` compares
+_AT_MOST_ONE_PAIRS = 1_000_000
+
+
 def selects_at_most_one(sel: Node, sets: dict[int, frozenset] | None = None) -> bool:
-    """Whether ``sel`` provably selects at most one key per query (``select(indices, q, ==)``
-    and injective maps of ``indices`` as keys; ``and`` with such a selector)."""
+    """Whether ``sel`` provably selects at most one key per query: keys that take distinct
+    values at distinct positions (``indices`` or an injective map of it) and a comparison
+    that matches each query value with at most one key value — ``==``, or any comparison or
+    Python predicate (Tracr's ``lambda k, q: q == k + 1``) checked on every pair of the key
+    and query value sets in ``sets``; ``and`` with such a selector."""
     if isinstance(sel, Select):
-        return sel.op == "FALSE" or (sel.op == "==" and _keys_injective(sel.keys, sets))
+        if sel.op == "FALSE":
+            return True
+        if not _keys_injective(sel.keys, sets):
+            return False
+        return sel.op == "==" or _one_key_value_per_query(sel, sets)
     if isinstance(sel, SelectorAnd):
         return selects_at_most_one(sel.a, sets) or selects_at_most_one(sel.b, sets)
     return False
+
+
+def _one_key_value_per_query(sel: Select, sets: dict[int, frozenset] | None) -> bool:
+    """Whether every query value of ``sel`` selects at most one key value (both value sets
+    known; a comparison that raises on some pair proves nothing)."""
+    if sets is None or sel.keys.id not in sets or sel.queries.id not in sets:
+        return False
+    K, Q = list(sets[sel.keys.id]), list(sets[sel.queries.id])
+    if not K or not Q or len(K) * len(Q) > _AT_MOST_ONE_PAIRS:
+        return False
+    try:
+        if sel.op == "python":
+            f = np.frompyfunc(lambda k, q: bool(sel.predicate(k, q)), 2, 1)
+            table = f(np.asarray(K, dtype=object)[None, :],
+                      np.asarray(Q, dtype=object)[:, None]).astype(bool)
+        else:
+            from .ops import compare
+            table = np.asarray(compare(values_array(K)[None, :], values_array(Q)[:, None],
+                                       sel.op), dtype=bool)
+    except _EVAL_ERRORS:
+        return False
+    return bool((table.sum(axis=1) <= 1).all())
 
 
 def selects_equal_values(sel: Node, values: SOp) -> bool:
