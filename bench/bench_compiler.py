@@ -3,7 +3,9 @@
 For every program of the peer size table (docs/compiler.md; Tracr's published sizes), compiles
 our version at the same vocabulary and max_seq_len and prints our size beside the peer's
 (layers, heads, d_model, MLP hidden, parameters; plus non-zero parameters and compile time), then
-the sizes at max_seq_len 64. Every compiled model is checked against the interpreter: all inputs
+the sizes at max_seq_len 64, then Tracr's own compiler against ours on every program of Tracr's
+library (``tracr.compiler.lib`` through ``rasp.from_tracr``, bidirectional and causal:
+parameters, non-zero parameters, layers, compile CPU; needs the test extra). Every compiled model is checked against the interpreter: all inputs
 at the peer's size (exhaustive), ``--random`` random inputs per length at 64. The CPU seconds of
 the compiler's stages and of its verification gate (inside ``compile_program``) are reported
 side by side, with the gate's share of the total.
@@ -85,6 +87,80 @@ def measure(name, sop, vocab, n, random_k):
             "checked_inputs": total, "mismatches": bad}
 
 
+def tracr_library(max_seq_len: int = 8) -> list[dict]:
+    """Tracr's compiler against ours on every program of Tracr's own library
+    (``tracr.compiler.lib``, imported with ``rasp.from_tracr``), bidirectional and causal:
+    parameters and non-zero parameters (Tracr's: every array of its ``params``; ours: as
+    stored), layers, compile CPU seconds (ours include the verification gate). Empty when
+    Tracr (the test extra) is not installed."""
+    try:
+        import jax
+        from tracr.compiler import compiling
+        from compiler.library import tracr_lib_programs
+        programs = tracr_lib_programs()
+    except ImportError:
+        return []
+    import logging
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    rows = []
+    for causal in (False, True):
+        for name, (prog, vocab) in programs.items():
+            vocab = list("abcd") if vocab == "unique" else vocab
+            row = {"program": name, "causal": causal, "max_seq_len": max_seq_len}
+            c0 = time.process_time()
+            theirs = compiling.compile_rasp_to_model(prog, vocab=set(vocab),
+                                                     max_seq_len=max_seq_len,
+                                                     compiler_bos="BOS", causal=causal)
+            leaves = [np.asarray(x) for x in jax.tree_util.tree_leaves(theirs.params)]
+            row["tracr"] = {"params": int(sum(x.size for x in leaves)),
+                            "nonzero_params": int(sum((x != 0).sum() for x in leaves)),
+                            "layers": int(theirs.model_config.num_layers),
+                            "compile_cpu_seconds": round(time.process_time() - c0, 3)}
+            c0 = time.process_time()
+            try:
+                cm = compile_program(rasp.from_tracr(prog), vocab, max_seq_len, causal=causal)
+            except CompilerError as e:
+                row["ours"] = {"refused": str(e).splitlines()[0]}
+            else:
+                row["ours"] = {"params": cm.stats["params"],
+                               "nonzero_params": cm.stats["nonzero_params"],
+                               "layers": cm.stats["layers"],
+                               "compile_cpu_seconds": round(time.process_time() - c0, 3)}
+            rows.append(row)
+    return rows
+
+
+def _print_tracr_library(rows: list[dict]) -> dict:
+    print(f"\nTracr's library (tracr.compiler.lib via rasp.from_tracr), ours / Tracr's compiler")
+    print(f"{'program':22s} {'causal':>6s} {'params':>17s} {'non-zeros':>13s} {'layers':>7s} "
+          f"{'compile CPU s':>14s}")
+    for r in rows:
+        t, o = r["tracr"], r["ours"]
+        if "refused" in o:
+            print(f"{r['program']:22s} {str(r['causal']):>6s} refused (Tracr compiles it, "
+                  f"computing prefix values): {o['refused'][:70]}")
+            continue
+        print(f"{r['program']:22s} {str(r['causal']):>6s} {o['params']:>7,d}/{t['params']:<9,d} "
+              f"{o['nonzero_params']:>5,d}/{t['nonzero_params']:<7,d} "
+              f"{o['layers']:>3d}/{t['layers']:<3d} "
+              f"{o['compile_cpu_seconds']:>6.3f}/{t['compile_cpu_seconds']:<7.3f}")
+    both = [r for r in rows if not r["causal"] and "refused" not in r["ours"]]
+    summary = {
+        "programs": len(both),
+        "params_ratio_total": round(sum(r["ours"]["params"] for r in both)
+                                    / sum(r["tracr"]["params"] for r in both), 3),
+        "nonzero_ratio_total": round(sum(r["ours"]["nonzero_params"] for r in both)
+                                     / sum(r["tracr"]["nonzero_params"] for r in both), 3),
+        "programs_with_more_params": [r["program"] for r in both
+                                      if r["ours"]["params"] > r["tracr"]["params"]],
+        "programs_with_more_layers": [r["program"] for r in both
+                                      if r["ours"]["layers"] > r["tracr"]["layers"]],
+        "causal_compiled": sum("refused" not in r["ours"] for r in rows if r["causal"]),
+    }
+    print("tracr library summary:", json.dumps(summary))
+    return summary
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--random", type=int, default=20,
@@ -148,10 +224,14 @@ def main(argv=None) -> int:
             sum(r["gate_cpu_seconds"] + r["stages_cpu_seconds"] for r in ok_all), 1e-9), 3),
     }
     print("\nsummary:", json.dumps(summary))
+    lib_rows = tracr_library()
+    lib_summary = _print_tracr_library(lib_rows) if lib_rows else None
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump({"machine": machine, "peer_size": peer_rows, "long": long_rows,
-                   "long_max_seq_len": args.long, "summary": summary}, f, indent=1)
+                   "long_max_seq_len": args.long, "summary": summary,
+                   "tracr_library": lib_rows, "tracr_library_summary": lib_summary}, f,
+                  indent=1)
     print(f"wrote {args.out}")
     return 0
 

@@ -17,7 +17,7 @@ from rasp.ir import (SOp, aggregate, indices, length, numerical, select, selecto
 __all__ = ["make_length", "make_reverse", "make_hist", "make_frac_prevs", "make_sort_unique",
            "make_sort", "make_sort_freq", "make_pair_balance", "make_shuffle_dyck",
            "make_shift_by", "make_detect_pattern", "make_count_less_freq", "make_count",
-           "PEER_TABLE", "peer_programs"]
+           "PEER_TABLE", "peer_programs", "tracr_lib_programs"]
 
 
 def make_length() -> SOp:
@@ -153,3 +153,36 @@ def peer_programs(max_seq_len: int | None = None) -> dict:
 PEER_TABLE = ("reverse", "length", "hist", "frac_prevs", "sort_unique", "sort", "sort_freq",
               "pair_balance", "shuffle_dyck2", "shift_by(1)", "detect_pattern(abc)",
               "count_less_freq(2)", "count(tokens,a)")
+
+
+def tracr_lib_programs() -> dict:
+    """Every program-making function of Tracr's own library (``tracr.compiler.lib``) as Tracr
+    programs (``tracr.rasp``, to be imported with :func:`rasp.from_tracr`): ``name ->
+    (program, vocab)``; ``vocab`` is a token list, or ``"unique"`` for ``make_sort_unique``
+    (distinct keys, as Tracr requires). Used by ``tests/test_tracr_import.py`` and
+    ``bench/bench_compiler.py`` (Tracr against us on Tracr's own programs).
+
+    Raises:
+        ImportError: Tracr (``tracr-pypi``, a test extra) is not installed.
+    """
+    import tracr.compiler.lib as L
+    import tracr.rasp.rasp as tr
+    t = tr.tokens
+    return {
+        "make_length": (L.make_length(), list("abc")),
+        "make_reverse": (L.make_reverse(t), list("abc")),
+        "make_pair_balance": (L.make_pair_balance(t, "(", ")"), list("()x")),
+        "make_shuffle_dyck": (L.make_shuffle_dyck(["()", "[]"]), list("()[]")),
+        "make_shuffle_dyck2": (L.make_shuffle_dyck2(), list("(){}")),
+        "make_hist": (L.make_hist(), list("abc")),
+        "make_sort_unique": (L.make_sort_unique(t, t), "unique"),
+        "make_sort": (L.make_sort(t, t, max_seq_len=8, min_key=1), [1, 2, 3, 4]),
+        "make_sort_freq": (L.make_sort_freq(8), list("abc")),
+        "make_frac_prevs": (L.make_frac_prevs(t == "a"), list("ab")),
+        "shift_by": (L.shift_by(2, t), list("abc")),                 # default=None padding
+        "detect_pattern": (L.detect_pattern(t, "abc"), list("abc")),  # None-padded output
+        "make_count_less_freq": (L.make_count_less_freq(2), list("abc")),  # lambda predicate
+        "make_count": (L.make_count(t, "a"), list("abc")),
+        "make_nary_sequencemap": (L.make_nary_sequencemap(lambda x, y, z: x * y + z, t, t,
+                                                          tr.indices), [1, 2, 3]),
+    }

@@ -12,37 +12,14 @@ import pytest
 
 import rasp
 from compiler import compile_program
+from compiler.library import tracr_lib_programs
 
 # hard imports: tracr-pypi is in the test extra, so a missing install fails the suite
 import tracr.compiler.lib as tracr_lib  # noqa: E402
 import tracr.rasp.rasp as tr  # noqa: E402
 
 
-def _lib_programs():
-    """Every program-making function of tracr.compiler.lib, with a vocabulary and an input
-    generator of valid inputs (``unique``: distinct keys, as Tracr's sort_unique requires)."""
-    L, t = tracr_lib, tr.tokens
-    return {
-        "make_length": (L.make_length(), list("abc")),
-        "make_reverse": (L.make_reverse(t), list("abc")),
-        "make_pair_balance": (L.make_pair_balance(t, "(", ")"), list("()x")),
-        "make_shuffle_dyck": (L.make_shuffle_dyck(["()", "[]"]), list("()[]")),
-        "make_shuffle_dyck2": (L.make_shuffle_dyck2(), list("(){}")),
-        "make_hist": (L.make_hist(), list("abc")),
-        "make_sort_unique": (L.make_sort_unique(t, t), "unique"),
-        "make_sort": (L.make_sort(t, t, max_seq_len=8, min_key=1), [1, 2, 3, 4]),
-        "make_sort_freq": (L.make_sort_freq(8), list("abc")),
-        "make_frac_prevs": (L.make_frac_prevs(t == "a"), list("ab")),
-        "shift_by": (L.shift_by(2, t), list("abc")),                 # default=None padding
-        "detect_pattern": (L.detect_pattern(t, "abc"), list("abc")),  # None-padded output
-        "make_count_less_freq": (L.make_count_less_freq(2), list("abc")),  # lambda predicate
-        "make_count": (L.make_count(t, "a"), list("abc")),
-        "make_nary_sequencemap": (L.make_nary_sequencemap(lambda x, y, z: x * y + z, t, t,
-                                                          tr.indices), [1, 2, 3]),
-    }
-
-
-PROGRAMS = _lib_programs()
+PROGRAMS = tracr_lib_programs()   # every program of tracr.compiler.lib, with a vocabulary
 
 
 def _inputs(vocab, n, rng):
