@@ -204,11 +204,16 @@ import ray
 def pid():
     return os.getpid()
 
+@ray.remote
+def niceness():
+    return os.nice(0)
+
 node = ray._private.worker._global_node
 pids = [p.process.pid for procs in node.all_processes.values() for p in procs]
 pids.append(ray.get(pid.remote()))
 print("PIDS", *pids, flush=True)
 print("TOKEN", oct(ray_token_path().stat().st_mode & 0o777), flush=True)
+print("NICE", os.nice(0), ray.get(niceness.remote()), flush=True)
 if sys.argv[1] == "kill":
     os.kill(os.getpid(), signal.SIGKILL)
 """
@@ -218,7 +223,8 @@ if sys.argv[1] == "kill":
 def test_a_local_instance_ends_with_its_driver_and_keeps_its_token_private(how, tmp_path):
     """No Ray process (GCS, raylet, agents, workers) outlives the driver that started the
     local instance, whether it exits or is SIGKILLed; the token is mode 0600 (Ray writes
-    0644)."""
+    0644); the workers run at the driver's priority (Ray's default niceness 15 let any busy
+    process on a shared machine starve the training runs)."""
     token = tmp_path / "auth_token"
     env = _env(tmp_path)
     env.pop("RAY_ADDRESS", None)
@@ -230,6 +236,8 @@ def test_a_local_instance_ends_with_its_driver_and_keeps_its_token_private(how, 
     lines = dict(l.split(" ", 1) for l in out.stdout.splitlines() if " " in l)
     assert "PIDS" in lines, out.stderr[-2000:]
     assert lines["TOKEN"] == "0o600"
+    driver_nice, worker_nice = lines["NICE"].split()
+    assert worker_nice == driver_nice
     pids = [int(p) for p in lines["PIDS"].split()]
     assert len(pids) >= 3                               # gcs_server, raylet, a worker at least
     deadline = time.time() + 30

@@ -342,12 +342,18 @@ def _private_token() -> None:
         pass
 
 
+#: the environment variable with which Ray's raylet sets its workers' niceness (Ray's default
+#: 15); a local instance started by :func:`connect` runs them at 0 unless it is set
+WORKER_NICENESS_ENV = "RAY_worker_niceness"
+
+
 def connect(address: str | None = None, num_cpus: int | None = None,
             timeout_s: float = CONNECT_TIMEOUT_S) -> tuple[bool, str]:
     """Connect to Ray; returns ``(started_here, backend_name)``.
 
     ``address`` None (and no ``$RAY_ADDRESS``): start a local Ray instance sized to the machine
-    (``num_cpus`` to limit it), with token authentication (Ray's default) and the token made
+    (``num_cpus`` to limit it), its workers at normal priority (niceness 0, not Ray's 15:
+    :data:`WORKER_NICENESS_ENV`), with token authentication (Ray's default) and the token made
     readable by its owner only (:func:`_private_token`); its processes end with the driver,
     also when the driver is killed (a test). ``"HOST:PORT"``: connect to that cluster after checking within
     ``timeout_s`` that the address accepts connections (Ray itself would retry for minutes).
@@ -363,6 +369,11 @@ def connect(address: str | None = None, num_cpus: int | None = None,
     address = address or os.environ.get("RAY_ADDRESS") or None
     quiet = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     if address in (None, "local"):
+        # Ray starts its workers at niceness 15 (RayConfig worker_niceness), so on a shared
+        # machine any other process at normal priority starves the training runs (measured: 2%
+        # CPU per worker beside three busy loops); the runs are the job's work, not background
+        # work: the raylet started here reads this variable (as Ray's job manager sets it)
+        os.environ.setdefault(WORKER_NICENESS_ENV, "0")
         ray.init(address="local", num_cpus=num_cpus, object_store_memory=128 * 1024 ** 2,
                  **quiet)
         _private_token()
