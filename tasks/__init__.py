@@ -16,7 +16,7 @@ Quick use::
 """
 
 from .base import (BOS, EOS, PAD, PLUS, SEP, SPECIAL_VALUES, Task, TaskInputError,
-                   UnknownTaskError, Vocab, inputs_targets)
+                   UnknownTaskError, Vocab, inputs_targets, next_token_examples)
 from .catalogue import (GENERALIZATION_TASKS, HUANG_TASKS, SEQUENCE_PROGRAMS, TASKS, get_task,
                         list_tasks)
 from .decode import (decode_batch, decode_with_program, evaluate_sequence_program,
@@ -27,4 +27,4 @@ __all__ = ["Task", "Vocab", "TaskInputError", "UnknownTaskError", "TASKS", "get_
            "decode_with_program", "decode_batch", "verify_program", "VerifyResult",
            "LengthResult", "evaluate_sequence_program",
            "is_prefix_causal", "BOS", "SEP", "EOS", "PAD", "PLUS", "SPECIAL_VALUES",
-           "inputs_targets"]
+           "inputs_targets", "next_token_examples"]

@@ -31,7 +31,8 @@ import numpy as np
 from rasp.errors import RASPError
 
 __all__ = ["BOS", "SEP", "EOS", "PAD", "PLUS", "SPECIAL_VALUES", "Vocab", "Task",
-           "UnknownTaskError", "TaskInputError", "PROGRAMS_DIR", "inputs_targets"]
+           "UnknownTaskError", "TaskInputError", "PROGRAMS_DIR", "inputs_targets",
+           "next_token_examples"]
 
 #: The program value of each special token (see the module docstring).
 BOS, SEP, EOS, PAD, PLUS = -1, -2, -3, -4, -5
@@ -169,6 +170,24 @@ def inputs_targets(task, prompt: Sequence[int], answer: Sequence[int]
         raise ValueError(f"{task.name}: a {task.kind} task has no training format")
     seq = prompt + answer
     return seq[:-1], seq[1:], len(prompt) - 1
+
+
+def next_token_examples(task, prompt: Sequence[int], answer: Sequence[int]
+                        ) -> list[tuple[list[int], list[int]]]:
+    """One example of ``task`` as next-token ``(prompt, answer)`` pairs, the form the program
+    searches work on: a next-token example is itself; a next-set example (``BOS w_1 .. w_n``
+    with one label per string position) is one pair per position, ``(BOS w_1 .. w_i,
+    [label_i])`` — the label a causal program writes at ``w_i``'s position depends only on
+    that prefix, so a causal program is right on the whole string iff it is right at the
+    last position of every prefix.
+
+    Raises ``ValueError`` for a part-B task (no next-token form)."""
+    prompt, answer = [int(t) for t in prompt], [int(t) for t in answer]
+    if task.kind == "next_set":
+        return [(prompt[:i + 1], [answer[i - 1]]) for i in range(1, len(prompt))]
+    if task.kind != "next_token":
+        raise ValueError(f"{task.name}: a {task.kind} task has no next-token form")
+    return [(prompt, answer)]
 
 
 def numeric_vocab(n_content: int, names: Sequence[str] | None = None, hints: int = 0,

@@ -268,16 +268,25 @@ def verify_program(task: Task, sop, lengths: Sequence[int], samples: int = 10, s
     Returns:
         a :class:`VerifyResult`.
 
+    A next-set task (Huang et al.'s next-character sets) is checked per position
+    (``method`` ``"per_position"``): the program runs on ``BOS w`` and its value at each
+    string position must be that prefix's label, as a decoder writes them all in one pass; the
+    program must be prefix-causal (:func:`is_prefix_causal`), since a decoder's position sees
+    only its prefix — otherwise ``ValueError``.
+
     Raises:
-        TaskInputError: a next-set task (Huang et al.'s next-character sets label every
-            position with a set; no program format for them is defined here).
+        ValueError: a next-set program that is not prefix-causal; a length the task cannot
+            produce.
     """
     import rasp
-    if task.kind == "next_set":
-        raise TaskInputError(f"{task.name}: programs are verified on next-token and sequence "
-                             f"tasks; a next-character-set task has no program format here")
     rng = np.random.default_rng(seed)
-    if task.kind == "sequence":
+    if task.kind == "next_set":
+        if not is_prefix_causal(sop):
+            raise ValueError(f"{task.name}: the program reads later positions (not "
+                             "prefix-causal); a decoder writes each position's set of next "
+                             "characters from its prefix alone")
+        method = "per_position"
+    elif task.kind == "sequence":
         method = "per_position"
     elif method == "auto":
         method = "teacher_forcing" if is_prefix_causal(sop) else "greedy"
@@ -289,7 +298,17 @@ def verify_program(task: Task, sop, lengths: Sequence[int], samples: int = 10, s
         examples = [task.sample(n, rng) for _ in range(samples)]
         # the task's hard cases (a language's DFA coverage and counting adversaries)
         examples += [(p, task.ground_truth(p)) for p in task.verification_prompts(n)]
-        if method == "per_position":
+        if method == "per_position" and task.kind == "next_set":
+            got = [None] * len(examples)
+            by_len: dict[int, list[int]] = {}
+            for i, (p, _) in enumerate(examples):
+                by_len.setdefault(len(p), []).append(i)
+            for _, idx in by_len.items():
+                res = rasp.evaluate(sop, _program_array(task, [examples[i][0] for i in idx]))
+                for j, i in enumerate(idx):
+                    got[i] = _to_ids(task, res[j, 1:]).tolist()
+            ok = [g == list(a) for g, (_, a) in zip(got, examples)]
+        elif method == "per_position":
             got = evaluate_sequence_program(task, sop, [p for p, _ in examples])
             ok = [len(g) == len(a) and all(values_equal(x, y) for x, y in zip(g, a))
                   for g, (_, a) in zip(got, examples)]

@@ -420,6 +420,50 @@ EXHAUSTIVE_STRINGS = 4096
 MAX_VERIFICATION_STRINGS = 4096
 
 
+def verification_words(dfa: DFA, length: int, members_only: bool) -> list[list[int]]:
+    """The strings of one length that verification must see, from the DFA (the truth):
+
+    * every string, when there are at most :data:`EXHAUSTIVE_STRINGS` of this length;
+    * otherwise, for every reachable state ``q`` and symbol ``s``: the shortest prefix reaching
+      ``q``, then ``s``, then the smallest and the largest completion to this length that is a
+      member and that is not (where one exists) — every transition, dead ones included, taken
+      towards acceptance and towards rejection;
+    * counting adversaries of every member above: its symbols sorted ascending and descending
+      and its rotation by one — strings with a member's symbol counts (what a program of counts
+      sees) in another order. Sorting ``(ab)^13`` gives ``a^13 b^13``, which a Dyck-1 program
+      that ignores the depth bound 12 calls a member.
+
+    ``members_only`` keeps the members (a next-character-set task is defined on positive
+    strings only). At most :data:`MAX_VERIFICATION_STRINGS` strings, without repeats.
+    """
+    k, n = dfa.k, int(length)
+    if k ** n <= EXHAUSTIVE_STRINGS:
+        words = [list(w) for w in itertools.product(range(k), repeat=n)]
+    else:
+        words = []
+        for q, prefix in dfa.shortest_prefixes().items():
+            for sym in range(k):
+                head = prefix + [sym]
+                if len(head) > n:
+                    continue
+                nxt = dfa.delta[q][sym]
+                for member in ((True,) if members_only else (True, False)):
+                    for largest in (False, True):
+                        w = dfa.complete(nxt, head, n - len(head), member, largest)
+                        if w is not None:
+                            words.append(w)
+        members = [w for w in words if dfa.run(w)]
+        for w in members:
+            words += [sorted(w), sorted(w, reverse=True), w[1:] + w[:1]]
+    seen, out = set(), []
+    for w in words:
+        t = tuple(w)
+        if t not in seen and (not members_only or dfa.run(w)):
+            seen.add(t)
+            out.append(list(w))
+    return out[:MAX_VERIFICATION_STRINGS]
+
+
 class LanguageTask(HuangTask):
     """Membership in a regular language: ``BOS w SEP -> yes|no EOS``."""
 
@@ -429,46 +473,12 @@ class LanguageTask(HuangTask):
         self.k = dfa.k
 
     def verification_prompts(self, length: int) -> list[list[int]]:
-        """The strings of one length that verification must see, from the DFA (the truth):
-
-        * every string, when there are at most :data:`EXHAUSTIVE_STRINGS` of this length;
-        * otherwise, for every reachable state ``q`` and symbol ``s``: the shortest prefix
-          reaching ``q``, then ``s``, then the smallest and the largest completion to this length
-          that is a member and that is not (where one exists) — every transition, dead ones
-          included, taken towards acceptance and towards rejection;
-        * counting adversaries of every member above: its symbols sorted ascending and
-          descending and its rotation by one — strings with a member's symbol counts (what a
-          program of counts sees) in another order. Sorting ``(ab)^13`` gives ``a^13 b^13``,
-          which a Dyck-1 program that ignores the depth bound 12 calls a member.
-
-        Returns ``BOS w SEP`` prompts, at most :data:`MAX_VERIFICATION_STRINGS`.
-        """
-        dfa, k, n = self.dfa, self.k, int(length)
-        if k ** n <= EXHAUSTIVE_STRINGS:
-            words = [list(w) for w in itertools.product(range(k), repeat=n)]
-        else:
-            words = []
-            for q, prefix in dfa.shortest_prefixes().items():
-                for sym in range(k):
-                    head = prefix + [sym]
-                    if len(head) > n:
-                        continue
-                    nxt = dfa.delta[q][sym]
-                    for member in (True, False):
-                        for largest in (False, True):
-                            w = dfa.complete(nxt, head, n - len(head), member, largest)
-                            if w is not None:
-                                words.append(w)
-            members = [w for w in words if dfa.run(w)]
-            for w in members:
-                words += [sorted(w), sorted(w, reverse=True), w[1:] + w[:1]]
-        seen, out = set(), []
-        for w in words:
-            t = tuple(w)
-            if t not in seen:
-                seen.add(t)
-                out.append(self._ids([BOS] + list(w) + [SEP]))
-        return out[:MAX_VERIFICATION_STRINGS]
+        """The strings of one length that verification must see (:func:`verification_words`:
+        every string when few, else every DFA transition towards acceptance and rejection and
+        counting adversaries), as ``BOS w SEP`` prompts, at most
+        :data:`MAX_VERIFICATION_STRINGS`."""
+        return [self._ids([BOS] + w + [SEP])
+                for w in verification_words(self.dfa, length, members_only=False)]
 
     def _generate(self, n, rng):
         member = bool(rng.integers(0, 2))
@@ -659,6 +669,14 @@ class NextSetTask(HuangTask):
 
     def length_ok(self, n):
         return super().length_ok(n) and self.dfa.count(0, int(n), True) > 0
+
+    def verification_prompts(self, length: int) -> list[list[int]]:
+        """The positive strings of one length that verification must see
+        (:func:`verification_words` with ``members_only``: every member when there are few
+        strings, else every DFA transition completed to a member and the counting adversaries
+        that are members), as ``BOS w`` prompts."""
+        return [self._ids([BOS] + w)
+                for w in verification_words(self.dfa, length, members_only=True)]
 
     def _generate(self, n, rng):
         return self._ids([BOS] + self.dfa.sample(n, True, rng))

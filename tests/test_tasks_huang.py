@@ -249,8 +249,37 @@ def test_next_set_tasks_carry_their_plotted_numbers():
         assert "huang_em" not in tasks.get_task(f"{name}_nextchar").paper   # other length bins
 
 
-def test_programs_are_not_verified_on_next_set_tasks():
+def test_programs_are_verified_per_position_on_next_set_tasks():
+    """A next-set program is checked at every string position (not only the last): the token
+    itself is not the set of next characters, so ``tokens`` fails at every length; a program
+    that reads later positions is refused."""
     import rasp
     t = tasks.get_task("tomita3_nextchar")
-    with pytest.raises(tasks.TaskInputError, match="no program format"):
-        tasks.verify_program(t, rasp.tokens, [2, 3])
+    rep = tasks.verify_program(t, rasp.tokens, [2, 3])
+    assert rep.method == "per_position" and not rep.ok
+    with pytest.raises(ValueError, match="prefix-causal"):
+        tasks.verify_program(t, rasp.tokens + 0 * rasp.length, [2])
+
+
+@pytest.mark.parametrize("name", ["tomita3", "dyck1_depth3", "ab_d_bc", "ends_02"])
+def test_next_set_verification_sees_every_positive_string_when_few(name):
+    """Verification prompts of a next-set task are positive strings only (Huang et al. define
+    the sets on members), all of them at a length with at most 4,096 strings (compared with a
+    brute-force enumeration), and members again above it."""
+    import itertools
+    t = tasks.get_task(f"{name}_nextchar")
+    for n in (3, 6):
+        got = {tuple(p[1:]) for p in t.verification_prompts(n)}
+        want = {tuple(t._ids(list(w))) for w in itertools.product(range(t.k), repeat=n)
+                if t.dfa.run(list(w))}
+        assert got == want
+    big = t.verification_prompts(14 if t.k == 2 else 9)
+    assert big and all(t.dfa.run(t._v(p)[1:]) for p in big)
+
+
+def test_a_next_set_example_is_one_next_token_example_per_position():
+    t = tasks.get_task("dyck1_depth2_nextchar")
+    prompt, answer = t.sample(4, np.random.default_rng(0))
+    pairs = tasks.next_token_examples(t, prompt, answer)
+    assert [p for p, _ in pairs] == [list(prompt[:i + 1]) for i in range(1, len(prompt))]
+    assert [a for _, a in pairs] == [[x] for x in answer]

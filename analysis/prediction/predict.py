@@ -22,8 +22,10 @@ to which PE, and how evidence becomes a verdict, is :mod:`analysis.prediction.th
    a PE no theory covers gets ``"no theory"``.
 
 Next-set tasks (Huang et al.'s next-character-set format of the formal languages,
-``<language>_nextchar``) get ``unknown`` under every theory, with the reason: no program of that
-per-position function is searched or verified (the searches build next-token problems).
+``<language>_nextchar``) are predicted like the others: the searches see each string position
+as one next-token example (:func:`tasks.base.next_token_examples`: the prefix, then its set of
+next characters), and a program is verified per position on positive strings
+(:func:`tasks.decode.verify_program`), as a decoder writes every position's set in one pass.
 
 Size is the expression size everywhere (:func:`analysis.prediction.search.tree_size`: every
 operation at every use; ``tokens`` and ``indices`` 0): the certified lower bound, the program's
@@ -404,9 +406,7 @@ def predict(task, verify_max_length: int = 100, samples: int = 5, seed: int = 0,
 
     Raises:
         tasks.UnknownTaskError: unknown name (lists the known tasks).
-        PredictError: a part-B sequence task, an unknown PE, or ``program`` given for a
-            next-set task (Huang et al.'s next-character sets: always ``unknown``,
-            :data:`NEXT_SET_UNKNOWN`).
+        PredictError: a part-B sequence task or an unknown PE.
         rasp.ir.RASPError: the shipped program does not parse or run.
     """
     from rasp_model.positional import PE_NAMES
@@ -414,15 +414,6 @@ def predict(task, verify_max_length: int = 100, samples: int = 5, seed: int = 0,
     if pe is not None and pe not in PE_NAMES:
         raise PredictError(f"unknown positional encoding {pe!r}; known: {', '.join(PE_NAMES)}")
     task = _task(task)
-    if task.kind == "next_set":
-        if program is not None:
-            raise PredictError(f"task {task.name!r} labels every position with a set of next "
-                               f"characters; programs are verified on next-token tasks only")
-        rec = _empty_record(task, None)
-        rec.reasons = [NEXT_SET_UNKNOWN]
-        verdicts = [decide(th, task.name, not_decided=NEXT_SET_UNKNOWN)
-                    for th in theories_for(pe, position_offsets)]
-        return _with_verdicts(rec, pe, position_offsets, verdicts)
     cands = []                           # (source, label, sop, text)
     if use_shipped and task.reference_file:
         cands.append(("shipped", f"{task.reference_file}:{task.reference_name}",
@@ -470,15 +461,6 @@ def predict(task, verify_max_length: int = 100, samples: int = 5, seed: int = 0,
                                            progress))
     _crasp_summary(rec, evaluated, pe, position_offsets)
     return _with_verdicts(rec, pe, position_offsets, verdicts)
-
-
-#: Why a next-set task (Huang et al.'s next-character-set format of the formal languages) is
-#: ``unknown`` under every theory: nothing is searched or verified for that function.
-NEXT_SET_UNKNOWN = ("no program for the next-character-set function is searched or verified: "
-                    "the RASP-L and C-RASP searches build next-token problems (one token "
-                    "after a prefix), while this task labels every position with the set of "
-                    "allowed next characters (the membership variant of the language is "
-                    "searched)")
 
 
 def _with_verdicts(rec: Prediction, pe, position_offsets, verdicts) -> Prediction:

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from tasks.base import next_token_examples
+
 from .enumeration import _Enum, _Memory, _Timeout
 from .recipes import _Batch, _decide, build_program, recipe_text
 
@@ -80,11 +82,13 @@ def _rows(task, lengths, samples, seed, mutants: int = 0):
     content = [i for i, v in enumerate(task.vocab.values) if isinstance(v, int) and v >= 0]
 
     def add(p, a):
-        ids = list(p) + list(a)
-        if tuple(ids) in seen:
-            return
-        seen.add(tuple(ids))
-        rows.append(([int(task.vocab.values[i]) for i in ids], len(p)))
+        # a next-set example is one next-token example per string position
+        for pp, aa in next_token_examples(task, p, a):
+            ids = list(pp) + list(aa)
+            if tuple(ids) in seen:
+                continue
+            seen.add(tuple(ids))
+            rows.append(([int(task.vocab.values[i]) for i in ids], len(pp)))
 
     for n in lengths:
         if not task.length_ok(n):
@@ -114,19 +118,25 @@ def _exhaustive_rows(task, content, budget: int) -> list:
     refuses are skipped): short counterexamples a sampler rarely draws."""
     import itertools as it
     voc = task.vocab
-    if voc.bos is None or voc.sep is None or budget <= 0:
+    next_set = task.kind == "next_set"         # prompts BOS w, no SEP
+    if voc.bos is None or (voc.sep is None and not next_set) or budget <= 0:
         return []
     ids = [voc.id_of_value(int(c)) for c in content]
     rows, total, n = [], 0, 1
+    seen = set()
     while total + len(ids) ** n <= budget and n <= 16:
         if task.length_ok(n):
             for body in it.product(ids, repeat=n):
-                prompt = [voc.bos, *body, voc.sep]
+                prompt = [voc.bos, *body] + ([] if next_set else [voc.sep])
                 try:
                     ans = task.ground_truth(prompt)
                 except Exception:  # noqa: BLE001 - not a prompt of the task
                     continue
-                rows.append(([int(voc.values[i]) for i in prompt + list(ans)], len(prompt)))
+                for pp, aa in next_token_examples(task, prompt, ans):
+                    row = [int(voc.values[i]) for i in list(pp) + list(aa)]
+                    if tuple(row) not in seen:
+                        seen.add(tuple(row))
+                        rows.append((row, len(pp)))
         total += len(ids) ** n
         n += 1
     return rows
@@ -237,8 +247,8 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
         res.seconds = time.perf_counter() - t0
         return res
 
-    if task.kind != "next_token":
-        return done("refused: not a next-token task")
+    if task.kind not in ("next_token", "next_set"):
+        return done("refused: not a next-token or next-set task")
     try:
         if not all(isinstance(v, int) for v in task.vocab.values):
             return done("refused: non-integer token values")

@@ -116,7 +116,9 @@ def problem_from_examples(examples: Sequence[tuple[Sequence, int]], *, constants
 
 def problem_from_task(task, lengths: Iterable[int] = range(1, 9), samples: int = 3,
                       seed: int = 0) -> SearchProblem:
-    """The next-token search problem of a catalogue task (contract C of the design).
+    """The next-token search problem of a catalogue task (contract C of the design); a
+    next-set task's examples enter as one next-token example per string position
+    (:func:`tasks.base.next_token_examples`).
 
     For every allowed length, ``samples`` examples are drawn with ``task.sample(length, rng)``
     (seeded), turned into program values with ``task.program_tokens`` and checked to decode back
@@ -127,7 +129,8 @@ def problem_from_task(task, lengths: Iterable[int] = range(1, 9), samples: int =
         SearchError: the task allows none of the lengths, or its program values do not map back
             to the token ids (the representation is not invertible).
     """
-    if task.kind != "next_token":
+    from tasks.base import next_token_examples
+    if task.kind not in ("next_token", "next_set"):
         raise SearchError(f"task {task.name!r} is a per-position sequence program, not a "
                           "next-token task: the search looks for next-token programs")
     rng = np.random.default_rng(seed)
@@ -139,20 +142,21 @@ def problem_from_task(task, lengths: Iterable[int] = range(1, 9), samples: int =
         used.append(n)
         seen = set()
         for _ in range(samples):
-            prompt, answer = task.sample(n, rng)
-            ids = list(prompt) + list(answer)
-            if tuple(ids) in seen:
-                continue
-            seen.add(tuple(ids))
-            values = list(task.program_tokens(ids))
-            if len(values) != len(ids):
-                raise SearchError(f"task {task.name}: program_tokens changed the length")
-            for t in range(len(prompt), len(ids)):
-                if task.program_output_to_id(values[t]) != ids[t]:
-                    raise SearchError(
-                        f"task {task.name}: program value {values[t]!r} does not map back to "
-                        f"token id {ids[t]}")
-            examples.append((_plain(values), len(prompt)))
+            # a next-set example is one next-token example per string position
+            for prompt, answer in next_token_examples(task, *task.sample(n, rng)):
+                ids = list(prompt) + list(answer)
+                if tuple(ids) in seen:
+                    continue
+                seen.add(tuple(ids))
+                values = list(task.program_tokens(ids))
+                if len(values) != len(ids):
+                    raise SearchError(f"task {task.name}: program_tokens changed the length")
+                for t in range(len(prompt), len(ids)):
+                    if task.program_output_to_id(values[t]) != ids[t]:
+                        raise SearchError(
+                            f"task {task.name}: program value {values[t]!r} does not map back "
+                            f"to token id {ids[t]}")
+                examples.append((_plain(values), len(prompt)))
     if not examples:
         raise SearchError(f"task {task.name} allows none of the lengths {list(lengths)}")
     voc = task.vocab
