@@ -10,14 +10,20 @@ the interpreter, the REPL and the compiler without rewriting it.
 ==================================  =========================================================
 ``tokens`` / ``indices`` / ``length``  ``tokens_asis`` (values as given) / ``indices`` / ``length``
 ``Full(v)``                          ``full(v)``
-``Map(f, x)``                        ``map_sop(f, x)`` (Python callable)
+``Map(f, x)``                        ``map_sop(f, x)`` (Python callable; the compiler builds
+                                     it as an affine MLP where ``f`` is affine on ``x``'s values,
+                                     checked bitwise)
 ``SequenceMap(f, x, y)``            ``sequence_map(f, x, y)``
 ``LinearSequenceMap(x, y, a, b)``    ``x * a + y * b`` (the IR's arithmetic, which the
                                      compiler prices as one affine MLP)
 ``Select(k, q, Comparison.X)``       ``select(k, q, "==" | "<" | "<=" | ">" | ">=" | "!=" |
                                      "TRUE" | "FALSE")``; with keys or queries that may be
                                      ``None``, Tracr's comparison itself (it raises on ``None``)
-``Select(k, q, predicate)``          ``Select(k, q, "python", predicate=predicate)``
+``Select(k, q, predicate)``          ``Select(k, q, "python", predicate=predicate)``; the
+                                     compiler decides from the value sets whether it selects
+                                     at most one key, and (``causal=True``) from its matrix at
+                                     max_seq_len whether it is causal when ``k``, ``q`` are
+                                     functions of the position (``shift_by``)
 ``SelectorAnd/Or/Not``               ``&`` / ``|`` / ``~``
 ``Aggregate(s, x, default)``         ``aggregate(s, x, default)`` (mean); ``default=None``
                                      stays ``None``

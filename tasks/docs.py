@@ -190,8 +190,12 @@ numbers are about. Followed from their released code (`github.com/lacoco-lab/len
   1-7 train on 1-100 and test on 101-150; D_2, D_3, `{a,b}*d{b,c}*`, `{0,1,2}*02*` train up to
   50 (D_3 100); D_4, D_12 up to 100; `aa*bb*cc*dd*ee*` 5-200; `(aa)*` up to 100; `(aaaa)*`,
   `(abab)*` up to 500. `rasp train` uses the preset's lengths (quick: 1..10, test to 20).
-* **Predictions**: `unknown` under every theory (no program of the next-character-set function
-  is searched or verified; the searches build next-token problems).
+* **Predictions** (`docs/predictions.md`): the searches see each string position as one
+  next-token example (`tasks.next_token_examples`: the prefix `BOS w_1 .. w_i`, then its set);
+  a program is verified per position on positive strings (`tasks.verify_program`: every member
+  of a length when there are at most 4,096 strings, else every DFA transition completed to a
+  member and counting adversaries) and must be prefix-causal, as a decoder writes every
+  position's set in one pass.
 """
 
 

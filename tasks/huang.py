@@ -639,6 +639,25 @@ RELEASED_FORMAL = {
 }
 
 
+#: Where Huang et al. report a C-RASP program (``'Expressive' : True`` in their
+#: ``formal_lang_suite/visualise/data_local.py``, dicts ``ape`` = C-RASP[periodic, local] and
+#: ``nope`` = C-RASP[]), for our catalogue names: 30 of the 50 (task, PE) cells. Read only by
+#: the C-RASP search benchmark (``bench/bench_crasp_search.py``: does the search find the programs
+#: that exist?), never by the predictor.
+HUANG_EXPRESSIVE = {
+    "ape": frozenset({"majority_binary", "majority_interleave", "majority", "sort_150",
+                      "copy_unique_150", "dyck1_depth2_nextchar", "dyck1_depth3_nextchar",
+                      "dyck1_depth4_nextchar", "dyck1_depth12_nextchar", "tomita1_nextchar",
+                      "tomita2_nextchar", "tomita4_nextchar", "tomita7_nextchar",
+                      "a_to_e_blocks_nextchar", "ab_d_bc_nextchar", "aa_star_nextchar",
+                      "aaaa_star_nextchar", "abab_star_nextchar"}),
+    "nope": frozenset({"majority_binary", "majority", "sort_150", "dyck1_depth2_nextchar",
+                       "dyck1_depth3_nextchar", "dyck1_depth4_nextchar",
+                       "dyck1_depth12_nextchar", "tomita1_nextchar", "tomita2_nextchar",
+                       "tomita7_nextchar", "a_to_e_blocks_nextchar", "ab_d_bc_nextchar"}),
+}
+
+
 class NextSetTask(HuangTask):
     """Next-character sets of a regular language (Huang et al. 2025's format for the
     formal languages; kind ``"next_set"``).
