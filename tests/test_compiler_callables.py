@@ -99,3 +99,24 @@ def test_at_most_one_key_for_python_predicates_agrees_with_the_selector_widths(n
                  for n in range(1, N + 1))
     assert (widest <= 1) == one
     assert selects_at_most_one(sel, vs) == one
+
+
+def test_affine_and_nearly_affine_callables_into_steps_are_exact():
+    """A small fuzz profile: affine callables written in several float orders (``a*x + b``,
+    ``(x + b) * a``, ``x / a + b``; coefficients such as 0.1 and 1/3 whose float products round)
+    over means, positions and selector widths, then discontinuous steps (``round``, ``>``,
+    ``int(4x) % 3``): every compiled model equals the interpreter on every input."""
+    import random
+    rnd = random.Random(1)
+    inners = [_frac(), indices, numerical(indices),
+              numerical(selector_width(select(tokens_asis, tokens_asis, "==")))]
+    coefs = [0, 1, -1, 2, 3, 0.5, 0.1, 1 / 3, -0.25, 10, 7]
+    forms = [lambda a, b: (lambda x: a * x + b), lambda a, b: (lambda x: (x + b) * a),
+             lambda a, b: (lambda x: x * a - b), lambda a, b: (lambda x: x / (a or 1) + b)]
+    steps = [lambda s: s, lambda s: numerical(map_sop(lambda v: round(v), s)),
+             lambda s: map_sop(lambda v: v > 1, s), lambda s: map_sop(lambda v: int(v * 4) % 3, s)]
+    for _ in range(40):
+        f = rnd.choice(forms)(rnd.choice(coefs), rnd.choice(coefs))
+        sop = rnd.choice(steps)(numerical(map_sop(f, rnd.choice(inners))))
+        cm = compile_program(sop, VOCAB, 5)
+        assert _exhaustive_mismatches(sop, cm, n=5) == 0
