@@ -112,6 +112,33 @@ def _rows(task, lengths, samples, seed, mutants: int = 0):
     return rows
 
 
+#: at most this many of a task's hard cases per length join the C-RASP validation batch
+HARD_CASES_PER_LENGTH = 64
+
+
+def _hard_rows(task, lengths, per_length: int = HARD_CASES_PER_LENGTH) -> list:
+    """The task's hard cases (:meth:`tasks.base.Task.verification_prompts`: for a formal
+    language every DFA transition towards acceptance and rejection and counting adversaries)
+    at each length, at most ``per_length`` each, as rows: the strings a sampler rarely draws
+    and the final verification checks (e.g. Dyck-1 at its depth bound), so that a candidate
+    that misses them is refuted during the search, not after it."""
+    rows, seen = [], set()
+    for n in lengths:
+        if not task.length_ok(n):
+            continue
+        for p in task.verification_prompts(n)[:per_length]:
+            try:
+                a = task.ground_truth(p)
+            except Exception:  # noqa: BLE001 - not a prompt the task answers
+                continue
+            for pp, aa in next_token_examples(task, p, a):
+                ids = tuple(pp) + tuple(aa)
+                if ids not in seen:
+                    seen.add(ids)
+                    rows.append(([int(task.vocab.values[i]) for i in ids], len(pp)))
+    return rows
+
+
 def _exhaustive_rows(task, content, budget: int) -> list:
     """Every prompt ``BOS body SEP`` with a body over the content symbols, lengths 1, 2, ...
     (at most 16) while the total stays within ``budget`` (the task's own ``ground_truth`` answers; bodies it
@@ -280,6 +307,9 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
     exrows = _exhaustive_rows(task, content, exhaustive) if not big else []
     if exrows:
         vbatches.append(_Batch(exrows, content, uniform))
+    hard = [] if big else _hard_rows(task, range(1, validation_max_length + 1))
+    if hard:
+        vbatches.append(_Batch(hard, content, uniform))
 
     def failing(entries, dflt):
         """The shortest validation example a decision list gets wrong, or None."""
