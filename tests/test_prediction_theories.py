@@ -238,3 +238,18 @@ def test_a_next_set_program_must_be_prefix_causal():
                                  samples=1)
     assert not res.ok and "prefix-causal" in (res.error or "")
     assert verify_program_on_task(t, rasp.full(label), max_length=6, samples=1).ok
+
+
+def test_the_c_rasp_search_respects_the_dyck_depth_bound():
+    """D_12's sets change at depth 12, which random positive strings of length <= 40 rarely
+    reach; the task's hard cases (every DFA transition completed to a member) are in the
+    search's validation, so the program found is right on ``a^12 b^12`` and on
+    ``(ab)^6 a^12 b^12`` (Huang et al.'s rule, :func:`_dyck_labels`)."""
+    from analysis.prediction.crasp_search import crasp_search
+    t = tasks.get_task("dyck1_depth12_nextchar")
+    r = crasp_search(t, "crasp", time_limit=20, verify_max_length=40)
+    assert r.found, r.stopped
+    for w in ("a" * 12 + "b" * 12, "ab" * 6 + "a" * 12 + "b" * 12):
+        ids = t.vocab.encode(["BOS"] + list(w))
+        out = rasp.evaluate(r.program, [t.program_tokens(ids)])[0].tolist()[1:]
+        assert [t.vocab.tokens[t.program_output_to_id(v)] for v in out] == _dyck_labels(w, 12)
