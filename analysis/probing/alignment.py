@@ -119,11 +119,17 @@ def probe_task_runs(task, runs: dict[str, Any], compiled: CompiledModel | None =
     seqs = capture.probe_sequences(task, lengths, per_length=per_length, seed=seed)
     notes = []
     trained = {}
-    for label, model in runs.items():
+    for group in capture.stack_groups(runs):
+        model = runs[group[0]]
         if isinstance(model, CompiledModel):
-            trained[label] = capture_compiled_aligned(task, model, seqs)
-        else:
-            trained[label] = capture.capture_trained(model, seqs)
+            trained[group[0]] = capture_compiled_aligned(task, model, seqs)
+        elif len(group) == 1:
+            trained[group[0]] = capture.capture_trained(model, seqs)
+        else:       # seeds of one configuration: one stacked pass
+            for label, pats in zip(group, capture.capture_trained_stacked(
+                    [runs[l] for l in group], seqs)):
+                trained[label] = pats
+    trained = {label: trained[label] for label in runs}       # the caller's order
     comp = None
     if compiled is not None:
         try:
