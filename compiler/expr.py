@@ -16,7 +16,7 @@ import numpy as np
 
 from rasp.ir import Elementwise
 
-__all__ = ["Expr", "eval_expr", "affine_form", "affine_steps", "ternary_parts",
+__all__ = ["Expr", "eval_expr", "affine_form", "affine_steps", "affine_reads", "ternary_parts",
            "int_values", "AFFINE_STEPS_LIMIT", "NUMERICAL_INT_LIMIT"]
 
 _UNSET = object()   # an Expr attribute not computed yet
@@ -164,6 +164,36 @@ def affine_form(expr: Expr) -> tuple[dict[int, float], float] | None:
         for e in expr.postorder(skip=lambda x: x._affine is not _UNSET):
             e._affine = _affine_step(e, [a._affine for a in e.args])
     return expr._affine
+
+
+def affine_reads(form: tuple[dict[int, float], float], leaves: list,
+                 value_dirs: Callable[[Any], "list | None"]) -> tuple[list, list, float]:
+    """What an affine MLP of ``form`` (:func:`affine_form`) reads from the residual stream:
+    ``(categorical, numerical, constant)`` with ``categorical = [(direction, coefficient *
+    value)]`` for each value of a categorical input whose product with its coefficient is not
+    0 (a categorical input is ``sum_v v * onehot_v``), ``numerical = [(leaf, coefficient)]``
+    for each numerical input with a non-zero coefficient, and the constant with constant
+    (``full``) inputs folded in. ``value_dirs(leaf)`` gives a categorical leaf's ``(value,
+    direction)`` pairs and None for a numerical one (the builder passes the residual space's
+    directions, the pricing ``None`` for each).
+
+    Raises:
+        TypeError, ValueError: a value that is not a number."""
+    coefs, const = form
+    cat, num = [], []
+    for l in leaves:
+        c = coefs.get(id(l), 0.0)
+        if c == 0:
+            continue
+        if l.kind == "full":
+            const += c * float(l.value)
+            continue
+        dirs = value_dirs(l)
+        if dirs is None:
+            num.append((l, c))
+        else:
+            cat.extend((d, c * float(v)) for v, d in dirs if float(v) * c)
+    return cat, num, const
 
 
 def _affine_step(expr: Expr, sub: list) -> tuple[dict[int, float], float] | None:

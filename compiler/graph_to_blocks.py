@@ -50,7 +50,7 @@ from rasp.value_sets import (apply_elementwise_table, same_result, sequence_kind
 
 from .encoding import NUMERICAL
 from .errors import CompilerError, FloatPrecisionError
-from .expr import affine_form, affine_steps, eval_expr, ternary_parts
+from .expr import affine_form, affine_reads, affine_steps, eval_expr, ternary_parts
 from .nodes import CNode
 from .residual_space import ResidualSpace
 
@@ -541,23 +541,11 @@ def _checked_affine_form(node: CNode, leaves: list):
 
 
 def _affine_terms(leaves: list, form, space: ResidualSpace):
-    """The affine form's reads of the residual stream: ``(categorical, numerical, constant)``
-    with ``categorical = [(direction, coefficient * value)]`` (a categorical input is
-    ``sum_v v * onehot_v``), ``numerical = [(direction, coefficient)]``, constant inputs folded
-    into ``constant``."""
-    coefs, const = form
-    cat, num = [], []
-    for l in leaves:
-        c = coefs.get(id(l), 0.0)
-        if c == 0:
-            continue
-        if l.kind == "full":
-            const += c * float(l.value)
-        elif space.is_categorical(l):
-            cat.extend((d, c * float(v)) for v, d in space.dirs(l).items() if float(v) * c)
-        else:
-            num.append((space.dir(l), c))
-    return cat, num, const
+    """The affine form's reads of the residual stream (:func:`~compiler.expr.affine_reads`)
+    with numerical inputs as ``(direction, coefficient)``."""
+    cat, num, const = affine_reads(
+        form, leaves, lambda l: list(space.dirs(l).items()) if space.is_categorical(l) else None)
+    return cat, [(space.dir(l), c) for l, c in num], const
 
 
 def _try_affine(node: CNode, leaves: list, space: ResidualSpace, units: _Units) -> bool:

@@ -21,7 +21,7 @@ import numpy as np
 from rasp.value_sets import apply_elementwise_table, sort_values
 
 from .encoding import CATEGORICAL, NUMERICAL
-from .expr import Expr, affine_form, affine_steps, eval_expr, ternary_parts
+from .expr import Expr, affine_form, affine_reads, affine_steps, eval_expr, ternary_parts
 
 __all__ = ["mlp_units", "mlp_nonzeros", "head_size", "mlp_cost", "affine_mlp", "FUSE_LIMIT",
            "STEP_COUNT_LIMIT", "SWITCH_OFF_NONZEROS"]
@@ -173,29 +173,19 @@ def head_size(node) -> tuple[int, int]:
 
 
 def _terms(expr: Expr, leaves: list) -> tuple[int, int, float] | None:
-    """``(categorical terms, numerical terms, constant)`` of an affine expression: the
-    directions it reads (a categorical input's values with a non-zero product with its
-    coefficient; a numerical input with a non-zero coefficient), constant inputs folded into
-    the constant; None when not affine or a value is not a number."""
+    """``(categorical terms, numerical terms, constant)`` of an affine expression: how many
+    directions it reads (:func:`~compiler.expr.affine_reads`, as the builder reads them); None
+    when not affine or a value is not a number."""
     form = affine_form(expr)
     if form is None:
         return None
-    coefs, const = form
-    cat = num = 0
     try:
-        for l in leaves:
-            c = coefs.get(id(l), 0.0)
-            if c == 0:
-                continue
-            if l.kind == "full":
-                const += c * float(l.value)
-            elif l.encoding == CATEGORICAL:
-                cat += sum(1 for v in l.values if float(v) * c != 0)
-            else:
-                num += 1
+        cat, num, const = affine_reads(
+            form, leaves, lambda l: ([(v, None) for v in l.values]
+                                     if l.encoding == CATEGORICAL else None))
     except (TypeError, ValueError):
         return None
-    return cat, num, const
+    return len(cat), len(num), const
 
 
 def _affine_nonzeros(expr: Expr, leaves: list) -> int:
