@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, TextIO
@@ -50,6 +51,7 @@ from .parser import RASPSyntaxError, needs_more_input, parse
 from .reader import CONTINUATION, PROMPT, Chunk, LineReader, match_command
 from .runtime import ExitRequest
 from .session import Session
+from .stdlib import STDLIB_FILES
 from .ops import OPS
 from .values import RASPFunction, StatementResult, kind_of
 
@@ -88,6 +90,14 @@ COMMAND_WORDS = ["help", "info", "names", "set example", "set s-op example",
                  "exit", "quit"]
 
 _NO_ARG_COMMANDS = ("help", "names", "exit", "quit")
+
+#: A line of bare words (no operator, bracket, string or ``;``): ``ls``, ``show names``.
+_BARE_WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[ \t]+[A-Za-z_][A-Za-z0-9_]*)*")
+
+#: The dialect's keywords (docs/language.md §1) and literals: a line of bare words holding one
+#: may start a statement that goes on (``def f(x) {`` is not bare; ``for x in xs`` is).
+_STATEMENT_KEYWORDS = frozenset(("def", "return", "for", "in", "if", "else", "and", "or",
+                                 "not", "load", "True", "False"))
 
 _KEYWORDS = ["def", "for", "in", "return", "if", "else", "not", "and", "or", "True", "False",
              "load", "select", "aggregate", "selector_width", "tokens", "indices", "length",
@@ -487,7 +497,41 @@ class Repl:
         statement, or one of the original's commands). A leading ``:`` forces a command;
         otherwise the first word must be a command and the line must not be an assignment or
         a call (so ``help = 3;`` stays a statement, and ``help;`` evaluates a variable named
-        ``help`` if the user defined one)."""
+        ``help`` if the user defined one).
+
+        Raises:
+            ReplError: a forced unknown command, or a line of bare words that is neither a
+                command nor the start of a statement (``ls``, ``show names``, ``clear``: its
+                first word is no name, no keyword; see :meth:`_unknown_words`), which the
+                original would read on into the next line.
+        """
+        found = self._match_known_command(text)
+        if found is None:
+            self._unknown_words(text)
+        return found
+
+    def _unknown_words(self, text: str) -> None:
+        """Raise :class:`ReplError` ("unknown command or name (try `help`)") when the one-line
+        ``text`` is bare words without ``;`` (``ls``, ``show names``) that no statement can
+        start with: no word is a keyword of the dialect, the first is not a defined name,
+        and the line is none of the original's commands (``exit``, ``set example ...``)."""
+        body = _strip_comments(text).strip()
+        if not _BARE_WORDS.fullmatch(body) or match_command(body) is not None:
+            return
+        words = body.split()
+        if any(w in _STATEMENT_KEYWORDS for w in words) or words[0] in self.session.env:
+            return
+        if words[0] in COMMANDS:          # `show names`: the command's forms
+            hint = "; usage: " + " | ".join(u for u, _ in COMMANDS[words[0]])
+        else:
+            pool = [w.split()[0] for w in COMMAND_WORDS] + list(self.extra_commands) + [
+                k for k in self.session.env.keys() if not k.startswith("_")]
+            close = difflib.get_close_matches(words[0], list(dict.fromkeys(pool)), n=3,
+                                              cutoff=0.75)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ReplError(f"unknown command or name `{body}` (try `help`){hint}")
+
+    def _match_known_command(self, text: str) -> tuple[str, str] | None:
         text = _strip_comments(text).strip()
         forced = text.startswith(":")
         body = text[1:].lstrip() if forced else text
@@ -557,6 +601,8 @@ class Repl:
             rows.append((usage, doc[0] if doc else ""))
         rows += COMMANDS["exit"]
         rows.append(('load "file";', "(a statement) run file.rasp, print and import its names"))
+        rows += [(f'load "{lib}";', what) for lib, what in STDLIB_FILES.items()
+                 if lib != "rasplib"]
         rows.append(("draw(sop);", "(a statement) the computation flow on the example"))
         w = max(len(u) for u, _ in rows)
         lines += [f"  {u.ljust(w)}  {d}" for u, d in rows]

@@ -59,11 +59,11 @@ from .ir import (Aggregate, Elementwise, Full, Map, Node, RASPError, RASPNameErr
                  SOp, Span, causal_mode)
 from .parser import RASPSyntaxError, directives, parse
 from .reader import Chunk, LineReader
+from .stdlib import STDLIB_DIR, defined_in
 from .values import Builtin, Environment, RASPFunction, SelOp, StatementResult, is_atom, kind_of
 
 __all__ = ["apply_to_input", "Applied", "ExitRequest", "STDLIB_DIR", "LIBRARY_ORIGIN"]
 
-STDLIB_DIR = os.path.join(os.path.dirname(__file__), "stdlib")
 
 #: The scope name of the base library's functions, as the original REPL shows them
 #: (``RASP_support/rasplib function: count(seq, atom)``).
@@ -484,7 +484,10 @@ class _Interp:
         try:
             return env.lookup(name)
         except KeyError:
-            raise RASPNameError(f"unknown name '{name}'", _span(ctx, t)) from None
+            libs = defined_in(name)
+            hint = (" (defined in the standard library: " + " or ".join(
+                f'load "{lib}";' for lib in libs) + ")") if libs else ""
+            raise RASPNameError(f"unknown name '{name}'{hint}", _span(ctx, t)) from None
 
     def e_list(self, t, env, ctx):
         if t.children[0] is None:
