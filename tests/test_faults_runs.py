@@ -32,11 +32,13 @@ from rasp_cli.main import main as rasp_main
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = "copy_unique"
-# tiny and fast; every point of the step occurs within 6 steps (probe at 3 and 6, checkpoint
-# at 4 and at the end)
+# tiny and fast; every point of the step occurs within 6 steps (probe and fit check at 3 and 6,
+# checkpoint at 4 and at the end)
 TINY = {"n_layers": 1, "d_model": 16, "d_head": 8, "n_heads": 2, "d_mlp": 16, "batch_size": 4,
         "train_max_len": 3, "eval_samples": 4, "eval_stride": 2, "warmup_steps": 1,
-        "log_every": 1, "probe_every": 3, "probe_samples": 2, "checkpoint_every": 4}
+        "log_every": 1, "probe_every": 3, "probe_samples": 2, "checkpoint_every": 4,
+        # the fit check of Huang et al.'s protocol runs at 3 and 6 (it never stops this run)
+        "eval_bins": [[1, 3], [4, 6]], "bin_samples": 8, "fit_every": 3}
 STEPS = 6
 KW = dict(seed=1, steps=STEPS, config_overrides=TINY, progress=False, verbose=False)
 
@@ -423,3 +425,32 @@ def test_a_real_full_disk_is_one_line_and_the_run_resumes(tmp_path):
             (ref / "model.safetensors").read_bytes()
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+# --------------------------------------------------------------------------------------------
+# the fit check's early stop (Huang et al.'s protocol) resumes exactly
+# --------------------------------------------------------------------------------------------
+
+def test_early_stop_by_the_fit_check_is_final_and_resumes_exactly(tmp_path):
+    """``fit_em`` 0 stops at the first fit check (step 3 of 6): ``DONE`` records 3 steps and
+    ``early_stopped``; a run killed right after that check's checkpoint finishes without
+    training another step, bitwise equal to the uninterrupted run."""
+    kw = {**KW, "config_overrides": {**TINY, "fit_em": 0.0}}
+    ref = tmp_path / "ref"
+    res = train(TASK, "t5", out_dir=ref, **kw)
+    done = json.loads((ref / "DONE").read_text())
+    assert (res.steps, done["steps"], done["early_stopped"]) == (3, 3, True)
+    bins = json.loads((ref / "bins.json").read_text())
+    assert [b["bin"] for b in bins] == [[1, 3], [4, 6]] and [b["n"] for b in bins] == [8, 8]
+    d = tmp_path / "run"
+
+    def crash():
+        raise SystemError("killed after the fit check's checkpoint")
+    with pytest.raises(SystemError):
+        train(TASK, "t5", out_dir=d, step_hook=_at("checkpoint", crash), **kw)
+    assert json.loads((d / "checkpoint" / "state.json").read_text())["early_stopped"] is True
+    train(TASK, "t5", out_dir=d, **kw)
+    _assert_same_run(ref, d)
+    assert json.loads((d / "bins.json").read_text()) == bins
+    again = train(TASK, "t5", out_dir=d, **kw)               # a finished early-stopped run is reused
+    assert again.reused and again.steps == 3

@@ -110,6 +110,21 @@ class TrainConfig:
             (0 = off) on ``probe_samples`` prompts.
         torch_compile: run the training forward through ``torch.compile(model, dynamic=True)``
             (PyTorch 2.x; the first steps pay a compile warm-up; evaluation stays eager).
+        eval_bins: length bins ``((lo, hi), ...)`` evaluated at the end of the run besides the
+            per-length evaluation (Huang et al. 2025's protocol, ``algorithmic/
+            run_multiple_seeds.py``: ``EvalDataset`` of ``bin_samples`` examples whose lengths
+            are uniform in the bin, exact match of every answer position under teacher forcing,
+            which equals greedy decoding's exact match); the first bin is the in-distribution
+            one. Written to ``bins.json``. Empty: no bins.
+        bin_samples: examples per bin (Huang et al.: 2,000).
+        fit_every: every k steps, evaluate the first bin and stop training once its exact match
+            reaches ``fit_em`` (Huang et al.'s early stop: evaluation every 3,000 steps, stop at
+            100% in distribution); 0 = off. Needs ``eval_bins``.
+        fit_em: the in-distribution exact match at which ``fit_every`` stops (1.0 = all).
+        offset_span: with ``"random"`` offsets, every example stays within the first
+            ``offset_span`` positions (None: the model's ``n_ctx``), so the offsets can be drawn
+            exactly as a paper's generator draws them (Huang et al.: uniform in
+            ``[0, n_positions - len(instance)]``).
         autocast: ``"none"`` (float32) or ``"bfloat16"``: the training forward under
             ``torch.autocast(device_type, torch.bfloat16)`` (weights and optimizer state stay
             float32). Both are recorded with the run; measured in docs/benchmarks.md
@@ -144,6 +159,11 @@ class TrainConfig:
     probe_samples: int = 64
     torch_compile: bool = False
     autocast: str = "none"
+    eval_bins: tuple = ()
+    bin_samples: int = 2000
+    fit_every: int = 0
+    fit_em: float = 1.0
+    offset_span: int | None = None
 
     def __post_init__(self):
         def integer(name, lo, optional=False):
@@ -163,12 +183,25 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be a finite number {rng}, got {v!r}")
 
         for name in ("steps", "batch_size", "eval_samples", "eval_stride", "eval_batch_size",
-                     "log_every", "checkpoint_every", "probe_samples", "train_min_len"):
+                     "log_every", "checkpoint_every", "probe_samples", "train_min_len",
+                     "bin_samples"):
             integer(name, 1)
-        for name in ("warmup_steps", "probe_every"):
+        for name in ("warmup_steps", "probe_every", "fit_every"):
             integer(name, 0)
-        for name in ("train_max_len", "train_max_len_cap"):
+        for name in ("train_max_len", "train_max_len_cap", "offset_span"):
             integer(name, 1, optional=True)
+        number("fit_em", 0.0, 1.0)
+        bins = self.eval_bins
+        if (not isinstance(bins, (list, tuple)) or len(bins) > 16 or any(
+                not isinstance(b, (list, tuple)) or len(b) != 2
+                or any(isinstance(x, bool) or not isinstance(x, int) for x in b)
+                or not 0 <= b[0] <= b[1] <= 100_000 for b in bins)):
+            raise ConfigError(f"eval_bins must be at most 16 pairs [lo, hi] of integers with "
+                              f"0 <= lo <= hi <= 100000, got {bins!r}")
+        object.__setattr__(self, "eval_bins", tuple((int(a), int(b)) for a, b in bins))
+        if self.fit_every and not self.eval_bins:
+            raise ConfigError("fit_every needs eval_bins (its first bin is the in-distribution "
+                              "exact match that stops training)")
         number("lr", 0.0, lo_open=True)
         number("weight_decay", 0.0)
         number("min_lr_ratio", 0.0, 1.0)
@@ -198,6 +231,7 @@ class TrainConfig:
         """Plain JSON-able dict (``betas`` as a list)."""
         d = dataclasses.asdict(self)
         d["betas"] = list(self.betas)
+        d["eval_bins"] = [list(b) for b in self.eval_bins]
         return d
 
     @classmethod

@@ -212,6 +212,75 @@ def evaluate_with(decode, cfg, members: int, task, lengths: list[tuple[int, str]
     return results
 
 
+def bin_set(task, lo: int, hi: int, samples: int, seed: int = EVAL_SEED) -> list:
+    """``samples`` (prompt, answer) pairs whose lengths are uniform over the lengths of the bin
+    ``lo..hi`` that the task accepts (Huang et al. 2025, ``algorithmic/
+    language_modeling_train.py``: ``EvalDataset`` over a dataset with ``length_range`` = the bin,
+    ``random.randint(max(1, lo), hi)`` per example), seeded by ``(seed, lo, hi)`` so every run
+    sees the same examples. Raises ValueError when the task has no length in the bin."""
+    valid = [n for n in range(max(1, lo, task.min_length or 1), hi + 1)
+             if (task.max_length is None or n <= task.max_length) and task.length_ok(n)]
+    if not valid:
+        raise ValueError(f"task {task.name!r} has no valid length in {lo}..{hi}")
+    rng = np.random.default_rng([seed, lo, hi, 3])
+    ns = rng.choice(np.asarray(valid), size=samples)
+    return [task.sample(int(n), rng) for n in ns]
+
+
+@torch.no_grad()
+def teacher_forced_em(model: Transformer, task, data: list, batch_size: int = 256) -> tuple:
+    """``(correct, n)``: how many (prompt, answer) pairs of ``data`` have every answer position
+    right under teacher forcing (the argmax of one forward pass over prompt + answer, at every
+    scored target of :func:`tasks.inputs_targets`; Huang et al.'s ``compute_metrics``). For a
+    greedy decoder this equals the exact match of greedy decoding: if every teacher-forced
+    prediction is right, decoding reproduces the answer token by token, and the first wrong
+    teacher-forced prediction is the first wrong decoded token. ``correct`` is None when an
+    ``ape_learned`` model lacks the positions (nothing is evaluated then)."""
+    rows = [inputs_targets(task, p, a) for p, a in data]
+    if model.cfg.pe == "ape_learned" and max(len(x) for x, _, _ in rows) > model.cfg.n_ctx:
+        return None, len(rows)
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    correct = 0
+    try:
+        by_len: dict[int, list[int]] = {}
+        for i, (x, _, _) in enumerate(rows):
+            by_len.setdefault(len(x), []).append(i)
+        for idx_all in by_len.values():       # equal lengths share a batch: no padding
+            for at in range(0, len(idx_all), batch_size):
+                idx = idx_all[at:at + batch_size]
+                x = torch.tensor([rows[i][0] for i in idx], dtype=torch.long, device=device)
+                y = np.asarray([rows[i][1] for i in idx])
+                first = np.asarray([rows[i][2] for i in idx])
+                pred = model(x).argmax(-1).cpu().numpy()
+                scored = np.arange(y.shape[1])[None, :] >= first[:, None]
+                correct += int(((pred == y) | ~scored).all(axis=1).sum())
+    finally:
+        model.train(was_training)
+    return correct, len(rows)
+
+
+def evaluate_bins(model: Transformer, task, bins, samples: int = 2000, batch_size: int = 256,
+                  seed: int = EVAL_SEED) -> list[dict]:
+    """Exact match per length bin (Huang et al. 2025's bins; :func:`bin_set`,
+    :func:`teacher_forced_em`): one row per bin ``{"bin": [lo, hi], "split": "id" (the first
+    bin) | "ood", "n", "correct", "em", "ci_low", "ci_high"}`` with a Wilson 95% interval;
+    ``em`` None (and a ``note``) where an ``ape_learned`` model lacks the positions."""
+    out = []
+    for i, (lo, hi) in enumerate(bins):
+        k, n = teacher_forced_em(model, task, bin_set(task, lo, hi, samples, seed), batch_size)
+        row = {"bin": [int(lo), int(hi)], "split": "id" if i == 0 else "ood", "n": n,
+               "correct": k, "em": None if k is None else k / n, "ci_low": None,
+               "ci_high": None}
+        if k is None:
+            row["note"] = f"ape_learned has {model.cfg.n_ctx} positions: not evaluated"
+        else:
+            row["ci_low"], row["ci_high"] = wilson_interval(k, n)
+        out.append(row)
+    return out
+
+
 def summarize(results) -> dict:
     """Mean exact match over ID and OOD lengths (lengths with em=None are skipped):
     ``{"id_em": float|None, "ood_em": float|None}``."""

@@ -407,6 +407,9 @@ def check_consistent(run_dir: Path, spec: RunSpec, done: dict, rows: list[dict])
     evaluated lengths (files of two different runs mixed in one directory)."""
     for key, want in (("task", spec.task), ("pe", spec.pe), ("seed", spec.seed),
                       ("steps", spec.train.steps)):
+        if (key == "steps" and done.get("early_stopped") is True and spec.train.fit_every
+                and 0 < done[key] <= want and done[key] % spec.train.fit_every == 0):
+            continue                     # stopped by the fit check (TrainConfig.fit_every)
         if done[key] != want:
             raise RunDirError(f"{run_dir}: DONE says {key} {done[key]!r}, config.json "
                               f"{want!r}: files of different runs; rerun with --force")

@@ -75,6 +75,10 @@ def why_not_stackable(spec: RunSpec) -> str | None:
         return "torch_compile"
     if tr.batching == "bucketed":
         return "bucketed batches (several forward passes per step)"
+    if tr.fit_every:
+        return "fit_every (members would stop at different steps)"
+    if tr.offset_span is not None or tr.eval_bins:
+        return "offset_span / eval_bins (not implemented by the stacked loop)"
     return None
 
 

@@ -45,7 +45,9 @@ import tasks
 from analysis.training import configs
 from analysis.training.batches import make_step, step_loss, teacher_forced_accuracy
 from analysis.training.configs import ConfigError, RunSpec, TrainConfig
-from analysis.training.evaluation import EVAL_SEED, eval_lengths, evaluate, model_answers, summarize
+from analysis.training.evaluation import (EVAL_SEED, bin_set, eval_lengths, evaluate,
+                                         evaluate_bins, model_answers, summarize,
+                                         teacher_forced_em)
 from analysis.training.runs import (RUNS_ROOT, RunDirError, RunLock, RunResult, atomic_json,
                            clear_checkpoints, clear_run, default_run_dir, has_checkpoint,
                            load_checked_weights, load_checkpoint, read_result, read_spec,
@@ -57,10 +59,10 @@ from rasp.errors import RASPError
 __all__ = ["train", "resolve_spec", "prepare", "run_loop", "finish", "TrainingError",
            "resolve_task", "lr_at", "make_optimizer", "n_ctx_for", "STEP_POINTS",
            "train_lengths", "probe_set", "probe_em", "metrics_record", "check_finite_loss",
-           "TrainState"]
+           "TrainState", "offset_positions", "fit_set"]
 
 STEP_POINTS = ("start", "batch", "forward", "backward", "opt_step", "commit", "metrics",
-               "probe", "checkpoint")
+               "probe", "fit", "checkpoint")
 """The named points of one training step, in order, at which ``step_hook`` is called."""
 
 
@@ -213,6 +215,13 @@ def resolve_spec(task, pe: str, seed: int = 0, preset: str = "default",
                                    "n_ctx": n_ctx_for(task, eval_pairs, hi)})
     except (TransformerConfigError, TypeError) as e:
         raise TrainingError(f"bad model configuration: {e}") from None
+    if tr.offset_span is not None and tr.offset_span > cfg.n_ctx:
+        raise TrainingError(f"offset_span {tr.offset_span} exceeds the model's {cfg.n_ctx} "
+                            f"positions (n_ctx)")
+    for lo, hi in tr.eval_bins:
+        if not any(task.length_ok(n) for n in range(max(1, lo), hi + 1)):
+            raise TrainingError(f"eval_bins: task {task.name!r} has no valid length in "
+                                f"{lo}..{hi}")
     return RunSpec(task=task.name, pe=pe, seed=int(seed), preset=preset, model=cfg, train=tr,
                    train_lengths=(min(lengths), max(lengths)), eval_lengths=tuple(eval_pairs))
 
@@ -232,6 +241,7 @@ class TrainState:
     elapsed: float = 0.0
     tokens_seen: int = 0
     last_loss: float | None = None
+    early_stopped: bool = False     # the fit check (``fit_every``) stopped training
 
 
 def prepare(spec: RunSpec, run_dir: Path, device: str = "cpu", force: bool = False,
@@ -289,6 +299,7 @@ def prepare(spec: RunSpec, run_dir: Path, device: str = "cpu", force: bool = Fal
         state = load_checkpoint(run_dir, model, st.opt, spec.train.steps)
         st.step, st.elapsed = state["step"], float(state["elapsed"])
         st.tokens_seen, st.last_loss = state["tokens_seen"], state.get("last_loss")
+        st.early_stopped = state.get("early_stopped") is True
         size = metrics.stat().st_size if metrics.exists() else 0
         if size < state["metrics_bytes"]:
             raise RunDirError(f"{metrics}: shorter ({size} bytes) than its checkpoint "
@@ -348,6 +359,24 @@ def probe_set(spec: RunSpec, task) -> list:
             for _ in range(spec.train.probe_samples)]
 
 
+def offset_positions(spec: RunSpec) -> int:
+    """The positions random offsets keep every training example within: ``offset_span`` when
+    set (a paper's generator, :class:`~analysis.training.configs.TrainConfig`), else
+    ``n_ctx``."""
+    return spec.train.offset_span or spec.model.n_ctx
+
+
+def fit_set(spec: RunSpec, task) -> list | None:
+    """The examples of the in-training fit check (``fit_every``): ``bin_samples`` pairs of the
+    first ``eval_bins`` bin (the in-distribution one; the same examples as the final bin
+    evaluation), or None when the check is off."""
+    tr = spec.train
+    if not tr.fit_every:
+        return None
+    lo, hi = tr.eval_bins[0]
+    return bin_set(task, lo, hi, tr.bin_samples)
+
+
 def probe_em(model: Transformer, probe: list, task) -> float:
     """Exact match of ``model`` on the probe pairs of :func:`probe_set` (greedy decoding, or
     per-position labels for a next-set task: :func:`~analysis.training.evaluation.model_answers`)."""
@@ -397,6 +426,8 @@ def run_loop(spec: RunSpec, task, run_dir: Path, st: TrainState, device: str = "
     hook = step_hook or (lambda point, step: None)
     lengths = train_lengths(spec, task)
     probe = probe_set(spec, task)
+    fit_data = fit_set(spec, task)
+    n_pos = offset_positions(spec)
     metrics_path = run_dir / "metrics.jsonl"
     total = tr.steps
     t0, base = time.time(), st.elapsed
@@ -406,20 +437,21 @@ def run_loop(spec: RunSpec, task, run_dir: Path, st: TrainState, device: str = "
         st.elapsed = base + time.time() - t0
         save_checkpoint(run_dir, model, opt, {
             "step": st.step, "elapsed": st.elapsed, "tokens_seen": st.tokens_seen,
-            "metrics_bytes": metrics_path.stat().st_size, "last_loss": st.last_loss})
+            "metrics_bytes": metrics_path.stat().st_size, "last_loss": st.last_loss,
+            "early_stopped": st.early_stopped})
 
     bar = progress_bar(show=progress, total=total, initial=st.step,
                        desc=f"{spec.task}/{spec.pe}/s{spec.seed}", leave=False, dynamic_ncols=True)
     with open(metrics_path, "a") as mf, _DeferredInterrupt() as interrupt:
         try:
             model.train()
-            while st.step < total:
+            while st.step < total and not st.early_stopped:
                 if stop_after is not None and st.step >= stop_after:
                     return False
                 step = st.step
                 hook("start", step)
                 rng = np.random.default_rng([spec.seed, step, 1])
-                batch = make_step(task, lengths, tr.batch_size, rng, spec.model.n_ctx,
+                batch = make_step(task, lengths, tr.batch_size, rng, n_pos,
                                   tr.position_offsets, tr.batching)
                 hook("batch", step)
                 lr = lr_at(step, tr)
@@ -455,7 +487,18 @@ def run_loop(spec: RunSpec, task, run_dir: Path, st: TrainState, device: str = "
                     bar.set_postfix(loss=f"{st.last_loss:.3f}" if st.last_loss is not None
                                     else "-", id_em=f"{em:.2f}")
                     hook("probe", step)
-                saved = st.step % tr.checkpoint_every == 0 or st.step == total
+                if fit_data is not None and (st.step % tr.fit_every == 0 or st.step == total):
+                    k, n = teacher_forced_em(model, task, fit_data, tr.eval_batch_size)
+                    em = None if k is None else k / n
+                    st.early_stopped = em is not None and em >= tr.fit_em and st.step < total
+                    mf.write(json.dumps({"step": st.step, "fit_id_em": em,
+                                         "fit_bin": list(tr.eval_bins[0]),
+                                         "early_stop": st.early_stopped}) + "\n")
+                    mf.flush()
+                    model.train()
+                    hook("fit", step)
+                saved = (st.step % tr.checkpoint_every == 0 or st.step == total
+                         or st.early_stopped)
                 if saved:
                     checkpoint()
                     hook("checkpoint", step)
@@ -493,6 +536,9 @@ def finish(spec: RunSpec, task, run_dir: Path, st: TrainState, wall_start: float
         batch_size=tr.eval_batch_size, progress=progress)
     accuracy = [r.to_dict() for r in acc]
     atomic_json(run_dir / "accuracy.json", accuracy)
+    if tr.eval_bins:
+        atomic_json(run_dir / "bins.json", evaluate_bins(
+            model, task, tr.eval_bins, tr.bin_samples, tr.eval_batch_size))
     done = {"task": spec.task, "pe": spec.pe, "seed": spec.seed, "preset": spec.preset,
             "steps": st.step, **summarize(accuracy), "final_loss": st.last_loss,
             "train_seconds": round(st.elapsed, 2),
@@ -500,7 +546,8 @@ def finish(spec: RunSpec, task, run_dir: Path, st: TrainState, wall_start: float
             # ``wall_start`` is already moved back by that time (train() does it)
             "wall_seconds": round(time.time() - wall_start, 2),
             "tokens_per_second": round(st.tokens_seen / st.elapsed, 1) if st.elapsed else None,
-            "params": model.num_parameters(), **(extra or {}),
+            "params": model.num_parameters(), "early_stopped": st.early_stopped,
+            **(extra or {}),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     atomic_json(run_dir / "DONE", done)
     clear_checkpoints(run_dir)
