@@ -1,0 +1,572 @@
+"""Huang et al. 2025's experiment run as they ran it: their lengths, sweep, selection and seeds.
+
+Source: Huang, Yang, Hahn, Hahn et al., "A Formal Framework for Understanding Length
+Generalization in Transformers", ICLR 2025 (arXiv 2410.02140), §5 and App. E.3, and their
+released code (github.com/lacoco-lab/length_generalization, ``algorithmic/
+language_modeling_train.py`` for the sweep, ``algorithmic/run_multiple_seeds.py`` for the seeds).
+Where the paper and the code differ, the code is followed (listed in :data:`CODE_NOT_PAPER`).
+
+One **cell** is a (task, PE) pair, PE ``ape_learned`` (GPT-2's learned absolute positions, trained
+with a random position offset per example) or ``nope``. A cell runs in two stages:
+
+1. **Sweep** (:attr:`Scale.configs`, their ``configs``): every configuration (layers x heads x
+   d_model x lr) trained once with seed 0 for ``steps`` optimizer steps (batch 64, AdamW, weight
+   decay 0.01, linear decay, no warmup), evaluated every ``fit_every`` steps on the
+   in-distribution bin and stopped early once it is 100% right (their ``myCallback``); at the
+   end, exact match on every bin (:func:`analysis.training.evaluation.evaluate_bins`: 2,000
+   examples per bin, lengths uniform in the bin, every answer position right).
+2. **Selection** (:func:`select_config`): among the configurations at 100% in distribution, the
+   one with the best exact match on the first out-of-distribution bin (51-100); ties go to the
+   first in their sweep order (their sweep stops at the first configuration that is 100% on both
+   the ID bin and 51-100, so no later one can be chosen over it). When none fits, their 12-layer
+   model (:attr:`Scale.fallback`), for which every seed counts (their ``threshold = 0.0``).
+3. **Seeds** (their ``run_multiple_seeds.py``): seeds 0, 1, 2, ... of the selected configuration
+   until five fit (ID exact match 100% at the early stop or at the last step); the cell's number
+   per bin is the mean over those five, reported with its spread and the number of seeds tried.
+
+The training engine is the project's own (:func:`analysis.training.trainer.train` through the
+grid, :mod:`analysis.training.grid`: a local Ray instance, a cluster or in-process); finished runs
+are reused and interrupted ones resume, so a rerun of a cell finishes only what is missing.
+
+``--scale small`` (:data:`SMALL`) cuts the protocol so one cell finishes on 2 CPU cores in
+minutes: training lengths 1-10 and bins 11-20 / 21-30 (their 1:2:3 ratio), four configurations
+(1-2 layers x 1-2 heads, d_model 64, lr 1e-3), 3,000 steps with a fit check every 500, 200
+examples per bin, at most 10 seeds. Its numbers are **not** theirs to compare: it says so
+wherever they are shown.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Callable, Sequence
+
+import numpy as np
+
+from analysis.evidence import statistics as _stats
+from analysis.training import grid as _grid
+from analysis.training import runs as _runs
+from rasp.errors import RASPError
+
+__all__ = ["ReplicationError", "SweepConfig", "Scale", "FULL", "SMALL", "SCALES", "HUANG_PES",
+           "replication_tasks", "their_n_positions", "run_overrides", "select_config",
+           "Selected", "fitting_seeds", "bin_summary", "agreement", "cell_path", "read_cell",
+           "replicate_cell", "CODE_NOT_PAPER", "estimate_flops", "their_numbers",
+           "measured_compute", "read_cells"]
+
+#: The two positional encodings of their experiment: learned APE (GPT-2's, with a random
+#: position offset per training example) and NoPE.
+HUANG_PES = ("ape_learned", "nope")
+
+#: Where this implementation follows their code rather than the paper's text.
+CODE_NOT_PAPER = (
+    "training lengths 1-50: the paper says 0-50; their datasets draw max(1, 0)..50",
+    "selection by the first out-of-distribution bin (51-100) among configurations at 100% in "
+    "distribution, ties to the first in their sweep order (their sweep stops at the first "
+    "configuration at 100% on both bins; the paper leaves ties open)",
+    "exact match under teacher forcing over every answer position and EOS (their "
+    "compute_metrics); for a greedy decoder it equals greedy decoding's exact match",
+    "a seed fits when its ID exact match is 100% at an evaluation (every 3,000 steps) or at the "
+    "last step; the sweep and the seeds stop a run at its first 100% evaluation",
+    "learned APE with a random offset per example drawn uniformly in [0, n_positions - "
+    "len(example)] (their generators; n_positions per task as their scripts set it)",
+)
+
+
+class ReplicationError(RASPError, ValueError):
+    """Bad replication input: a task outside Huang et al.'s algorithmic tasks, a PE they did not
+    train, an unknown scale, a damaged cell file. The message says what to do."""
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """One configuration of their sweep: ``n_layers`` x ``n_heads`` x ``d_model`` x ``lr``
+    (GPT-2: d_head = d_model / n_heads, MLP width 4 d_model)."""
+
+    n_layers: int
+    n_heads: int
+    d_model: int
+    lr: float
+
+    @property
+    def tag(self) -> str:
+        """Their directory name: ``2l4h256d`` (lr 1e-3) or ``2l4h256dsmalllr`` (lr 1e-4);
+        other learning rates as ``-lr<lr>``."""
+        base = f"{self.n_layers}l{self.n_heads}h{self.d_model}d"
+        if self.lr == 1e-3:
+            return base
+        return base + ("smalllr" if self.lr == 1e-4 else f"-lr{self.lr:g}")
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A cut of the protocol. ``full`` is theirs (:data:`FULL`); ``small`` fits 2 CPU cores
+    (:data:`SMALL`).
+
+    Attributes:
+        train_lengths: ``(lo, hi)`` of the in-distribution bin (training draws
+            ``max(1, lo)..hi``).
+        bins: the evaluated length bins, the in-distribution one first.
+        configs: the sweep, in their order.
+        steps, fit_every, bin_samples, batch_size: per run (their 30,000 / 3,000 / 2,000 / 64).
+        fitting: fitting seeds per cell (their ``num_run`` 5); ``max_seeds``: seeds tried at most
+            (theirs: 1,000).
+        fallback, fallback_steps, fallback_warmup: the model used when no configuration fits
+            (their ``big``: 12 layers, 12 heads, d_model 768, lr 1e-4, 60,000 steps, 3,000
+            warmup steps; every seed counts).
+        eval_stride, eval_samples: the per-length curve (``accuracy.json``) besides the bins.
+    """
+
+    name: str
+    train_lengths: tuple
+    bins: tuple
+    configs: tuple
+    steps: int
+    fit_every: int
+    bin_samples: int
+    batch_size: int = 64
+    fitting: int = 5
+    max_seeds: int = 50
+    fallback: SweepConfig | None = None
+    fallback_steps: int = 0
+    fallback_warmup: int = 0
+    eval_stride: int = 5
+    eval_samples: int = 16
+    comparable: bool = True
+
+    def describe(self) -> str:
+        """One paragraph: what this scale trains and evaluates."""
+        c = self.configs
+        grid = (f"{len(c)} configurations (layers {sorted({x.n_layers for x in c})} x heads "
+                f"{sorted({x.n_heads for x in c})} x d_model {sorted({x.d_model for x in c})} x "
+                f"lr {sorted({x.lr for x in c})})")
+        bins = ", ".join(f"{max(1, lo)}-{hi}" for lo, hi in self.bins)
+        text = (f"scale {self.name}: training lengths {max(1, self.train_lengths[0])}-"
+                f"{self.train_lengths[1]}, bins {bins} ({self.bin_samples} examples each), "
+                f"{grid}, {self.steps:,} steps of batch {self.batch_size} with a fit check every "
+                f"{self.fit_every:,}, the mean of the first {self.fitting} fitting seeds (at most "
+                f"{self.max_seeds} tried)")
+        if not self.comparable:
+            text += "; a cut of their protocol: its numbers are not theirs to compare"
+        return text
+
+
+def _sweep(layers, heads, dims, lrs) -> tuple:
+    return tuple(SweepConfig(l, h, d, lr) for l in layers for h in heads for d in dims
+                 for lr in lrs)
+
+
+#: Their protocol (``language_modeling_train.py``: ``configs``, lengths, bins, 2,000 test
+#: examples, 30,000 steps, evaluation every 3,000; ``run_multiple_seeds.py``: 5 fitting seeds).
+FULL = Scale("full", (0, 50), ((0, 50), (51, 100), (101, 150)),
+             _sweep((1, 2, 4), (1, 2, 4), (16, 64, 256), (1e-3, 1e-4)),
+             steps=30_000, fit_every=3_000, bin_samples=2_000, max_seeds=50,
+             fallback=SweepConfig(12, 12, 768, 1e-4), fallback_steps=60_000,
+             fallback_warmup=3_000)
+
+#: The cut for 2 CPU cores (module docstring); not comparable with their numbers.
+SMALL = Scale("small", (0, 10), ((0, 10), (11, 20), (21, 30)),
+              _sweep((1, 2), (1, 2), (64,), (1e-3,)),
+              steps=3_000, fit_every=500, bin_samples=200, max_seeds=10,
+              fallback=SweepConfig(4, 4, 128, 1e-3), fallback_steps=3_000, fallback_warmup=0,
+              eval_stride=2, eval_samples=16, comparable=False)
+
+SCALES = {"full": FULL, "small": SMALL}
+
+
+def replication_tasks() -> dict:
+    """Their algorithmic tasks (catalogue name -> their task name), the ones with released
+    numbers (:data:`tasks.huang.RELEASED`)."""
+    from tasks.huang import RELEASED
+    return {name: run for name, (run, _, _) in RELEASED.items()}
+
+
+def their_n_positions(task: str, max_test: int) -> int:
+    """``n_positions`` of their GPT-2 for a task (``run_multiple_seeds.py``), which bounds the
+    random offsets: ``offset ~ U[0, n_positions - len(example)]``.
+
+    Raises:
+        ReplicationError: a task they did not run.
+    """
+    table = {"majority_binary": max_test + 4, "majority": max_test + 4,
+             "parity_bits": max_test + 4, "majority_interleave": max_test + 6,
+             "copy_unique_150": 2 * max_test + 3, "copy_ab": 2 * max_test + 3,
+             "sort_150": 2 * max_test + 3, "addition_binary": 2 * max_test}
+    if task not in table:
+        raise ReplicationError(f"{task!r} is not one of Huang et al.'s algorithmic tasks: "
+                               f"{', '.join(sorted(table))}")
+    return table[task]
+
+
+def run_overrides(task: str, pe: str, cfg: SweepConfig, scale: Scale,
+                  fallback: bool = False) -> dict:
+    """The training settings (:mod:`analysis.training.configs` keys) of one of their runs.
+
+    Their model is HuggingFace's ``GPT2LMHeadModel`` (pre-LN, GELU, MLP 4 d_model, tied
+    embeddings, init std 0.02, no dropout) trained with ``Trainer`` (AdamW betas (0.9, 0.999),
+    weight decay 0.01, linear decay to 0, gradient clipping 1.0, batch 64). Ours: the same
+    settings of :class:`rasp_model.Transformer` (its GELU is exact, GPT-2's the tanh
+    approximation). The random offsets span their ``n_positions`` (:func:`their_n_positions`)
+    where our model has as many positions; addition's 2 x 150 exceeds them and is cut to ours.
+    """
+    if pe not in HUANG_PES:
+        raise ReplicationError(f"Huang et al. trained {' and '.join(HUANG_PES)}, not {pe!r}")
+    lo, hi = scale.train_lengths
+    top = scale.bins[-1][1]
+    out = {"n_layers": cfg.n_layers, "n_heads": cfg.n_heads, "d_model": cfg.d_model,
+           "d_head": max(1, cfg.d_model // cfg.n_heads), "d_mlp": 4 * cfg.d_model,
+           "act_fn": "gelu", "normalization_type": "LN", "tied_embeddings": True,
+           "embed_init_std": 0.02, "initializer_range": 0.02, "dropout": 0.0,
+           "lr": cfg.lr, "weight_decay": 0.01, "betas": [0.9, 0.999],
+           "warmup_steps": scale.fallback_warmup if fallback else 0,
+           "schedule": "linear", "min_lr_ratio": 0.0, "grad_clip": 1.0,
+           "batch_size": scale.batch_size,
+           "steps": scale.fallback_steps if fallback else scale.steps,
+           "train_min_len": max(1, lo), "train_max_len": hi,
+           "position_offsets": "random" if pe == "ape_learned" else "none",
+           "eval_bins": [list(b) for b in scale.bins], "bin_samples": scale.bin_samples,
+           "fit_every": scale.fit_every, "fit_em": 1.0,
+           "eval_max_factor": top / hi, "eval_stride": scale.eval_stride,
+           "eval_samples": scale.eval_samples, "probe_every": 0,
+           "checkpoint_every": max(scale.fit_every, 500)}
+    if pe == "ape_learned":
+        out["offset_span"] = their_n_positions(task, top) - 1   # our inputs drop the last token
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# selection and seeds
+# ------------------------------------------------------------------------------------------
+
+@dataclass
+class Selected:
+    """The outcome of :func:`select_config`: the chosen configuration (None: none fits and
+    the fallback is used), why, and whether every seed counts (the fallback's threshold 0)."""
+
+    config: SweepConfig | None
+    reason: str
+    fallback: bool
+    fitting_configs: list = field(default_factory=list)
+
+
+def _em(bins: list | None, i: int) -> float | None:
+    if not bins or len(bins) <= i:
+        return None
+    return bins[i].get("em")
+
+
+def select_config(rows: Sequence[tuple[SweepConfig, list | None]],
+                  fit_em: float = 1.0) -> Selected:
+    """Their selection: among the configurations whose in-distribution exact match (bin 0)
+    is >= ``fit_em`` (100%), the best exact match on bin 1 (51-100); ties to the earliest in
+    ``rows`` (their sweep order). None fits: :attr:`Selected.fallback` True.
+
+    Args:
+        rows: ``(config, bins.json rows or None)`` in sweep order (None: the run did not
+            finish; it cannot be selected).
+    """
+    fitting = [(i, c, b) for i, (c, b) in enumerate(rows)
+               if _em(b, 0) is not None and _em(b, 0) >= fit_em]
+    if not fitting:
+        return Selected(None, f"none of {len(rows)} configurations reached {fit_em:.0%} in "
+                              f"distribution: their fallback model, every seed counts", True)
+    best = max(fitting, key=lambda t: (_em(t[2], 1) if _em(t[2], 1) is not None else -1.0,
+                                       -t[0]))
+    return Selected(best[1], f"best bin-1 exact match {_em(best[2], 1)} among "
+                             f"{len(fitting)} of {len(rows)} configurations at {fit_em:.0%} "
+                             f"in distribution", False, [c.tag for _, c, _ in fitting])
+
+
+def fitting_seeds(per_seed: Sequence[tuple[int, list | None]], need: int,
+                  threshold: float = 1.0) -> list[int]:
+    """The first ``need`` seeds (in seed order) whose in-distribution exact match is >=
+    ``threshold`` (their ``run_multiple_seeds.py``; the fallback's threshold is 0)."""
+    out = [s for s, b in sorted(per_seed) if _em(b, 0) is not None and _em(b, 0) >= threshold]
+    return out[:need]
+
+
+def bin_summary(per_seed: dict, seeds: Sequence[int], bins: Sequence) -> list[dict]:
+    """Per bin, over ``seeds``: mean, min, max and standard deviation of the exact match
+    (``per_seed``: seed -> bins.json rows)."""
+    out = []
+    for i, (lo, hi) in enumerate(bins):
+        vals = [_em(per_seed[s], i) for s in seeds]
+        vals = [v for v in vals if v is not None]
+        out.append({"bin": [max(1, lo), hi], "split": "id" if i == 0 else "ood",
+                    "mean": float(np.mean(vals)) if vals else None,
+                    "min": min(vals) if vals else None, "max": max(vals) if vals else None,
+                    "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else None,
+                    "seeds": len(vals), "per_seed": vals})
+    return out
+
+
+def their_numbers(task: str, pe: str) -> list[float] | None:
+    """Their released mean exact match per bin (ID, 51-100, 101-150) for a cell
+    (:data:`tasks.huang.RELEASED`), or None."""
+    from tasks.huang import RELEASED
+    if task not in RELEASED:
+        return None
+    _, ape, nope = RELEASED[task]
+    return list(ape if pe == "ape_learned" else nope)
+
+
+def agreement(task: str, pe: str, per_seed: dict, seeds: Sequence[int],
+              theirs: Sequence[float] | None, bins: Sequence) -> list[dict]:
+    """Per out-of-distribution bin, whether our seeds agree with their number by the claims
+    rule (:func:`analysis.evidence.statistics.task_outcome`): our outcome ``generalizes`` /
+    ``fails`` / ``inconclusive`` against the threshold ``max(0.5, chance + 0.1)``
+    (:func:`~analysis.evidence.statistics.generalization_threshold`, chance at the bin's
+    lengths), theirs the side of the threshold their mean lies on; ``agrees`` /
+    ``disagrees`` when ours is decided, else ``inconclusive`` (with fewer than five fitting
+    seeds the rule cannot decide)."""
+    out = []
+    for i, (lo, hi) in enumerate(bins):
+        if i == 0:
+            continue
+        try:
+            chance = _stats.chance_em(task, list(range(max(1, lo), hi + 1)))
+        except (KeyError, ValueError):
+            chance = None
+        thr = _stats.generalization_threshold(chance)
+        recs = []
+        for s in seeds:
+            row = per_seed[s][i]
+            recs.append(SimpleNamespace(
+                seed=s, id_em=_em(per_seed[s], 0), ood_em=row.get("em"),
+                accuracy=[{"split": "ood", "em": row.get("em"), "n": row.get("n")}]))
+        measured, why, _ = _stats.task_outcome({pe: recs}, thr) if recs else \
+            ("inconclusive", "no fitting seeds", {})
+        their = None if theirs is None else ("generalizes" if theirs[i] >= thr else "fails")
+        if their is None:
+            label = "no published number"
+        elif measured == "inconclusive":
+            label = "inconclusive"
+        else:
+            label = "agrees" if measured == their else "disagrees"
+        out.append({"bin": [max(1, lo), hi], "threshold": thr, "chance": chance,
+                    "ours": measured, "why": why, "theirs": their,
+                    "their_em": None if theirs is None else theirs[i], "label": label})
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# compute
+# ------------------------------------------------------------------------------------------
+
+def _params(cfg: SweepConfig, d_vocab: int, n_ctx: int) -> int:
+    d = cfg.d_model
+    return cfg.n_layers * (12 * d * d + 13 * d) + d_vocab * d + n_ctx * d
+
+
+def estimate_flops(task: str, scale: Scale, d_vocab: int = 160) -> dict:
+    """An upper bound on a cell's training compute (no early stop): ``6 x parameters x
+    tokens`` (Kaplan et al. 2020) per run, for the sweep and for ``fitting`` seeds of the
+    largest configuration, with tokens = steps x batch x the mean training sequence
+    (copy and sort tasks: ~2 n + 3, the others: ~n + 4, n uniform in the training lengths)."""
+    lo, hi = max(1, scale.train_lengths[0]), scale.train_lengths[1]
+    n = (lo + hi) / 2
+    seq = 2 * n + 3 if task in ("copy_unique_150", "copy_ab", "sort_150", "addition_binary") \
+        else n + 4
+    n_ctx = their_n_positions(task, scale.bins[-1][1])
+    tokens = scale.steps * scale.batch_size * seq
+    sweep = sum(6 * _params(c, d_vocab, n_ctx) * tokens for c in scale.configs)
+    biggest = max(scale.configs, key=lambda c: _params(c, d_vocab, n_ctx))
+    seeds = scale.fitting * 6 * _params(biggest, d_vocab, n_ctx) * tokens
+    return {"sweep_flops": float(sweep), "seed_flops_max": float(seeds),
+            "total_flops_max": float(sweep + seeds), "runs": len(scale.configs) + scale.fitting}
+
+
+# ------------------------------------------------------------------------------------------
+# running a cell
+# ------------------------------------------------------------------------------------------
+
+def cell_path(out_dir: str | os.PathLike, task: str, pe: str, scale: Scale) -> Path:
+    """The cell's result file: ``<out_dir>/<scale>/<task>--<pe>.json``."""
+    return Path(out_dir) / scale.name / f"{task}--{pe}.json"
+
+
+def read_cell(path: str | os.PathLike) -> dict:
+    """A cell file (:func:`replicate_cell`), checked to be a JSON object of a cell.
+
+    Raises:
+        ReplicationError: missing keys or not a cell file.
+    """
+    try:
+        d = _runs.read_json(Path(path), "replication cell")
+    except _runs.RunDirError as e:
+        raise ReplicationError(str(e)) from None
+    if not isinstance(d, dict) or not {"task", "pe", "scale"} <= set(d):
+        raise ReplicationError(f"{path}: not a replication cell file (needs task, pe, scale)")
+    return d
+
+
+def read_cells(cells_dir: str | os.PathLike) -> list[dict]:
+    """Every cell file under ``cells_dir`` (``<scale>/<task>--<pe>.json``), sorted by scale,
+    task and PE; damaged files are skipped with a warning line in the cell's place
+    (``{"task", "pe", "scale", "error"}``)."""
+    out = []
+    for path in sorted(Path(cells_dir).glob("*/*--*.json")):
+        try:
+            out.append(read_cell(path))
+        except ReplicationError as e:
+            task, _, pe = path.stem.partition("--")
+            out.append({"task": task, "pe": pe, "scale": path.parent.name, "error": str(e)})
+    return out
+
+
+def _run_dir(runs_root: Path, scale: Scale, task: str, pe: str, tag: str, seed: int) -> Path:
+    return Path(runs_root) / "huang" / scale.name / task / pe / tag / f"seed{seed}"
+
+
+def _bins_of(run_dir: Path) -> list | None:
+    """A finished run's ``bins.json`` rows, or None (not finished or no bins)."""
+    if not (run_dir / "DONE").exists() or not (run_dir / "bins.json").exists():
+        return None
+    try:
+        rows = _runs.read_json(run_dir / "bins.json", "length bins")
+    except _runs.RunDirError:
+        return None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        return None
+    return rows
+
+
+def measured_compute(run_dirs: Sequence[Path]) -> dict:
+    """What finished runs cost: ``{"runs", "train_seconds", "steps", "flops"}`` with ``flops``
+    = 6 x parameters x tokens trained (Kaplan et al. 2020; tokens from ``DONE``'s throughput
+    and training time)."""
+    out = {"runs": 0, "train_seconds": 0.0, "steps": 0, "flops": 0.0}
+    for d in run_dirs:
+        try:
+            done = _runs.read_done(d)
+        except _runs.RunDirError:
+            continue
+        sec = float(done.get("train_seconds") or 0.0)
+        out["runs"] += 1
+        out["train_seconds"] += sec
+        out["steps"] += int(done.get("steps") or 0)
+        out["flops"] += 6.0 * int(done.get("params") or 0) * \
+            float(done.get("tokens_per_second") or 0.0) * sec
+    out["train_seconds"] = round(out["train_seconds"], 1)
+    return out
+
+
+def replicate_cell(task: str, pe: str, scale: Scale = FULL, runs_root="runs",
+                   out_dir="replication", prediction: dict | None = None,
+                   grid_kwargs: dict | None = None, waves: int = 2,
+                   log: Callable[[str], None] = print) -> dict:
+    """Run one cell of their experiment (module docstring) and write its file
+    (:func:`cell_path`) atomically; returns its contents.
+
+    Args:
+        prediction: our prediction for the cell, registered before any run of it: written to
+            the cell file before training starts; a cell file that already holds one keeps the
+            first (the time it was registered is kept with it).
+        grid_kwargs: :func:`analysis.training.grid.run_grid` keywords (``address``,
+            ``serial``, ``device``, ``num_cpus``, ...).
+        waves: runs started at once (the parallel workers): the sweep stops launching
+            configurations once one is 100% on the ID bin and bin 1, as theirs does; seeds are
+            started ``max(waves, seeds still needed)`` at a time.
+
+    Raises:
+        ReplicationError: a task or PE outside their experiment.
+        analysis.training.grid.GridError: the grid cannot run.
+    """
+    if task not in replication_tasks():
+        raise ReplicationError(f"{task!r} is not one of Huang et al.'s algorithmic tasks "
+                               f"({', '.join(replication_tasks())}); their formal languages use "
+                               f"another protocol (formal_lang_suite) not implemented here")
+    if pe not in HUANG_PES:
+        raise ReplicationError(f"Huang et al. trained {' and '.join(HUANG_PES)}, not {pe!r}")
+    path = cell_path(out_dir, task, pe, scale)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = read_cell(path) if path.exists() else {}
+    from analysis.training.trainer import git_commit
+    cell = {"task": task, "pe": pe, "scale": scale.name, "comparable": scale.comparable,
+            "protocol": scale.describe(), "code_not_paper": list(CODE_NOT_PAPER),
+            "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "git_commit": git_commit()}
+    if old.get("prediction") is not None:
+        cell["prediction"] = old["prediction"]
+    elif prediction is not None:
+        cell["prediction"] = {**prediction, "registered": cell["started"],
+                              "git_commit": cell["git_commit"]}
+    _runs.atomic_json(path, cell)                    # the prediction is on disk before any run
+    gk = {"progress": False, **(grid_kwargs or {})}
+    waves = max(1, int(waves))
+    root = Path(runs_root)
+
+    def train(cfgs_seeds: list, fallback: bool) -> None:
+        runs = [_grid.GridRun(task=task, pe=pe, seed=s, preset="default",
+                              overrides=run_overrides(task, pe, c, scale, fallback),
+                              run_dir=str(_run_dir(root, scale, task, pe, c.tag, s)),
+                              tag=c.tag) for c, s in cfgs_seeds]
+        report = _grid.run_grid(runs, runs_root=str(root), log=log, **gk)
+        for r in report.failed:
+            log(f"  failed: {r.summary_line()}")
+
+    # 1. the sweep, in waves, stopping at the first configuration perfect on bins 0 and 1
+    rows: list = []
+    t0 = time.time()
+    configs = list(scale.configs)
+    for at in range(0, len(configs), waves):
+        wave = configs[at:at + waves]
+        log(f"[{task} {pe}] sweep {at + 1}-{at + len(wave)}/{len(configs)}: "
+            f"{', '.join(c.tag for c in wave)}")
+        train([(c, 0) for c in wave], False)
+        rows += [(c, _bins_of(_run_dir(root, scale, task, pe, c.tag, 0))) for c in wave]
+        if any(_em(b, 0) == 1.0 and _em(b, 1) == 1.0 for _, b in rows):
+            log(f"[{task} {pe}] a configuration is 100% on the ID bin and bin 1: the sweep "
+                f"stops there, as theirs does")
+            break
+    sel = select_config(rows)
+    cfg = sel.config if sel.config is not None else scale.fallback
+    threshold = 0.0 if sel.fallback else 1.0
+    log(f"[{task} {pe}] selected {cfg.tag if cfg else 'nothing'}: {sel.reason}")
+
+    # 2. seeds of the selected configuration until `fitting` fit
+    per_seed: dict = {}
+    tried: list[int] = []
+    while cfg is not None and len(tried) < scale.max_seeds:
+        have = fitting_seeds([(s, per_seed[s]) for s in tried], scale.fitting, threshold)
+        if len(have) >= scale.fitting:
+            break
+        n = min(max(waves, scale.fitting - len(have)), scale.max_seeds - len(tried))
+        batch = list(range(len(tried), len(tried) + n))
+        log(f"[{task} {pe}] seeds {batch[0]}-{batch[-1]} of {cfg.tag} "
+            f"({len(have)}/{scale.fitting} fit so far)")
+        train([(cfg, s) for s in batch], sel.fallback)
+        for s in batch:
+            per_seed[s] = _bins_of(_run_dir(root, scale, task, pe, cfg.tag, s))
+            tried.append(s)
+    fit = fitting_seeds([(s, per_seed[s]) for s in tried], scale.fitting, threshold)
+    theirs = their_numbers(task, pe)
+    dirs = [_run_dir(root, scale, task, pe, c.tag, 0) for c in configs] + \
+        ([_run_dir(root, scale, task, pe, cfg.tag, s) for s in tried] if cfg else [])
+    cell.update({
+        "status": "done" if len(fit) >= scale.fitting else "incomplete",
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "sweep": [{"config": c.tag, **asdict(c), "bins": b,
+                   "fits": _em(b, 0) is not None and _em(b, 0) >= 1.0} for c, b in rows],
+        "sweep_not_run": [c.tag for c in configs[len(rows):]],
+        "selection": {"config": cfg.tag if cfg else None, "reason": sel.reason,
+                      "fallback": sel.fallback,
+                      "fitting_configs": sel.fitting_configs},
+        "seeds_tried": tried, "fitting_seeds": fit,
+        "seeds": {str(s): per_seed[s] for s in tried},
+        "bins": bin_summary(per_seed, fit, scale.bins) if fit else [],
+        "theirs": theirs, "their_source": "tasks/huang.py RELEASED (lm-out-new-multi-run)",
+        "agreement": agreement(task, pe, per_seed, fit, theirs, scale.bins) if fit else [],
+        "compute": measured_compute([d for d in dirs if d.exists()]),
+        "wall_seconds": round(time.time() - t0, 1),
+    })
+    if len(fit) < scale.fitting:
+        cell["why_incomplete"] = (f"{len(fit)} of {len(tried)} seeds fit (at most "
+                                  f"{scale.max_seeds} tried)")
+    _runs.atomic_json(path, cell)
+    return cell

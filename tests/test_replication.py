@@ -1,0 +1,236 @@
+"""Huang et al. 2025's protocol (``analysis.evidence.replication``, ``rasp replicate huang``).
+
+The truths: their selection rule applied by hand to a made-up sweep table; their generators'
+offset and bin formulas written out here from ``algorithmic/language_modeling_train.py``
+(``offset = random.randint(0, max_test_length - length)`` etc.), independently of our code;
+greedy decoding (a separate code path) for the teacher-forced exact match; an uninterrupted
+replication for the resumed one.
+"""
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tasks
+from analysis.evidence import replication as R
+from analysis.training.batches import make_step
+from analysis.training.evaluation import bin_set, evaluate, teacher_forced_em
+from analysis.training.trainer import offset_positions, resolve_spec, train
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _bins(*ems):
+    return [{"bin": [0, 1], "split": "id" if i == 0 else "ood", "n": 10, "em": e}
+            for i, e in enumerate(ems)]
+
+
+C = [R.SweepConfig(l, h, 16, 1e-3) for l in (1, 2) for h in (1, 2)]
+
+
+# ------------------------------------------------------------------------------------------
+# the selection rule and the seeds
+# ------------------------------------------------------------------------------------------
+
+def test_selection_picks_the_best_first_ood_bin_among_configs_at_100_percent():
+    rows = [(C[0], _bins(0.999, 1.0, 1.0)),     # not 100% in distribution: never chosen
+            (C[1], _bins(1.0, 0.60, 0.90)),
+            (C[2], None),                        # did not finish
+            (C[3], _bins(1.0, 0.75, 0.10))]      # best 51-100 although worse at 101-150
+    sel = R.select_config(rows)
+    assert sel.config == C[3] and not sel.fallback
+    assert sel.fitting_configs == [C[1].tag, C[3].tag]
+
+
+def test_selection_ties_go_to_the_first_config_in_sweep_order():
+    rows = [(C[0], _bins(1.0, 0.5, 0.1)), (C[1], _bins(1.0, 0.8, 0.2)),
+            (C[2], _bins(1.0, 0.8, 0.9))]
+    assert R.select_config(rows).config == C[1]
+
+
+def test_selection_when_none_fits_uses_the_fallback():
+    sel = R.select_config([(C[0], _bins(0.98, 0.9, 0.9)), (C[1], None)])
+    assert sel.config is None and sel.fallback and "none of 2" in sel.reason
+
+
+def test_first_five_fitting_seeds_in_seed_order():
+    per = [(s, _bins(1.0 if s % 3 else 0.99, 0.5)) for s in range(12)]
+    assert R.fitting_seeds(per, 5) == [1, 2, 4, 5, 7]            # 0, 3, 6 do not fit
+    assert R.fitting_seeds(per, 5, threshold=0.0) == [0, 1, 2, 3, 4]   # the fallback: all count
+
+
+def test_bin_summary_and_agreement_with_a_published_number():
+    per = {s: _bins(1.0, 0.9 + 0.01 * s, 0.2) for s in range(5)}
+    summ = R.bin_summary(per, list(range(5)), ((0, 50), (51, 100), (101, 150)))
+    assert summ[1]["mean"] == pytest.approx(0.92) and summ[1]["min"] == pytest.approx(0.90)
+    assert summ[0]["bin"] == [1, 50]
+    ag = R.agreement("copy_unique_150", "ape_learned", per, list(range(5)),
+                     [1.0, 0.9986, 0.9874], ((0, 50), (51, 100), (101, 150)))
+    assert [a["ours"] for a in ag] == ["generalizes", "fails"]
+    assert [a["label"] for a in ag] == ["agrees", "disagrees"]
+    few = R.agreement("copy_unique_150", "ape_learned", per, [0, 1, 2], [1.0, 0.99, 0.98],
+                      ((0, 50), (51, 100), (101, 150)))
+    assert {a["label"] for a in few} == {"inconclusive"}        # 3 seeds cannot decide
+
+
+# ------------------------------------------------------------------------------------------
+# their generators: offsets and bins
+# ------------------------------------------------------------------------------------------
+
+#: Their offset range per example, from language_modeling_train.py (max_test_length = 150):
+#: the majority/parity datasets ``randint(0, max_test - n)``, copy and sort
+#: ``randint(0, (max_test - n) * 2)``.
+THEIRS = {"majority_binary": lambda n: 150 - n, "parity_bits": lambda n: 150 - n,
+          "copy_unique_150": lambda n: 2 * (150 - n), "sort_150": lambda n: 2 * (150 - n)}
+
+
+@pytest.mark.parametrize("name", sorted(THEIRS))
+def test_random_offsets_span_exactly_their_generators_range(name):
+    task = tasks.get_task(name)
+    cfg = R.SweepConfig(1, 1, 16, 1e-3)
+    spec = resolve_spec(task, "ape_learned", 0, "default",
+                        config_overrides=R.run_overrides(name, "ape_learned", cfg, R.FULL))
+    assert spec.train_lengths == (1, 50)                  # their range_min = max(1, 0)
+    hi_off: dict[int, int] = {}
+    for s in range(60):
+        rng = np.random.default_rng([0, s, 1])
+        step = make_step(task, [1, 2, 50], 64, rng, offset_positions(spec), "random", "padded")
+        mb = step.micro[0]
+        for r in range(mb.inputs.shape[0]):
+            n_real = int((mb.mask[r] > 0).nonzero().max()) + 1 if mb.mask[r].any() else 0
+            off = int(mb.offsets[r, 0])
+            ex_len = n_real + 1                            # their instance: our inputs + 1
+            n = {"majority_binary": ex_len - 4, "parity_bits": ex_len - 4,
+                 "copy_unique_150": (ex_len - 3) // 2, "sort_150": (ex_len - 3) // 2}[name]
+            assert 0 <= off <= THEIRS[name](n), (n, off)
+            hi_off[n] = max(hi_off.get(n, 0), off)
+            assert off + n_real <= spec.model.n_ctx
+    # the top of their range is reached for the shortest length (64 x 60 draws at 3 lengths)
+    assert hi_off[1] >= 0.97 * THEIRS[name](1)
+    assert hi_off[50] >= 0.97 * THEIRS[name](50)
+
+
+def test_nope_cells_have_no_offsets_and_bins_are_uniform_over_their_lengths():
+    task = tasks.get_task("majority_binary")
+    ov = R.run_overrides("majority_binary", "nope", C[0], R.FULL)
+    assert ov["position_offsets"] == "none" and "offset_span" not in ov
+    assert ov["eval_bins"] == [[0, 50], [51, 100], [101, 150]] and ov["bin_samples"] == 2000
+    data = bin_set(task, 51, 100, 2000)
+    ns = Counter(len(p) - 2 for p, _ in data)             # BOS body SEP
+    assert set(ns) == set(range(51, 101))                  # randint(51, 100): every length
+    assert max(ns.values()) < 70 and min(ns.values()) > 15  # ~40 each
+    assert bin_set(task, 51, 100, 2000) == data            # the same examples for every run
+    ids = Counter(len(p) - 2 for p, _ in bin_set(task, 0, 50, 2000))
+    assert min(ids) == 1                                   # their max(1, 0)
+
+
+def test_teacher_forced_exact_match_equals_greedy_decoding(tmp_path):
+    """Per example: every answer position right under teacher forcing <=> greedy decoding
+    reproduces the answer (a partly trained model, so both outcomes occur)."""
+    tiny = {"n_layers": 1, "d_model": 32, "d_head": 16, "n_heads": 2, "d_mlp": 64,
+            "batch_size": 32, "train_max_len": 4, "eval_samples": 4, "warmup_steps": 5,
+            "probe_every": 0, "lr": 3e-3}
+    res = train("majority_binary", "nope", seed=0, steps=30, out_dir=tmp_path / "r",
+                config_overrides=tiny, progress=False, verbose=False)
+    from analysis.training.runs import load_run
+    model = load_run(res.run_dir)[0]
+    task = tasks.get_task("majority_binary")
+    outcomes = 0
+    for n in (3, 7, 9, 13):
+        from analysis.training.evaluation import eval_set
+        data = eval_set(task, n, 40)
+        greedy = evaluate(model, task, [(n, "id")], samples=40)[0].correct
+        tf, total = teacher_forced_em(model, task, data)
+        assert (tf, total) == (greedy, 40), n
+        outcomes += 0 < greedy < 40
+    assert outcomes >= 1, "the model should be partly right at some length"
+
+
+# ------------------------------------------------------------------------------------------
+# a cell, interrupted and resumed
+# ------------------------------------------------------------------------------------------
+
+TINY = replace(R.SMALL, name="tiny", train_lengths=(0, 3), bins=((0, 3), (4, 6)),
+               configs=(R.SweepConfig(1, 1, 16, 1e-3), R.SweepConfig(1, 2, 16, 1e-3)),
+               steps=40, fit_every=20, bin_samples=16, batch_size=8, fitting=2, max_seeds=3,
+               fallback=R.SweepConfig(1, 2, 16, 1e-3), fallback_steps=40, eval_stride=2,
+               eval_samples=4)
+
+
+def _cell(tmp_path, **kw):
+    return R.replicate_cell("majority_binary", "nope", TINY, tmp_path / "runs",
+                            tmp_path / "cells", grid_kwargs={"serial": True}, waves=1,
+                            log=lambda s: None, **kw)
+
+
+def test_an_interrupted_cell_resumes_and_equals_an_uninterrupted_one(tmp_path):
+    ref = _cell(tmp_path / "a", prediction={"prediction": "generalizes", "label": "g"})
+    assert ref["status"] in ("done", "incomplete") and ref["sweep"]
+    assert ref["prediction"]["prediction"] == "generalizes"
+
+    calls = []
+
+    def stop(line):
+        calls.append(line)
+        if "sweep 2-2" in line:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        R.replicate_cell("majority_binary", "nope", TINY, tmp_path / "b" / "runs",
+                         tmp_path / "b" / "cells", prediction={"prediction": "fails"},
+                         grid_kwargs={"serial": True}, waves=1, log=stop)
+    path = R.cell_path(tmp_path / "b" / "cells", "majority_binary", "nope", TINY)
+    assert json.loads(path.read_text())["status"] == "running"   # registered before the runs
+    # the rerun keeps the prediction registered first and reuses the finished sweep run
+    got = _cell(tmp_path / "b", prediction={"prediction": "generalizes"})
+    assert got["prediction"]["prediction"] == "fails"
+    for key in ("sweep", "selection", "seeds_tried", "fitting_seeds", "bins", "status"):
+        assert got[key] == ref[key], key
+
+
+# ------------------------------------------------------------------------------------------
+# the command line
+# ------------------------------------------------------------------------------------------
+
+def _rasp(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "rasp_cli.main", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["replicate", "huang", "count", "--pe", "nope"], "not one of Huang et al.'s"),
+    (["replicate", "huang", "majority", "--pe", "t5"], "trained ape_learned and nope"),
+    (["replicate", "huang", "majority", "--pe", "nope", "--waves", "0"], "--waves"),
+    (["replicate", "zhou", "majority"], "invalid choice"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, says):
+    p = _rasp(*args)
+    assert p.returncode == 2 and says in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.slow
+def test_small_scale_end_to_end_and_the_doc(tmp_path):
+    """One cell at --scale small through the command (in-process grid), then the doc."""
+    p = _rasp("replicate", "huang", "majority_binary", "--pe", "nope", "--scale", "small",
+              "--serial", "--no-predict", "--runs", str(tmp_path / "runs"), "-o",
+              str(tmp_path / "cells"), timeout=1800)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "bin 11-20" in p.stdout and "bin 21-30" in p.stdout
+    cell = json.loads((tmp_path / "cells" / "small" / "majority_binary--nope.json").read_text())
+    assert cell["status"] == "done" and len(cell["fitting_seeds"]) == 5
+    doc = tmp_path / "doc.md"
+    q = subprocess.run([sys.executable, "-m", "analysis.reporting.replication_doc", "--cells",
+                        str(tmp_path / "cells"), "-o", str(doc)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert q.returncode == 0, q.stderr
+    text = doc.read_text()
+    assert text.splitlines()[2].startswith("Generated by `python -m analysis.reporting."
+                                           "replication_doc")
+    assert "| majority_binary | NoPE | done |" in text
+    assert "`rasp replicate huang sort_150 --pe nope`" in text       # listed as not run
