@@ -22,6 +22,12 @@ __all__ = ["compile_program", "CompiledModel", "load_compiled", "CompilerError",
            "CompiledRuntimeError", "VerificationError", "to_transformer_lens"]
 
 
+def __dir__():
+    """Every public name, the lazy ones included (tab completion lists them before the first
+    use; nothing is imported to list them)."""
+    return sorted(set(globals()) | set(__all__))
+
+
 def __getattr__(name):
     if name in ("compile_program", "CompiledModel", "load_compiled"):
         from . import compile as _c

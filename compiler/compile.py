@@ -198,10 +198,7 @@ class CompiledModel:
         different values (the interpreter raises for these as well)."""
         logits, resid, lens = self._forward(inputs)
         self._check(resid, lens)
-        outs = [self._decode(logits[b, 1: 1 + n], n) for b, n in enumerate(lens)]
-        if len(set(lens)) == 1:
-            return stack_sequences([o[None, :] for o in outs])
-        return outs
+        return self.decode(logits, lens)
 
     def _check(self, resid, lens):
         for name, d, message in self.error_dirs:
@@ -336,6 +333,60 @@ class CompiledModel:
         head = " | ".join(cols)
         row = " | ".join(f"{s[c]:.3f}" if isinstance(s[c], float) else str(s[c]) for c in cols)
         return f"| {head} |\n|{'---|' * len(cols)}\n| {row} |"
+
+    def __repr__(self) -> str:
+        """One line outside Jupyter: the output, layers and heads per layer, residual width,
+        parameters, vocabulary, ``max_seq_len`` and causality."""
+        cfg = self.model.cfg
+        heads = [cfg.heads(i) for i in range(cfg.n_layers)]
+        vocab = ", ".join(map(repr, self.vocab[:8])) + (", ..." if len(self.vocab) > 8 else "")
+        return (f"CompiledModel(output={self.output_name!r} ({self.output_encoding}), "
+                f"layers={cfg.n_layers}, heads_per_layer={heads}, d_model={cfg.d_model}, "
+                f"params={self.stats.get('params', self.model.num_parameters())}, "
+                f"vocab=[{vocab}], max_seq_len={self.max_seq_len}, "
+                f"{'causal' if self.causal else 'bidirectional'})")
+
+    def decode(self, logits: Any, lengths: Iterable[int] | None = None) -> np.ndarray | list:
+        """The program's values from the model's logits, e.g. those of the TransformerLens
+        export (``to_transformer_lens(cm)(ids)``), as :meth:`run` decodes its own.
+
+        Args:
+            logits: ``[batch, 1 + seq, d_vocab_out]`` or ``[1 + seq, d_vocab_out]`` (a torch
+                tensor or an array); position 0 is BOS, as :meth:`encode` writes the ids.
+            lengths: each sequence's length without BOS (the second value :meth:`encode`
+                returns), for a batch padded with PAD; default: every position.
+
+        Returns:
+            ``[batch, seq]`` array (``[seq]`` for 2-D logits), or a list of ``[seq]`` arrays
+            when ``lengths`` differ, as :meth:`run`.
+
+        Raises:
+            CompiledRuntimeError: the logits have the wrong shape, or a position does not
+                decode to a clean value (categorical: a largest logit not 1; numerical: not
+                one of the output's possible values).
+        """
+        if isinstance(logits, torch.Tensor):
+            logits = logits.detach().cpu().numpy()
+        arr = np.asarray(logits, dtype=np.float64)
+        one = arr.ndim == 2
+        if one:
+            arr = arr[None]
+        width = len(self.output_values) if self.output_encoding == CATEGORICAL else 1
+        if arr.ndim != 3 or arr.shape[1] < 2 or arr.shape[2] != width:
+            raise CompiledRuntimeError(
+                f"decode expects logits [batch, 1 + seq, {width}] (BOS at position 0), got "
+                f"shape {tuple(np.shape(logits))}")
+        seq = arr.shape[1] - 1
+        lens = [seq] * arr.shape[0] if lengths is None else [int(n) for n in lengths]
+        if len(lens) != arr.shape[0] or not all(1 <= n <= seq for n in lens):
+            raise CompiledRuntimeError(
+                f"decode: lengths {lens} do not fit logits of shape {tuple(arr.shape)}")
+        outs = [self._decode(arr[b, 1: 1 + n], n) for b, n in enumerate(lens)]
+        if one:
+            return outs[0]
+        if len(set(lens)) == 1:
+            return stack_sequences([o[None, :] for o in outs])
+        return outs
 
     def _repr_html_(self) -> str:
         """Jupyter's display: one row per layer (its heads, the s-ops they compute, its MLP's

@@ -6,6 +6,9 @@ Quick use::
     flip = select(indices, length - indices - 1, "==")
     reverse = aggregate(flip, tokens).named("reverse")
     evaluate(reverse, ["hello", "world"])   # -> [batch, seq] array
+    evaluate(reverse, ["hi", "world"])      # ragged: a list of [seq] arrays
+    reverse("hello")                        # one input -> ["o", "l", "l", "e", "h"]
+    rasp.draw(reverse)                      # the computation flow (inline in a notebook)
 
 ``rasp.run_source(text)`` runs a program in the dialect and returns its environment
 (``rasp.run_file(path)``, ``rasp.Session`` for the REPL, ``rasp.load_library(name)``).
@@ -16,13 +19,14 @@ from .ir import __all__ as _ir_all
 from .display import format_selector_value, format_sop_value
 from .interpreter import Evaluator, evaluate, to_batch
 
+from .draw import draw
 from .parser import RASPSyntaxError
 from .session import Session, load_library, run_file, run_source
 from .tracr_import import TracrImportError, from_tracr
 
 __all__ = list(_ir_all) + ["evaluate", "Evaluator", "to_batch", "format_sop_value",
                            "format_selector_value", "run_source", "run_file", "load_library",
-                           "Session", "RASPSyntaxError", "from_tracr", "TracrImportError"]
+                           "Session", "RASPSyntaxError", "from_tracr", "TracrImportError", "draw"]
 
 
 def _notebook_svg(node):

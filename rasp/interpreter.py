@@ -33,8 +33,8 @@ from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPError, RASPRes
 from .ops import compare, homogeneous_array
 from .errors import MixedBatchError
 
-__all__ = ["evaluate", "Evaluator", "to_batch", "convert_tokens", "stack_sequences",
-           "MixedBatchError"]
+__all__ = ["evaluate", "evaluate_one", "ragged_sequences", "Evaluator", "to_batch",
+           "convert_tokens", "stack_sequences", "MixedBatchError"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -818,23 +818,45 @@ def _masked_reduce(sel: np.ndarray, vals: np.ndarray, reduction: str) -> np.ndar
 _CHUNK_ELEMENTS = 1 << 20
 
 
-def evaluate(sop: Node, inputs: Any, causal: bool | None = None) -> np.ndarray:
-    """Evaluate an s-op (or selector) on a batch of equal-length inputs.
+def ragged_sequences(inputs: Any) -> list | None:
+    """The sequences of a ragged batch: ``inputs`` as a list when it is a list or tuple of
+    sequences (strings, lists, tuples, 1-D arrays) of different lengths; ``None`` for anything
+    else (one sequence, an equal-length batch, an array), which :func:`to_batch` reads."""
+    if isinstance(inputs, (list, tuple)) and len(inputs) > 1 and all(
+            isinstance(x, (list, tuple, str, np.ndarray)) for x in inputs) and len(
+            {len(x) for x in inputs}) > 1:
+        return list(inputs)
+    return None
+
+
+def evaluate(sop: Node, inputs: Any, causal: bool | None = None) -> np.ndarray | list:
+    """Evaluate an s-op (or selector) on a batch of inputs.
 
     Args:
         sop: an :class:`~rasp.ir.SOp` or :class:`~rasp.ir.Selector`.
         inputs: a string (one sequence of characters), a list of tokens (one sequence), a list
-            of equal-length sequences, or a ``[batch, seq]`` array.
+            of sequences, or a ``[batch, seq]`` array.
         causal: ``True`` evaluates in RASP-L causal mode (every selector ANDed with
             ``key_index <= query_index``); ``None`` (default) respects each select's own flag.
 
     Returns:
         ``[batch, seq]`` array for an s-op; ``[batch, query, key]`` bool array for a selector.
+        For sequences of different lengths (a ragged batch, as ``CompiledModel.run`` takes),
+        a list with one result per sequence, in order: a ``[seq]`` array (s-op) or a
+        ``[query, key]`` array (selector); sequences of one length are evaluated together.
 
     Raises:
         RASPTypeError / RASPValueError (subclasses of :class:`~rasp.ir.RASPError`) with the
         offending operation's source position when known.
     """
+    seqs = ragged_sequences(inputs)
+    if seqs is not None:
+        out: list = [None] * len(seqs)
+        for n in {len(x) for x in seqs}:         # one batch per length
+            idx = [i for i, x in enumerate(seqs) if len(x) == n]
+            for i, r in zip(idx, evaluate(sop, [list(seqs[i]) for i in idx], causal)):
+                out[i] = r
+        return out
     arr = to_batch(inputs)
     batch, n = arr.shape
     chunk = max(1, _CHUNK_ELEMENTS // (n * n))
@@ -845,3 +867,31 @@ def evaluate(sop: Node, inputs: Any, causal: bool | None = None) -> np.ndarray:
     parts = [Evaluator(arr[i:i + chunk], causal=causal, lazy_selectors=True)(sop)
              for i in range(0, batch, chunk)]
     return np.concatenate(parts, axis=0)
+
+
+def evaluate_one(node: Node, inp: Any, causal: bool | None = None) -> list:
+    """Evaluate an s-op (or selector) on one input, as the dialect's ``sop("hello")`` and the
+    Python API's ``sop("hello")`` do.
+
+    ``inp``: a string (its characters) or a list / tuple of atoms; ``causal`` as for
+    :func:`evaluate`. Returns a list of ``seq`` values (s-op) or a ``[query][key]`` list of
+    bools (selector). Raises RASPTypeError when ``inp`` is not one input (a batch is
+    :func:`evaluate`'s), RASPValueError when it is empty, and any error of the evaluation."""
+    if isinstance(inp, str):
+        seq = list(inp)
+    elif isinstance(inp, (list, tuple)) and all(
+            isinstance(v, (bool, int, float, str, np.generic)) for v in inp):
+        seq = list(inp)
+    else:
+        what = type(inp).__name__
+        if isinstance(inp, (list, tuple)):
+            what = "a list of " + ", ".join(sorted({type(v).__name__ for v in inp}))
+        raise RASPTypeError(f"an s-op applies to one input, a string or a list of atoms, got "
+                            f"{what} (for a batch use rasp.evaluate)")
+    if not seq:
+        raise RASPValueError("cannot apply an s-op to an empty input")
+    return np.asarray(evaluate(node, [seq], causal))[0].tolist()
+
+
+#: ``sop("hello")``: an s-op or selector called on one input (see :class:`~rasp.ir.Node`)
+Node.__call__ = evaluate_one

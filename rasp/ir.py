@@ -179,7 +179,12 @@ def is_causal_mode() -> bool:
 
 
 class Node:
-    """Base of s-ops and selectors: a unique ``id``, optional ``name``, ``span``, annotations."""
+    """Base of s-ops and selectors: a unique ``id``, optional ``name``, ``span``, annotations.
+
+    Two methods come from the modules that own them (``ir`` imports neither):
+    ``node(inp)``, the value on one input (``reverse("hello") == ["o", "l", "l", "e", "h"]``,
+    :func:`rasp.interpreter.evaluate_one`), and ``node.draw(example, path)``, the picture
+    (:func:`rasp.draw.draw`)."""
 
     kind = "node"
 

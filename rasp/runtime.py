@@ -53,7 +53,7 @@ import numpy as np
 from . import ir, limits, ops
 from .builtins import BUILTIN_NODE_IDS, BUILTINS, RESERVED, binop, need_sop_or_atom, unop
 from .display import describe_value, short_value, strdesc
-from .interpreter import evaluate
+from .interpreter import evaluate_one
 from .ir import (Aggregate, Elementwise, Full, Map, Node, RASPError, RASPNameError,
                  RASPResourceError, RASPTypeError, RASPValueError, Select, Selector, SequenceMap,
                  SOp, Span, causal_mode)
@@ -726,16 +726,10 @@ def apply_to_input(node: Node, inp: Any) -> list:
     """Evaluate an s-op (or selector) on one input (a string of characters or a list of atoms),
     as the original REPL's ``sop("hello")``: a list of values (s-op) or a ``[query][key]`` list
     of bools (selector)."""
-    if isinstance(inp, str) and not isinstance(inp, SelOp):
-        seq = list(inp)
-    elif isinstance(inp, list) and all(is_atom(v) for v in inp):
-        seq = list(inp)
-    else:
+    if not ((isinstance(inp, str) and not isinstance(inp, SelOp)) or (
+            isinstance(inp, list) and all(is_atom(v) for v in inp))):
         raise RASPTypeError(f"an s-op applies to a string or a list of atoms, got {describe_value(inp)}")
-    if not seq:
-        raise RASPValueError("cannot apply an s-op to an empty input")
-    arr = evaluate(node, [seq])
-    return np.asarray(arr)[0].tolist()
+    return evaluate_one(node, inp)
 
 
 # --------------------------------------------------------------------------------------------

@@ -36,7 +36,8 @@ Semantics follow Tracr's evaluator (``tracr.rasp.rasp.evaluate``): a map or sequ
 ``None`` where an input is ``None`` (the callable is not called) — except a
 ``LinearSequenceMap``, whose arithmetic refuses a ``None`` input (a ``RASPTypeError``) where
 Tracr gives ``None``. Names given with
-``.named(...)`` are kept. Refused with :class:`TracrImportError` naming the construct:
+``.named(...)`` are kept as given (``reverse``, not Tracr's unique label ``reverse_5``; several
+nodes may share one, as in Tracr); unnamed nodes keep rasp-lab's default label. Refused with :class:`TracrImportError` naming the construct:
 ``ConstantSOp``, ``ConstantSelector`` (test-only constants of a fixed length) and any other
 class. ``tracr`` itself is imported only to recognise its classes (lazily).
 """
@@ -116,7 +117,7 @@ def from_tracr(expr: Any) -> Node:
             out = numerical(out)
         if out.name is None and not isinstance(
                 e, (tr.TokensType, tr.IndicesType, tr.LengthType)):
-            out.name = _label(e)
+            out.name = _given_name(e, tr)
         memo[id(e)] = out
         return out
 
@@ -131,7 +132,7 @@ def from_tracr(expr: Any) -> Node:
         if t is tr.Full:
             return full(e.fill)
         if t is tr.Map:
-            return map_sop(_none_safe(e.f), conv(e.inner), label=_label(e))
+            return map_sop(_none_safe(e.f), conv(e.inner), label=_given_name(e, tr))
         if t is tr.LinearSequenceMap:
             # fst_fac * x + snd_fac * y as the IR's arithmetic (the compiler prices it as
             # one affine MLP; an opaque callable is a lookup table over every value pair)
@@ -139,7 +140,8 @@ def from_tracr(expr: Any) -> Node:
             out.name = None
             return out
         if t is tr.SequenceMap:
-            return sequence_map(_none_safe(e.f), conv(e.fst), conv(e.snd), label=_label(e))
+            return sequence_map(_none_safe(e.f), conv(e.fst), conv(e.snd),
+                                label=_given_name(e, tr))
         if t is tr.Select:
             keys, queries = conv(e.keys), conv(e.queries)
             if isinstance(e.predicate, tr.Comparison) and not (
@@ -168,6 +170,18 @@ def from_tracr(expr: Any) -> Node:
         raise TracrImportError(f"unsupported Tracr construct {t.__name__} ({_label(e)!r})")
 
     return conv(expr)
+
+
+def _given_name(e, tr) -> str | None:
+    """The name a Tracr expression was given (``.named("reverse")``: ``"reverse"``, not
+    Tracr's unique ``label`` ``reverse_5``); ``None`` for Tracr's default name of its class
+    (``aggregate``, ``select``, ...), so that the node keeps rasp-lab's own (``aggregate_12``).
+    A node explicitly named like its class's default (``.named("map")``) reads as unnamed."""
+    try:
+        name = e.name
+        return None if name == tr.default_name(e) else str(name)
+    except Exception:  # noqa: BLE001 - a name is only for display
+        return None
 
 
 def _label(e) -> str:

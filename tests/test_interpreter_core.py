@@ -97,7 +97,7 @@ def test_bad_inputs_raise_rasp_errors():
     with pytest.raises(RASPValueError):
         evaluate(tokens, [])
     with pytest.raises(RASPValueError):
-        evaluate(tokens, ["ab", "abc"])
+        evaluate(tokens, ["ab", ""])         # an empty sequence in a ragged batch
     with pytest.raises(RASPTypeError):
         evaluate(tokens + 1, "abc")          # adding a number to strings
     with pytest.raises(RASPError):
