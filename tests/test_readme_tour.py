@@ -90,7 +90,10 @@ def test_the_shell_lines_run_as_written(tmp_path):
     # what the tour says it writes
     assert (tmp_path / "out" / "hist" / "model.safetensors").exists()
     assert (tmp_path / "runs" / "copy_unique" / "nope" / "seed0-quick" / "DONE").exists()
-    assert (tmp_path / "reports" / "report.html").exists()
+    report = next(c for c in commands if c[:2] == ["rasp", "report"])
+    out = report[report.index("-o") + 1]
+    assert out.rstrip("/") != "reports"        # its own folder, not make demo's reports/
+    assert (tmp_path / out / "report.html").exists()
 
 
 def test_the_repl_session():

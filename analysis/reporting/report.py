@@ -51,7 +51,7 @@ from analysis.reporting.presets import (CONFIRMATION_TASKS, DEFAULT_TASKS, FULL_
                                        REPORT_PRESETS, SELECTED_TASK)
 
 __all__ = ["ReportError", "ReportOptions", "collect_task", "render_report", "generate_report",
-           "DEFAULT_TASKS", "FULL_TASKS", "REPORT_PRESETS", "wanted_runs",
+           "check_overwrite", "DEFAULT_TASKS", "FULL_TASKS", "REPORT_PRESETS", "wanted_runs",
            "train_missing"]
 
 #: Thresholds of a task's outcome (one owner: :mod:`analysis.evidence.claims`).
@@ -665,24 +665,50 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
     return path
 
 
+def check_overwrite(out_dir: str | os.PathLike, preset: str, force: bool = False) -> None:
+    """Refuse to write a report of ``preset`` over a report of another preset: ``out_dir``
+    holds ``report.html`` and its ``report.json`` records another ``meta.preset`` (or none can
+    be read). Nothing is refused with ``force`` or in a directory without a report.
+
+    Raises:
+        ReportError: naming the preset found and the ways out (another ``-o``, ``--force``).
+    """
+    out = Path(out_dir)
+    if force or not (out / "report.html").exists():
+        return
+    try:
+        found = json.loads((out / "report.json").read_text())["meta"]["preset"]
+    except (OSError, ValueError, KeyError, TypeError):
+        found = None
+    if found == preset:
+        return
+    what = f"the {found!r} preset" if found else "an unknown preset (no readable report.json)"
+    raise ReportError(f"{out} already holds a report of {what}; a {preset!r} report would "
+                      f"replace it. Write it elsewhere (-o {out / preset}) or replace that "
+                      "report with --force")
+
+
 def generate_report(task_names: Sequence[str] | None = None,
                     out_dir: str | os.PathLike = "reports",
-                    opts: ReportOptions | None = None) -> Path:
+                    opts: ReportOptions | None = None, force: bool = False) -> Path:
     """Produce the report for ``task_names`` (default :data:`DEFAULT_TASKS`).
 
     Runs what is missing (see :func:`collect_task`), then :func:`render_report`. The output
-    directory is checked first so an unwritable one fails before any training.
+    directory is checked first so an unwritable one, or one holding a report of another
+    preset (:func:`check_overwrite`; ``force`` replaces it), fails before any training.
 
     Returns:
         the path of ``report.html``.
 
     Raises:
-        ReportError: unknown task, unwritable output directory, runs of another task.
+        ReportError: unknown task, unwritable output directory, a report of another preset
+            there, runs of another task.
     """
     opts = opts or ReportOptions()
     opts.resolved()
     names = list(task_names or DEFAULT_TASKS)
     out = Path(out_dir)
+    check_overwrite(out, opts.preset, force)
     _check_writable(out)
     known = set(tasks.list_tasks())
     unknown = [n for n in names if n not in known]

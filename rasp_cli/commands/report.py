@@ -3,7 +3,8 @@
 For each task: the reference program, its measures and RASP-L verdict, the prediction, one
 trained model per positional encoding (trained now when missing, reused when finished), their
 accuracy by length, the compiled model, and the attention comparison. Writes DIR/report.html
-(self-contained) and the PNG figures.
+(self-contained) and the PNG figures; DIR/report.json records the preset, and a report of
+another preset in DIR is never replaced without --force.
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ def add_arguments(p, default_preset: str = "quick") -> None:
                    help="also write the results document (Markdown: claims with labels, "
                         "per-seed numbers, the command at its top), e.g. docs/results.md")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    p.add_argument("--force", action="store_true",
+                   help="replace a report of another preset in the output directory (without "
+                        "it, a report never overwrites one of another preset: write it "
+                        "elsewhere with -o)")
 
 
 def options_from_args(args):
@@ -92,7 +97,8 @@ def run(args) -> int:
 
     opts = options_from_args(args)
     try:
-        path = generate_report(args.tasks or None, args.out, opts)
+        path = generate_report(args.tasks or None, args.out, opts,
+                               force=getattr(args, "force", False))
     except ReportError as e:
         raise UsageError(str(e))
     print(f"report written to {path.resolve()}")
