@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: demo results predictions test install install-test chromium bench clean
+.PHONY: demo results predictions replication test install install-test chromium bench clean
 
 # the main job's packages only (make demo / results / predictions); the test extras
 # (TransformerLens, Tracr, IPython, pytest) only for make test
@@ -38,6 +38,17 @@ results: install
 # (about an hour on 2 cores; `python -m analysis.reporting.predictions_doc --help` for the settings)
 predictions: install
 	$(PY) -m analysis.reporting.predictions_doc -o docs/predictions.md
+
+# docs/huang-replication.md is generated from the cell files of `rasp replicate huang`
+# (docs/replication/<scale>/<task>--<pe>.json; finished runs under runs/huang are reused): the
+# cells of Huang et al.'s experiment this 2-core machine affords at their scale, and the CPU cut
+# (--scale small) of four tasks. The other cells are GPU work: the doc lists their commands.
+REPLICATION_FULL ?= majority_binary
+REPLICATION_SMALL ?= majority_binary majority sort_150 copy_unique_150
+replication: install
+	$(VENV)/bin/rasp replicate huang $(REPLICATION_FULL) --pe ape_learned,nope -o docs/replication
+	$(VENV)/bin/rasp replicate huang $(REPLICATION_SMALL) --pe ape_learned,nope --scale small -o docs/replication
+	$(PY) -m analysis.reporting.replication_doc --cells docs/replication -o docs/huang-replication.md
 
 # The report tests open pages in headless Chromium: `make test` installs Debian's package
 # `chromium` when no Chromium is on PATH (as root, or with password-less sudo), else stops

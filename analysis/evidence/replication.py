@@ -57,7 +57,7 @@ __all__ = ["ReplicationError", "SweepConfig", "Scale", "FULL", "SMALL", "SCALES"
            "replication_tasks", "their_n_positions", "run_overrides", "select_config",
            "Selected", "fitting_seeds", "bin_summary", "agreement", "cell_path", "read_cell",
            "replicate_cell", "CODE_NOT_PAPER", "estimate_flops", "their_numbers",
-           "measured_compute", "read_cells"]
+           "measured_compute", "read_cells", "THEIR_SELECTED"]
 
 #: The two positional encodings of their experiment: learned APE (GPT-2's, with a random
 #: position offset per training example) and NoPE.
@@ -76,6 +76,19 @@ CODE_NOT_PAPER = (
     "learned APE with a random offset per example drawn uniformly in [0, n_positions - "
     "len(example)] (their generators; n_positions per task as their scripts set it)",
 )
+
+
+#: The configuration their selection chose per cell (``run_multiple_seeds.py``, ``task_arch``;
+#: ``big`` = their 12-layer fallback), for the comparison with ours; never used to select.
+THEIR_SELECTED = {
+    "ape_learned": {"majority_binary": "1l1h16d", "majority": "1l2h256d",
+                    "majority_interleave": "2l4h256dsmalllr", "copy_unique_150": "2l1h64d",
+                    "copy_ab": "4l4h256d", "sort_150": "1l2h256dsmalllr",
+                    "parity_bits": "4l2h256dsmalllr", "addition_binary": "big"},
+    "nope": {"majority_binary": "1l1h16d", "majority": "1l1h64d", "majority_interleave": "big",
+             "copy_unique_150": "4l4h256d", "copy_ab": "4l4h256d", "sort_150": "1l1h256d",
+             "parity_bits": "bigsmalllr", "addition_binary": "big"},
+}
 
 
 class ReplicationError(RASPError, ValueError):
@@ -173,7 +186,7 @@ FULL = Scale("full", (0, 50), ((0, 50), (51, 100), (101, 150)),
 SMALL = Scale("small", (0, 10), ((0, 10), (11, 20), (21, 30)),
               _sweep((1, 2), (1, 2), (64,), (1e-3,)),
               steps=3_000, fit_every=500, bin_samples=200, max_seeds=10,
-              fallback=SweepConfig(4, 4, 128, 1e-3), fallback_steps=3_000, fallback_warmup=0,
+              fallback=SweepConfig(2, 4, 128, 1e-3), fallback_steps=3_000, fallback_warmup=0,
               eval_stride=2, eval_samples=16, comparable=False)
 
 SCALES = {"full": FULL, "small": SMALL}
@@ -561,6 +574,7 @@ def replicate_cell(task: str, pe: str, scale: Scale = FULL, runs_root="runs",
         "seeds": {str(s): per_seed[s] for s in tried},
         "bins": bin_summary(per_seed, fit, scale.bins) if fit else [],
         "theirs": theirs, "their_source": "tasks/huang.py RELEASED (lm-out-new-multi-run)",
+        "their_selected": THEIR_SELECTED[pe].get(task),
         "agreement": agreement(task, pe, per_seed, fit, theirs, scale.bins) if fit else [],
         "compute": measured_compute([d for d in dirs if d.exists()]),
         "wall_seconds": round(time.time() - t0, 1),

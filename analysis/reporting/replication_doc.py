@@ -61,13 +61,15 @@ def _rate(cells: list[dict]) -> float | None:
 
 def _table(cells: list[dict], scale: R.Scale) -> list[str]:
     names = [f"{max(1, lo)}-{hi}" for lo, hi in scale.bins]
-    head = (["task", "PE", "status", "selected (of sweep)"] + [f"ours {n}" for n in names]
+    head = (["task", "PE", "status", "selected (of sweep)", "theirs selected"]
+            + [f"ours {n}" for n in names]
             + ["theirs " + " / ".join(("1-50", "51-100", "101-150")), "our prediction",
                "agreement (claims rule)", "seeds fit / tried", "train s"])
     out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for c in cells:
         if "error" in c:
-            out.append(f"| {c['task']} | {c['pe']} | damaged: {c['error']} |" + " |" * (len(head) - 3))
+            out.append(f"| {c['task']} | {c['pe']} | damaged: {c['error']} |"
+                       + " |" * (len(head) - 3))
             continue
         sel = c.get("selection") or {}
         bins = c.get("bins") or []
@@ -80,7 +82,9 @@ def _table(cells: list[dict], scale: R.Scale) -> list[str]:
             chosen += " (fallback: none fit)"
         out.append("| " + " | ".join(
             [c["task"], _PE_NAME.get(c["pe"], c["pe"]), c.get("status", "?"),
-             f"{chosen} ({swept} run)"] + ours +
+             f"{chosen} ({swept} run)",
+             c.get("their_selected") or R.THEIR_SELECTED.get(c["pe"], {}).get(c["task"], "–")]
+            + ours +
             [th, _prediction(c), _agreement(c),
              f"{len(c.get('fitting_seeds') or [])} / {len(c.get('seeds_tried') or [])}",
              f"{(c.get('compute') or {}).get('train_seconds', 0):.0f}"]) + " |")
