@@ -23,6 +23,15 @@ evaluation pass (greedy decoding of the demo's evaluation set) of the ``M`` mode
 and stacked. Reports CPU seconds per member-step, real tokens per second, and runs per CPU-hour
 projected to a whole run (``steps x CPU-s per step + evaluation``); writes
 ``bench/results/training_stacked.json``.
+
+``--loop`` (issue 35): the real training path, before/after in one run. For each checkout of
+``--roots`` (default: this one; e.g. ``--roots /tmp/before,.`` with the former commit unpacked
+by ``git archive``), alternately for ``--reps`` repetitions, a child process with one torch
+thread trains ``--runs`` demo-preset runs one per call of ``trainer.train`` (``--no-stack``) and,
+with ``--stack M``, ``M`` runs as one stack (``stacked.train_group``), ``--steps`` steps each;
+CPU time of the loop per step (from its ``step_hook``) and of the evaluation. Runs per CPU-hour
+= 3,600 / (3,000 x loop CPU-s per step + evaluation CPU-s per run). Writes
+``bench/results/training_loop.json``.
 """
 
 from __future__ import annotations
@@ -121,7 +130,16 @@ def main(argv=None) -> int:
     ap.add_argument("--preset", default="demo", help="training preset for --stacked")
     ap.add_argument("--device", default="cpu", help="torch device for --stacked")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "training.json"))
+    ap.add_argument("--loop", action="store_true",
+                    help="instead: the real trainer (train / train_group) per checkout of "
+                         "--roots, CPU time per step and runs per CPU-hour")
+    ap.add_argument("--roots", default=str(ROOT), help="comma-separated checkouts for --loop")
+    ap.add_argument("--reps", type=int, default=2, help="repetitions for --loop")
+    ap.add_argument("--runs", type=int, default=2, help="separate runs per child for --loop")
+    ap.add_argument("--stack", type=int, default=0, help="also a stack of M for --loop")
     a = ap.parse_args(argv)
+    if a.loop:
+        return loop_main(a)
     if a.settings:
         return settings_main(a)
     if a.stacked:
@@ -306,6 +324,107 @@ def stacked_main(a) -> int:
                                            "gpu": (torch.cuda.get_device_name(0)
                                                    if device.startswith("cuda") else None),
                                            "load_avg": os.getloadavg()},
+                               "rows": rows}, indent=2))
+    print(f"wrote {out}")
+    return 0
+
+
+_LOOP_CHILD = r"""
+import json, sys, tempfile, time
+sys.path.insert(0, sys.argv[1])
+import torch
+torch.set_num_threads(1)
+from analysis.training import trainer
+task_name, pe, preset, steps, runs, stack = sys.argv[2:8]
+steps, runs, stack = int(steps), int(runs), int(stack)
+task = trainer.resolve_task(task_name)
+marks = {}
+def hook(point, step):
+    if point == "start" and step == 0:
+        marks["t0"] = time.process_time()
+    if point == "commit" and step == steps - 1:
+        marks["t1"] = time.process_time()
+def one(fn):
+    marks.clear()
+    c0 = time.process_time()
+    fn()
+    c2 = time.process_time()
+    return {"loop_cpu_s": marks["t1"] - marks["t0"], "eval_cpu_s": c2 - marks["t1"],
+            "setup_cpu_s": marks["t0"] - c0}
+out = {"separate": [], "stacked": None}
+with tempfile.TemporaryDirectory() as d:
+    for s in range(runs):
+        out["separate"].append(one(lambda: trainer.train(
+            task, pe, s, preset=preset, steps=steps, out_dir=f"{d}/a{s}", progress=False,
+            verbose=False, threads=1, step_hook=hook)))
+    if stack:
+        from analysis.training import stacked
+        specs = [trainer.resolve_spec(task, pe, s, preset, steps=steps) for s in range(stack)]
+        out["stacked"] = one(lambda: stacked.train_group(
+            task, specs, [f"{d}/b{s}" for s in range(stack)], progress=False, verbose=False,
+            threads=1, step_hook=hook))
+print(json.dumps(out))
+"""
+
+
+def loop_main(a) -> int:
+    """``--loop``: the real trainer per checkout of ``--roots`` (module docstring)."""
+    import subprocess
+    task = "sort_unique" if a.task == "copy_unique" else a.task
+    pe = "nope" if a.pes == "all" else a.pes.split(",")[0]
+    roots = [str(Path(r).resolve()) for r in a.roots.split(",")]
+    full = configs.resolve(a.preset)[1].steps
+    per: dict = {r: [] for r in roots}
+    for rep in range(a.reps):
+        for r in roots:
+            p = subprocess.run([sys.executable, "-c", _LOOP_CHILD, r, task, pe, a.preset,
+                                str(a.steps), str(a.runs), str(a.stack)],
+                               capture_output=True, text=True, cwd=r,
+                               env={**os.environ, "RASP_TORCH_THREADS": "1"})
+            if p.returncode:
+                print(p.stderr[-3000:], file=sys.stderr)
+                return 1
+            per[r].append(json.loads(p.stdout.strip().splitlines()[-1]))
+    rows = []
+    print(f"| checkout | loop CPU ms per step, separate | eval CPU-s per run | runs per "
+          f"CPU-hour separate | stack of {a.stack}: ms per member-step | runs per CPU-hour "
+          f"stacked |\n|---|---|---|---|---|---|")
+    for r in roots:
+        sep = [x for rep in per[r] for x in rep["separate"]]
+        ms = float(np.median([x["loop_cpu_s"] / a.steps for x in sep]))
+        ev = float(np.median([x["eval_cpu_s"] for x in sep]))
+        row = {"root": r, "cpu_s_per_step_separate": ms, "eval_cpu_s_separate": ev,
+               "runs_per_cpu_hour_separate": 3600 / (full * ms + ev),
+               "samples": per[r]}
+        if a.stack:
+            st = [rep["stacked"] for rep in per[r]]
+            mst = float(np.median([x["loop_cpu_s"] / (a.steps * a.stack) for x in st]))
+            evs = float(np.median([x["eval_cpu_s"] / a.stack for x in st]))
+            row.update(cpu_s_per_member_step_stacked=mst, eval_cpu_s_stacked=evs,
+                       runs_per_cpu_hour_stacked=3600 / (full * mst + evs))
+        rows.append(row)
+        print(f"| {r} | {ms * 1000:.2f} | {ev:.2f} | {row['runs_per_cpu_hour_separate']:.0f} | "
+              + (f"{row['cpu_s_per_member_step_stacked'] * 1000:.2f} | "
+                 f"{row['runs_per_cpu_hour_stacked']:.0f} |" if a.stack else "- | - |"),
+              flush=True)
+    if len(rows) > 1:
+        base = rows[0]
+        for row in rows[1:]:
+            row["ratio_separate_to_first"] = (row["runs_per_cpu_hour_separate"]
+                                              / base["runs_per_cpu_hour_separate"])
+            if a.stack:
+                row["ratio_stacked_to_first"] = (row["runs_per_cpu_hour_stacked"]
+                                                 / base["runs_per_cpu_hour_stacked"])
+            print(f"{row['root']} / {base['root']}: separate "
+                  f"{row['ratio_separate_to_first']:.3f}"
+                  + (f", stacked {row['ratio_stacked_to_first']:.3f}" if a.stack else ""))
+    out = Path(a.out).with_name("training_loop.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"task": task, "pe": pe, "preset": a.preset, "steps": a.steps,
+                               "reps": a.reps, "machine": {"cpu": cpu_model(),
+                                                           "cores": os.cpu_count(),
+                                                           "torch": torch.__version__,
+                                                           "load_avg": os.getloadavg()},
                                "rows": rows}, indent=2))
     print(f"wrote {out}")
     return 0

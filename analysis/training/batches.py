@@ -39,11 +39,21 @@ Position-offset protocol (recorded with every run, ``position_offsets``):
   row is trained; offset 0 at test time.
 
 Real tokens (the non-padding inputs) are what tokens/s counts.
+
+A stack of M runs (:mod:`analysis.training.stacked`) trains on :func:`stack_micro_batches`:
+the members' own micro-batches (each exactly its separate run's) written into one
+``[member, rows, cols]`` array, optionally padded up to a fixed set of shapes
+(:func:`static_shape`, so that a CUDA graph captured per shape is replayed), in pinned memory on
+CUDA; :class:`BatchProducer` makes the next steps' batches in a background thread while the
+device trains on the current one.
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -51,7 +61,8 @@ import torch
 from tasks import inputs_targets
 
 __all__ = ["OFFSET_PROTOCOLS", "BATCHINGS", "MicroBatch", "Step", "sample_examples",
-           "bucket_groups", "pack_rows", "make_step", "step_loss", "teacher_forced_accuracy"]
+           "bucket_groups", "pack_rows", "make_step", "step_loss", "teacher_forced_accuracy",
+           "stack_micro_batches", "static_shape", "BatchProducer"]
 
 #: Position-offset protocols (see the module docstring).
 OFFSET_PROTOCOLS = ("none", "random")
@@ -302,3 +313,125 @@ def teacher_forced_accuracy(outputs: list) -> tuple[float, float]:
     counts = np.concatenate(wrong_per_example) if wrong_per_example else np.zeros(0)
     return (hits / total if total else 0.0,
             float((counts == 0).mean()) if len(counts) else 0.0)
+
+
+def static_shape(rows: int, cols: int, max_rows: int, max_cols: int) -> tuple[int, int]:
+    """The fixed shape a ``[rows, cols]`` batch is padded up to: each side rounded up to the
+    next of 8, 12, 16, 24, 32, 48, ... (a factor of at most 1.5 of padding; ~2 shapes per
+    doubling), capped at ``max_rows`` / ``max_cols`` (never below ``rows`` / ``cols``)."""
+    def up(n: int, cap: int) -> int:
+        k = 8
+        while True:
+            for size in (k, k * 3 // 2):
+                if size >= n:
+                    return max(n, min(size, cap))
+            k *= 2
+    return up(int(rows), int(max_rows)), up(int(cols), int(max_cols))
+
+
+def stack_micro_batches(mbs, pad: int, shape: tuple[int, int] | None = None,
+                        pin: bool = False) -> MicroBatch:
+    """One :class:`MicroBatch` ``[member, rows, cols]`` from one micro-batch per member (each
+    ``[rows_m, cols_m]``), padded to the largest rows and columns or to ``shape`` (rows, cols;
+    :func:`static_shape`): token ``pad``, target 0, mask 0, offset 0, segment id -1 (extra
+    columns lie beyond every real token's segment or causal mask; extra rows are all padding),
+    so each member's real tokens compute as in its own batch. Offsets / segment ids are None
+    when every member's are None. ``pin``: in pinned (page-locked) memory, for one
+    asynchronous copy to a CUDA device.
+
+    Raises:
+        ValueError: ``shape`` smaller than a member's batch.
+    """
+    R = max(mb.inputs.shape[0] for mb in mbs)
+    C = max(mb.inputs.shape[1] for mb in mbs)
+    if shape is not None:
+        if shape[0] < R or shape[1] < C:
+            raise ValueError(f"shape {tuple(shape)} is smaller than a member's batch {R}x{C}")
+        R, C = shape
+    M = len(mbs)
+
+    def stack(get, fill, dtype):
+        ts = [get(mb) for mb in mbs]
+        if all(t is None for t in ts):
+            return None
+        out = torch.empty((M, R, C), dtype=dtype, pin_memory=pin)
+        a = out.numpy()
+        a.fill(fill)
+        for m, t in enumerate(ts):
+            if t is None:
+                continue
+            t = t.numpy()
+            if t.ndim == 1:                          # per-row offsets -> per token
+                t = np.broadcast_to(t[:, None], mbs[m].inputs.shape)
+            a[m, :t.shape[0], :t.shape[1]] = t
+        return out
+
+    return MicroBatch(stack(lambda b: b.inputs, pad, torch.long),
+                      stack(lambda b: b.targets, 0, torch.long),
+                      stack(lambda b: b.mask, 0.0, torch.float32),
+                      stack(lambda b: b.offsets, 0, torch.long),
+                      stack(lambda b: b.segment_ids, -1, torch.long))
+
+
+class BatchProducer:
+    """The batches of steps ``start, start + 1, ...`` made ahead of use.
+
+    ``make(step)`` runs in a background thread, at most ``depth`` steps ahead; :meth:`get`
+    returns step ``step``'s (an exception of ``make`` is raised there, in the caller's
+    thread). What a step gets depends only on ``make`` and the step, not on the thread: the
+    batches are those made on demand. ``depth`` 0: no thread, ``make`` runs in :meth:`get`.
+    """
+
+    def __init__(self, make: Callable[[int], object], start: int, depth: int = 2):
+        self.make, self.depth = make, int(depth)
+        self._thread = None
+        self._next = start
+        if self.depth > 0:
+            self._start(start)
+
+    def _start(self, start: int) -> None:
+        self._stop = threading.Event()
+        self._queue: queue.Queue = queue.Queue(maxsize=self.depth)
+        self._next = start
+        stop, q = self._stop, self._queue
+
+        def work():
+            step = start
+            while not stop.is_set():
+                try:
+                    item = (step, self.make(step), None)
+                except BaseException as e:          # raised again by get()
+                    item = (step, None, e)
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if item[2] is not None:
+                    return
+                step += 1
+        self._thread = threading.Thread(target=work, name="batch-producer", daemon=True)
+        self._thread.start()
+
+    def get(self, step: int):
+        """Step ``step``'s batch (restarts the producer at ``step`` if it is not the next)."""
+        if self.depth <= 0:
+            return self.make(step)
+        if step != self._next:
+            self.close()
+            self._start(step)
+        got, item, error = self._queue.get()
+        self._next = step + 1
+        if error is not None:
+            self.close()
+            raise error
+        assert got == step
+        return item
+
+    def close(self) -> None:
+        """Stop the background thread (batches made ahead are dropped)."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None

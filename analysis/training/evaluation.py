@@ -236,29 +236,39 @@ def teacher_forced_em(model: Transformer, task, data: list, batch_size: int = 25
     prediction is right, decoding reproduces the answer token by token, and the first wrong
     teacher-forced prediction is the first wrong decoded token. ``correct`` is None when an
     ``ape_learned`` model lacks the positions (nothing is evaluated then)."""
-    rows = [inputs_targets(task, p, a) for p, a in data]
-    if model.cfg.pe == "ape_learned" and max(len(x) for x, _, _ in rows) > model.cfg.n_ctx:
-        return None, len(rows)
     was_training = model.training
     model.eval()
-    device = next(model.parameters()).device
-    correct = 0
     try:
-        by_len: dict[int, list[int]] = {}
-        for i, (x, _, _) in enumerate(rows):
-            by_len.setdefault(len(x), []).append(i)
-        for idx_all in by_len.values():       # equal lengths share a batch: no padding
-            for at in range(0, len(idx_all), batch_size):
-                idx = idx_all[at:at + batch_size]
-                x = torch.tensor([rows[i][0] for i in idx], dtype=torch.long, device=device)
-                y = np.asarray([rows[i][1] for i in idx])
-                first = np.asarray([rows[i][2] for i in idx])
-                pred = model(x).argmax(-1).cpu().numpy()
-                scored = np.arange(y.shape[1])[None, :] >= first[:, None]
-                correct += int(((pred == y) | ~scored).all(axis=1).sum())
+        return teacher_forced_em_with(lambda x: model(x)[None], model.cfg, 1, task, data,
+                                      batch_size, next(model.parameters()).device)[0]
     finally:
         model.train(was_training)
-    return correct, len(rows)
+
+
+@torch.no_grad()
+def teacher_forced_em_with(logits_of, cfg, members: int, task, data: list,
+                           batch_size: int = 256, device="cpu") -> list[tuple]:
+    """:func:`teacher_forced_em` of ``members`` models of one config ``cfg`` at once:
+    ``logits_of(ids)`` maps input ids ``[batch, seq]`` (LongTensor on ``device``) to logits
+    ``[member, batch, seq, d_vocab_out]`` (the models in eval mode). Returns ``(correct, n)``
+    per member."""
+    rows = [inputs_targets(task, p, a) for p, a in data]
+    if cfg.pe == "ape_learned" and max(len(x) for x, _, _ in rows) > cfg.n_ctx:
+        return [(None, len(rows))] * members
+    correct = np.zeros(members, dtype=np.int64)
+    by_len: dict[int, list[int]] = {}
+    for i, (x, _, _) in enumerate(rows):
+        by_len.setdefault(len(x), []).append(i)
+    for idx_all in by_len.values():       # equal lengths share a batch: no padding
+        for at in range(0, len(idx_all), batch_size):
+            idx = idx_all[at:at + batch_size]
+            x = torch.tensor([rows[i][0] for i in idx], dtype=torch.long, device=device)
+            y = np.asarray([rows[i][1] for i in idx])
+            first = np.asarray([rows[i][2] for i in idx])
+            pred = logits_of(x).argmax(-1).cpu().numpy()           # [member, batch, seq]
+            scored = np.arange(y.shape[1])[None, :] >= first[:, None]
+            correct += ((pred == y[None]) | ~scored[None]).all(axis=2).sum(axis=1)
+    return [(int(k), len(rows)) for k in correct]
 
 
 def evaluate_bins(model: Transformer, task, bins, samples: int = 2000, batch_size: int = 256,

@@ -45,7 +45,7 @@ import contextlib
 import copy
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -54,16 +54,16 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 
 from analysis.training import trainer
-from analysis.training.batches import MicroBatch, make_step, teacher_forced_accuracy
+from analysis.training.batches import (BatchProducer, make_step, stack_micro_batches,
+                                       static_shape)
 from analysis.training.configs import RunSpec
-from analysis.training.evaluation import evaluate_with, label_positions
-from analysis.training.runs import RunDirError, RunLock, RunResult, save_checkpoint
+from analysis.training.evaluation import evaluate_with, label_positions, teacher_forced_em_with
+from analysis.training.runs import RunDirError, RunLock, RunResult
 from rasp.decode import greedy_decode as rasp_greedy_decode
 
 __all__ = ["stack_key", "why_not_stackable", "StackedModel", "stack_micro_batches",
            "clip_grad_norm_stacked", "train_group", "greedy_decode_stacked", "stacked_answers",
-           "GroupMember",
-           "GroupOutcome", "run_group_loop"]
+           "StackStepper", "StackBatch", "CapturedStep"]
 
 
 def why_not_stackable(spec: RunSpec) -> str | None:
@@ -75,10 +75,6 @@ def why_not_stackable(spec: RunSpec) -> str | None:
         return "torch_compile"
     if tr.batching == "bucketed":
         return "bucketed batches (several forward passes per step)"
-    if tr.fit_every:
-        return "fit_every (members would stop at different steps)"
-    if tr.offset_span is not None or tr.eval_bins:
-        return "offset_span / eval_bins (not implemented by the stacked loop)"
     return None
 
 
@@ -114,11 +110,14 @@ class StackedModel:
     def members(self) -> int:
         return next(iter(self.params.values())).shape[0]
 
-    def __call__(self, tokens, pos_offset=None, segment_ids=None):
+    def __call__(self, tokens, pos_offset=None, segment_ids=None, check_ids: bool = True):
         """``tokens [member, batch, seq]`` (offsets / segment ids the same shape or None) ->
-        logits ``[member, batch, seq, d_vocab_out]``. Inputs are checked here (token ids in
-        range), since the forward cannot read batched values."""
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.cfg.d_vocab):
+        logits ``[member, batch, seq, d_vocab_out]``. Token ids are checked here (in range),
+        since the forward cannot read batched values; ``check_ids=False`` skips the check (and
+        its device-to-host read) for ids already known valid (training batches, a captured
+        step). Raises ValueError for an id out of range."""
+        if check_ids and tokens.numel() and (int(tokens.min()) < 0
+                                             or int(tokens.max()) >= self.cfg.d_vocab):
             raise ValueError(f"token ids must be in 0..{self.cfg.d_vocab - 1}")
         base = self.base
 
@@ -154,35 +153,6 @@ class StackedModel:
         with torch.no_grad():
             for name, p in model.named_parameters():
                 p.copy_(self.params[name][i])
-
-
-def stack_micro_batches(mbs: Sequence[MicroBatch], pad: int) -> MicroBatch:
-    """One :class:`MicroBatch` ``[member, rows, cols]`` from one micro-batch per member, padded
-    to the largest rows and columns: token ``pad``, target 0, mask 0, offset 0, segment id -1
-    (extra columns are beyond every real token's segment or causal mask; extra rows are all
-    padding). Offsets / segment ids are None when every member's are None."""
-    R = max(mb.inputs.shape[0] for mb in mbs)
-    C = max(mb.inputs.shape[1] for mb in mbs)
-    M = len(mbs)
-
-    def stack(get, fill, dtype):
-        ts = [get(mb) for mb in mbs]
-        if all(t is None for t in ts):
-            return None
-        out = torch.full((M, R, C), fill, dtype=dtype)
-        for m, t in enumerate(ts):
-            if t is None:
-                continue
-            if t.dim() == 1:                         # per-row offsets -> per token
-                t = t[:, None].expand(-1, mbs[m].inputs.shape[1])
-            out[m, :t.shape[0], :t.shape[1]] = t
-        return out
-
-    return MicroBatch(stack(lambda b: b.inputs, pad, torch.long),
-                      stack(lambda b: b.targets, 0, torch.long),
-                      stack(lambda b: b.mask, 0.0, torch.float32),
-                      stack(lambda b: b.offsets, 0, torch.long),
-                      stack(lambda b: b.segment_ids, -1, torch.long))
 
 
 def clip_grad_norm_stacked(params: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
@@ -267,37 +237,34 @@ def stacked_answers(model: StackedModel, task, prompts: list[list[int]], max_new
 
 
 # ------------------------------------------------------------------------------------------
-# the group's training loop
+# the stack's stepper (one step of every member) and its captured form on CUDA
 # ------------------------------------------------------------------------------------------
 
-@dataclass
-class GroupMember:
-    """One member of a stacked group: its spec, run directory and state (the member's own
-    :class:`~analysis.training.trainer.TrainState`, whose model and optimizer hold the
-    member's weights and AdamW state whenever it is checkpointed or finished)."""
-
-    spec: RunSpec
-    run_dir: Path
-    st: trainer.TrainState
-    rng_state: torch.Tensor = field(default_factory=torch.get_rng_state)
-
-
-def _stacked_optimizer(model: StackedModel, members: list[GroupMember], spec: RunSpec):
+def _stacked_optimizer(model: StackedModel, members: list, spec: RunSpec, capturable_on=None):
     """AdamW over the stacked tensors, with the members' AdamW state (if resumed) stacked."""
-    opt = trainer.make_optimizer(None, spec.train, named_parameters=model.params.items())
+    opt = trainer.make_optimizer(None, spec.train, named_parameters=model.params.items(),
+                                 capturable_on=capturable_on)
     for name, P in model.params.items():
         states = []
         for mem in members:
             p = dict(mem.st.model.named_parameters())[name]
             states.append(mem.st.opt.state.get(p))
         if all(s for s in states):
-            opt.state[P] = {k: (states[0][k].clone() if k == "step" else
+            opt.state[P] = {k: (_step_count(states[0][k], capturable_on) if k == "step" else
                                 torch.stack([s[k] for s in states]).to(P.device))
                             for k in states[0]}
     return opt
 
 
-def _write_member_state(model: StackedModel, opt, i: int, mem: GroupMember, lr: float) -> None:
+def _step_count(t: torch.Tensor, device) -> torch.Tensor:
+    """AdamW's step count: on ``device`` for a capturable optimizer, else on the CPU (where a
+    separate run's AdamW keeps it)."""
+    t = t.detach().clone().to(torch.float32)
+    return t.to(device) if device is not None else t.cpu()
+
+
+def _write_member_state(model: StackedModel, opt, i: int, mem: trainer.Member,
+                        lr: float) -> None:
     """Member ``i``'s weights and AdamW state into its own model and optimizer (what a
     separate run holds at this step), so its checkpoint and final files are a separate run's."""
     model.write_member(i, mem.st.model)
@@ -306,16 +273,18 @@ def _write_member_state(model: StackedModel, opt, i: int, mem: GroupMember, lr: 
         s = opt.state.get(P)
         if s:
             mem.st.opt.state[named[name]] = {
-                k: (v.clone() if k == "step" else v[i].detach().clone()) for k, v in s.items()}
+                k: (_step_count(v, None) if k == "step" else v[i].detach().clone())
+                for k, v in s.items()}
     for g in mem.st.opt.param_groups:
         g["lr"] = lr
 
 
 def _move_optimizer_state(opt, moved: dict, index: Sequence[int], spec: RunSpec,
-                          model: StackedModel):
+                          model: StackedModel, capturable_on=None):
     """A new AdamW over the kept members' tensors (:meth:`StackedModel.keep`)."""
     idx = torch.as_tensor(list(index), dtype=torch.long)
-    new = trainer.make_optimizer(None, spec.train, named_parameters=model.params.items())
+    new = trainer.make_optimizer(None, spec.train, named_parameters=model.params.items(),
+                                 capturable_on=capturable_on)
     for old, P in moved.items():
         s = opt.state.get(old)
         if s:
@@ -325,167 +294,258 @@ def _move_optimizer_state(opt, moved: dict, index: Sequence[int], spec: RunSpec,
 
 
 @dataclass
-class GroupOutcome:
-    """What :func:`run_group_loop` ends with: ``done`` (False when stopped by
-    ``stop_after``), ``failed`` (a dropped member's run directory -> its
-    :class:`~analysis.training.trainer.TrainingError`), the stacked ``model`` and the
-    ``members`` still in it (in the model's order)."""
+class StackBatch:
+    """One step of a stack: the members' own :class:`~analysis.training.batches.Step` (each
+    its separate run's), their first micro-batches stacked ``[member, rows, cols]`` (``mb``,
+    on the host; pinned on CUDA) and each member's answer-token count ``[member]``."""
 
-    done: bool
-    failed: dict
-    model: StackedModel
-    members: list
+    steps: list
+    mb: object
+    answer: torch.Tensor
 
 
-def run_group_loop(task, members: list[GroupMember], device: str = "cpu", progress: bool = True,
-                   stop_after: int | None = None,
-                   step_hook: Callable[[str, int], None] | None = None,
-                   say: Callable[[str], None] = print) -> "GroupOutcome":
-    """Train the members (all at the same step, same configuration but the seed) from their
-    step to ``spec.train.steps`` as one stack: :func:`analysis.training.trainer.run_loop`'s
-    commit order, per member (metrics line, probe, checkpoint).
+class StackStepper(trainer.Stepper):
+    """A stack of M members (M >= 1) of one configuration (:func:`stack_key`) as one
+    :class:`StackedModel`, stepped by :func:`analysis.training.trainer.train_steps`.
 
-    Returns:
-        a :class:`GroupOutcome`.
+    Batches: every member's :func:`~analysis.training.batches.make_step` (its own seed),
+    stacked by :func:`~analysis.training.batches.stack_micro_batches`, made by a
+    :class:`~analysis.training.batches.BatchProducer` ``prefetch`` steps ahead in a background
+    thread (default: 2 on CUDA, 0 on a CPU, where the thread would take the core the step
+    needs). ``static_shapes`` (default: on CUDA): batches padded up to
+    :func:`~analysis.training.batches.static_shape` sizes. ``capture`` (default: on CUDA with
+    static shapes and float32): the whole step (forward, backward, per-member clipping, AdamW)
+    runs as one CUDA graph per shape (:class:`CapturedStep`).
+
     Raises:
-        KeyboardInterrupt: after Ctrl-C, once every member is checkpointed.
+        TrainingError: ``capture`` without CUDA or without static shapes.
     """
-    from rasp.progress import progress_bar
 
-    spec0 = members[0].spec
-    tr = spec0.train
-    hook = step_hook or (lambda point, step: None)
-    lengths = trainer.train_lengths(spec0, task)
-    probe = trainer.probe_set(spec0, task)
-    pad = task.vocab.pad if task.vocab.pad is not None else task.vocab.eos
-    model = StackedModel([m.st.model for m in members])
-    opt = _stacked_optimizer(model, members, spec0)
-    failed: dict = {}
-    step0 = members[0].st.step
-    total = tr.steps
-    t0 = time.time()
-    bases = [m.st.elapsed for m in members]
-    files = [open(m.run_dir / "metrics.jsonl", "a") for m in members]
+    drops_failed = True
 
-    def checkpoint(lr: float) -> None:
-        for i, mem in enumerate(members):
-            files[i].flush()
-            mem.st.elapsed = bases[i] + time.time() - t0
-            _write_member_state(model, opt, i, mem, lr)
-            torch.set_rng_state(mem.rng_state)          # a separate run's RNG (unused: no dropout)
-            save_checkpoint(mem.run_dir, mem.st.model, mem.st.opt, {
-                "step": mem.st.step, "elapsed": mem.st.elapsed,
-                "tokens_seen": mem.st.tokens_seen,
-                "metrics_bytes": (mem.run_dir / "metrics.jsonl").stat().st_size,
-                "last_loss": mem.st.last_loss})
+    def __init__(self, members: list, task, device: str = "cpu", prefetch: int | None = None,
+                 static_shapes: bool | None = None, capture: bool | None = None):
+        self.members = list(members)
+        self.task, self.device = task, device
+        spec = self.spec = members[0].spec
+        self.tr = spec.train
+        cuda = str(device).startswith("cuda")
+        self.static_shapes = cuda if static_shapes is None else bool(static_shapes)
+        if capture is None:
+            capture = cuda and self.static_shapes and self.tr.autocast == "none"
+        if capture and not cuda:
+            raise trainer.TrainingError("a captured step (CUDA graphs) needs a CUDA device; "
+                                        "this run is on " + str(device))
+        if capture and not self.static_shapes:
+            raise trainer.TrainingError("a captured step needs static shapes")
+        self.capturable_on = torch.device(device) if capture else None
+        self.pin = cuda
+        self.prefetch = (2 if cuda else 0) if prefetch is None else int(prefetch)
+        self.lengths = trainer.train_lengths(spec, task)
+        self.n_pos = trainer.offset_positions(spec)
+        vocab = task.vocab
+        self.pad = vocab.pad if vocab.pad is not None else vocab.eos
+        self.max_rows = self.tr.batch_size
+        self.model = StackedModel([m.st.model for m in self.members])
+        self.opt = _stacked_optimizer(self.model, self.members, spec, self.capturable_on)
+        self.captured = CapturedStep(self) if capture else None
+        self._producer = None
+        self._logits = None
 
-    seeds = ",".join(str(m.spec.seed) for m in members)
-    bar = progress_bar(show=progress, total=total, initial=step0,
-                       desc=f"{spec0.task}/{spec0.pe}/s{seeds}", leave=False, dynamic_ncols=True)
-    lr = trainer.lr_at(max(step0 - 1, 0), tr)
-    step = step0
-    try:
-        with trainer._DeferredInterrupt() as interrupt:
-            model.train()
-            while step < total and members:
-                if stop_after is not None and step >= stop_after:
-                    return GroupOutcome(False, failed, model, members)
-                hook("start", step)
-                steps = [make_step(task, lengths, tr.batch_size,
-                                   np.random.default_rng([m.spec.seed, step, 1]),
-                                   spec0.model.n_ctx, tr.position_offsets, tr.batching)
-                         for m in members]
-                mb = stack_micro_batches([s.micro[0] for s in steps], pad).to(device)
-                hook("batch", step)
-                lr = trainer.lr_at(step, tr)
-                for g in opt.param_groups:
-                    g["lr"] = lr
-                with trainer.autocast_context(tr, device):
-                    logits = model(mb.inputs, pos_offset=mb.offsets, segment_ids=mb.segment_ids)
-                M = len(members)
-                ce = torch.nn.functional.cross_entropy(
-                    logits.reshape(-1, logits.shape[-1]).float(), mb.targets.reshape(-1),
-                    reduction="none").reshape(M, -1)
-                answer = torch.tensor([float(s.answer_tokens) for s in steps], device=ce.device)
-                losses = (ce * mb.mask.reshape(M, -1)).sum(1) / answer     # [member]
-                hook("forward", step)
-                opt.zero_grad(set_to_none=True)
-                losses.sum().backward()
-                if tr.grad_clip:
-                    clip_grad_norm_stacked(list(model.params.values()), tr.grad_clip)
-                hook("backward", step)
-                opt.step()
-                hook("opt_step", step)
-                step += 1                                        # the step is committed
-                for m, s in zip(members, steps):
-                    m.st.step = step
-                    m.st.tokens_seen += s.real_tokens
-                hook("commit", step - 1)
-                logged = step % tr.log_every == 0 or step == total
-                if logged:
-                    dropped = []
-                    for i, (mem, s) in enumerate(zip(members, steps)):
-                        mem.st.last_loss = float(losses[i].detach())
-                        try:
-                            trainer.check_finite_loss(mem.st)
-                        except trainer.TrainingError as e:
-                            failed[str(mem.run_dir)] = e
-                            dropped.append(i)
-                            say(f"{mem.run_dir}: {e} (dropped from its stack; the others go on)")
-                            continue
-                        r, c = s.micro[0].inputs.shape
-                        out = [(logits[i, :r, :c].detach(), s.micro[0])]
-                        rec = trainer.metrics_record(mem.st, lr, out,
-                                                     bases[i] + time.time() - t0)
-                        files[i].write(json.dumps(rec) + "\n")
-                        files[i].flush()
-                    if dropped:
-                        keep = [i for i in range(len(members)) if i not in dropped]
-                        for i in sorted(dropped, reverse=True):
-                            files[i].close()
-                        members = [members[i] for i in keep]
-                        files = [files[i] for i in keep]
-                        bases = [bases[i] for i in keep]
-                        moved = model.keep(keep)
-                        opt = _move_optimizer_state(opt, moved, keep, spec0, model)
-                        if not members:
-                            break
-                    bar.set_postfix(loss=f"{float(np.mean([m.st.last_loss for m in members])):.3f}")
-                    hook("metrics", step - 1)
-                if tr.probe_every and (step % tr.probe_every == 0 or step == total):
-                    gens = stacked_answers(model, task, [p for p, _ in probe],
-                                           max(len(a) for _, a in probe) + 2)
-                    for i, gen in enumerate(gens):
-                        em = float(np.mean([g == list(a) for g, (_, a) in zip(gen, probe)]))
-                        files[i].write(json.dumps({"step": step, "probe_id_em": em,
-                                                   "probe_length": spec0.train_lengths[1]})
-                                       + "\n")
-                        files[i].flush()
-                    model.train()
-                    hook("probe", step - 1)
-                saved = step % tr.checkpoint_every == 0 or step == total
-                if saved:
-                    checkpoint(lr)
-                    hook("checkpoint", step - 1)
-                bar.update(1)
-                if interrupt.requested:
-                    if not saved:
-                        checkpoint(lr)
-                    say(f"interrupted at step {step}; checkpoints saved, rerun the same "
-                        f"command to resume")
-                    raise KeyboardInterrupt
-    finally:
-        bar.close()
-        for f in files:
-            f.close()
-        for i, mem in enumerate(members):
-            mem.st.elapsed = bases[i] + time.time() - t0
-    for i, mem in enumerate(members):                # the final weights into each member
-        _write_member_state(model, opt, i, mem, lr)
-    return GroupOutcome(True, failed, model, members)
+    # batches ---------------------------------------------------------------------------
+    def _maker(self):
+        tr, task, seeds = self.tr, self.task, [m.spec.seed for m in self.members]
+
+        def make(step: int) -> StackBatch:
+            steps = [make_step(task, self.lengths, tr.batch_size,
+                               np.random.default_rng([seed, step, 1]), self.n_pos,
+                               tr.position_offsets, tr.batching) for seed in seeds]
+            mbs = [st.micro[0] for st in steps]
+            shape = None
+            if self.static_shapes:
+                shape = static_shape(max(mb.inputs.shape[0] for mb in mbs),
+                                     max(mb.inputs.shape[1] for mb in mbs), self.max_rows,
+                                     self.spec.model.n_ctx)
+            answer = torch.tensor([float(st.answer_tokens) for st in steps])
+            return StackBatch(steps, stack_micro_batches(mbs, self.pad, shape, self.pin),
+                              answer.pin_memory() if self.pin else answer)
+        return make
+
+    def batch(self, step):
+        if self._producer is None:
+            self._producer = BatchProducer(self._maker(), step, self.prefetch)
+        return self._producer.get(step)
+
+    def real_tokens(self, batch):
+        return [st.real_tokens for st in batch.steps]
+
+    # the step --------------------------------------------------------------------------
+    def set_lr(self, lr):
+        for g in self.opt.param_groups:
+            if isinstance(g["lr"], torch.Tensor):
+                g["lr"].fill_(lr)
+            else:
+                g["lr"] = lr
+
+    def losses_of(self, mb, answer):
+        """Each member's mean loss over its answer tokens ``[member]`` of the stacked batch
+        ``mb`` (on the device); sets the logits of :meth:`outputs`."""
+        with trainer.autocast_context(self.tr, self.device):
+            logits = self.model(mb.inputs, pos_offset=mb.offsets, segment_ids=mb.segment_ids,
+                                check_ids=False)
+        M = logits.shape[0]
+        ce = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]).float(), mb.targets.reshape(-1),
+            reduction="none").reshape(M, -1)
+        self._logits = logits
+        return (ce * mb.mask.reshape(M, -1)).sum(1) / answer
+
+    def backward_of(self, losses):
+        """Zero the gradients, backpropagate the sum of the members' losses, clip per member."""
+        self.opt.zero_grad(set_to_none=True)
+        losses.sum().backward()
+        if self.tr.grad_clip:
+            clip_grad_norm_stacked(list(self.model.params.values()), self.tr.grad_clip)
+
+    def forward(self, batch):
+        if self.captured is not None:           # the whole step, replayed
+            losses, self._logits = self.captured.run(batch)
+            return losses
+        mb = batch.mb.to(self.device)
+        return self.losses_of(mb, batch.answer.to(self.device))
+
+    def backward(self, losses):
+        if self.captured is None:
+            self.backward_of(losses)
+
+    def opt_step(self):
+        if self.captured is None:
+            self.opt.step()
+
+    def outputs(self, batch, i):
+        one = batch.steps[i].micro[0]
+        r, c = one.inputs.shape
+        return [(self._logits[i, :r, :c].detach(), one)]
+
+    # evaluation during training --------------------------------------------------------
+    def answers(self, task, prompts, max_new_tokens):
+        return stacked_answers(self.model, task, prompts, max_new_tokens)
+
+    def fit_counts(self, task, data, batch_size):
+        self.model.eval()
+        M = self.model.members
+        return teacher_forced_em_with(
+            lambda x: self.model(x[None].expand(M, *x.shape)), self.model.cfg, M, task, data,
+            batch_size, self.device)
+
+    def train_mode(self):
+        self.model.train()
+
+    # members ---------------------------------------------------------------------------
+    def sync(self, i, lr):
+        _write_member_state(self.model, self.opt, i, self.members[i], lr)
+
+    def drop(self, keep):
+        super().drop(keep)
+        self.close()                            # the producer makes the kept members' batches
+        if not keep:
+            return
+        moved = self.model.keep(keep)
+        self.opt = _move_optimizer_state(self.opt, moved, keep, self.spec, self.model,
+                                         self.capturable_on)
+        if self.captured is not None:
+            self.captured = CapturedStep(self)  # new tensors: captured again
+
+    def close(self):
+        if self._producer is not None:
+            self._producer.close()
+            self._producer = None
 
 
-def _evaluate_members(task, members: list[GroupMember], model: StackedModel,
+class CapturedStep:
+    """A stack's whole optimizer step (forward, backward, per-member clipping, AdamW) captured
+    as one CUDA graph per batch shape (``torch.cuda.CUDAGraph``) and replayed; all graphs
+    share one memory pool.
+
+    Exact: every real step runs as a replay. The first time a shape occurs, one step is run
+    eagerly on a side stream to warm up (lazy initialisation: cuBLAS, AdamW state) and then
+    undone (weights and AdamW state restored), the step is captured (capture executes
+    nothing) and replayed; so a resumed run, which captures again, replays the same graphs on
+    the same values. Needs static shapes (:func:`~analysis.training.batches.static_shape`), a
+    capturable AdamW (:func:`analysis.training.trainer.make_optimizer`) and float32."""
+
+    def __init__(self, stepper: StackStepper):
+        self.s = stepper
+        self.graphs: dict = {}
+        self.pool = None
+
+    def _static(self, batch):
+        mb, dev = batch.mb, self.s.device
+
+        def buf(t):
+            return None if t is None else torch.empty(t.shape, dtype=t.dtype, device=dev)
+        return type(mb)(buf(mb.inputs), buf(mb.targets), buf(mb.mask), buf(mb.offsets),
+                        buf(mb.segment_ids)), torch.empty(batch.answer.shape, device=dev)
+
+    @staticmethod
+    def _fill(static, batch) -> None:
+        mb, answer = static
+        for dst, src in ((mb.inputs, batch.mb.inputs), (mb.targets, batch.mb.targets),
+                         (mb.mask, batch.mb.mask), (mb.offsets, batch.mb.offsets),
+                         (mb.segment_ids, batch.mb.segment_ids)):
+            if dst is not None:
+                dst.copy_(src, non_blocking=True)
+        answer.copy_(batch.answer, non_blocking=True)
+
+    def _capture(self, batch):
+        s = self.s
+        params = list(s.model.params.values())
+        static = self._static(batch)
+        self._fill(static, batch)
+        saved_p = [p.detach().clone() for p in params]
+        saved_o = {p: {k: v.clone() for k, v in s.opt.state[p].items()}
+                   for p in params if p in s.opt.state}
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):           # warm-up step, undone below
+            s.backward_of(s.losses_of(*static))
+            s.opt.step()
+            with torch.no_grad():
+                for p, v in zip(params, saved_p):
+                    p.copy_(v)
+                for p in params:
+                    for k, v in s.opt.state.get(p, {}).items():
+                        if p in saved_o and k in saved_o[p]:
+                            v.copy_(saved_o[p][k])
+                        else:
+                            v.zero_()
+        torch.cuda.current_stream().wait_stream(side)
+        s.opt.zero_grad(set_to_none=True)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            losses = s.losses_of(*static)
+            s.backward_of(losses)
+            s.opt.step()
+        self.pool = graph.pool()
+        return graph, static, losses, s._logits
+
+    def run(self, batch):
+        """Run one real step on ``batch``; returns ``(losses [member], logits)`` (static
+        tensors, valid until the next step)."""
+        shape = tuple(batch.mb.inputs.shape)
+        if shape not in self.graphs:
+            self.graphs[shape] = self._capture(batch)
+        graph, static, losses, logits = self.graphs[shape]
+        self._fill(static, batch)
+        graph.replay()
+        return losses, logits
+
+
+# ------------------------------------------------------------------------------------------
+# a group of runs
+# ------------------------------------------------------------------------------------------
+
+def _evaluate_members(task, members: list, model: StackedModel,
                       progress: bool) -> list[list]:
     """Every member's evaluation (:func:`analysis.training.evaluation.evaluate_with`) with
     all members decoded in one pass per length."""
@@ -501,11 +561,13 @@ def _evaluate_members(task, members: list[GroupMember], model: StackedModel,
 def train_group(task_name, specs: Sequence[RunSpec], run_dirs: Sequence, device: str = "cpu",
                 progress: bool = True, force: bool = False, threads: int | None = None,
                 stop_after: int | None = None, verbose: bool = True,
-                step_hook: Callable[[str, int], None] | None = None
-                ) -> list[RunResult | Exception]:
+                step_hook: Callable[[str, int], None] | None = None,
+                prefetch: int | None = None, static_shapes: bool | None = None,
+                capture: bool | None = None) -> list[RunResult | Exception]:
     """Train the runs ``specs`` (one configuration, different seeds: equal :func:`stack_key`)
     as one stack, each into its run directory, as :func:`analysis.training.trainer.train`
-    would one by one.
+    would one by one: :func:`analysis.training.trainer.train_steps` of a
+    :class:`StackStepper`.
 
     Args:
         task_name: a task name or object.
@@ -513,6 +575,7 @@ def train_group(task_name, specs: Sequence[RunSpec], run_dirs: Sequence, device:
             :func:`analysis.training.trainer.resolve_spec`).
         run_dirs: their run directories (each locked for the whole call).
         stop_after, step_hook: as :func:`analysis.training.trainer.train` (tests).
+        prefetch, static_shapes, capture: :class:`StackStepper` (defaults: by device).
 
     Returns:
         per member, its :class:`~analysis.training.runs.RunResult` (``reused`` when it was
@@ -521,7 +584,8 @@ def train_group(task_name, specs: Sequence[RunSpec], run_dirs: Sequence, device:
         configuration, corrupt; :class:`~analysis.training.trainer.TrainingError`: diverged).
 
     Raises:
-        TrainingError: the specs differ in more than their seeds, or cannot be stacked.
+        TrainingError: the specs differ in more than their seeds, or cannot be stacked; a
+            captured step asked for without CUDA.
         KeyboardInterrupt: Ctrl-C (every member is checkpointed; rerun to resume).
     """
     t_start = time.time()
@@ -542,7 +606,7 @@ def train_group(task_name, specs: Sequence[RunSpec], run_dirs: Sequence, device:
     say = print if verbose else (lambda *a, **k: None)
     results: list = [None] * len(specs)
     with contextlib.ExitStack() as locks:
-        active: list[tuple[int, GroupMember]] = []
+        active: list[tuple[int, trainer.Member]] = []
         for i, (spec, rd) in enumerate(zip(specs, run_dirs)):
             try:
                 locks.enter_context(RunLock(rd))
@@ -553,33 +617,35 @@ def train_group(task_name, specs: Sequence[RunSpec], run_dirs: Sequence, device:
             if isinstance(st, RunResult):
                 results[i] = st
                 continue
-            active.append((i, GroupMember(spec, rd, st, torch.get_rng_state())))
+            active.append((i, trainer.Member(spec, rd, st, torch.get_rng_state())))
         by_step: dict[int, list] = {}
         for i, mem in active:
             by_step.setdefault(mem.st.step, []).append((i, mem))
+        where = {str(m.run_dir): i for i, m in active}
         for _, group in sorted(by_step.items()):
-            idx = [i for i, _ in group]
             mems = [m for _, m in group]
             earlier = {str(m.run_dir): m.st.elapsed for m in mems}
-            out = run_group_loop(task, mems, device, progress, stop_after, step_hook, say)
-            for i, m in zip(idx, mems):
-                if str(m.run_dir) in out.failed:
-                    results[i] = out.failed[str(m.run_dir)]
-            where = {str(m.run_dir): i for i, m in zip(idx, mems)}
+            stepper = StackStepper(mems, task, device, prefetch, static_shapes, capture)
+            out = trainer.train_steps(stepper, task, progress, stop_after, step_hook, say)
+            for rd, e in out.failed.items():
+                results[where[rd]] = e
             if not out.done:
-                for m in out.members:
+                for m in out.stopped + stepper.members:
                     results[where[str(m.run_dir)]] = RunResult(
                         str(m.run_dir), task.name, m.spec.pe, m.spec.seed, m.spec.preset,
                         m.st.step, finished=False, train_seconds=m.st.elapsed,
                         params=m.st.model.num_parameters())
                 continue
-            if not out.members:
-                continue
-            accs = _evaluate_members(task, out.members, out.model, progress)
-            for m, acc in zip(out.members, accs):
+            extra = {"stacked_members": len(mems)}
+            if stepper.static_shapes or stepper.captured is not None:
+                extra["stacked_step"] = ("cuda graph, static shapes" if stepper.captured
+                                         else "static shapes")
+            accs = (_evaluate_members(task, stepper.members, stepper.model, progress)
+                    if stepper.members else [])
+            for m, acc in [(m, None) for m in out.stopped] + list(zip(stepper.members, accs)):
                 i = where[str(m.run_dir)]
                 results[i] = trainer.finish(
                     m.spec, task, m.run_dir, m.st, t_start - earlier[str(m.run_dir)], progress,
-                    accuracy=acc, extra={"stacked_members": len(mems)})
+                    accuracy=acc, extra=extra)
                 say(results[i].summary_line())
     return results

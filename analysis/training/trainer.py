@@ -58,8 +58,9 @@ from rasp.errors import RASPError
 
 __all__ = ["train", "resolve_spec", "prepare", "run_loop", "finish", "TrainingError",
            "resolve_task", "lr_at", "make_optimizer", "n_ctx_for", "STEP_POINTS",
-           "train_lengths", "probe_set", "probe_em", "metrics_record", "check_finite_loss",
-           "TrainState", "offset_positions", "fit_set"]
+           "train_lengths", "probe_set", "metrics_record", "check_finite_loss",
+           "TrainState", "offset_positions", "fit_set", "Member", "Stepper", "SingleStepper",
+           "LoopOutcome", "train_steps", "DeferredInterrupt"]
 
 STEP_POINTS = ("start", "batch", "forward", "backward", "opt_step", "commit", "metrics",
                "probe", "fit", "checkpoint")
@@ -152,21 +153,27 @@ def n_ctx_for(task, eval_pairs, train_max_len: int) -> int:
 
 
 def make_optimizer(model: Transformer | None, train: TrainConfig,
-                   named_parameters=None) -> torch.optim.Optimizer:
+                   named_parameters=None, capturable_on=None) -> torch.optim.Optimizer:
     """AdamW with weight decay on the weight matrices (``W_*``) only.
 
     The parameters are ``model.named_parameters()``, or ``named_parameters`` (``(name,
     tensor)`` pairs, e.g. the stacked ``[member, ...]`` tensors of
     :mod:`analysis.training.stacked`: AdamW is elementwise, so one optimizer over stacked
-    tensors is each member's optimizer)."""
+    tensors is each member's optimizer). ``capturable_on``: a CUDA device; the optimizer is
+    then safe to capture in a CUDA graph (``capturable=True``, its step counts and learning
+    rate tensors on that device: set the rate with ``group["lr"].fill_(lr)``)."""
     decay, no_decay = [], []
     pairs = model.named_parameters() if named_parameters is None else named_parameters
     for name, p in pairs:
         (decay if name.rsplit(".", 1)[-1].startswith("W_") else no_decay).append(p)
-    return torch.optim.AdamW(
-        [{"params": decay, "weight_decay": train.weight_decay},
-         {"params": no_decay, "weight_decay": 0.0}],
-        lr=train.lr, betas=tuple(train.betas))
+    groups = [{"params": decay, "weight_decay": train.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    if capturable_on is not None:
+        for g in groups:
+            g["lr"] = torch.tensor(float(train.lr), device=capturable_on)
+        return torch.optim.AdamW(groups, lr=torch.tensor(float(train.lr), device=capturable_on),
+                                 betas=tuple(train.betas), capturable=True, foreach=True)
+    return torch.optim.AdamW(groups, lr=train.lr, betas=tuple(train.betas))
 
 
 # ------------------------------------------------------------------------------------------
@@ -324,7 +331,7 @@ def autocast_context(tr: TrainConfig, device: str):
     return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
 
 
-class _DeferredInterrupt:
+class DeferredInterrupt:
     """While active (in the main thread), SIGINT only sets :attr:`requested`; the training loop
     acts on it at the end of the current step."""
 
@@ -377,13 +384,6 @@ def fit_set(spec: RunSpec, task) -> list | None:
     return bin_set(task, lo, hi, tr.bin_samples)
 
 
-def probe_em(model: Transformer, probe: list, task) -> float:
-    """Exact match of ``model`` on the probe pairs of :func:`probe_set` (greedy decoding, or
-    per-position labels for a next-set task: :func:`~analysis.training.evaluation.model_answers`)."""
-    gen = model_answers(model, task, [p for p, _ in probe], max(len(a) for _, a in probe) + 2)
-    return float(np.mean([g == list(a) for g, (_, a) in zip(gen, probe)]))
-
-
 def metrics_record(st: TrainState, lr: float, outputs: list, elapsed: float) -> dict:
     """The ``metrics.jsonl`` line of a logged step (``st.last_loss`` already set):
     loss, lr, token accuracy and teacher-forced exact match of the step's ``outputs``
@@ -401,118 +401,350 @@ def check_finite_loss(st: TrainState) -> None:
                             f" lower lr and rerun with --force")
 
 
+@dataclass
+class Member:
+    """One run trained by :func:`train_steps`: its spec, run directory and state.
+
+    ``rng_state``: the torch RNG state its checkpoints save (a stack's members: the state after
+    :func:`prepare`, as their separate runs would hold it; None: the process's own RNG, which
+    a single model's dropout advances)."""
+
+    spec: RunSpec
+    run_dir: Path
+    st: TrainState
+    rng_state: torch.Tensor | None = None
+
+
+class Stepper:
+    """What :func:`train_steps` drives: the models of ``members`` (one model, or a stack of M
+    members sharing one configuration but the seed) and how one optimizer step runs on them.
+    Every member stands at the same step. Implementations: :class:`SingleStepper` (one model)
+    and :class:`analysis.training.stacked.StackStepper` (``[member, ...]`` tensors)."""
+
+    #: True when a member whose loss diverges is dropped and the others go on (a stack);
+    #: False: its :class:`TrainingError` ends the loop (one model)
+    drops_failed = False
+    members: list[Member]
+
+    def batch(self, step: int):
+        """The batches of optimizer step ``step`` of every member (each from
+        ``numpy.random.default_rng([seed, step, 1])``)."""
+        raise NotImplementedError
+
+    def real_tokens(self, batch) -> list[int]:
+        """Per member, the real (non-padding) input tokens of ``batch``."""
+        raise NotImplementedError
+
+    def set_lr(self, lr: float) -> None:
+        raise NotImplementedError
+
+    def forward(self, batch) -> torch.Tensor:
+        """Each member's mean loss over its answer tokens, ``[member]`` (autograd attached)."""
+        raise NotImplementedError
+
+    def backward(self, losses: torch.Tensor) -> None:
+        """Zero the gradients, backpropagate, clip (each member its own global norm)."""
+        raise NotImplementedError
+
+    def opt_step(self) -> None:
+        raise NotImplementedError
+
+    def outputs(self, batch, i: int) -> list:
+        """Member ``i``'s ``(logits, micro_batch)`` pairs of the last forward
+        (:func:`metrics_record`)."""
+        raise NotImplementedError
+
+    def answers(self, task, prompts: list, max_new_tokens: int) -> list:
+        """Every member's answers ``[member][prompt]`` (greedy decoding or next-set labels)."""
+        raise NotImplementedError
+
+    def fit_counts(self, task, data: list, batch_size: int) -> list[tuple]:
+        """Per member, :func:`~analysis.training.evaluation.teacher_forced_em` on ``data``."""
+        raise NotImplementedError
+
+    def sync(self, i: int, lr: float) -> None:
+        """Member ``i``'s weights, AdamW state and RNG into its own ``st.model``/``st.opt``
+        (what its checkpoint and final files are written from)."""
+
+    def drop(self, keep: list[int]) -> None:
+        """Keep only the members ``keep`` (indices, in order)."""
+        self.members = [self.members[i] for i in keep]
+
+    def train_mode(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop background work (batch producers)."""
+
+
+class SingleStepper(Stepper):
+    """One model (:class:`Transformer`), exactly the run of :func:`train`: eager or
+    ``torch_compile``, float32 or bfloat16 autocast, any ``batching``, dropout."""
+
+    def __init__(self, member: Member, task, device: str = "cpu"):
+        self.members = [member]
+        self.task, self.device = task, device
+        spec, self.model, self.opt = member.spec, member.st.model, member.st.opt
+        self.tr = spec.train
+        self.forward_model = (torch.compile(self.model, dynamic=True) if self.tr.torch_compile
+                              else self.model)
+        self.lengths, self.n_pos, self.seed = train_lengths(spec, task), offset_positions(spec), \
+            spec.seed
+        self._loss = self._outputs = None
+
+    def batch(self, step):
+        tr = self.tr
+        return make_step(self.task, self.lengths, tr.batch_size,
+                         np.random.default_rng([self.seed, step, 1]), self.n_pos,
+                         tr.position_offsets, tr.batching)
+
+    def real_tokens(self, batch):
+        return [batch.real_tokens]
+
+    def set_lr(self, lr):
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+
+    def forward(self, batch):
+        with autocast_context(self.tr, self.device):
+            self._loss, self._outputs = step_loss(self.forward_model, batch, self.device)
+        return self._loss.reshape(1)
+
+    def backward(self, losses):
+        self.opt.zero_grad(set_to_none=True)
+        self._loss.backward()
+        if self.tr.grad_clip:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tr.grad_clip)
+
+    def opt_step(self):
+        self.opt.step()
+
+    def outputs(self, batch, i):
+        return self._outputs
+
+    def answers(self, task, prompts, max_new_tokens):
+        return [model_answers(self.model, task, prompts, max_new_tokens)]
+
+    def fit_counts(self, task, data, batch_size):
+        return [teacher_forced_em(self.model, task, data, batch_size)]
+
+    def train_mode(self):
+        self.model.train()
+
+
+@dataclass
+class LoopOutcome:
+    """How :func:`train_steps` ended: ``done`` (False: stopped by ``stop_after``),
+    ``stopped`` (members the fit check stopped early, out of the stack), ``failed`` (run
+    directory -> the :class:`TrainingError` of a member whose loss diverged, dropped from a
+    stack), and the ``stepper`` with the members still in it (when ``done``: trained to the
+    last step). Every member's weights and state are in its ``st``."""
+
+    done: bool
+    stopped: list
+    failed: dict
+    stepper: Stepper
+
+
+def train_steps(stepper: Stepper, task, progress: bool = True, stop_after: int | None = None,
+                step_hook: Callable[[str, int], None] | None = None,
+                say: Callable[[str], None] = print) -> LoopOutcome:
+    """The one training loop: train the stepper's members from their (common) step to
+    ``spec.train.steps`` in the commit order of the module docstring, for one model or a stack.
+
+    Per step: batch, forward, backward, ``opt.step()``, step counter; then per member its
+    metrics line (every ``log_every`` steps), probe (``probe_every``), fit check (``fit_every``:
+    a member whose first bin reaches ``fit_em`` stops, is checkpointed and leaves the stack)
+    and checkpoint (``checkpoint_every``, the end, an early stop). A member whose logged loss is
+    NaN or infinite: one model raises, a stack drops it and goes on.
+
+    Args:
+        stop_after: stop (as if killed: no checkpoint) once this many steps are done.
+        step_hook: called as ``step_hook(point, step)`` at each of :data:`STEP_POINTS` (once
+            per step for all members; fault tests interrupt there).
+
+    Returns:
+        a :class:`LoopOutcome`.
+
+    Raises:
+        KeyboardInterrupt: after Ctrl-C, once every member is checkpointed.
+        TrainingError: one model's loss became NaN or infinite.
+    """
+    from rasp.progress import progress_bar
+
+    members = stepper.members
+    spec0 = members[0].spec
+    tr = spec0.train
+    hook = step_hook or (lambda point, step: None)
+    probe = probe_set(spec0, task)
+    fit_data = fit_set(spec0, task)
+    total = tr.steps
+    t0 = time.time()
+    base = {id(m): m.st.elapsed for m in members}
+    files = {id(m): open(m.run_dir / "metrics.jsonl", "a") for m in members}
+    stopped: list[Member] = []
+    failed: dict = {}
+    step0 = members[0].st.step
+    lr = lr_at(max(step0 - 1, 0), tr)
+
+    def elapsed(m: Member) -> float:
+        return base[id(m)] + time.time() - t0
+
+    def write(m: Member, rec: dict) -> None:
+        f = files[id(m)]
+        f.write(json.dumps(rec) + "\n")
+        f.flush()
+
+    def checkpoint(i: int) -> None:
+        m = stepper.members[i]
+        files[id(m)].flush()
+        m.st.elapsed = elapsed(m)
+        stepper.sync(i, lr)
+        if m.rng_state is not None:
+            torch.set_rng_state(m.rng_state)
+        save_checkpoint(m.run_dir, m.st.model, m.st.opt, {
+            "step": m.st.step, "elapsed": m.st.elapsed, "tokens_seen": m.st.tokens_seen,
+            "metrics_bytes": (m.run_dir / "metrics.jsonl").stat().st_size,
+            "last_loss": m.st.last_loss, "early_stopped": m.st.early_stopped})
+
+    def leave(idx: list[int], errors: dict | None = None) -> None:
+        """Members ``idx`` leave the stack: failed (``errors``) or stopped early."""
+        for i in idx:
+            m = stepper.members[i]
+            if errors is None:
+                stepper.sync(i, lr)
+                m.st.elapsed = elapsed(m)
+                stopped.append(m)
+            else:
+                failed[str(m.run_dir)] = errors[i]
+            files.pop(id(m)).close()
+        stepper.drop([i for i in range(len(stepper.members)) if i not in idx])
+
+    over = [i for i, m in enumerate(members) if m.st.early_stopped and m.st.step < total]
+    if over:                                    # resumed after an early stop
+        leave(over)
+    seeds = ",".join(str(m.spec.seed) for m in stepper.members) or "-"
+    bar = progress_bar(show=progress, total=total, initial=step0,
+                       desc=f"{spec0.task}/{spec0.pe}/s{seeds}", leave=False, dynamic_ncols=True)
+    try:
+        with DeferredInterrupt() as interrupt:
+            stepper.train_mode()
+            while stepper.members:
+                members = stepper.members
+                step = members[0].st.step
+                if step >= total:
+                    break
+                if stop_after is not None and step >= stop_after:
+                    return LoopOutcome(False, stopped, failed, stepper)
+                hook("start", step)
+                batch = stepper.batch(step)
+                hook("batch", step)
+                lr = lr_at(step, tr)
+                stepper.set_lr(lr)
+                losses = stepper.forward(batch)
+                hook("forward", step)
+                stepper.backward(losses)
+                hook("backward", step)
+                stepper.opt_step()
+                hook("opt_step", step)
+                now = step + 1
+                for m, n in zip(members, stepper.real_tokens(batch)):
+                    m.st.step = now                             # the step is committed
+                    m.st.tokens_seen += n                       # real tokens, not padding
+                hook("commit", step)
+                if now % tr.log_every == 0 or now == total:
+                    values = losses.detach().float().cpu().tolist()
+                    bad = {}
+                    for i, m in enumerate(members):
+                        m.st.last_loss = values[i]
+                        try:
+                            check_finite_loss(m.st)
+                        except TrainingError as e:
+                            if not stepper.drops_failed:
+                                raise
+                            bad[i] = e
+                            say(f"{m.run_dir}: {e} (dropped from its stack; the others go on)")
+                            continue
+                        rec = metrics_record(m.st, lr, stepper.outputs(batch, i), elapsed(m))
+                        write(m, rec)
+                    if bad:
+                        leave(sorted(bad), bad)
+                        members = stepper.members
+                        if not members:
+                            break
+                    bar.set_postfix(loss=f"{np.mean([m.st.last_loss for m in members]):.3f}",
+                                    **({"tf_em": f"{rec['tf_em']:.2f}"}
+                                       if len(members) == 1 else {}))
+                    hook("metrics", step)
+                if tr.probe_every and (now % tr.probe_every == 0 or now == total):
+                    gens = stepper.answers(task, [p for p, _ in probe],
+                                           max(len(a) for _, a in probe) + 2)
+                    for m, gen in zip(members, gens):
+                        em = float(np.mean([g == list(a) for g, (_, a) in zip(gen, probe)]))
+                        write(m, {"step": now, "probe_id_em": em,
+                                  "probe_length": spec0.train_lengths[1]})
+                    stepper.train_mode()
+                    bar.set_postfix(id_em=f"{em:.2f}")
+                    hook("probe", step)
+                if fit_data is not None and (now % tr.fit_every == 0 or now == total):
+                    counts = stepper.fit_counts(task, fit_data, tr.eval_batch_size)
+                    for m, (k, n) in zip(members, counts):
+                        em = None if k is None else k / n
+                        m.st.early_stopped = em is not None and em >= tr.fit_em and now < total
+                        write(m, {"step": now, "fit_id_em": em,
+                                  "fit_bin": list(tr.eval_bins[0]),
+                                  "early_stop": m.st.early_stopped})
+                    stepper.train_mode()
+                    hook("fit", step)
+                regular = now % tr.checkpoint_every == 0 or now == total
+                saved = [i for i, m in enumerate(members) if regular or m.st.early_stopped]
+                for i in saved:
+                    checkpoint(i)
+                if saved:
+                    hook("checkpoint", step)
+                bar.update(1)
+                if interrupt.requested:
+                    for i in range(len(members)):
+                        if i not in saved:
+                            checkpoint(i)
+                    say(f"interrupted at step {now}; checkpoint saved, rerun the same "
+                        f"command to resume")
+                    raise KeyboardInterrupt
+                if now == total:
+                    break
+                over = [i for i, m in enumerate(members) if m.st.early_stopped]
+                if over:
+                    leave(over)
+    finally:
+        bar.close()
+        stepper.close()
+        for m in stepper.members:
+            m.st.elapsed = elapsed(m)
+        for f in files.values():
+            f.close()
+    for i in range(len(stepper.members)):       # the final weights into each member
+        stepper.sync(i, lr)
+    return LoopOutcome(True, stopped, failed, stepper)
+
+
 def run_loop(spec: RunSpec, task, run_dir: Path, st: TrainState, device: str = "cpu",
              progress: bool = True, stop_after: int | None = None,
              step_hook: Callable[[str, int], None] | None = None,
              say: Callable[[str], None] = print) -> bool:
-    """Train from ``st.step`` to ``spec.train.steps`` (module docstring: the commit order).
-
-    Args:
-        stop_after: stop (as if killed: no checkpoint) once this many steps are done.
-        step_hook: called as ``step_hook(point, step)`` at each of :data:`STEP_POINTS`
-            (fault tests interrupt there).
+    """Train one model from ``st.step`` to ``spec.train.steps``: :func:`train_steps` of a
+    :class:`SingleStepper`.
 
     Returns:
-        True when all steps are done, False when stopped by ``stop_after``.
+        True when training is over (all steps, or the fit check stopped it), False when stopped
+        by ``stop_after``.
 
     Raises:
         KeyboardInterrupt: after Ctrl-C, once the current step is checkpointed.
         TrainingError: the loss became NaN or infinite.
     """
-    from rasp.progress import progress_bar
-
-    tr, model, opt = spec.train, st.model, st.opt
-    forward_model = torch.compile(model, dynamic=True) if tr.torch_compile else model
-    hook = step_hook or (lambda point, step: None)
-    lengths = train_lengths(spec, task)
-    probe = probe_set(spec, task)
-    fit_data = fit_set(spec, task)
-    n_pos = offset_positions(spec)
-    metrics_path = run_dir / "metrics.jsonl"
-    total = tr.steps
-    t0, base = time.time(), st.elapsed
-
-    def checkpoint() -> None:
-        mf.flush()
-        st.elapsed = base + time.time() - t0
-        save_checkpoint(run_dir, model, opt, {
-            "step": st.step, "elapsed": st.elapsed, "tokens_seen": st.tokens_seen,
-            "metrics_bytes": metrics_path.stat().st_size, "last_loss": st.last_loss,
-            "early_stopped": st.early_stopped})
-
-    bar = progress_bar(show=progress, total=total, initial=st.step,
-                       desc=f"{spec.task}/{spec.pe}/s{spec.seed}", leave=False, dynamic_ncols=True)
-    with open(metrics_path, "a") as mf, _DeferredInterrupt() as interrupt:
-        try:
-            model.train()
-            while st.step < total and not st.early_stopped:
-                if stop_after is not None and st.step >= stop_after:
-                    return False
-                step = st.step
-                hook("start", step)
-                rng = np.random.default_rng([spec.seed, step, 1])
-                batch = make_step(task, lengths, tr.batch_size, rng, n_pos,
-                                  tr.position_offsets, tr.batching)
-                hook("batch", step)
-                lr = lr_at(step, tr)
-                for g in opt.param_groups:
-                    g["lr"] = lr
-                with autocast_context(tr, device):
-                    loss, outputs = step_loss(forward_model, batch, device)
-                hook("forward", step)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if tr.grad_clip:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), tr.grad_clip)
-                hook("backward", step)
-                opt.step()
-                hook("opt_step", step)
-                st.step = step + 1                          # the step is committed
-                st.tokens_seen += batch.real_tokens         # real tokens, not padding
-                hook("commit", step)
-                if st.step % tr.log_every == 0 or st.step == total:
-                    st.last_loss = float(loss.detach())
-                    check_finite_loss(st)
-                    rec = metrics_record(st, lr, outputs, base + time.time() - t0)
-                    mf.write(json.dumps(rec) + "\n")
-                    mf.flush()
-                    bar.set_postfix(loss=f"{st.last_loss:.3f}", tf_em=f"{rec['tf_em']:.2f}")
-                    hook("metrics", step)
-                if tr.probe_every and (st.step % tr.probe_every == 0 or st.step == total):
-                    em = probe_em(model, probe, task)
-                    mf.write(json.dumps({"step": st.step, "probe_id_em": em,
-                                         "probe_length": spec.train_lengths[1]}) + "\n")
-                    mf.flush()
-                    model.train()
-                    bar.set_postfix(loss=f"{st.last_loss:.3f}" if st.last_loss is not None
-                                    else "-", id_em=f"{em:.2f}")
-                    hook("probe", step)
-                if fit_data is not None and (st.step % tr.fit_every == 0 or st.step == total):
-                    k, n = teacher_forced_em(model, task, fit_data, tr.eval_batch_size)
-                    em = None if k is None else k / n
-                    st.early_stopped = em is not None and em >= tr.fit_em and st.step < total
-                    mf.write(json.dumps({"step": st.step, "fit_id_em": em,
-                                         "fit_bin": list(tr.eval_bins[0]),
-                                         "early_stop": st.early_stopped}) + "\n")
-                    mf.flush()
-                    model.train()
-                    hook("fit", step)
-                saved = (st.step % tr.checkpoint_every == 0 or st.step == total
-                         or st.early_stopped)
-                if saved:
-                    checkpoint()
-                    hook("checkpoint", step)
-                bar.update(1)
-                if interrupt.requested:
-                    if not saved:
-                        checkpoint()
-                    say(f"interrupted at step {st.step}; checkpoint saved, rerun the same "
-                        f"command to resume")
-                    raise KeyboardInterrupt
-        finally:
-            bar.close()
-            st.elapsed = base + time.time() - t0
-    return True
+    out = train_steps(SingleStepper(Member(spec, Path(run_dir), st), task, device), task,
+                      progress, stop_after, step_hook, say)
+    return out.done
 
 
 # ------------------------------------------------------------------------------------------
