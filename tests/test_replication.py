@@ -70,11 +70,12 @@ def test_bin_summary_and_agreement_with_a_published_number():
     summ = R.bin_summary(per, list(range(5)), ((0, 50), (51, 100), (101, 150)))
     assert summ[1]["mean"] == pytest.approx(0.92) and summ[1]["min"] == pytest.approx(0.90)
     assert summ[0]["bin"] == [1, 50]
-    ag = R.agreement("copy_unique_150", "ape_learned", per, list(range(5)),
-                     [1.0, 0.9986, 0.9874], ((0, 50), (51, 100), (101, 150)))
+    ag = R.agreement("majority_binary", "ape_learned", per, list(range(5)),
+                     [1.0, 0.9999, 0.9996], ((0, 50), (51, 100), (101, 150)))
+    assert [a["threshold"] for a in ag] == [pytest.approx(0.6, abs=0.02)] * 2  # chance 0.5
     assert [a["ours"] for a in ag] == ["generalizes", "fails"]
     assert [a["label"] for a in ag] == ["agrees", "disagrees"]
-    few = R.agreement("copy_unique_150", "ape_learned", per, [0, 1, 2], [1.0, 0.99, 0.98],
+    few = R.agreement("majority_binary", "ape_learned", per, [0, 1, 2], [1.0, 0.99, 0.98],
                       ((0, 50), (51, 100), (101, 150)))
     assert {a["label"] for a in few} == {"inconclusive"}        # 3 seeds cannot decide
 
@@ -234,3 +235,17 @@ def test_small_scale_end_to_end_and_the_doc(tmp_path):
                                            "replication_doc")
     assert "| majority_binary | NoPE | done |" in text
     assert "`rasp replicate huang sort_150 --pe nope`" in text       # listed as not run
+
+
+@pytest.mark.parametrize("pred, far, label", [
+    ("generalizes", "generalizes", "supported"), ("generalizes", "fails", "contradicted"),
+    ("fails", "fails", "supported"), ("no program", "fails", "inconclusive"),
+    ("unknown", "generalizes", "inconclusive"), ("generalizes", "inconclusive", "inconclusive"),
+    (None, "fails", "inconclusive")])
+def test_a_registered_prediction_is_checked_on_the_farthest_bin(pred, far, label):
+    cell = {"task": "t", "pe": "nope", "scale": "full", "status": "done",
+            "prediction": {"prediction": pred} if pred else None,
+            "agreement": [{"bin": [51, 100], "ours": "generalizes"},
+                          {"bin": [101, 150], "ours": far}]}
+    got = R.prediction_check(cell)
+    assert got["label"] == label and got["measured"] == far

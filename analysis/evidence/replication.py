@@ -57,7 +57,8 @@ __all__ = ["ReplicationError", "SweepConfig", "Scale", "FULL", "SMALL", "SCALES"
            "replication_tasks", "their_n_positions", "run_overrides", "select_config",
            "Selected", "fitting_seeds", "bin_summary", "agreement", "cell_path", "read_cell",
            "replicate_cell", "CODE_NOT_PAPER", "estimate_flops", "their_numbers",
-           "measured_compute", "read_cells", "THEIR_SELECTED"]
+           "measured_compute", "read_cells", "THEIR_SELECTED", "prediction_check",
+           "prediction_checks", "prediction_checks_of"]
 
 #: The two positional encodings of their experiment: learned APE (GPT-2's, with a random
 #: position offset per training example) and NoPE.
@@ -342,7 +343,9 @@ def agreement(task: str, pe: str, per_seed: dict, seeds: Sequence[int],
         if i == 0:
             continue
         try:
-            chance = _stats.chance_em(task, list(range(max(1, lo), hi + 1)))
+            # ten lengths spread over the bin: chance only sets the threshold
+            step = max(1, (hi - max(1, lo)) // 10)
+            chance = _stats.chance_em(task, list(range(max(1, lo), hi + 1, step)))
         except (KeyError, ValueError):
             chance = None
         thr = _stats.generalization_threshold(chance)
@@ -584,3 +587,49 @@ def replicate_cell(task: str, pe: str, scale: Scale = FULL, runs_root="runs",
                                   f"{scale.max_seeds} tried)")
     _runs.atomic_json(path, cell)
     return cell
+
+
+# ------------------------------------------------------------------------------------------
+# predictions checked against replications
+# ------------------------------------------------------------------------------------------
+
+def prediction_check(cell: dict) -> dict:
+    """Our prediction registered in a cell checked against the cell's runs at the protocol's
+    lengths: ``{"task", "pe", "scale", "comparable", "predicted", "measured", "label",
+    "reason"}``.
+
+    ``measured`` is the claims rule's outcome (:func:`agreement`'s ``ours``) on the farthest
+    bin (their 101-150: the longest lengths the protocol tests). ``label``: ``supported`` when
+    a decided prediction (``generalizes`` / ``fails``) equals it, ``contradicted`` when it is
+    the other decided outcome, else ``inconclusive`` (no registered prediction, a bounded
+    search certificate ``no program <= k`` or ``unknown``, which decide nothing, or an
+    undecided measurement)."""
+    pred = (cell.get("prediction") or {}).get("prediction")
+    ag = cell.get("agreement") or []
+    measured = ag[-1]["ours"] if ag else "inconclusive"
+    far = f"{ag[-1]['bin'][0]}-{ag[-1]['bin'][1]}" if ag else "–"
+    if pred not in ("generalizes", "fails"):
+        label, reason = "inconclusive", f"no decided prediction ({pred or 'none registered'})"
+    elif measured not in ("generalizes", "fails"):
+        label, reason = "inconclusive", f"measured outcome at {far} undecided"
+    else:
+        label = "supported" if pred == measured else "contradicted"
+        reason = f"predicted {pred}, measured {measured} at lengths {far}"
+    return {"task": cell.get("task"), "pe": cell.get("pe"), "scale": cell.get("scale"),
+            "comparable": cell.get("comparable", False), "predicted": pred,
+            "measured": measured, "label": label, "reason": reason,
+            "registered": (cell.get("prediction") or {}).get("registered")}
+
+
+def prediction_checks(cells_dir: str | os.PathLike, task: str | None = None) -> list[dict]:
+    """:func:`prediction_check` of every finished cell under ``cells_dir`` (of ``task`` only
+    when given); cells at their scale first."""
+    return prediction_checks_of(read_cells(cells_dir), task)
+
+
+def prediction_checks_of(cells: Sequence[dict], task: str | None = None) -> list[dict]:
+    """:func:`prediction_checks` of cell contents already read (:func:`read_cells`)."""
+    out = [prediction_check(c) for c in cells
+           if "error" not in c and c.get("status") == "done"
+           and (task is None or c.get("task") == task)]
+    return sorted(out, key=lambda r: (r["scale"] != "full", r["task"], r["pe"]))

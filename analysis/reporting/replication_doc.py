@@ -82,7 +82,7 @@ def _table(cells: list[dict], scale: R.Scale) -> list[str]:
             chosen += " (fallback: none fit)"
         out.append("| " + " | ".join(
             [c["task"], _PE_NAME.get(c["pe"], c["pe"]), c.get("status", "?"),
-             f"{chosen} ({swept} run)",
+             f"{chosen} ({swept} of {len(scale.configs)} configurations run)",
              c.get("their_selected") or R.THEIR_SELECTED.get(c["pe"], {}).get(c["task"], "–")]
             + ours +
             [th, _prediction(c), _agreement(c),
@@ -138,9 +138,18 @@ def render(cells: list[dict], command: str) -> str:
         lines.append("None run yet: the full protocol is GPU work (below).")
     lines += ["", "### Cells not run at their scale", ""]
     rate = _rate(small + full)
-    rate_text = (f"at the throughput measured on the cells run here ({rate / 1e9:.2f} "
-                 f"GFLOP/s per run on this machine's CPU)") if rate else ""
-    lines += ["| task | PE | command | compute (upper bound, no early stop) |",
+    rate_text = (f"at the throughput of the runs made here ({rate / 1e9:.2f} GFLOP/s per "
+                 f"single-thread CPU run; small models are overhead-bound, larger ones run "
+                 f"faster)") if rate else ""
+    done = [c for c in full if c.get("compute")]
+    if done:
+        lines += ["The cells run at their scale cost " + "; ".join(
+            f"{c['task']} / {c['pe']}: {c['compute']['runs']} runs, "
+            f"{c['compute']['train_seconds']:,.0f} training seconds" for c in done)
+            + " (early stops and the sweep's stop make real cells far cheaper than the bound "
+              "below).", ""]
+    lines += ["| task | PE | command | compute (upper bound: every configuration, no early "
+              "stop) |",
               "| --- | --- | --- | --- |"]
     for t in tasks:
         for pe in R.HUANG_PES:
@@ -156,7 +165,23 @@ def render(cells: list[dict], command: str) -> str:
               "protocol (`formal_lang_suite/train_with_ce.py`: fixed released datasets, 100 "
               "epochs, a W&B grid without a selection script); `rasp replicate huang` does not "
               "run them yet.", ""]
-    lines += ["## Cells at the small scale (not theirs to compare)", ""]
+    lines += ["## Our registered predictions checked against these runs", ""]
+    checks = R.prediction_checks_of(cells)
+    if checks:
+        lines += ["The prediction written to each cell file before its first run, against the "
+                  "claims rule's outcome on the farthest bin (`analysis.evidence.replication."
+                  "prediction_check`). Huang et al.'s 16 algorithmic cells are in-sample for the "
+                  "search grammar (docs/predictions.md), so these checks are a fit, not an "
+                  "out-of-sample test.", "",
+                  "| task | PE | scale | predicted (registered) | measured | label |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {r['task']} | {_PE_NAME.get(r['pe'], r['pe'])} | {r['scale']}"
+                  f"{'' if r['comparable'] else ' (not comparable)'} | {r['predicted'] or '–'} "
+                  f"({(r['registered'] or '?')[:16]}) | {r['measured']} | **{r['label']}** |"
+                  for r in checks]
+    else:
+        lines.append("No finished cell yet.")
+    lines += ["", "## Cells at the small scale (not theirs to compare)", ""]
     if small:
         lines += ["A cut of their protocol for 2 CPU cores: shorter lengths, fewer "
                   "configurations and steps. Their numbers are shown for orientation only; "
