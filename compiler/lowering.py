@@ -64,6 +64,19 @@ def _trunc_fn(x):
     return np.trunc(np.asarray(x, dtype=np.float64)).astype(np.int64)
 
 
+def _none_or(m, flag):
+    """``None`` where ``flag`` is ``None`` (no key selected), else the mean ``m``."""
+    m, flag = np.broadcast_arrays(np.asarray(m), np.asarray(flag, dtype=object))
+    return homogeneous_array([None if f is None else v for v, f in
+                              zip(m.reshape(-1).tolist(), flag.reshape(-1).tolist())]
+                             ).reshape(m.shape)
+
+
+def _none_or_trunc(m, flag):
+    """:func:`_none_or` of ``kqv``'s truncated mean."""
+    return _none_or(_trunc_fn(m), flag)
+
+
 def _cmp_pred(op: str, predicate: Callable | None = None) -> Callable:
     if op == "python":       # a Python predicate(key, query) (Tracr's Select with a callable)
         f = np.frompyfunc(lambda k, q: bool(predicate(k, q)), 2, 1)
@@ -315,15 +328,20 @@ class Lowerer:
         out_vals = self.vs.means.get(node.id, self.vs.sets[node.id])
         needs_trunc = node.truncate and any(
             isinstance(v, float) and not float(v).is_integer() for v in out_vals)
+        if node.reduction == "mean" and may_average and any(v is None for v in V):
+            raise UnsupportedError(
+                f"a mean of '{node.values.label}', which may be None, over a selector that may "
+                "select several keys: the interpreter raises where None is among several "
+                "selected values and averages the others, which the compiled model cannot tell "
+                "apart; make the selector select one key, or give the inner aggregate a "
+                "numeric default", node)
         if needs_trunc:
             agg_enc = NUMERICAL
-        elif default is None and explicit_encoding(node) is None:
-            # a None default (Tracr's padding) is a value of its own: categorical, as in Tracr;
-            # a query that averages different values is caught at run time (checks)
-            agg_enc = CATEGORICAL
         else:
             agg_enc = aggregate_encoding(node, numeric, may_average)
-        if agg_enc == CATEGORICAL and may_average and numeric and default is not None:
+        if agg_enc == NUMERICAL and default is None and numeric and None in out_vals:
+            return self._none_default_mean(node, spec, vals_c, out_vals, needs_trunc)
+        if agg_enc == CATEGORICAL and may_average and numeric:
             raise UnsupportedError(
                 "a categorical aggregate that averages: the selector may select several keys "
                 "with different values, whose mean is a new number a categorical encoding "
@@ -343,7 +361,7 @@ class Lowerer:
                   ).get(node.id, {})
         agg = CNode("aggregate", name, node, agg_enc, out_vals, selector=spec,
                     values_node=vals_c, default=default, reduction=node.reduction,
-                    may_average=may_average and (not numeric or default is None),
+                    may_average=may_average and not numeric,
                     internal=needs_trunc, spread=spread)
         if node.reduction == "mean" and any(isinstance(v, str) for v in V) and not (
                 selects_at_most_one(node.selector, self.vs.sets)):
@@ -358,6 +376,31 @@ class Lowerer:
         expr = Expr(fn=_trunc_fn, args=(Expr(leaf=agg),), desc=f"trunc({agg.name})")
         tvals = sort_values(int(math.trunc(v)) for v in out_vals)
         return CNode("mlp", self.fresh(node.label), node, enc or CATEGORICAL, tvals, expr=expr)
+
+    def _none_default_mean(self, node: Aggregate, spec: SelectorSpec, vals_c: CNode,
+                           out_vals: list, needs_trunc: bool) -> CNode:
+        """A mean of numbers with the default ``None`` (issue 38): ``None`` is a value of its
+        own, the mean a number. Three nodes: the numerical mean with the default 0 (a head),
+        whether the row selected anything (a head over the same selector moving the constant
+        ``True``, default ``None``), and one MLP writing ``None`` where nothing was selected,
+        else the mean (truncated for ``kqv``): categorical, with ``None`` among its values, so
+        every consumer applies the interpreter's rule to ``None`` as to any value (``None *
+        0.5`` raises in both)."""
+        spread = (self.vs.means_spread if node.id in self.vs.means else self.vs.spread
+                  ).get(node.id, {})
+        mean = CNode("aggregate", self.fresh(node.label + "_mean"), node, NUMERICAL,
+                     sort_values([v for v in out_vals if v is not None] + [0]), selector=spec,
+                     values_node=vals_c, default=0, reduction="mean", internal=True,
+                     spread=spread)
+        true = CNode("full", self.fresh("true"), None, CATEGORICAL, [True], value=True)
+        flag = CNode("aggregate", self.fresh(node.label + "_selected"), node, CATEGORICAL,
+                     [True, None], selector=spec, values_node=true, default=None,
+                     reduction="mean", internal=True)
+        fn = _none_or_trunc if needs_trunc else _none_or
+        desc = f"None if {flag.name} is None else {'trunc(' * needs_trunc}{mean.name}" \
+               f"{')' * needs_trunc}"
+        return CNode("mlp", self.fresh(node.label), node, CATEGORICAL, self.vs.sets[node.id],
+                     expr=Expr(fn=fn, args=(Expr(leaf=mean), Expr(leaf=flag)), desc=desc))
 
     def categorical(self, c: CNode) -> CNode:
         """``c`` itself when categorical, else its conversion MLP (numerical -> categorical)."""

@@ -12,10 +12,11 @@ and vice versa.
 
 ``compile_program`` runs it on every model before returning it (at most :data:`GATE_SAMPLES`
 inputs per length, fewer at long lengths within :data:`GATE_TOKENS` positions, at least one)
-and refuses a model that differs, with the counterexample; a causal model is checked on inputs
-of length ``max_seq_len`` only (its outputs on every prefix are those of the prefix, as the
-interpreter's causal ones), as many as fit in the budget. ``rasp compile --verify K`` runs the
-same check with ``K`` inputs at every length.
+and refuses a model that differs, with the counterexample. A causal model is checked the same
+way, at **every** length ``1..max_seq_len`` (issue 38): checking only full-length inputs (whose
+prefixes are the shorter inputs) misses a model that is wrong where the interpreter raises on
+every full-length input but not on a shorter one. ``rasp compile --verify K`` runs the same
+check with ``K`` inputs at every length.
 """
 
 from __future__ import annotations
@@ -172,18 +173,10 @@ def verify_compiled(cm, sop: SOp, samples: int = GATE_SAMPLES, seed: int = 0,
     causal = True if cm.causal else None
     rng = np.random.default_rng(seed)
     res = VerificationResult(exhaustive=exhaustive)
-    lengths = list(range(1, N + 1))
-    prefix_check = cm.causal and not exhaustive and token_budget is not None
-    if prefix_check:
-        # a causal model's outputs on a prefix are its outputs on the whole sequence, as the
-        # interpreter's causal ones: inputs of length N check every length 1..N at once
-        lengths = [N]
     batches = []
-    for n in lengths:
+    for n in range(1, N + 1):          # every length, causal models too
         k = samples
-        if prefix_check:
-            k = max(samples, token_budget // (n + 1))
-        elif token_budget is not None:
+        if token_budget is not None:
             k = max(1, min(samples, token_budget // (N * (n + 1))))
         batches.append((n, _inputs(vocab, n, k, rng, exhaustive)))
     # lengths run in padded groups (one forward each) whose padding adds at most

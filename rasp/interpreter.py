@@ -219,6 +219,11 @@ class Evaluator:
                         if e.span is None and n.span is not None:
                             e.span = n.span
                         raise
+                    except Exception as e:       # noqa: BLE001 - a user callable's own error
+                        err = _callable_error(n, e)
+                        if err is None:
+                            raise
+                        raise err from e
         except MixedBatchError:
             # some sequences of the batch take an aggregate's default of another type than
             # the values others take: evaluate each sequence on its own, as the original does
@@ -244,6 +249,11 @@ class Evaluator:
                 if e.span is None and n.span is not None:
                     e.span = n.span
                 raise
+            except Exception as e:               # noqa: BLE001 - a user predicate's own error
+                err = _callable_error(n, e)
+                if err is None:
+                    raise
+                raise err from e
             self.values[n.id] = m
         return m
 
@@ -690,6 +700,23 @@ class Evaluator:
         idx = _first_selected(sel)                             # [B, Q] first selected key
         moved = np.take_along_axis(vals, idx, axis=-1)
         return np.where(count == 0, default, moved) if np.any(count == 0) else moved
+
+
+def _callable_error(n: Node, e: Exception) -> RASPError | None:
+    """The :class:`RASPError` for an exception ``e`` raised while evaluating ``n``: a Python
+    callable of a map / sequence map or a Python predicate of a select (``rasp.map_sop``,
+    Tracr's ``Map``, ``Select``) raised its own error (``TypeError`` -> RASPTypeError, any
+    other -> RASPValueError), named with the operation and its source position; None for
+    any other node (an exception not from user code propagates as it is)."""
+    fn = getattr(n, "fn", None)
+    if getattr(fn, "op", None) == "python":
+        what = f"{n.kind} '{n.label}' ({fn.describe(*['x'] * max(1, len(n.children)))})"
+    elif getattr(n, "op", None) == "python":
+        what = f"select '{n.label}' (its Python predicate)"
+    else:
+        return None
+    cls = RASPTypeError if isinstance(e, TypeError) else RASPValueError
+    return cls(f"{what}: the Python callable raised {type(e).__name__}: {e}", n.span)
 
 
 def _with_string_default(n: Aggregate, out: np.ndarray, count: np.ndarray) -> np.ndarray:

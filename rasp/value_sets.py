@@ -1164,14 +1164,18 @@ def _aggregate_values(node: Aggregate, vs: ValueSets, n: int) -> list:
             vs.spread[node.id] = dict(sp_in)
         return out
     strs = [v for v in V if isinstance(v, str)]
-    nums = [v for v in V if not isinstance(v, str)]
-    # a None default (Tracr's padding) makes a categorical aggregate, as in Tracr: values move
-    none_default = default is None and node.annotations.get("encoding") != "numerical"
-    moves = none_default or selects_at_most_one(node.selector, vs.sets)
+    # None is a value like any other (issue 38): a None default is the value of an empty row
+    # (above); a None among the values moves when one key is selected (the interpreter raises
+    # when it is among several, as for a string). Numbers average whatever the default is: the
+    # interpreter computes the mean of a None-default aggregate as with any other default.
+    nums = [v for v in V if not isinstance(v, str) and v is not None]
+    moves = selects_at_most_one(node.selector, vs.sets)
     single = moves or len(V) <= 1 or selects_equal_values(node.selector, node.values)
     spread: dict = {}
     # strings move (a mean of several raises in the interpreter); numbers move or average
     out.extend(strs)
+    if any(v is None for v in V):
+        out.append(None)
     if nums:
         bools = all(isinstance(v, (bool, np.bool_)) for v in nums)
         if empty and isinstance(default, (bool, np.bool_)) and not (bools and single):
@@ -1208,7 +1212,7 @@ def _aggregate_values(node: Aggregate, vs: ValueSets, n: int) -> list:
                     _hazard(vs, _precision_error(node, v, lo if math.trunc(lo) != math.trunc(v)
                                                  else hi, min(outs), max(outs)))
             spread = {}
-        out = [int(math.trunc(v)) if not isinstance(v, str) else v for v in out]
+        out = [v if isinstance(v, str) or v is None else int(math.trunc(v)) for v in out]
     if spread:
         vs.spread[node.id] = spread
     _check_size(node, len(set(map(repr, out))))

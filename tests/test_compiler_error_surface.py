@@ -49,7 +49,10 @@ def test_a_raising_callable_never_escapes_compile_program(exc):
     # compiled: the model agrees with the interpreter where it computes, and raises where
     # the interpreter raises (the value "b")
     assert cm.run(["aa"])[0].tolist() == rasp.evaluate(sop, ["aa"])[0].tolist() == ["aa", "aa"]
-    with pytest.raises(exc):
+    # the interpreter reports the callable's own error as a RASPError naming the map, the
+    # callable's exception as its cause (issue 38 item 3)
+    with pytest.raises(rasp.RASPError, match="map .* the Python callable raised") as err:
         rasp.evaluate(sop, ["ab"])
+    assert isinstance(err.value.__cause__, exc)
     with pytest.raises(CompiledRuntimeError):
         cm.run(["ab"])
