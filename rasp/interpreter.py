@@ -17,6 +17,11 @@ arrays, selectors ``[batch, query, key]`` boolean arrays. Semantics follow the o
 
 Public entry points: :func:`evaluate` (a batch, returns an array) and :class:`Evaluator`
 (memoised evaluation of several nodes on one batch).
+
+Size: one evaluator owns every node kind's semantics, their fast paths (grouped aggregates,
+sorted selector widths, query blocks within the memory budget) and the original's corners
+(``None`` values, one-key means, batches split per sequence); split, each part would need the
+others' private helpers.
 """
 
 from __future__ import annotations
