@@ -6,20 +6,23 @@ Two parts, one run:
    tokens each: "length-64 batches") is given to today's engine (``analysis.prediction.search``: families
    of candidates evaluated as array operations) and to the previous engine (the per-candidate
    interpreter loop of commit ``79749dd``, loaded from git history, its one renamed interpreter
-   call patched), each for ``--engine-seconds``; reported: candidate programs evaluated per
+   call patched), each for ``--engine-seconds`` (a rate measurement: today's engine gets an
+   unlimited budget and that wall-clock cap); reported: candidate programs evaluated per
    second of wall time and per second of CPU time of this process, and the load average.
-2. **Time to find each task's program.** ``search_task`` per task (default: count, mode,
-   copy_unique, sort_unique, boolean_and, parity_scratchpad) with ``--time-limit`` seconds:
-   the certified lower bound, the program found (by enumeration: a shortest one; by combining
-   terms: an upper bound), how it was found, and the seconds until it was found.
+2. **What each task's search finds within a work budget.** ``search_task`` per task
+   (default: count, mode, copy_unique, sort_unique, boolean_and, parity_scratchpad) with
+   ``--budget N`` candidate programs (:mod:`analysis.prediction.budget`; default
+   :data:`~analysis.prediction.budget.DEEP_SEARCH_BUDGET`): the certified lower bound, the
+   program found (by enumeration: a shortest one; by combining terms: an upper bound), how it
+   was found, the candidates it took (the same on any machine) and the seconds (not).
 
 Writes ``bench/results/search.json`` and prints Markdown tables. Today's engine runs its
 families on the usable cores (at most 2 worker threads; ``new, 1 thread`` is the same engine
 on one): programs per wall second is the rate on those cores, per CPU second the rate per core.
 The machine is shared: the load average is reported beside each run.
 
-Run:  ``.venv/bin/python -m bench.bench_search`` (options: ``--tasks a,b``, ``--time-limit S``
-per task, ``--engine-seconds S``, ``--engine-task T``, ``--max-length K``).
+Run:  ``.venv/bin/python -m bench.bench_search`` (options: ``--tasks a,b``, ``--budget N``
+per task, ``--engine-seconds S`` (0: skip part 1), ``--engine-task T``, ``--max-length K``).
 """
 
 from __future__ import annotations
@@ -85,8 +88,11 @@ def engines(task_name: str, seconds: float, max_length: int) -> dict:
             prob, n = mod.problem_from_task(task, range(1, 7), 3, 0), "1..6"
         load0 = os.getloadavg()[0]
         c0, t0 = time.process_time(), time.perf_counter()
-        kw = {"combine": 0, "threads": threads} if mod is new_engine else {}
-        res = mod.search(prob, max_length=max_length, time_limit=seconds, **kw)
+        if mod is new_engine:
+            res = mod.search(prob, max_length=max_length, budget=10**15, time_cap=seconds,
+                             combine=0, threads=threads)
+        else:
+            res = mod.search(prob, max_length=max_length, time_limit=seconds)
         cpu, wall = time.process_time() - c0, time.perf_counter() - t0
         out[label] = {"programs": res.explored, "wall_s": round(wall, 2),
                       "cpu_s": round(cpu, 2), "per_wall_s": round(res.explored / wall),
@@ -106,13 +112,13 @@ def engines(task_name: str, seconds: float, max_length: int) -> dict:
     return out
 
 
-def finds(names, time_limit: float, max_length: int) -> list[dict]:
+def finds(names, budget: int, max_length: int) -> list[dict]:
     rows = []
     for name in names:
         task = tasks.get_task(name)
         ref = task.load_reference() if task.reference_file else None
         c0, t0 = time.process_time(), time.perf_counter()
-        res = new_engine.search_task(task, max_length=max_length, time_limit=time_limit,
+        res = new_engine.search_task(task, max_length=max_length, budget=budget,
                                      progress=sys.stderr.isatty())
         d = res.to_dict()
         d["shipped_length"] = measure(ref).length if ref is not None else None
@@ -128,28 +134,32 @@ def finds(names, time_limit: float, max_length: int) -> list[dict]:
 
 
 def tables(out: dict) -> str:
-    e = out["engines"]
-    lines = ["| engine | threads | programs | wall s | CPU s | programs / wall s | programs / CPU s | "
+    e = out.get("engines")
+    lines = [] if e is None else ["| engine | threads | programs | wall s | CPU s | programs / wall s | programs / CPU s | "
              "certified: none of size <= | load |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for label in ("old", "new", "new, 1 thread", "old (search batch)", "new (search batch)"):
+    for label in (() if e is None else ("old", "new", "new, 1 thread", "old (search batch)",
+                                         "new (search batch)")):
         r = e[label]
         lines.append(f"| {label}, batch {r['batch'][0]} x {r['batch'][1]} | {r['threads']} | "
                      f"{r['programs']:,} | {r['wall_s']} | {r['cpu_s']} | "
                      f"{r['per_wall_s']:,} | {r['per_cpu_s']:,} | {r['certified']} | "
                      f"{r['load_avg'][0]}-{r['load_avg'][1]} |")
-    lines.append(f"\nnew / old: {e['ratio_wall']}x per wall second at length-64 batches "
-                 f"({e['ratio_cpu']}x per CPU second), {e['ratio_cpu_search_batch']}x per CPU "
-                 f"second on the search batch ({e['task']}; batch = rows x tokens).\n")
+    if e is not None:
+        lines.append(f"\nnew / old: {e['ratio_wall']}x per wall second at length-64 batches "
+                     f"({e['ratio_cpu']}x per CPU second), {e['ratio_cpu_search_batch']}x per "
+                     f"CPU second on the search batch ({e['task']}; batch = rows x tokens).\n")
     lines += ["| task | shipped program (length / size) | certified lower bound (size) | found "
-              "(size / length, how) | seconds to find (wall / CPU) | programs | load |",
+              "(size / length, how) | seconds (wall / CPU) | candidates (enumeration + "
+              "combination) | load |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in out["finds"]:
         found = (f"{r['length']} / {r['measured_length']}, {r['found_by']}" if r["found"]
                  else f"none ({r['stopped']})")
         lines.append(f"| {r['task']} | {r['shipped_length']} / {r['shipped_size']} | "
                      f"{r['certified_lower_bound']} | {found} | "
-                     f"{r['wall_seconds']} / {r['cpu_seconds']} | {r['explored']:,} | "
+                     f"{r['wall_seconds']} / {r['cpu_seconds']} | {r['explored']:,} + "
+                     f"{r['combine_work']:,} | "
                      f"{r['load_avg']} |")
     return "\n".join(lines)
 
@@ -157,7 +167,9 @@ def tables(out: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", default=",".join(DEFAULT_TASKS))
-    ap.add_argument("--time-limit", type=float, default=120.0, help="seconds per task")
+    from analysis.prediction.budget import DEEP_SEARCH_BUDGET, parse_budget
+    ap.add_argument("--budget", type=parse_budget, default=DEEP_SEARCH_BUDGET,
+                    help=f"candidate programs per task (default {DEEP_SEARCH_BUDGET:,})")
     ap.add_argument("--engine-seconds", type=float, default=60.0,
                     help="seconds per engine in the side-by-side run")
     ap.add_argument("--engine-task", default="count")
@@ -168,8 +180,9 @@ def main(argv=None) -> int:
     out = {"machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
                        "python": platform.python_version()},
            "settings": vars(args)}
-    out["engines"] = engines(args.engine_task, args.engine_seconds, args.max_length)
-    out["finds"] = finds(names, args.time_limit, args.max_length)
+    if args.engine_seconds > 0:
+        out["engines"] = engines(args.engine_task, args.engine_seconds, args.max_length)
+    out["finds"] = finds(names, args.budget, args.max_length)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(tables(out))

@@ -80,7 +80,7 @@ def argv_strategy(files):
         st.tuples(st.just(["score"]), task.map(lambda t: [t]), opt("--max-length", small),
                   opt("--pe", pe)),
         st.tuples(st.just(["search"]), task.map(lambda t: [t]), opt("--examples", path),
-                  st.just(["--seconds"]), secs.map(lambda s: [s]), opt("--max-length", small),
+                  st.just(["--time-cap"]), secs.map(lambda s: [s]), opt("--max-length", small),
                   opt("--memory-mb", num)),
         st.tuples(st.just(["compile"]), program.map(lambda p: [p]), st.just("--name"), name,
                   st.just("--vocab"), st.sampled_from(["a,b", "a,b", "", ",", "a,a"]),

@@ -33,7 +33,7 @@ def _check_found(r, variant):
 
 
 def test_majority_binary_found():
-    r = crasp_search(TASKS["majority_binary"], "crasp", time_limit=30)
+    r = crasp_search(TASKS["majority_binary"], "crasp", budget=24_000_000)
     _check_found(r, "crasp")
     assert r.size <= 10
     # the certificate stays below the found program's size
@@ -43,23 +43,23 @@ def test_majority_binary_found():
 @pytest.mark.parametrize("name,variant", [("tomita1", "crasp"), ("aa_star", "crasp_pl"),
                                           ("majority", "crasp")])
 def test_formal_language_and_uniform_found(name, variant):
-    r = crasp_search(TASKS[name], variant, time_limit=30)
+    r = crasp_search(TASKS[name], variant, budget=24_000_000)
     _check_found(r, variant)
 
 
 def test_crasp_program_refused_by_nope_check():
     # (aa)* needs the periodic predicate: found in crasp_pl, and that program is not C-RASP[]
-    r = crasp_search(TASKS["aa_star"], "crasp_pl", time_limit=30)
+    r = crasp_search(TASKS["aa_star"], "crasp_pl", budget=24_000_000)
     assert r.found
     assert not check_crasp(r.program, "crasp").valid
 
 
 def test_large_alphabet_returns_a_result():
-    r = crasp_search(TASKS["copy_unique_150"], "crasp", time_limit=4, max_memory_mb=200)
+    r = crasp_search(TASKS["copy_unique_150"], "crasp", budget=2_000_000, max_memory_mb=200)
     assert isinstance(r.found, bool)
     assert r.stopped
     if not r.found:
-        assert r.stopped in ("time_limit", "memory_limit", "max_size", "rounds") or \
+        assert r.stopped in ("budget", "memory_limit", "max_size", "rounds") or \
             r.stopped.startswith("refused")
 
 
@@ -93,7 +93,7 @@ def _naive_booleans(atoms, max_size):
 def test_certificate_brute_force():
     task = TASKS["parity_bits"]
     cert_size = 3
-    r = crasp_search(task, "crasp", time_limit=60, max_size=cert_size)
+    r = crasp_search(task, "crasp", budget=24_000_000, max_size=cert_size)
     assert not r.found and r.stopped == "max_size"
     assert r.certified_below == cert_size
     assert r.counterexamples_added == 0

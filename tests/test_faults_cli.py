@@ -19,8 +19,11 @@ def rasp(args, env=None, timeout=300):
 
 
 @pytest.mark.parametrize("args", [
-    ["search", "sort_unique", "--seconds", "nan"],
-    ["search", "sort_unique", "--seconds", "inf"],
+    ["search", "sort_unique", "--time-cap", "nan"],
+    ["search", "sort_unique", "--time-cap", "inf"],
+    ["search", "sort_unique", "--budget", "nan"],
+    ["search", "sort_unique", "--budget", "-5"],
+    ["score", "count", "--search-budget", "1.5"],
     ["search", "sort_unique", "--memory-mb", "nan"],
     ["search", "sort_unique", "--memory-mb", "0"],
     ["train", "--pe", "nope", "--budget", "nan", "--grid", "copy_unique"],

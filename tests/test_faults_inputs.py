@@ -237,7 +237,7 @@ def test_nested_json_elsewhere_is_one_line(tmp_path):
         load_safetensors(model)
     examples = tmp_path / "ex.jsonl"
     examples.write_text('{"prompt": [1], "answer": ' + NESTED + "\n")
-    p = rasp(["search", "--examples", str(examples), "--seconds", "2"])
+    p = rasp(["search", "--examples", str(examples), "--budget", "2M"])
     assert p.returncode == 2 and "Traceback" not in p.stderr and "nested too deeply" in p.stderr
     p = rasp(["train", "copy_unique", "--pe", "nope", "--steps", "1", "-o", str(tmp_path / "t"),
               "--set", "steps=" + NESTED])

@@ -1,5 +1,6 @@
-"""Verdicts from evidence (analysis.prediction.theories): one PE -> theory table, three-valued
-verdicts, and verdicts that padding or obfuscating a program cannot change."""
+"""Verdicts from evidence (analysis.prediction.theories): one PE -> theory table, labels that say
+what the evidence is (a bounded certificate is ``no program <= s``, not ``fails``), and verdicts
+that padding or obfuscating a program cannot change."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ import rasp
 import tasks
 from analysis.prediction.predict import predict, predict_program
 from analysis.prediction.theories import (PE_THEORIES, Evidence, combine, decide,
-                                          theories_for)
+                                          prediction_label, theories_for)
 from rasp_model.positional import PE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
-N, K = 10, 1
+N, K = None, 1          # verify to the protocol's longest length (40 for part A's tasks)
 
 
 def test_the_table_says_what_the_papers_say():
@@ -62,13 +63,23 @@ def test_every_caller_gets_the_tables_theories():
     assert p.prediction == "no theory" and "random position offsets" in p.theory
 
 
-def test_decide_is_three_valued():
-    prog = Evidence("program", "a verified program", size=7)
+def test_labels_say_what_the_evidence_is():
+    prog = Evidence("program", "a verified program", size=7, verified_up_to=150)
     assert decide("raspl", "t", program=prog).verdict == "generalizes"
     assert decide("raspl", "t", program=prog, certified_below=5).verdict == "generalizes"
+    assert decide("raspl", "t", program=prog, needed_length=150).verdict == "generalizes"
+    # verified only to 100 while the protocol tests 150: not enough to say generalizes
+    short = Evidence("program", "a verified program", size=7, verified_up_to=100)
+    s = decide("raspl", "t", program=short, needed_length=150)
+    assert s.verdict == "unknown" and "up to 150" in s.evidence.detail
+    # a bounded search certificate is its own label with its bound, never "fails"
     cert = decide("crasp", "t", certified_below=4, grammar="G")
-    assert cert.verdict == "fails" and cert.evidence.kind == "certificate"
-    assert "size <= 4 in G" in cert.evidence.detail
+    assert cert.verdict == "no program" and cert.evidence.kind == "certificate"
+    assert cert.label == "no program <= 4" and cert.to_dict()["label"] == "no program <= 4"
+    assert "size <= 4 in G" in cert.evidence.detail and cert.evidence.theory == "C-RASP[]"
+    # a search stopped by its wall-clock cap certifies nothing, whatever it reached
+    capped = decide("crasp", "t", certified_below=4, time_cap="stopped at the cap")
+    assert capped.verdict == "unknown" and capped.label == "unknown (time cap)"
     assert decide("crasp", "t", certified_below=0).verdict == "unknown"   # nothing proved
     un = decide("crasp", "t", not_decided="the search refused the task: too many symbols")
     assert un.verdict == "unknown" and "refused" in un.evidence.detail
@@ -81,7 +92,11 @@ def test_combine():
     f = decide("crasp_pl", "t", certified_below=3)
     u = decide("crasp_pl", "t")
     assert combine("ape_learned", [g, u]) == ("generalizes", None)
-    assert combine("ape_learned", [f, f]) == ("fails", None)
+    r = decide("raspl", "t", certified_below=6)
+    assert combine("ape_learned", [r, f]) == ("no program", None)     # not "fails"
+    assert prediction_label("no program", [r, f]) == \
+        "no program (RASP-L <= 6; C-RASP[periodic, local] <= 3)"
+    assert prediction_label("no program", [f]) == "no program <= 3"
     assert combine("ape_learned", [f, u]) == ("unknown", None)
     # a bounded certificate of one theory does not contradict another theory's program
     pred, why = combine("ape_learned", [g, f])
@@ -93,6 +108,9 @@ def test_combine():
         pred, why = combine("ape_learned", [g, proved])
         assert proved.verdict == "fails" and proved.evidence.kind == "impossibility"
         assert pred == "disagree" and "RASP-L" in why and "C-RASP" in why
+        # only proofs make "fails"; a proof and a certificate make a bounded "no program"
+        assert combine("ape_learned", [proved, proved]) == ("fails", None)
+        assert combine("ape_learned", [r, proved]) == ("no program", None)
     finally:
         del IMPOSSIBILITY[("t", "crasp_pl")]
     assert combine("t5", []) == ("no theory", None)
@@ -145,7 +163,7 @@ def test_padding_or_obfuscating_never_changes_a_verdict(verified):
 def test_a_refused_search_is_unknown_with_its_reason():
     """The RASP-L search refuses 150-symbol tasks (token values outside int8, rule 2): the
     RASP-L verdict is unknown and says why, never fails."""
-    p = predict("sort_150", verify_max_length=6, samples=K, search_seconds=1,
+    p = predict("sort_150", verify_max_length=6, samples=K, search=True, search_budget=1000,
                 search_max_length=2)
     assert p.prediction == "unknown"
     assert "refused" in p.theories["raspl"]["reason"] and "int8" in p.theories["raspl"]["reason"]
@@ -153,12 +171,13 @@ def test_a_refused_search_is_unknown_with_its_reason():
 
 def test_the_crasp_search_backs_a_nope_verdict_on_150_symbols():
     """The C-RASP search (alphabet-uniform constructs) finds a verified C-RASP[] program for
-    sorting 150 distinct symbols; the NoPE verdict rests on it (Huang et al. report one)."""
-    p = predict("sort_150", pe="nope", verify_max_length=8, samples=K, search_seconds=20,
-                search_max_length=2)
+    sorting 150 distinct symbols; the NoPE verdict rests on it (Huang et al. report one), and
+    it is verified at every length up to 150, the longest their protocol tests (101-150)."""
+    p = predict("sort_150", pe="nope", samples=K, search=True, search_budget=1000,
+                crasp_budget=1_000_000, search_max_length=2)
     ev = p.verdict_evidence["crasp"]
     assert p.prediction == "generalizes" and ev["kind"] == "program"
-    assert ev["source"] == "search" and ev["verified_up_to"] == 8
+    assert ev["source"] == "search" and ev["verified_up_to"] == 150
 
 
 def test_a_task_with_many_output_values_is_refused_not_exhausting_memory():
@@ -169,7 +188,8 @@ def test_a_task_with_many_output_values_is_refused_not_exhausting_memory():
     import sys
     code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
             "from analysis.prediction.predict import predict\n"
-            "p = predict('count', pe='nope', search_seconds=5, verify_max_length=6, samples=1)\n"
+            "p = predict('count', pe='nope', search=True, search_budget=100000,\n"
+            "            crasp_budget=100000, verify_max_length=6, samples=1)\n"
             "print(p.prediction, '|', p.theories['crasp']['reason'])\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                        timeout=300)
@@ -196,10 +216,12 @@ def test_a_next_set_task_gets_a_program_verified_at_every_position():
     import itertools
     from analysis.prediction.crasp_search import crasp_search
     t = tasks.get_task("dyck1_depth2_nextchar")
-    p = predict(t, pe="nope", search_seconds=10, verify_max_length=12, samples=2)
+    p = predict(t, pe="nope", search=True, search_budget=100_000, crasp_budget=1_000_000,
+                samples=2)
     assert p.prediction == "generalizes", p.theories
     assert p.verdict_evidence["crasp"]["kind"] == "program"
-    prog = crasp_search(t, "crasp", time_limit=10).program
+    assert p.verdict_evidence["crasp"]["verified_up_to"] == 150   # their bins: 108-150
+    prog = crasp_search(t, "crasp", budget=1_000_000).program
     checked = 0
     for n in range(1, 15):
         for w in itertools.product("ab", repeat=n):
@@ -216,15 +238,31 @@ def test_a_next_set_task_gets_a_program_verified_at_every_position():
 
 def test_a_next_set_verdict_without_a_program_names_its_evidence():
     """Tomita 5 (even numbers of 0s and of 1s) with NoPE: no C-RASP[] program is found; the
-    verdict is ``fails`` only with a search certificate of a stated size, else ``unknown`` —
-    never a bare ``fails``."""
-    p = predict(tasks.get_task("tomita5_nextchar"), pe="nope", search_seconds=3,
-                verify_max_length=8, samples=1)
+    verdict is ``no program <= s`` with the certificate's stated size, else ``unknown`` — never
+    ``fails``, which needs a proof."""
+    p = predict(tasks.get_task("tomita5_nextchar"), pe="nope", search=True,
+                search_budget=100_000, crasp_budget=300_000, verify_max_length=8, samples=1)
     ev = p.verdict_evidence["crasp"]
-    if p.prediction == "fails":
-        assert ev["kind"] in ("certificate", "impossibility"), ev
+    assert p.prediction != "fails"
+    if p.prediction == "no program":
+        assert ev["kind"] == "certificate" and ev["certified_below"] >= 1, ev
+        assert p.prediction_label == f"no program <= {ev['certified_below']}"
     else:
         assert p.prediction == "unknown" and ev["kind"] == "none"
+
+
+def test_a_c_rasp_program_serves_c_rasp_periodic_local():
+    """A C-RASP[] program is a C-RASP[periodic, local] program: the learned APE's C-RASP
+    verdict reuses the C-RASP[] search's program (majority: Huang et al.'s two counts and a
+    comparison) instead of searching C-RASP[periodic, local] again."""
+    kw = dict(search=True, search_budget=20_000, crasp_budget=1_000_000, samples=1)
+    nope = predict("majority", pe="nope", **kw)
+    ape = predict("majority", pe="ape_learned", **kw)
+    assert nope.theories["crasp"]["prediction"] == "generalizes"
+    assert ape.theories["crasp_pl"]["prediction"] == "generalizes"
+    assert "found by the C-RASP[] search" in ape.theories["crasp_pl"]["reason"]
+    assert ape.crasp["searches"]["crasp_pl"]["variant"] == "crasp"    # no second search
+    assert ape.verdict_evidence["crasp_pl"]["size"] == nope.verdict_evidence["crasp"]["size"]
 
 
 def test_a_next_set_program_must_be_prefix_causal():
@@ -247,7 +285,7 @@ def test_the_c_rasp_search_respects_the_dyck_depth_bound():
     ``(ab)^6 a^12 b^12`` (Huang et al.'s rule, :func:`_dyck_labels`)."""
     from analysis.prediction.crasp_search import crasp_search
     t = tasks.get_task("dyck1_depth12_nextchar")
-    r = crasp_search(t, "crasp", time_limit=20, verify_max_length=40)
+    r = crasp_search(t, "crasp", verify_max_length=40)
     assert r.found, r.stopped
     for w in ("a" * 12 + "b" * 12, "ab" * 6 + "a" * 12 + "b" * 12):
         ids = t.vocab.encode(["BOS"] + list(w))

@@ -12,6 +12,10 @@ import pytest
 
 from analysis.prediction.search import matches_problem, problem_from_examples, search
 from analysis.prediction.search.engine import _Engine
+from analysis.prediction.budget import Limits
+
+#: an engine budget no test reaches (the tests enumerate small sizes to the end)
+UNLIMITED = Limits(10**15)
 
 TINY = {"where": False, "sel_andor": False}
 
@@ -31,7 +35,7 @@ def _brute_force_min(problem, k):
     program of the grammar with the interpreter; None if there is none."""
     # same batch, but a target no program can meet (99 is out of reach of every program of
     # size <= 3 on these inputs): the engine lists every program and stops at none
-    eng = _Engine(problem, 600, k, False, 2**31, None, prune=False, grammar=TINY)
+    eng = _Engine(problem, UNLIMITED, k, False, 2**31, None, prune=False, grammar=TINY)
     eng.tvals = np.full_like(eng.tvals, 99)
     eng.run()
     best = None
@@ -62,7 +66,7 @@ def test_certificate_agrees_with_brute_force(name):
                                     constants=(0, 1), defaults=(0,))
     brute, n_programs = _brute_force_min(problem, k)
     assert n_programs > 1000          # the brute force really enumerated the grammar
-    res = search(problem, max_length=k, time_limit=600, grammar=TINY, combine=0)
+    res = search(problem, max_length=k, budget=200_000_000, grammar=TINY, combine=0)
     if brute is None:
         assert not res.found
         assert res.certified_below == k and res.stopped == "max_length"
@@ -82,7 +86,7 @@ def test_stored_aggregate_values_equal_the_interpreter():
         xs = [int(v) for v in rng.integers(-20, 40, size=n)]
         ex += [(xs[:t] + [0], t) for t in (n,)]
     problem = problem_from_examples(ex, constants=(0, 1, 2), defaults=(0,))
-    eng = _Engine(problem, 600, 4, False, 2**31, None, grammar={"where": False})
+    eng = _Engine(problem, UNLIMITED, 4, False, 2**31, None, grammar={"where": False})
     eng.tvals = np.full_like(eng.tvals, 120)           # unreachable: enumerate all of size <= 4
     eng.run()
     from rasp.interpreter import Evaluator
@@ -124,7 +128,7 @@ def test_select_fingerprints_and_widths_equal_those_of_the_entries(shape, T):
         xs = [int(v) for v in rng.integers(0, 5, size=n)]
         ex.append((xs + [0], n))
     problem = problem_from_examples(ex, constants=(0,), defaults=(0,))
-    eng = _Engine(problem, 60, 3, False, 2**31, None)
+    eng = _Engine(problem, UNLIMITED, 3, False, 2**31, None)
     nk, nq = shape
     K = rng.integers(-6, 6, size=(nk, eng.Pn)).astype(np.int16)
     Q = rng.integers(-8, 8, size=(nq, eng.Pn)).astype(np.int16)
@@ -155,7 +159,7 @@ def test_selector_deduplication_keeps_every_distinct_selector():
     from analysis.prediction.search import problem_from_task
     from analysis.prediction.search.storage import _KIND_STR, _SEL_OPS
     problem = problem_from_task(tasks.get_task("mode"), range(1, 7), 3, 0)
-    eng = _Engine(problem, 600, 5, False, 2**31, None)
+    eng = _Engine(problem, UNLIMITED, 5, False, 2**31, None)
     eng.found = ("not checked", 0)               # enumerate every size, stop at none
     eng.start = time.perf_counter()
     eng._leaves()
@@ -185,7 +189,7 @@ def test_selector_deduplication_keeps_every_distinct_selector():
 
 def _levels(threads, problem, k):
     """Every level of an exhaustive run to size ``k`` (no target met) with ``threads``."""
-    eng = _Engine(problem, 600, k, False, 2**31, None, threads=threads)
+    eng = _Engine(problem, UNLIMITED, k, False, 2**31, None, threads=threads)
     eng.tvals = np.full_like(eng.tvals, 99)          # no program meets it: every size runs
     res = eng.run()
     rows = {lev: (lv.vals.copy(), lv.kind.copy()) for lev, lv in eng.rows.items()}
@@ -214,8 +218,8 @@ def test_worker_threads_change_nothing(monkeypatch):
         assert all(np.array_equal(a, b) for a, b in zip(sels1[lev], sels2[lev])), lev
     # and the program found first is the same
     sort = problem_from_task(tasks.get_task("sort_unique"), range(1, 7), 3, 0)
-    a = search(sort, max_length=5, time_limit=120, combine=0, threads=1)
-    b = search(sort, max_length=5, time_limit=120, combine=0, threads=2)
+    a = search(sort, max_length=5, budget=200_000_000, combine=0, threads=1)
+    b = search(sort, max_length=5, budget=200_000_000, combine=0, threads=2)
     assert a.found and (a.source, a.explored) == (b.source, b.explored)
 
 
@@ -225,7 +229,7 @@ def test_selector_matrices_equal_the_entries():
     import tasks
     from analysis.prediction.search import problem_from_task
     problem = problem_from_task(tasks.get_task("copy_unique"), range(1, 7), 3, 0)
-    eng = _Engine(problem, 600, 3, False, 2**31, None, threads=1)
+    eng = _Engine(problem, UNLIMITED, 3, False, 2**31, None, threads=1)
     eng.tvals = np.full_like(eng.tvals, 99)
     eng.run()
     kinds = set()
@@ -251,6 +255,6 @@ def test_max_aggregate_of_many_distinct_values_stays_exact():
             [int(v) for v in rng.integers(0, 26, 20)]]
     ex = [(xs[:t] + [max(xs[:t])], t) for xs in seqs for t in range(1, len(xs) + 1)]
     for threads in (1, 2):
-        res = search(problem_from_examples(ex), max_length=3, time_limit=60, combine=0,
+        res = search(problem_from_examples(ex), max_length=3, budget=200_000_000, combine=0,
                      threads=threads)
         assert res.found and res.length == 2 and res.certified_below == 1, threads

@@ -22,7 +22,7 @@ def test_examples_running_max_found(tmp_path, capsys):
         '{"prompt": [3, 1, 4], "answer": [4]}', '{"prompt": [2, 7], "answer": [7]}',
         '{"prompt": [5], "answer": [5]}', '{"prompt": [1, 9, 2], "answer": [9]}',
         '{"prompt": [6, 2, 1, 0], "answer": [6]}'])
-    assert main(["search", "--examples", f, "--seconds", "60", "--json"]) == 0
+    assert main(["search", "--examples", f, "--budget", "200M", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["found"] and d["length"] == 2 and d["certified_no_program_up_to"] == 1
     env = rasp.run_source("tokens = tokens_int;\n" + d["program"], causal=True)
@@ -48,7 +48,7 @@ def test_bad_examples_are_refused_naming_the_example(tmp_path, capsys, lines, ne
 
 
 def test_search_task_json_and_usage_errors(capsys):
-    assert main(["search", "sort_unique", "--seconds", "120", "--json"]) == 0
+    assert main(["search", "sort_unique", "--budget", "200M", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["found"] and d["found_by"] == "enumeration" and d["certified_lower_bound"] == 4
     assert main(["search"]) == 2
@@ -57,14 +57,14 @@ def test_search_task_json_and_usage_errors(capsys):
     assert main(["search", "sort_unique", "--threads", "0"]) == 2
     assert "--threads" in capsys.readouterr().err
     # one thread finds the same program as the default threads
-    assert main(["search", "sort_unique", "--seconds", "120", "--json", "--threads", "1"]) == 0
+    assert main(["search", "sort_unique", "--budget", "200M", "--json", "--threads", "1"]) == 0
     one = json.loads(capsys.readouterr().out)
     assert (one["program"], one["explored"]) == (d["program"], d["explored"])
 
 
 def test_score_json_rows_per_pe(capsys):
     assert main(["score", "sort_unique", "--pe", "nope", "--pe", "ape_learned", "--pe", "t5",
-                 "--json", "-N", "12", "-K", "2"]) == 0
+                 "--json", "-K", "2"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["pe"] for r in rows] == ["nope", "ape_learned", "t5"]
     for r in rows:
@@ -91,12 +91,12 @@ def test_padded_program_gets_the_same_verdict_and_the_search_finds_the_short_one
         f"sort_unique = sort_unique + {1 if i % 2 == 0 else -1};" for i in range(60))
     env = rasp.run_source(padded_src, causal=True)
     padded = env["sort_unique"]
-    alone = predict_program(padded, task, verify_max_length=12, samples=2)
-    shipped = predict(task, verify_max_length=12, samples=2)
+    alone = predict_program(padded, task, samples=2)
+    shipped = predict(task, samples=2)
     assert alone.prediction == shipped.prediction == "generalizes"   # existence decides
     assert alone.size == 60 + shipped.size                           # size is only reported
     with_search = predict(task, program=padded, program_label="padded",
-                          search_seconds=120, verify_max_length=12, samples=2)
+                          search=True, search_budget=10_000_000, crasp_budget=10_000, samples=2)
     assert with_search.program_source == "search" and with_search.size == 4
     assert with_search.prediction == "generalizes"
     assert with_search.size_lower_bound == 4 == with_search.size_upper_bound
@@ -108,7 +108,8 @@ def test_predictions_doc_refuses_bad_settings_with_one_line(tmp_path):
     import subprocess
     import sys
     out = tmp_path / "p.md"
-    for bad in (["--search", "-1"], ["-N", "0"], ["--validate-seeds", "0"]):
+    for bad in (["--search-budget", "-1"], ["--search", "20"], ["-N", "0"],
+                ["--validate-seeds", "0"]):
         r = subprocess.run([sys.executable, "-m", "analysis.reporting.predictions_doc", "-o", str(out),
                             *bad], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2, (bad, r.stderr)

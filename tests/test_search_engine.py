@@ -28,7 +28,7 @@ def _examples(fn, lengths=range(1, 9), per=3, seed=0):
 def test_map_found_at_length_one():
     # next token = current token + 1: one map; nothing of length 0 (tokens, indices) does it
     ex = _examples(lambda s: s[-1] + 1)
-    res = search(problem_from_examples(ex), max_length=3, time_limit=60)
+    res = search(problem_from_examples(ex), max_length=3, budget=200_000_000)
     assert res.found and res.length == 1 and res.certified_below == 0
     xs = np.arange(10)[None, :]
     assert (rasp.evaluate(res.program, xs, causal=True) == xs + 1).all()
@@ -45,7 +45,7 @@ def test_running_max_needs_an_attention_head():
             ex.append((xs + [max(xs)], 1))
     # only the last position is a target in these examples: use every prefix instead
     ex = [(xs[:t] + [max(xs[:t])], t) for xs, _ in ex for t in range(1, len(xs))]
-    res = search(problem_from_examples(ex), max_length=3, time_limit=120)
+    res = search(problem_from_examples(ex), max_length=3, budget=200_000_000)
     assert res.found and res.length == 2 and res.certified_below == 1
     fresh = rng.integers(0, 100, size=(20, 15))
     got = rasp.evaluate(res.program, fresh, causal=True)
@@ -60,7 +60,7 @@ def test_found_program_source_runs_in_the_dialect():
     ex = [(xs[:t] + [max(xs[:t])], t)
           for xs in ([3, 1, 4, 1, 5, 9, 2, 6], [2, 7, 1, 8, 2, 8, 1, 8])
           for t in range(1, 8)]
-    res = search(problem_from_examples(ex), max_length=3, time_limit=60)
+    res = search(problem_from_examples(ex), max_length=3, budget=200_000_000)
     assert res.found
     text = "tokens = tokens_int;\n" + program_to_source(res.program, "prog")
     env = rasp.run_source(text, causal=True)
@@ -73,7 +73,7 @@ def test_impossible_target_is_certified_not_found():
     # no deterministic program maps one prefix to two different next tokens
     seq_a = [1, 2, 3, 4]
     ex = [(seq_a + [5], 4), (seq_a + [6], 4)]     # same prefix, different next tokens
-    res = search(problem_from_examples(ex), max_length=2, time_limit=60)
+    res = search(problem_from_examples(ex), max_length=2, budget=200_000_000)
     assert not res.found and res.certified_below == 2 and res.stopped == "max_length"
     assert res.explored > 0 and res.programs_per_s > 0
 
@@ -83,7 +83,7 @@ def test_no_index_arithmetic_in_found_programs():
     # (length 1) does it but breaks RASP-L rule 3, so no length-1 program may be returned
     ex = [([0] * n + [2 * (n - 1)], n) for n in range(1, 10)]
     prob = problem_from_examples(ex)
-    res = search(prob, max_length=3, time_limit=120)
+    res = search(prob, max_length=3, budget=200_000_000)
     assert res.certified_below >= 1
     if res.found:
         assert res.length > 1
@@ -92,11 +92,16 @@ def test_no_index_arithmetic_in_found_programs():
         assert matches_problem(res.program, prob)
 
 
-def test_time_limit_stops_the_search():
+def test_the_work_budget_stops_the_search():
+    """The search stops on candidates, not seconds: a budget smaller than the sizes it would
+    enumerate stops it with ``stopped == "budget"`` after that many candidates (plus the rest
+    of the family in progress), and the wall-clock cap is a separate safety stop."""
     ex = _examples(lambda s: (s[0] * 7 + len(s) * 3) % 11)
-    res = search(problem_from_examples(ex), max_length=9, time_limit=0.5)
-    assert not res.found and res.stopped in ("time_limit", "memory_limit")
-    assert res.certified_below < 9
+    res = search(problem_from_examples(ex), max_length=9, budget=20_000, combine=0)
+    assert not res.found and res.stopped == "budget" and res.budget == 20_000
+    assert 20_000 < res.explored < 20_000 + 50_000 and res.certified_below < 9
+    capped = search(problem_from_examples(ex), max_length=9, budget=10**12, time_cap=0.2)
+    assert not capped.found and capped.stopped == "time_cap"
 
 
 def test_bad_input():
@@ -118,7 +123,7 @@ def test_chance_fits_are_refined_with_counterexamples():
     for n in range(2, 9):
         xs = [int(v) for v in rng.permutation(30)[:n]]
         mixed += [(xs[:t] + [max(xs[:t])], t) for t in range(1, n + 1)]
-    res = search(problem_from_examples(inc), max_length=3, time_limit=120,
+    res = search(problem_from_examples(inc), max_length=3, budget=200_000_000,
                  validation=problem_from_examples(mixed))
     assert res.found and res.length == 2
     assert res.counterexamples_added >= 1

@@ -594,8 +594,8 @@ def confirmation(claims: Sequence[dict], selected: str, others: Sequence[str]) -
 def per_pe_prediction_claims(records: Sequence[RunRecord], predicted: dict) -> list[Claim]:
     """One claim per PE that ran and has a decided prediction: "the prediction for this PE
     agrees with its runs" (:func:`prediction_claim` on that PE's runs alone). A PE whose
-    prediction is not decided (``unknown``, ``no theory``, ``disagree``) gets no claim: there is
-    nothing to test.
+    prediction is not a decision (``no program``: a bounded search certificate, ``unknown``,
+    ``no theory``, ``disagree``) gets no claim: there is nothing to test.
 
     Args:
         records: runs of one comparison group.

@@ -17,17 +17,26 @@ T5 bias, ALiBi, RoPE
 Both theories are *existence* statements: a task length-generalizes when a program of the
 PE's fragment computes its next-token function at every length (Zhou et al. 2023 §3 add
 "short" without a number; Huang et al. 2025 §3-4 prove it in the limit of long training
-inputs). So the verdict rule (:func:`decide`) is three-valued and never reads a size:
+inputs). So the verdict rule (:func:`decide`, ``../shared/spec/predictor.md`` §5) never reads a
+size, and each label says what its evidence is:
 
 * ``generalizes`` — a program in the theory's fragment (RASP-L check, or the C-RASP check of
-  the variant) verified against the ground truth at every length up to N. Its expression
-  size is reported as the strength of the evidence, never compared with a threshold: a padded
-  program cannot change a verdict.
-* ``fails`` — evidence of absence: a cited impossibility result (:data:`IMPOSSIBILITY`, with
-  theorem and source) or a search certificate "no program of expression size <= s in this
-  grammar" (s >= 1), said which.
-* ``unknown`` — neither: no program found and nothing proved; a refused or timed-out search is
-  ``unknown`` with its reason.
+  the variant) verified against the ground truth at every length up to the longest length the
+  protocol tests (:func:`analysis.prediction.verify.protocol_max_length`: 150 and beyond for
+  Huang et al.'s tasks). Its expression size is reported as the strength of the evidence,
+  never compared with a threshold: a padded program cannot change a verdict. A program of a
+  smaller fragment serves every theory whose fragment contains it (a C-RASP[] program is a
+  C-RASP[periodic, local] program).
+* ``no program`` — a bounded search certificate, shown as ``no program <= s`` with its bound
+  and theory ("no program of size <= s in this search grammar"): it rules out small programs
+  of one grammar, not generalization, so it is *not* a decision and every table counts it
+  apart (10 of 22 such certificates were wrong in the membership format).
+* ``fails`` — a proof: a cited impossibility result (:data:`IMPOSSIBILITY`, with theorem and
+  source) or one the tool checks.
+* ``unknown`` — none of these, with its reason: no program found and nothing certified, a
+  refused search, a program verified only below the protocol's longest length, or a search
+  stopped by its wall-clock safety cap (``unknown (time cap)``: where it stopped depends on the
+  machine, so no certificate is built from it).
 """
 
 from __future__ import annotations
@@ -35,10 +44,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 __all__ = ["PE_THEORIES", "THEORY_NAMES", "IMPOSSIBILITY", "Evidence", "TheoryVerdict",
-           "theories_for", "decide", "combine", "VERDICTS"]
+           "theories_for", "decide", "combine", "prediction_label", "VERDICTS", "DECIDED",
+           "CERTIFICATE"]
 
-#: the three verdicts of a theory
-VERDICTS = ("generalizes", "fails", "unknown")
+#: the verdicts of a theory (module docstring); a PE's prediction adds ``disagree`` and
+#: ``no theory`` (:func:`combine`)
+VERDICTS = ("generalizes", "no program", "fails", "unknown")
+#: the verdicts that are decisions (compared with measured outcomes and papers)
+DECIDED = ("generalizes", "fails")
+#: the verdict of a bounded search certificate (shown as ``no program <= s``; not a decision)
+CERTIFICATE = "no program"
 
 #: positional encoding -> the theories that make a prediction for it (with the training
 #: protocol they assume: see :func:`theories_for`)
@@ -89,7 +104,8 @@ class Evidence:
     Attributes:
         kind: ``"program"`` (a verified program of the fragment), ``"certificate"`` (a search
             proved no program of size <= ``certified_below`` exists in its grammar),
-            ``"impossibility"`` (a cited result) or ``"none"``.
+            ``"impossibility"`` (a cited result), ``"time_cap"`` (a search stopped by its
+            wall-clock safety cap) or ``"none"``.
         detail: one sentence a reader can check.
         size: expression size of the program (every operation at every use; ``tokens`` and
             ``indices`` 0) — the one size measure of bounds, tables and docs.
@@ -107,6 +123,8 @@ class Evidence:
     source: str | None = None
     program: str | None = None
     verified_up_to: int | None = None
+    #: the theory's fragment (certificates: the grammar the bound is about)
+    theory: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -124,17 +142,29 @@ class TheoryVerdict:
     def name(self) -> str:
         return THEORY_NAMES[self.theory]
 
+    @property
+    def label(self) -> str:
+        """The verdict as shown: ``no program <= s`` for a certificate (its bound),
+        ``unknown (time cap)`` for a search stopped by its wall-clock cap, else the verdict."""
+        if self.verdict == CERTIFICATE:
+            return f"no program <= {self.evidence.certified_below}"
+        if self.verdict == "unknown" and self.evidence.kind == "time_cap":
+            return "unknown (time cap)"
+        return self.verdict
+
     def to_dict(self) -> dict:
-        """``{theory, name, prediction, program, reason, evidence}`` (``prediction`` is the
-        verdict; ``reason`` the evidence's sentence)."""
+        """``{theory, name, prediction, label, program, reason, evidence}`` (``prediction``
+        is the verdict, ``label`` as shown; ``reason`` the evidence's sentence)."""
         return {"theory": self.name, "key": self.theory, "prediction": self.verdict,
+                "label": self.label,
                 "program": self.evidence.program if self.evidence.kind == "program" else None,
                 "reason": self.evidence.detail, "evidence": self.evidence.to_dict()}
 
 
 def decide(theory: str, task: str, program: Evidence | None = None,
            certified_below: int | None = None, grammar: str = "",
-           not_decided: str | None = None, measure: str = "expression size") -> TheoryVerdict:
+           not_decided: str | None = None, measure: str = "expression size",
+           needed_length: int | None = None, time_cap: str | None = None) -> TheoryVerdict:
     """The verdict of ``theory`` on ``task`` from its evidence (module docstring).
 
     Args:
@@ -146,26 +176,42 @@ def decide(theory: str, task: str, program: Evidence | None = None,
         grammar: the searched grammar, named in the certificate's sentence.
         measure: the size measure of the certificate (the search's own: ``"expression
             size"`` for the RASP-L search, ``"C-RASP size"`` for the C-RASP search).
-        not_decided: why nothing is known when that is all there is (a refused or timed-out
-            search, no search run).
+        not_decided: why nothing is known when that is all there is (a refused search, no
+            search run).
+        needed_length: the longest length the protocol tests; a program verified only
+            below it gives ``unknown`` (with its evidence and the length to verify to).
+        time_cap: the sentence of a search stopped by its wall-clock safety cap: the
+            verdict is ``unknown (time cap)`` whatever it certified (no program found).
 
     Raises:
         KeyError: an unknown theory.
     """
     THEORY_NAMES[theory]
+    fragment = THEORY_NAMES[theory].split(" (")[0]
     if program is not None:
+        program.theory = program.theory or fragment
+        if needed_length is not None and (program.verified_up_to or 0) < needed_length:
+            short = Evidence(**{**program.to_dict(), "detail": (
+                f"{program.detail}; but the protocol tests lengths up to {needed_length}: "
+                f"verify to {needed_length} (rasp score -N {needed_length}) to decide")})
+            return TheoryVerdict(theory, "unknown", short)
         return TheoryVerdict(theory, "generalizes", program)
     cited = IMPOSSIBILITY.get((task, theory))
     if cited:
-        return TheoryVerdict(theory, "fails", Evidence("impossibility", cited, source=cited))
+        return TheoryVerdict(theory, "fails", Evidence("impossibility", cited, source=cited,
+                                                       theory=fragment))
+    if time_cap:
+        return TheoryVerdict(theory, "unknown", Evidence("time_cap", time_cap,
+                                                         theory=fragment))
     if certified_below is not None and certified_below >= 1:
-        return TheoryVerdict(theory, "fails", Evidence(
-            "certificate", f"no {THEORY_NAMES[theory]} program of {measure} <= "
+        return TheoryVerdict(theory, CERTIFICATE, Evidence(
+            "certificate", f"no {fragment} program of {measure} <= "
                            f"{certified_below} in {grammar or 'the searched grammar'} "
-                           "(search certificate; larger programs are not ruled out)",
-            certified_below=certified_below))
+                           "(bounded search certificate: larger programs are not ruled out, "
+                           "so this is not a decision)",
+            certified_below=certified_below, theory=fragment))
     return TheoryVerdict(theory, "unknown", Evidence(
-        "none", not_decided or "no program found and nothing proved"))
+        "none", not_decided or "no program found and nothing proved", theory=fragment))
 
 
 def combine(pe: str | None, verdicts: list[TheoryVerdict]) -> tuple[str, str | None]:
@@ -174,27 +220,47 @@ def combine(pe: str | None, verdicts: list[TheoryVerdict]) -> tuple[str, str | N
     No theory: ``"no theory"``. One theory: its verdict. Several (learned APE: RASP-L and
     C-RASP[periodic, local], each a *sufficient* condition for generalizing):
 
-    * ``generalizes`` when one theory has a verified program and no other has a cited
-      impossibility result. A search certificate of another theory ("no program of size <= s
-      in my fragment") does not contradict it: it rules out small programs of that fragment
-      only, not generalization; the note says so.
-    * ``disagree`` when one theory has a program and another a cited impossibility result
-      (the note gives both).
-    * ``fails`` when every theory says ``fails``; otherwise ``unknown``.
+    * ``generalizes`` when one theory has a verified program and no other has a proof of
+      impossibility. A search certificate of another theory ("no program <= s in my
+      fragment") does not contradict it: it rules out small programs of that fragment only,
+      not generalization; the note says so.
+    * ``disagree`` when one theory has a program and another a proof of impossibility (the
+      note gives both).
+    * ``fails`` when every theory has a proof; ``no program`` when every theory has a proof
+      or a certificate and at least one only a certificate (the label gives each bound:
+      :func:`prediction_label`); otherwise ``unknown``.
     """
     if not verdicts:
         return "no theory", None
     gen = [v for v in verdicts if v.verdict == "generalizes"]
     fails = [v for v in verdicts if v.verdict == "fails"]
-    if gen and any(v.evidence.kind == "impossibility" for v in fails):
-        return "disagree", "; ".join(f"{v.name}: {v.verdict} ({v.evidence.detail})"
+    certs = [v for v in verdicts if v.verdict == CERTIFICATE]
+    if gen and fails:
+        return "disagree", "; ".join(f"{v.name}: {v.label} ({v.evidence.detail})"
                                      for v in verdicts)
     if gen:
         note = None
-        if fails:
+        if certs:
             note = "; ".join(f"{v.name} has only a bounded search certificate "
-                             f"({v.evidence.detail})" for v in fails)
+                             f"({v.evidence.detail})" for v in certs)
         return "generalizes", note
     if len(fails) == len(verdicts):
         return "fails", None
+    if len(fails) + len(certs) == len(verdicts):
+        return CERTIFICATE, None
     return "unknown", None
+
+
+def prediction_label(prediction: str, verdicts: list[TheoryVerdict]) -> str:
+    """A PE's prediction as shown: ``no program <= s`` (one theory) or ``no program (RASP-L
+    <= s; C-RASP[periodic, local] <= t)`` for certificates; ``unknown (time cap)`` when a
+    search hit its wall-clock cap; else the prediction."""
+    if prediction == CERTIFICATE:
+        certs = [v for v in verdicts if v.verdict == CERTIFICATE]
+        if len(verdicts) == 1:
+            return certs[0].label
+        return "no program (" + "; ".join(
+            f"{v.name.split(' (')[0]} <= {v.evidence.certified_below}" for v in certs) + ")"
+    if prediction == "unknown" and any(v.label == "unknown (time cap)" for v in verdicts):
+        return "unknown (time cap)"
+    return prediction

@@ -14,13 +14,14 @@ settings and resumes an interrupted one), labelled like the report's claims:
   **inconclusive** (also with fewer than 5 seeds, or a model that does not fit the training
   lengths);
 * the prediction (:mod:`analysis.prediction.theories`: ``generalizes`` / ``fails`` /
-  ``unknown`` / ``disagree`` / ``no theory``, for the runs' training protocol) is **supported**
-  when it names the measured outcome, **contradicted** when it names the other one,
-  **inconclusive** when the measurement is inconclusive or the prediction is not a decided
-  verdict.
+  ``no program`` / ``unknown`` / ``disagree`` / ``no theory``, for the runs' training protocol)
+  is **supported** when it names the measured outcome, **contradicted** when it names the
+  other one, **inconclusive** when the measurement is inconclusive or the prediction is not a
+  decision (``no program <= s``, a bounded search certificate, is not one).
 
-:func:`validate` returns the rows, the confusion matrix (predicted x measured) and the agreement
-rate = supported / (supported + contradicted).
+:func:`validate` returns the rows, the confusion matrix (predicted x measured: certificates in
+their own row), the agreement rate = supported / (supported + contradicted) over decisions,
+and the certificates' measured outcomes apart (``certificates``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
+
+from analysis.prediction.theories import CERTIFICATE
 
 __all__ = ["ValidationRow", "validate", "measure", "format_validation"]
 
@@ -40,6 +43,7 @@ class ValidationRow:
     task: str
     pe: str
     prediction: str
+    prediction_label: str
     theories: dict
     seeds: list
     id_em: list
@@ -53,7 +57,9 @@ class ValidationRow:
 
     def to_dict(self) -> dict:
         return {"task": self.task, "pe": self.pe, "prediction": self.prediction,
-                "theories": {k: v["prediction"] for k, v in self.theories.items()},
+                "prediction_label": self.prediction_label,
+                "theories": {k: v.get("label", v["prediction"])
+                             for k, v in self.theories.items()},
                 "seeds": self.seeds, "id_em": self.id_em, "ood_em": self.ood_em,
                 "ood_mean": self.ood_mean, "ood_ci95": self.ood_ci, "measured": self.measured,
                 "label": self.label, "reason": self.reason, "run_dirs": self.run_dirs}
@@ -79,7 +85,10 @@ def measure(records, prediction: str) -> tuple[str, str, str, float | None, tupl
 
 def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int],
              preset: str = "quick", runs_root: str = "runs", steps: int | None = None,
-             search_seconds: float = 0.0, verify_max_length: int = 40, samples: int = 3,
+             search: bool = False, search_budget: int | None = None,
+             crasp_budget: int | None = None, search_time_cap: float | None = None,
+             verify_max_length: int | None = None,
+             samples: int = 3,
              progress: bool = True, log: Callable[[str], None] | None = None,
              address: str | None = None, budget_s: float | None = None,
              overrides: dict | None = None, pe_presets: dict | None = None) -> dict:
@@ -95,7 +104,11 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
         seeds: training seeds (the uncertainty across seeds is in the label).
         preset, steps: training preset / step override (:func:`analysis.training.trainer.train`).
         runs_root: the grid's run directories (``rasp train --grid``'s default ``runs``).
-        search_seconds: per search for the predictor (0: shipped programs only).
+        search: run the predictor's searches (False: shipped programs only), with
+            ``search_budget`` / ``crasp_budget`` candidates (None: the defaults of
+            :mod:`analysis.prediction.budget`) and the safety stop ``search_time_cap``.
+        verify_max_length: verification length (None: the protocol's longest, as
+            :func:`analysis.prediction.predict.predict`).
         overrides: model / training settings of every run (``--set``), e.g.
             ``{"position_offsets": "random"}``; the prediction follows the runs' protocol.
         pe_presets: PE -> training preset replacing ``preset`` for that PE (``--pe-preset``),
@@ -112,8 +125,11 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
     """
     from analysis.evidence.claims import load_runs
     from analysis.training.grid import GridRun, check_runs, run_grid
+    from analysis.prediction.budget import DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET
     from analysis.prediction.predict import predict
     from analysis.training.trainer import TrainingError
+    search_budget = DEFAULT_SEARCH_BUDGET if search_budget is None else search_budget
+    crasp_budget = DEFAULT_CRASP_BUDGET if crasp_budget is None else crasp_budget
     runs = [GridRun(name, pe, seed, preset=(pe_presets or {}).get(pe, preset), steps=steps,
                     overrides=dict(overrides or {}))
             for name in task_names for pe in pes for seed in seeds]
@@ -136,16 +152,18 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
             records = load_runs(dirs)
             # the theories depend on the runs' protocol (a learned APE without random
             # offsets has none): the prediction is for the runs it is compared with
-            pred = predict(name, pe=pe, search_seconds=search_seconds,
+            pred = predict(name, pe=pe, search=search, search_budget=search_budget,
+                           crasp_budget=crasp_budget, search_time_cap=search_time_cap,
                            verify_max_length=verify_max_length, samples=samples,
                            position_offsets=records[0].protocol)
             measured, label, reason, mean, ci = measure(records, pred.prediction)
             row = ValidationRow(task=name, pe=pe, prediction=pred.prediction,
+                                prediction_label=pred.prediction_label,
                                 theories=pred.theories, seeds=list(seeds), id_em=ids,
                                 ood_em=oods, ood_mean=mean, ood_ci=ci, measured=measured,
                                 label=label, reason=reason, run_dirs=dirs)
             if log:
-                log(f"{name} {pe}: predicted {row.prediction}, measured {measured} "
+                log(f"{name} {pe}: predicted {row.prediction_label}, measured {measured} "
                     f"-> {row.label}")
             rows.append(row)
     confusion: dict = {}
@@ -155,12 +173,20 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
         confusion[r.prediction][r.measured] += 1
         counts[r.label] += 1
     decided = counts["supported"] + counts["contradicted"]
+    # bounded certificates are not decisions: their measured outcomes are counted apart
+    certificates: dict = {}
+    for r in rows:
+        if r.prediction == CERTIFICATE:
+            certificates[r.measured] = certificates.get(r.measured, 0) + 1
     return {"rows": [r.to_dict() for r in rows], "confusion": confusion, "counts": counts,
+            "certificates": certificates,
             "agreement": counts["supported"] / decided if decided else None,
             "settings": {"preset": preset, "pe_presets": dict(pe_presets or {}),
                          "steps": steps, "seeds": list(seeds),
                          "overrides": dict(overrides or {}),
-                         "runs_root": str(runs_root), "search_seconds": search_seconds}}
+                         "runs_root": str(runs_root), "search": search,
+                         "budgets": {"raspl": search_budget, "crasp": crasp_budget,
+                                     "unit": "candidates"} if search else None}}
 
 
 def format_validation(out: dict) -> str:
@@ -174,7 +200,8 @@ def format_validation(out: dict) -> str:
     for r in out["rows"]:
         th = ", ".join(f"{k}: {v}" for k, v in r["theories"].items()) or "-"
         ci = f" [{r['ood_ci95'][0]:.2f}, {r['ood_ci95'][1]:.2f}]" if r["ood_ci95"] else ""
-        lines.append(f"| {r['task']} | {r['pe']} | {r['prediction']} | {th} | "
+        lines.append(f"| {r['task']} | {r['pe']} | "
+                     f"{r.get('prediction_label', r['prediction'])} | {th} | "
                      f"{' '.join(f(x) for x in r['id_em'])} | "
                      f"{' '.join(f(x) for x in r['ood_em'])} | {f(r['ood_mean'])}{ci} | "
                      f"{r['measured']} | {r['label']} |")
@@ -185,6 +212,12 @@ def format_validation(out: dict) -> str:
         lines.append(f"| {p} | " + " | ".join(str(row.get(m, 0)) for m in measured) + " |")
     c = out["counts"]
     agree = "n/a (nothing decided)" if out["agreement"] is None else f"{out['agreement']:.2f}"
+    certs = out.get("certificates") or {}
+    cert_text = (f" Bounded search certificates (`no program <= s`, not decisions, counted "
+                 f"apart): {sum(certs.values())}, measured "
+                 + ", ".join(f"{m} {n}" for m, n in sorted(certs.items())) + "."
+                 if certs else "")
     lines += ["", f"Supported {c['supported']}, contradicted {c['contradicted']}, inconclusive "
-                  f"{c['inconclusive']}; agreement rate (supported / decided): {agree}."]
+                  f"{c['inconclusive']}; agreement rate (supported / decisions): {agree}."
+                  + cert_text]
     return "\n".join(lines)

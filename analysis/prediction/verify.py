@@ -25,7 +25,11 @@ from rasp.progress import progress_bar
 from tasks import LengthResult, VerifyResult
 
 __all__ = ["VerifyResult", "LengthResult", "verify_task", "verify_program_on_task",
-           "VerifyError", "MAX_LENGTH", "MAX_SAMPLES"]
+           "VerifyError", "MAX_LENGTH", "MAX_SAMPLES", "protocol_max_length",
+           "HUANG_TEST_MAX_LENGTH"]
+
+#: Huang et al. 2025's algorithmic protocol tests lengths 101-150 (train 0-50)
+HUANG_TEST_MAX_LENGTH = 150
 
 
 #: Longest length verified (``--max-length``) and most examples per length (``--samples``):
@@ -41,6 +45,40 @@ class VerifyError(RASPError, ValueError):
 
 def _task(task):
     return tasks.get_task(task) if isinstance(task, str) else task
+
+
+def protocol_max_length(task) -> int:
+    """The longest input length a length-generalization protocol tests for ``task``: the
+    length a program must be verified up to before its theory says ``generalizes``.
+
+    The largest of: our own training protocol's out-of-distribution lengths (up to
+    ``eval_max_factor`` (2) x the task's training length, :func:`analysis.training.
+    evaluation.eval_lengths`); for Huang et al.'s tasks their test bins — 101-150 for the
+    algorithmic tasks and the membership languages (:data:`HUANG_TEST_MAX_LENGTH`), for a
+    next-character-set language the upper end of its released bins (``paper["huang_bins"]
+    ["lengths"]``, e.g. ``"48-100 / 54-100 / 110-200 / 172-300"`` -> 300). Capped by
+    ``task.max_length`` and :data:`MAX_LENGTH`; at least the task's shortest length.
+
+    Args:
+        task: a :class:`tasks.Task` or its name.
+
+    Raises:
+        tasks.UnknownTaskError: unknown name.
+    """
+    import re
+    from analysis.training.configs import TrainConfig
+    task = _task(task)
+    factor = TrainConfig.__dataclass_fields__["eval_max_factor"].default
+    top = int(factor * task.default_train_max_len)
+    paper = task.paper or {}
+    if task.name in tasks.HUANG_TASKS:
+        top = max(top, HUANG_TEST_MAX_LENGTH)
+        bins = (paper.get("huang_bins") or {}).get("lengths")
+        if bins:
+            top = max(top, max(int(x) for x in re.findall(r"\d+", bins)))
+    if task.max_length is not None:
+        top = min(top, task.max_length)
+    return max(min(top, MAX_LENGTH), task.min_length or 1)
 
 
 def verify_program_on_task(task, sop, max_length: int = 100, samples: int = 5, seed: int = 0,

@@ -370,7 +370,8 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
             p = predict.predict(task, pe=pe, position_offsets=protocol)
             sec["predictions"][pe] = _to_plain(
                 {k: v for k, v in p.to_dict().items()
-                 if k in ("prediction", "theory", "theories", "verdict_evidence", "size",
+                 if k in ("prediction", "prediction_label", "theory", "theories",
+                          "verdict_evidence", "size",
                           "size_lower_bound", "program_source")})
         except (RASPError, predict.PredictError, ValueError) as e:
             sec["problems"].append(f"prediction for {pe} unavailable: {e}")
@@ -576,9 +577,11 @@ def _section_view(sec: dict) -> dict:
     for pe, p in (sec.get("predictions") or {}).items():
         c = claims.get(f"{sec.get('name')}:prediction:{pe}")
         view["predictions"].append({
-            "pe": PE_LABELS.get(pe, pe), "prediction": p.get("prediction"),
+            "pe": PE_LABELS.get(pe, pe),
+            "prediction": p.get("prediction_label") or p.get("prediction"),
             "theory": p.get("theory"),
-            "evidence": "; ".join(f"{t.get('key')}: {t.get('reason')}"
+            "evidence": "; ".join(f"{t.get('key')}: {t.get('label') or t.get('prediction')} "
+                                  f"({t.get('reason')})"
                                   for t in (p.get("theories") or {}).values()),
             "measured": c["numbers"].get("measured") if c else None,
             "label": c["label"] if c else None, "reason": c["reason"] if c else None})

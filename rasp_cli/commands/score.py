@@ -1,16 +1,21 @@
-"""`rasp score [TASK...] [--pe PE|all] [--json] [--search SECONDS] [--max-length N]
-[--samples K] [--program FILE [--name NAME]]`: the length-generalization predictor
+"""`rasp score [TASK...] [--pe PE|all] [--json] [--search] [--search-budget N]
+[--crasp-budget N] [--search-time-cap S] [--max-length N] [--samples K]
+[--program FILE [--name NAME]]`: the length-generalization predictor
 (``analysis.prediction.predict``) for each task (or one program of your own on one task's
 format), per positional encoding.
 
 A prediction is a verdict from evidence (``analysis.prediction.theories``): ``generalizes``
 with a verified program of the theory's fragment (RASP-L for Zhou et al. 2023; C-RASP[] for
 NoPE and C-RASP[periodic, local] for a learned APE trained with random offsets, Huang et al.
-2025), ``fails`` with a search certificate or a cited impossibility result, ``unknown``
-otherwise, ``no theory`` for a PE no paper predicts for. Without ``--search`` only the shipped
-(or given) program is evidence, so a task without a valid verified program is ``unknown``:
-``rasp score --search S`` runs the shortest-program searches (S seconds each) and gives
-search-backed rows (a found program, or a certificate "no program of size <= s").
+2025) checked at every length up to the longest the protocol tests; ``no program <= s`` with a
+bounded search certificate (not a decision: counted apart); ``fails`` with a cited
+impossibility result; ``unknown`` otherwise (with its reason; ``unknown (time cap)`` for a
+search stopped by ``--search-time-cap``); ``no theory`` for a PE no paper predicts for.
+Without ``--search`` only the shipped (or given) program is evidence, so a task without a valid
+verified program is ``unknown``: ``rasp score --search`` runs the shortest-program searches
+with their default work budgets (``--search-budget N`` candidate programs for RASP-L,
+``--crasp-budget N`` candidate Booleans and counts for C-RASP; ``analysis.prediction.budget``),
+so a row is the same on any machine at any load.
 
 ``--json`` prints one object per task and PE (``Prediction.to_dict``): ``prediction``,
 ``theory``, ``verdict_evidence`` (per theory: ``kind`` program / certificate / impossibility /
@@ -36,11 +41,13 @@ def register(sub) -> None:
     """Add the ``score`` subcommand to the CLI's subparsers."""
     p = sub.add_parser(
         "score", help=HELP,
-        description="For each task (and --pe): the prediction (generalizes | fails | unknown | "
-                    "no theory) with the theory it comes from and its evidence (a verified "
-                    "program and its expression size, or a search certificate), the RASP-L "
-                    "status of the program used and what the papers report. Without --search "
-                    "only the shipped program is evidence.")
+        description="For each task (and --pe): the prediction (generalizes | no program <= s "
+                    "| fails | unknown | no theory) with the theory it comes from and its "
+                    "evidence (a verified program and its expression size, or a bounded search "
+                    "certificate, which is not a decision), the RASP-L status of the program "
+                    "used and what the papers report. Without --search only the shipped "
+                    "program is evidence; the searches stop on work budgets (candidates), so a "
+                    "row is the same on any machine.")
     p.add_argument("tasks", metavar="TASK", nargs="*",
                    help="task names (default: every generalization task; 'huang' = Huang et "
                         "al.'s tasks)")
@@ -48,11 +55,11 @@ def register(sub) -> None:
     p.add_argument("--pe", action="append", default=None, metavar="PE",
                    help="predict for this positional encoding (repeatable, or 'all'): "
                         "nope, ape_learned, ape_sinusoidal, t5, alibi, rope")
-    p.add_argument("--search", type=float, default=0.0, metavar="SECONDS",
-                   help="run the shortest-program searches for up to SECONDS each: a found "
-                        "program or a certificate becomes evidence (default 0: none)")
-    p.add_argument("--max-length", "-N", type=int, default=100, metavar="N",
-                   help="verify valid programs at lengths 1..N (default 100)")
+    add_search_args(p)
+    p.add_argument("--max-length", "-N", type=int, default=None, metavar="N",
+                   help="verify valid programs at lengths 1..N (default: the longest length "
+                        "the protocol tests, e.g. 150 for Huang et al.'s tasks; less cannot "
+                        "give 'generalizes')")
     p.add_argument("--samples", "-K", type=int, default=5, metavar="K",
                    help="verification examples per length (default 5)")
     p.add_argument("--program", metavar="FILE", default=None,
@@ -63,14 +70,64 @@ def register(sub) -> None:
     p.set_defaults(func=score_command)
 
 
+def add_search_args(p) -> None:
+    """The search flags of ``rasp score`` and ``rasp validate-predictor``: budgets in work."""
+    from analysis.prediction.budget import (DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET,
+                                            parse_budget)
+    # nargs="?": an old "--search SECONDS" reaches search_settings (a clear error); a task
+    # name right after --search is a task
+    p.add_argument("--search", nargs="?", const=True, default=False, metavar="",
+                   help="run the shortest-program searches with their default work budgets: "
+                        "a found program or a certificate becomes evidence")
+    p.add_argument("--search-budget", type=parse_budget, default=None, metavar="N",
+                   help="candidate programs per RASP-L search (implies --search; default "
+                        f"{DEFAULT_SEARCH_BUDGET:,}; 40M, 500k also read)")
+    p.add_argument("--crasp-budget", type=parse_budget, default=None, metavar="N",
+                   help="candidate Booleans and counts per C-RASP search (implies --search; "
+                        f"default {DEFAULT_CRASP_BUDGET:,})")
+    p.add_argument("--search-time-cap", type=float, default=None, metavar="S",
+                   help="a wall-clock safety stop per search in seconds (default none): a "
+                        "search that hits it gives 'unknown (time cap)', never another verdict")
+
+
+def search_settings(args, names: list) -> dict:
+    """``predict``'s search keywords from :func:`add_search_args`' flags. An old ``--search
+    SECONDS`` gets a clear error; a task name right after ``--search`` joins ``names``.
+
+    Raises:
+        rasp_cli.main.UsageError: ``--search`` with a number, or a bad time cap.
+    """
+    from rasp_cli.main import UsageError, finite_number
+    from analysis.prediction.budget import DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET
+    if isinstance(args.search, str):
+        try:
+            float(args.search)
+        except ValueError:
+            names.insert(0, args.search)        # "--search TASK": a flag, then a task
+        else:
+            raise UsageError(f"--search {args.search}: --search no longer takes seconds "
+                             "(searches stop on work, so a verdict does not depend on the "
+                             "machine's load); use --search for the default budgets, or "
+                             "--search-budget N / --crasp-budget N (candidates), and "
+                             "optionally --search-time-cap S")
+    finite_number(args.search_time_cap, "--search-time-cap")
+    on = bool(args.search or args.search_budget is not None or args.crasp_budget is not None)
+    return {"search": on,
+            "search_budget": DEFAULT_SEARCH_BUDGET if args.search_budget is None
+            else args.search_budget,
+            "crasp_budget": DEFAULT_CRASP_BUDGET if args.crasp_budget is None
+            else args.crasp_budget,
+            "search_time_cap": args.search_time_cap}
+
+
 #: the text table's columns, printed under it
 LEGEND = ("size = expression size of the verified RASP-L program used (every operation at "
           "every use), [lo] = certified lower bound (no smaller program in the search "
           "grammar; 0 without --search); program = where it comes from (shipped / search / "
           "user); RASP-L = the status of that program; prediction = the verdict for the PE "
-          "from its theories (see the lines under each row); Zhou et al. = the paper's "
-          "outcome, agree = whether the RASP-L verdict matches it (- when unknown or not "
-          "studied).")
+          "from its theories (see the lines under each row; 'no program <= s' is a bounded "
+          "search certificate, not a decision); Zhou et al. = the paper's outcome, agree = "
+          "whether the RASP-L verdict matches it (- when not a decision or not studied).")
 
 
 def _row(p) -> str:
@@ -79,7 +136,7 @@ def _row(p) -> str:
     agree = {True: "yes", False: "NO", None: "-"}[p.agrees]
     size = f"{p.size if p.size is not None else '-'} [{p.size_lower_bound}]"
     return (f"{p.task:22s} {(p.pe or '-'):14s} {size:>9s} {(p.program_source or '-'):8s} "
-            f"{status:28s} {p.prediction:12s} {paper:17s} {agree}")
+            f"{status:28s} {p.prediction_label:18s} {paper:17s} {agree}")
 
 
 def score_command(args) -> int:
@@ -87,6 +144,7 @@ def score_command(args) -> int:
     from rasp_cli.main import UsageError
     import tasks
     from analysis.prediction.predict import PredictError, predict
+    found = search_settings(args, args.tasks)
     names = args.tasks or list(tasks.GENERALIZATION_TASKS)
     if names == ["huang"]:
         names = list(tasks.HUANG_TASKS)
@@ -94,12 +152,10 @@ def score_command(args) -> int:
     if args.pe:
         from rasp_cli.commands.train import parse_pes
         pes = [pe for x in args.pe for pe in parse_pes(x)]
-    if args.max_length < 1:
+    if args.max_length is not None and args.max_length < 1:
         raise UsageError("--max-length must be a positive integer")
     if args.samples < 1:
         raise UsageError("--samples must be a positive integer")
-    if args.search < 0:
-        raise UsageError("--search takes a non-negative number of seconds")
     resolved = []
     for n in names:          # check every name before the (slower) predictions start
         try:
@@ -121,10 +177,10 @@ def score_command(args) -> int:
                                        "predictions are for next-token tasks")
                 sop = load_program(t, args.program, args.name)
                 label = f"{args.program}:{args.name or t.reference_name}"
-                if args.search > 0:
+                if found["search"]:
                     for pe in pes:
                         preds.append(predict(t, verify_max_length=args.max_length,
-                                             samples=args.samples, search_seconds=args.search,
+                                             samples=args.samples, **found,
                                              progress=not args.json, pe=pe, program=sop,
                                              program_label=label))
                 else:
@@ -134,7 +190,7 @@ def score_command(args) -> int:
             else:
                 for pe in pes:
                     preds.append(predict(t, verify_max_length=args.max_length,
-                                         samples=args.samples, search_seconds=args.search,
+                                         samples=args.samples, **found,
                                          progress=not args.json, pe=pe))
         except PredictError as e:
             raise UsageError(str(e)) from None
@@ -142,7 +198,7 @@ def score_command(args) -> int:
         print(json.dumps([p.to_dict() for p in preds]))
         return 0
     print(f"{'task':22s} {'pe':14s} {'size [lo]':>9s} {'program':8s} {'RASP-L':28s} "
-          f"{'prediction':12s} {'Zhou et al.':17s} agree")
+          f"{'prediction':18s} {'Zhou et al.':17s} agree")
     for p in preds:
         print(_row(p))
         if p.program_source:
@@ -151,7 +207,8 @@ def score_command(args) -> int:
         if not p.theories:
             print(f"{'':26s}theory: {p.theory}")
         for th in (p.theories or {}).values():
-            print(f"{'':26s}{th['theory']}: {th['prediction']} - {th['reason']}")
+            print(f"{'':26s}{th['theory']}: {th.get('label', th['prediction'])} - "
+                  f"{th['reason']}")
             if p.disagreement and th.get("program"):
                 for line in str(th["program"]).splitlines()[:12]:
                     print(f"{'':30s}{line}")
@@ -171,7 +228,8 @@ def score_command(args) -> int:
                       f"{s['certified_no_program_up_to']}"
                       + (f"; found size {s['length']} (length {s.get('measured_length')}, "
                          f"by {s.get('found_by')})" if s["found"] else "")
-                      + f" ({s['explored']} programs, {s['seconds']} s)")
+                      + f" ({s['explored']:,} candidate programs of a budget of "
+                        f"{s.get('budget') or 0:,}; stopped: {s['stopped']}; {s['seconds']} s)")
                 if s.get("program"):
                     for line in s["program"].splitlines():
                         print(f"{'':28s}{line}")

@@ -1,11 +1,15 @@
-"""`rasp search TASK [--max-length K] [--seconds S] [--mode raspl|crasp|crasp_pl] [--json]` and
+"""`rasp search TASK [--max-length K] [--budget N] [--time-cap S] [--mode raspl|crasp|crasp_pl]
+[--json]` and
 `rasp search --examples FILE.jsonl ...`: the shortest-program search (``analysis.prediction.search``) alone.
 
 For a catalogue task: the search batch is the task's examples at lengths 1..6 (3 per length); a
 program found must also reproduce 10 examples at each length 1..20. It prints the certified
 lower bound ("no program of expression size <= k reproduces the task") and the program found
 (by exhaustive enumeration: a shortest one; by combining terms with ``where``: an upper bound),
-with a progress bar of the programs evaluated.
+with a progress bar of the programs evaluated. The search stops after ``--budget`` candidate
+programs (work, not seconds: the result is the same on any machine at any load;
+``analysis.prediction.budget``); ``--time-cap S`` adds a wall-clock safety stop whose result
+says ``time_cap`` and certifies nothing a verdict may rest on.
 
 ``--examples FILE.jsonl``: your own task, one example per line, ``{"prompt": [...], "answer":
 [...]}`` with token values (all integers in [-128, 127], or all strings); the program sees
@@ -20,6 +24,7 @@ tokens) are refused with a message naming the example (exit code 2).
 
 from __future__ import annotations
 
+import argparse
 import json
 
 #: the one-line help of `rasp search` (shown by `rasp --help` without importing the command)
@@ -40,8 +45,14 @@ def register(sub) -> None:
                         "{\"prompt\": [...], \"answer\": [...]})")
     p.add_argument("--max-length", "-K", type=int, default=8, metavar="K",
                    help="largest expression size to enumerate (default 8)")
-    p.add_argument("--seconds", "-s", type=float, default=60.0, metavar="S",
-                   help="time limit in seconds (default 60)")
+    from analysis.prediction.budget import DEFAULT_SEARCH_BUDGET, parse_budget
+    p.add_argument("--budget", "-b", type=parse_budget, default=DEFAULT_SEARCH_BUDGET,
+                   metavar="N",
+                   help=f"candidate programs to evaluate (default {DEFAULT_SEARCH_BUDGET:,}; "
+                        "40M, 500k also read)")
+    p.add_argument("--time-cap", type=float, default=None, metavar="S",
+                   help="a wall-clock safety stop in seconds (default none)")
+    p.add_argument("--seconds", "-s", default=None, help=argparse.SUPPRESS)
     p.add_argument("--mode", choices=("raspl", "crasp", "crasp_pl"), default="raspl",
                    help="grammar: RASP-L (default), C-RASP[] or C-RASP[periodic, local]")
     p.add_argument("--memory-mb", type=float, default=1024, metavar="M",
@@ -122,7 +133,13 @@ def search_command(args) -> int:
     if args.max_length < 0 or args.max_length > 20:
         raise UsageError("--max-length must be between 0 and 20")
     from rasp_cli.main import finite_number
-    finite_number(args.seconds, "--seconds")
+    if args.seconds is not None:
+        raise UsageError("--seconds is gone: the search stops on work, not seconds (a result "
+                         "must not depend on the machine's load); use --budget N (candidate "
+                         "programs, e.g. 40M) and optionally --time-cap S as a safety stop")
+    finite_number(args.time_cap, "--time-cap")
+    if args.budget < 1:
+        raise UsageError("--budget must be at least 1 candidate program")
     finite_number(args.memory_mb, "--memory-mb")
     if args.threads is not None and not 1 <= args.threads <= 64:
         raise UsageError("--threads must be between 1 and 64")
@@ -137,18 +154,18 @@ def search_command(args) -> int:
             consts = [0, 1, 2] + (strs if len(strs) <= 12 else [])
             problem = problem_from_examples(ex, constants=consts, defaults=[0] + strs[:1],
                                             name=args.examples)
-            res = search(problem, args.max_length, args.seconds, progress=not args.json,
+            res = search(problem, args.max_length, args.budget, progress=not args.json,
                          max_memory_mb=args.memory_mb, grammar=grammar,
-                         threads=args.threads)
+                         threads=args.threads, time_cap=args.time_cap)
         else:
             import tasks
             try:
                 t = tasks.get_task(args.task)
             except tasks.UnknownTaskError as e:
                 raise UsageError(str(e)) from None
-            res = search_task(t, max_length=args.max_length, time_limit=args.seconds,
+            res = search_task(t, max_length=args.max_length, budget=args.budget,
                               progress=not args.json, max_memory_mb=args.memory_mb,
-                              grammar=grammar, threads=args.threads)
+                              grammar=grammar, threads=args.threads, time_cap=args.time_cap)
     except SearchError as e:
         raise UsageError(str(e)) from None
     if args.json:

@@ -1,5 +1,6 @@
 """`rasp validate-predictor [TASK...] [--pe PE ...] [--seeds 0-4] [--preset P] [--steps S]
-[--runs DIR] [--search S] [--json]`: predictions checked against our own training.
+[--runs DIR] [--search] [--search-budget N] [--crasp-budget N] [--json]`: predictions checked
+against our own training.
 
 For each task and positional encoding: the prediction (``analysis.prediction.predict``, per PE), the models
 trained by ``rasp train --grid`` (finished runs with the same settings are reused, interrupted
@@ -45,9 +46,8 @@ def register(sub) -> None:
                         "APE assume (without it a learned APE has no theory)")
     p.add_argument("--runs", default="runs", metavar="DIR",
                    help="run directories of the grid (default runs/)")
-    p.add_argument("--search", type=float, default=0.0, metavar="S",
-                   help="seconds per program search for the predictor (default 0: shipped "
-                        "programs only)")
+    from rasp_cli.commands.score import add_search_args
+    add_search_args(p)         # default: no search, shipped programs only
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--address", default=None, metavar="HOST:PORT",
                    help="train on this Ray cluster (default: $RAY_ADDRESS, else a local Ray "
@@ -65,6 +65,8 @@ def validate_command(args) -> int:
     from analysis.training.trainer import RunDirError, TrainingError
     from analysis.training.grid import GridError
     from analysis.prediction.validate import format_validation, validate
+    from rasp_cli.commands.score import search_settings
+    found = search_settings(args, args.tasks)
     names = args.tasks or list(VALIDATION_TASKS)
     for n in names:
         try:
@@ -94,7 +96,7 @@ def validate_command(args) -> int:
         pe_presets[pe] = preset
     try:
         out = validate(names, pes, seeds, preset=args.preset,
-                       runs_root=args.runs, steps=args.steps, search_seconds=args.search,
+                       runs_root=args.runs, steps=args.steps, **found,
                        overrides=overrides, pe_presets=pe_presets,
                        progress=not args.json, address=args.address,
                        log=None if args.json else (lambda m: print(m, file=sys.stderr)))

@@ -59,7 +59,7 @@ exactly per order.
 one replaced, answered by ``task.ground_truth``); a failing candidate's shortest failing example
 joins the search batch and the enumeration restarts (counterexample-guided; the batch only
 grows, so each round's certificate holds); so does a failure of the final verification.
-``crasp_pl`` runs three passes: the larger grammar for 20% of the time, C-RASP[] (smaller, so
+``crasp_pl`` runs three passes: the larger grammar for 20% of the work budget, C-RASP[] (smaller, so
 it reaches larger sizes; its programs are C-RASP[periodic, local] programs) for 35%, the larger
 grammar again for the rest; the certificate is the larger grammar's. A returned program is built as IR (``selector_width`` of causal
 selects whose key predicate is the Boolean: the shape :func:`rasp.crasp.check_crasp` accepts),

@@ -13,7 +13,10 @@ import numpy as np
 
 from tasks.base import next_token_examples
 
-from .enumeration import _Enum, _Memory, _Timeout
+from analysis.prediction.budget import (BUDGET_STOP, DEFAULT_CRASP_BUDGET, TIME_CAP_STOP,
+                                        Limits)
+
+from .enumeration import _Budget, _Enum, _Memory, _Timeout
 from .recipes import _Batch, _decide, build_program, recipe_text
 
 #: most distinct output values a decision list is enumerated for (its requirement sets grow as
@@ -36,8 +39,11 @@ class CRaspResult:
             value or uniform group) of size <= this exists (None: no level completed). A
             program found by the greedy decision lists (repeated values) lies outside that
             grammar and may be smaller.
-        stopped: ``"found"``, ``"time_limit"``, ``"max_size"``, ``"memory_limit"``,
-            ``"rounds"`` or ``"refused: <why>"``.
+        stopped: ``"found"``, ``"budget"`` (the work budget is spent: the certificate
+            stands), ``"time_cap"`` (the wall-clock safety cap passed: where it stopped
+            depends on the machine, so no verdict rests on it), ``"max_size"``,
+            ``"memory_limit"``, ``"rounds"`` or ``"refused: <why>"``.
+        budget: the work budget (candidate Booleans and counts) it ran with.
         seconds, variant, task; explored / distinct: candidates evaluated / kept;
         counterexamples_added; verification: the verification summary line.
     """
@@ -51,6 +57,7 @@ class CRaspResult:
     size: int | None = None
     certified_below: int | None = None
     stopped: str = ""
+    budget: int | None = None
     seconds: float = 0.0
     explored: int = 0
     distinct: int = 0
@@ -62,7 +69,8 @@ class CRaspResult:
     def to_dict(self) -> dict:
         return {"task": self.task, "variant": self.variant, "found": self.found,
                 "size": self.size, "certified_below": self.certified_below,
-                "stopped": self.stopped, "seconds": round(self.seconds, 2),
+                "stopped": self.stopped, "budget": self.budget,
+                "seconds": round(self.seconds, 2),
                 "explored": self.explored, "distinct": self.distinct,
                 "counterexamples_added": self.counterexamples_added,
                 "level_reached": self.level_reached, "schema": self.schema,
@@ -176,7 +184,8 @@ def _content(task) -> list[int]:
     return list(range(int(k)))
 
 
-def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_size: int = 14,
+def crasp_search(task, variant: str = "crasp", budget: int = DEFAULT_CRASP_BUDGET,
+                 time_cap: float | None = None, max_size: int = 14,
                  lengths=None, samples: int | None = None, seed: int = 0,
                  validation_max_length: int | None = None, validation_samples: int = 3,
                  verify_max_length: int = 60, verify_samples: int = 3,
@@ -189,7 +198,11 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
     Args:
         task: a :class:`tasks.base.Task` (next-token kind) or its catalogue name.
         variant: ``"crasp"`` (C-RASP[], NoPE) or ``"crasp_pl"`` (C-RASP[periodic, local]).
-        time_limit: seconds for the whole search (enumeration, refinement, verification).
+        budget: candidate Booleans and counts the enumeration may evaluate, over every
+            counterexample round and pass (:mod:`analysis.prediction.budget`): the result is
+            the same on any machine and at any load.
+        time_cap: a wall-clock safety stop in seconds (None: none); hitting it gives
+            ``stopped == "time_cap"``, which no verdict rests on.
         max_size: largest Boolean size enumerated.
         lengths, samples, seed: the search batch (``samples`` examples per length; default
             lengths 1..6 with 3 samples, 1..4 with 2 for content alphabets over 30 symbols).
@@ -212,7 +225,7 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
             list whose entries may repeat a value (Rivest's greedy over every Boolean kept,
             at most two entries more than values); such a program is an upper bound outside
             the certificate's grammar (``notes`` says so).
-        nope_first: for ``crasp_pl``, the share of ``time_limit`` spent on the smaller
+        nope_first: for ``crasp_pl``, the share of ``budget`` spent on the smaller
             C-RASP[] grammar after a first pass of 20% over C-RASP[periodic, local] (every
             C-RASP[] program is a C-RASP[periodic, local] program, and the smaller grammar
             reaches larger sizes); its program, when it finds one, is returned (``notes`` says
@@ -222,9 +235,31 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
     Returns:
         :class:`CRaspResult` (never raises for a task it cannot handle: ``stopped`` says
         ``"refused: ..."``).
+
+    Raises:
+        ValueError: an unknown variant; :class:`analysis.prediction.budget.BudgetError` (a
+            ValueError): a negative budget or a time cap that is not a positive number.
     """
+    limits = budget if isinstance(budget, Limits) else Limits(budget, time_cap)
+    res = _crasp_search(task, variant, limits, max_size=max_size, lengths=lengths,
+                        samples=samples, seed=seed, validation_max_length=validation_max_length,
+                        validation_samples=validation_samples,
+                        verify_max_length=verify_max_length, verify_samples=verify_samples,
+                        uniform=uniform, max_memory_mb=max_memory_mb, max_rounds=max_rounds,
+                        nope_first=nope_first, greedy=greedy, search_mutants=search_mutants,
+                        exhaustive=exhaustive, search_exhaustive=search_exhaustive)
+    res.budget = limits.budget
+    return res
+
+
+def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, seed,
+                  validation_max_length, validation_samples, verify_max_length, verify_samples,
+                  uniform, max_memory_mb, max_rounds, nope_first, greedy, search_mutants,
+                  exhaustive, search_exhaustive) -> CRaspResult:
+    """:func:`crasp_search` under ``limits`` (a budget and the deadline shared by the passes)."""
     from rasp.crasp import VARIANTS
     t0 = time.perf_counter()
+    budget = limits.budget
     if isinstance(task, str):
         import tasks as _tasks
         task = _tasks.get_task(task)
@@ -240,11 +275,17 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
     if variant == "crasp_pl" and nope_first > 0:
         # three passes: the larger grammar briefly (small programs with periodic / local
         # predicates), the smaller grammar (larger C-RASP[] programs), the larger one again
-        rp = crasp_search(task, "crasp_pl", time_limit=0.2 * time_limit, **kw)
-        if rp.found or rp.stopped.startswith("refused") or rp.stopped == "max_size":
+        rp = _crasp_search(task, "crasp_pl", limits.sub(0.2 * budget), **kw)
+        if rp.found or rp.stopped.startswith("refused") or rp.stopped in ("max_size",
+                                                                          TIME_CAP_STOP):
             rp.seconds = time.perf_counter() - t0
             return rp
-        r0 = crasp_search(task, "crasp", time_limit=nope_first * time_limit, **kw)
+        r0 = _crasp_search(task, "crasp", limits.sub(nope_first * budget), **kw)
+        if r0.stopped == TIME_CAP_STOP:
+            r0.variant = "crasp_pl"
+            r0.explored += rp.explored
+            r0.seconds = time.perf_counter() - t0
+            return r0
         if r0.found:
             from rasp.crasp import check_crasp
             if check_crasp(r0.program, "crasp_pl").valid:
@@ -256,9 +297,8 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
                                 "first pass's over C-RASP[periodic, local]")
                 r0.seconds = time.perf_counter() - t0
                 return r0
-        r1 = crasp_search(task, "crasp_pl", time_limit=max(time_limit -
-                                                           (time.perf_counter() - t0), 1e-3),
-                          **kw)
+        r1 = _crasp_search(task, "crasp_pl", limits.sub(budget - rp.explored - r0.explored),
+                           **kw)
         r1.explored += r0.explored + rp.explored
         if rp.certified_below is not None:
             r1.certified_below = max(r1.certified_below or 0, rp.certified_below)
@@ -302,7 +342,6 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
         return done("refused: no example at the search lengths")
     names = {int(v): t for t, v in zip(task.vocab.tokens, task.vocab.values)}
     eos = int(task.vocab.values[task.vocab.eos]) if task.vocab.eos is not None else 0
-    deadline = t0 + time_limit
     vbatches = [_Batch(vrows, content, uniform)]
     exrows = _exhaustive_rows(task, content, exhaustive) if not big else []
     if exrows:
@@ -349,8 +388,9 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
             return done(f"refused: {widest} distinct next-token values that are not "
                         "alphabet-uniform (a decision list over n values needs 2^(n-1) "
                         f"requirement sets per value; at most {MAX_DECISION_VALUES})")
-        en = _Enum(batch, variant, deadline, max_size, int(max_memory_mb * 2**20), values,
-                   names, seed)
+        # the round's budget: what earlier rounds left (the count is of candidates evaluated)
+        en = _Enum(batch, variant, limits.sub(budget - res.explored), max_size,
+                   int(max_memory_mb * 2**20), values, names, seed)
         present = sorted({int(x) for x in batch.tok[batch.valid]})
         atoms = [("Q", v) for v in present
                  if not (uniform and v in cset and len(cset) > 8)]
@@ -409,8 +449,10 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
                     res.counterexamples_added += 1
                     stopped = "refine"
                     break
+        except _Budget:
+            stopped = BUDGET_STOP
         except _Timeout:
-            stopped = "time_limit"
+            stopped = TIME_CAP_STOP
         except _Memory:
             stopped = "memory_limit"
         res.explored += en.explored
@@ -432,8 +474,10 @@ def crasp_search(task, variant: str = "crasp", time_limit: float = 60.0, max_siz
             rounds += 1
             if rounds >= max_rounds:
                 return done("rounds")
-            if time.perf_counter() > deadline:
-                return done("time_limit")
+            if res.explored >= budget:
+                return done(BUDGET_STOP)
+            if limits.over_time():
+                return done(TIME_CAP_STOP)
             continue
         return done(stopped)
 

@@ -6,14 +6,17 @@ greedy decision lists. Part of :mod:`analysis.prediction.crasp_search`.
 from __future__ import annotations
 
 import itertools
-import time
 
 import numpy as np
 
 from .recipes import _KMAX, _Batch, _kcost, evaluate_recipe, is_param, recipe_size
 
 class _Timeout(Exception):
-    pass
+    """The wall-clock safety cap passed (``stopped == "time_cap"``)."""
+
+
+class _Budget(Exception):
+    """The work budget (candidates explored) is spent (``stopped == "budget"``)."""
 
 
 class _Memory(Exception):
@@ -30,11 +33,11 @@ def entries_size(entries) -> int:
 
 
 class _Enum:
-    def __init__(self, batch: _Batch, variant: str, deadline: float, max_size: int,
+    def __init__(self, batch: _Batch, variant: str, limits, max_size: int,
                  max_memory: int, values: list, names: dict, rng_seed: int = 0):
         self.b = batch
         self.pl = variant == "crasp_pl"
-        self.deadline = deadline
+        self.limits = limits        # analysis.prediction.budget.Limits: work budget, time cap
         self.max_size = max_size
         self.max_memory = max_memory
         self.mem = 0
@@ -87,7 +90,11 @@ class _Enum:
 
     # ---- bookkeeping ----
     def _check_time(self):
-        if time.perf_counter() > self.deadline:
+        """Stop when the work budget is spent (deterministic: ``explored`` grows in one order)
+        or the wall-clock safety cap has passed."""
+        if self.explored > self.limits.budget:
+            raise _Budget
+        if self.limits.over_time():
             raise _Timeout
 
     def _shape(self, param):

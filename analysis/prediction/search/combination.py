@@ -9,8 +9,6 @@ upper bound, not certified shortest. A mixin of :class:`analysis.prediction.sear
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from rasp.interpreter import Evaluator
@@ -80,10 +78,9 @@ class _Combination:
         Qv = np.concatenate(qparts) + 128                             # [Mq, nS] in 0..255
         qvals = np.arange(-128, 128)
         out, seen = [], set()
-        budget = self.start_combine + self.combine_seconds / 2
 
-        def late() -> bool:
-            return time.perf_counter() > budget
+        def late() -> bool:          # half the combination's work for the deep aggregates
+            return self._cwork(0, stop=False) or self.combine_work > self.combine_budget / 2
 
         values = [("tokens", self.tokens_row)]
         for vname, vrow in values:
@@ -94,6 +91,7 @@ class _Combination:
                     break
                 # per key row and needed query: which query values give the target through
                 # the selected keys (hit), and which select no key (the default decides)
+                self._cwork(len(kpool) * nS, stop=False)
                 hit = np.zeros((len(kpool), nS, 256), bool)
                 empty = np.zeros((len(kpool), nS, 256), bool)
                 for s_ in range(nS):
@@ -116,6 +114,7 @@ class _Combination:
                         if late():
                             break
                         kk = viable[a:a + 16]
+                        self._cwork(kk.size * len(qpool), stop=False)
                         ok = allowed[kk][:, np.arange(nS)[:, None], Qv.T].all(axis=1)
                         for kr, qr in zip(*np.nonzero(ok)):
                             kr = int(kk[kr])
@@ -128,8 +127,9 @@ class _Combination:
         out.sort(key=lambda x: x[0])
         terms = []
         for size, (kref, qref, vname, red, d) in out[: int(self.g.get("deep_terms", 200))]:
-            if time.perf_counter() > self.start_combine + 0.8 * self.combine_seconds:
+            if self.combine_work > 0.8 * self.combine_budget:
                 break
+            self._cwork(self.Pn, stop=False)      # one evaluation on the batch
             K = self._node(self._ref(kref))
             Q = self._node(self._ref(qref))
             V = Tokens("asis").named("tokens") if vname == "tokens" else Indices()
@@ -159,7 +159,6 @@ class _Combination:
         joined by ``where(c, term, rest)`` with conditions ``c`` (0/1 s-ops of the pool) that
         are true only where the term is right. The program found is validated like any other;
         it is an upper bound, not certified shortest."""
-        self.start_combine = time.perf_counter()
         levels = sorted(k for k in self.rows if len(self.rows[k]))
         refs, covs, costs = [], [], []
         crefs, conds, ccosts = [], [], []
@@ -216,8 +215,7 @@ class _Combination:
         beam = self.g.get("combine_beam", 6)
 
         def solve(S, depth):
-            if time.perf_counter() - self.start_combine > self.combine_seconds:
-                raise TimeoutError
+            self._cwork(cov.shape[0])             # one step scans every term once
             gain = cov[:, S].sum(axis=1)
             full = np.flatnonzero(gain == S.sum())
             if full.size:
@@ -273,6 +271,7 @@ class _Combination:
         for tree in solve(np.ones(nT, bool), self.g.get("combine_depth", 4)):
             node = build(tree)
             tried += 1
+            self._cwork(self.Pn)                  # one evaluation on the batch
             if not matches_problem(node, self.p):
                 continue
             if self.validate is None or self.validate(node):

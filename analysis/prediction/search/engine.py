@@ -26,8 +26,10 @@ from .families import _Families
 from .kernels import _Kernels
 from .problem import (_GRAMMAR, INT8, SearchError, SearchProblem, SearchResult, _measured,
                       matches_problem)
-from .storage import (_CHUNK, _KIND_STR, _OP_COEF, _STRUCT_OPS, _default_threads, _Found, _Level,
-                      _Prep, _quiet, _Seen, _SelLevel)
+from analysis.prediction.budget import BUDGET_STOP, TIME_CAP_STOP
+
+from .storage import (_CHUNK, _KIND_STR, _OP_COEF, _STRUCT_OPS, _Budget, _default_threads,
+                      _Found, _Level, _Prep, _quiet, _Seen, _SelLevel)
 
 
 class _Engine(_Families, _Kernels, _Combination):
@@ -44,11 +46,12 @@ class _Engine(_Families, _Kernels, _Combination):
     when an aggregate or an and/or reads them (:meth:`_sel_entries`).
     """
 
-    def __init__(self, problem: SearchProblem, time_limit: float, max_length: int,
+    def __init__(self, problem: SearchProblem, limits, max_length: int,
                  progress: bool, max_bytes: int, validate, prune: bool = True,
                  grammar: dict | None = None, threads: int | None = None):
         self.p = problem
-        self.time_limit = time_limit
+        # analysis.prediction.budget.Limits: the enumeration's candidates and the time cap
+        self.limits = limits
         self.max_length = max_length
         self.progress = progress
         self.max_bytes = max_bytes
@@ -66,7 +69,9 @@ class _Engine(_Families, _Kernels, _Combination):
         self.dense_bytes = 0
         self.storing = True
         self.all_programs: list | None = [] if not prune else None
-        self.combine_seconds = float(g.get("combine_seconds", 0.0))
+        # the combination's work budget, in the same unit (:meth:`_cwork`)
+        self.combine_budget = int(g.get("combine_budget", 0))
+        self.combine_work = 0
         # worker threads for the families (:meth:`_families`); one: everything on this thread
         self.threads = max(1, int(threads if threads is not None else _default_threads()))
         self._pool = None
@@ -169,15 +174,28 @@ class _Engine(_Families, _Kernels, _Combination):
             self.defaults = [int(d) for d in problem.defaults
                              if isinstance(d, (int, np.integer))] or [0]
 
-    def _timeout(self) -> bool:
-        return time.perf_counter() - self.start > self.time_limit
-
     def _tick(self, n: int):
+        """Count ``n`` candidates; stop when the budget is spent (the count grows in the one
+        order of the commits, so where it stops does not depend on threads or load) or, as a
+        safety stop, when the wall-clock cap has passed (``TimeoutError``)."""
         self.explored += n
         if self.bar is not None:
             self.bar.update(n)
-        if self._timeout():
+        if self.explored > self.limits.budget:
+            raise _Budget
+        if self.limits.over_time():
             raise TimeoutError
+
+    def _cwork(self, n: int, stop: bool = True) -> bool:
+        """Count ``n`` units of the combination's work; with ``stop`` raise :class:`_Budget`
+        once its budget is spent, else return whether it is. ``TimeoutError`` past the cap."""
+        self.combine_work += int(n)
+        if self.limits.over_time():
+            raise TimeoutError
+        over = self.combine_work > self.combine_budget
+        if over and stop:
+            raise _Budget
+        return over
 
     def _hash(self, vals: np.ndarray, kinds) -> np.ndarray:
         """64-bit fingerprints of rows: a random linear hash modulo 2^64 (one integer
@@ -572,8 +590,10 @@ class _Engine(_Families, _Kernels, _Combination):
                                 break
                 except _Found:
                     stopped = "spurious" if self.found is None else "found"
+                except _Budget:
+                    stopped = BUDGET_STOP
                 except TimeoutError:
-                    stopped = "time_limit"
+                    stopped = TIME_CAP_STOP
         finally:
             if bar is not None:
                 bar.close()
@@ -581,12 +601,15 @@ class _Engine(_Families, _Kernels, _Combination):
                 self._pool.shutdown(wait=True, cancel_futures=True)
                 self._pool = None
         found_by = "enumeration" if self.found is not None else None
-        if self.found is None and self.spurious_node is None and self.combine_seconds > 0:
+        if self.found is None and self.spurious_node is None and self.combine_budget > 0 and \
+                stopped != TIME_CAP_STOP:
             try:
                 with np.errstate(all="ignore"):
                     self._combine()
-            except TimeoutError:
+            except _Budget:
                 pass
+            except TimeoutError:
+                stopped = TIME_CAP_STOP
             if self.found is not None:
                 found_by = "combination"
         seconds = time.perf_counter() - self.start
@@ -597,6 +620,7 @@ class _Engine(_Families, _Kernels, _Combination):
             name=self.p.name, found=f is not None, program=f[0] if f else None,
             length=f[1] if f else None, certified_below=certified, stopped=stopped,
             explored=self.explored, distinct=len(self.seen), seconds=seconds,
+            combine_work=self.combine_work,
             lengths=list(self.p.lengths), n_targets=self.p.n_targets,
             max_length=self.max_length,
             source=program_to_source(f[0]) if f else None, found_by=found_by,

@@ -204,9 +204,16 @@ class SearchResult:
         certified_below: every program of length ``<= certified_below`` in the grammar was
             enumerated (up to observational equivalence) and none reproduces the task. With a
             found program, ``certified_below == length - 1``: the program is a shortest one.
-        stopped: ``"found"``, ``"max_length"`` or ``"time_limit"``.
-        explored: candidates evaluated; ``distinct``: kept after observational equivalence.
-        seconds: wall time; ``programs_per_s`` = explored / seconds.
+        stopped: ``"found"``, ``"max_length"``, ``"memory_limit"``, ``"spurious"``,
+            ``"budget"`` (the work budget is spent; the certificate stands) or ``"time_cap"``
+            (the wall-clock safety cap passed: where it stopped depends on the machine, so no
+            verdict rests on it).
+        explored: candidates the enumeration evaluated; ``distinct``: kept after
+            observational equivalence; ``combine_work``: the combination's work in the same
+            unit; ``work`` = both, what the budget counts (:mod:`analysis.prediction.budget`);
+            ``budget``: the budget it ran with.
+        seconds: wall time (reported, never a stopping rule); ``programs_per_s`` = explored /
+            seconds.
         lengths: task lengths of the batch; ``n_targets``: number of predicted positions.
     """
 
@@ -226,6 +233,12 @@ class SearchResult:
     counterexamples_added: int = 0
     found_by: str | None = None
     measured_length: int | None = None
+    combine_work: int = 0
+    budget: int | None = None
+
+    @property
+    def work(self) -> int:
+        return self.explored + self.combine_work
 
     @property
     def programs_per_s(self) -> float:
@@ -235,6 +248,7 @@ class SearchResult:
         return {"task": self.name, "found": self.found, "length": self.length,
                 "certified_no_program_up_to": self.certified_below, "stopped": self.stopped,
                 "explored": self.explored, "distinct": self.distinct,
+                "combine_work": self.combine_work, "work": self.work, "budget": self.budget,
                 "seconds": round(self.seconds, 3),
                 "programs_per_s": round(self.programs_per_s, 1),
                 "lengths": self.lengths, "n_targets": self.n_targets,
@@ -255,8 +269,11 @@ class SearchResult:
         else:
             head = (f"{self.name}: no program of size <= {self.certified_below} "
                     f"({self.stopped})")
-        return (f"{head}; {self.explored} programs in {self.seconds:.1f} s "
-                f"({self.programs_per_s:.0f}/s)")
+        return (f"{head}; {self.explored:,} candidate programs"
+                + (f" + {self.combine_work:,} units of combination" if self.combine_work
+                   else "")
+                + (f" of a budget of {self.budget:,}" if self.budget is not None else "")
+                + f" in {self.seconds:.1f} s ({self.programs_per_s:.0f}/s)")
 
 
 def tree_size(node: Node) -> int:

@@ -171,6 +171,10 @@ class _Found(Exception):
     pass
 
 
+class _Budget(Exception):
+    """The work budget (candidates, :mod:`analysis.prediction.budget`) is spent."""
+
+
 @dataclass
 class _Prep:
     """A family's candidates checked without touching engine state (:meth:`_Engine._prep`):
