@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import tasks
+from analysis.prediction.budget import DEEP_SEARCH_BUDGET
 from analysis.prediction.search import SearchError, matches_problem, problem_from_task, search_task
 
 
@@ -39,7 +40,7 @@ def test_reference_program_reproduces_the_search_problem():
 
 def test_short_search_on_a_task_is_bounded_and_consistent():
     task = tasks.get_task("copy_unique")
-    res = search_task(task, max_length=2, budget=200_000_000)
+    res = search_task(task, max_length=2, budget=2_000_000)
     # copying needs an induction head; no program of <= 2 operations does it
     assert not res.found and res.certified_below == 2
 
@@ -63,7 +64,7 @@ def test_search_finds_mode_and_copy_unique_by_deep_aggregates(name):
     ground truth (its generator's next tokens) at every length up to 30, beyond the search's
     validation lengths (1..20). ~1-2 min each: opt-in (``-m slow``)."""
     task = tasks.get_task(name)
-    res = search_task(task, max_length=5, budget=200_000_000)
+    res = search_task(task, max_length=5, budget=DEEP_SEARCH_BUDGET)
     assert res.found and res.found_by == "combination"
     check = problem_from_task(task, range(1, 31), 5, seed=7)
     assert matches_problem(res.program, check)
@@ -78,7 +79,7 @@ def test_search_finds_boolean_and():
     import itertools
     from analysis.prediction.search import problem_from_examples
     task = tasks.get_task("boolean_and")
-    res = search_task(task, max_length=8, budget=200_000_000)
+    res = search_task(task, max_length=8, budget=DEEP_SEARCH_BUDGET)
     assert res.found
     ex = []
     for n in range(1, 11):
