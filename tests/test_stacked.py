@@ -484,3 +484,19 @@ def test_captured_stack_on_cuda_equals_eager_and_resumes_exactly(tmp_path):
         assert (Path(a.run_dir) / "model.safetensors").read_bytes() == \
             (Path(b.run_dir) / "model.safetensors").read_bytes()
         assert _losses(a.run_dir) == _losses(b.run_dir)
+
+
+def test_main_job_on_cuda_is_planned_as_stacks():
+    """``rasp demo --device cuda`` (the grid's default stacking on CUDA, :func:`auto_stack`)
+    trains the main job's 35 runs as 7 stacks, one per configuration (5 seeds each); on a CPU
+    one run per job."""
+    from analysis.training.grid import auto_stack
+    from rasp_model import PE_NAMES
+    runs = [GridRun("sort_unique", pe, s,
+                    preset="demo_random_offsets" if pe == "ape_learned" else "demo")
+            for pe in PE_NAMES for s in range(5)]
+    runs += [GridRun("copy_repeat", "nope", s, preset="demo") for s in range(5)]
+    jobs = plan_jobs(runs, list(range(35)), auto_stack("cuda"))
+    assert sorted(len(j) for j in jobs) == [5] * 7
+    assert all(len({(runs[i].task_name, runs[i].pe) for i in j}) == 1 for j in jobs)
+    assert len(plan_jobs(runs, list(range(35)), auto_stack("cpu"))) == 35
