@@ -102,7 +102,7 @@ def task_section(name: str, verify_to: int | None = None, samples: int = 2) -> s
         else:
             lines.append(f"* no shipped program: predictions come from the search and the "
                          f"checkers (`rasp score {t.name} --pe nope --pe ape_learned "
-                         f"--search S`)")
+                         f"--search`)")
         if t.paper:
             lines.append(f"* Huang et al. 2025: {t.paper.get('huang')}")
         lines.append("")
