@@ -3,17 +3,40 @@
 A bar is drawn when the caller asked for one (``--no-progress``, ``--json`` and ``-q`` ask for
 none) and it has somewhere to go: the stream it writes to (standard error) is a terminal, or
 the code runs in a Jupyter kernel (``tqdm.auto`` draws a widget there). Redirected to a file, a
-pipe or a CI log, no bar is drawn, so logs are not flooded with carriage returns.
+pipe or a CI log, no bar is drawn, so logs are not flooded with carriage returns; instead long
+work writes a **log line** at most every :data:`LOG_EVERY_S` seconds (``$RASP_PROGRESS_EVERY``
+overrides it; ``0`` or ``off``: none), ``desc: k/N [elapsed<time left, rate]``, and a last line
+when it ends. Work shorter than the interval writes nothing.
 
 Lives in ``rasp/`` (the lowest floor) so that every package can use it.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from typing import Any, Iterable, TextIO
 
-__all__ = ["progress_bar", "shows_progress"]
+__all__ = ["progress_bar", "shows_progress", "log_every", "LOG_EVERY_S"]
+
+#: Seconds between two log lines of long work when no bar can be drawn (module docstring).
+LOG_EVERY_S = 30.0
+
+
+def log_every() -> float | None:
+    """Seconds between log lines: ``$RASP_PROGRESS_EVERY`` (a positive number; ``0``/``off``:
+    no log lines) or :data:`LOG_EVERY_S`; None when log lines are off."""
+    env = os.environ.get("RASP_PROGRESS_EVERY", "").strip().lower()
+    if not env:
+        return LOG_EVERY_S
+    if env in ("0", "off", "no", "false"):
+        return None
+    try:
+        v = float(env)
+    except ValueError:
+        return LOG_EVERY_S
+    return v if v > 0 and v == v and v != float("inf") else None
 
 
 def shows_progress(requested: bool = True, stream: TextIO | None = None) -> bool:
@@ -53,7 +76,73 @@ def progress_bar(iterable: Iterable | None = None, *, show: bool = True, **kwarg
     from tqdm.auto import tqdm
     if "disable" in kwargs:
         raise TypeError("progress_bar decides 'disable' itself; pass show=False for no bar")
-    return tqdm(iterable, disable=not shows_progress(show, kwargs.get("file")), **kwargs)
+    if shows_progress(show, kwargs.get("file")) or not show:
+        return tqdm(iterable, disable=not show, **kwargs)
+    every = log_every()
+    stream = kwargs.pop("file", None) or sys.stderr
+    if every is None or not _writable(stream):
+        return tqdm(iterable, disable=True, **kwargs)
+    return _log_lines_class()(iterable, file=stream, every=every, **kwargs)
+
+
+def _writable(stream) -> bool:
+    try:
+        return stream is not None and not stream.closed and stream.writable()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+_LOG_CLASS = None
+
+
+def _log_lines_class():
+    """A tqdm that writes whole lines (no bar, no carriage return) at most every ``every``
+    seconds, and a last line on close when it wrote any (built on first use: tqdm is imported
+    only by code that shows progress)."""
+    global _LOG_CLASS
+    if _LOG_CLASS is not None:
+        return _LOG_CLASS
+    from tqdm.std import tqdm as std_tqdm
+
+    class LogLines(std_tqdm):
+        def __init__(self, *args, every: float, **kwargs):
+            self._every, self._lines, self._last_t, self._last_n = every, 0, None, None
+            kwargs.setdefault("bar_format", None)
+            kwargs["mininterval"] = every
+            kwargs.pop("dynamic_ncols", None)
+            super().__init__(*args, **kwargs)
+
+        def _line(self) -> None:
+            d = self.format_dict
+            fmt = ("{desc}: {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
+                   if d.get("total") else "{desc}: {n_fmt} [{elapsed}, {rate_fmt}{postfix}]")
+            d["bar_format"] = fmt
+            try:
+                self.fp.write(self.format_meter(**d).lstrip(": ") + "\n")
+                self.fp.flush()
+            except (ValueError, OSError):        # the stream went away
+                return
+            self._lines += 1
+            self._last_t, self._last_n = time.time(), self.n
+
+        def display(self, msg=None, pos=None):
+            start = getattr(self, "start_t", None)         # unset while tqdm initialises
+            now = time.time()
+            if (msg is None and start is not None and now - start >= self._every
+                    and (self._last_t is None or now - self._last_t >= self._every)):
+                self._line()
+            return True
+
+        def close(self):
+            if self.disable:
+                return
+            if self._lines and self._last_n != self.n:
+                self._line()                     # the last line: k/N and the total time
+            self.disable = True
+            self._decr_instances(self)
+
+    _LOG_CLASS = LogLines
+    return _LOG_CLASS
 
 
 def _in_notebook() -> bool:

@@ -45,9 +45,38 @@ def test_a_bar_into_a_file_writes_nothing():
         progress_bar(range(3), disable=False)
 
 
-def _run(args, stderr_tty: bool) -> str:
+def test_long_work_into_a_file_writes_log_lines_with_k_of_n_and_time_left(monkeypatch):
+    """No bar in a log, but a whole line at most every RASP_PROGRESS_EVERY seconds with
+    ``k/N`` and the time left, and a last line at the end; short work writes nothing."""
+    import time
+    monkeypatch.setenv("RASP_PROGRESS_EVERY", "0.2")
+    out = io.StringIO()
+    bar = progress_bar(total=8, desc="grid", unit="run", file=out, leave=False)
+    for _ in range(8):
+        time.sleep(0.1)
+        bar.update(1)
+    bar.close()
+    lines = out.getvalue().splitlines()
+    assert "\r" not in out.getvalue() and len(lines) >= 3, lines
+    assert all(re.fullmatch(r"grid: \d/8 \[\d\d:\d\d<\d\d:\d\d, .*run/s\]", x) for x in lines)
+    assert lines[-1].startswith("grid: 8/8")
+    counts = [int(x.split(": ")[1].split("/")[0]) for x in lines]
+    assert counts == sorted(set(counts))                         # no line twice
+    quick = io.StringIO()
+    list(progress_bar(range(5), desc="x", file=quick))
+    assert quick.getvalue() == ""
+    monkeypatch.setenv("RASP_PROGRESS_EVERY", "off")
+    off = io.StringIO()
+    b = progress_bar(total=3, desc="y", file=off)
+    time.sleep(0.3)
+    b.update(3)
+    b.close()
+    assert off.getvalue() == ""
+
+
+def _run(args, stderr_tty: bool, env_extra: dict | None = None) -> str:
     """Run ``rasp ARGS`` with standard error a pseudo-terminal or a pipe; its stderr text."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **(env_extra or {}))
     if not stderr_tty:
         p = subprocess.run(RASP + args, cwd=ROOT, env=env, capture_output=True, text=True,
                            timeout=120)
@@ -85,9 +114,12 @@ def _run(args, stderr_tty: bool) -> str:
 def test_the_command_line_draws_bars_only_on_a_terminal(args, desc):
     on_tty = _run(args, stderr_tty=True)
     assert desc in on_tty and "\r" in on_tty                    # the bar, redrawn in place
-    piped = _run(args, stderr_tty=False)
+    piped = _run(args, stderr_tty=False, env_extra={"RASP_PROGRESS_EVERY": "off"})
     assert desc not in piped and "\r" not in piped
     assert not re.search(r"\d+%\|", piped)
+    logged = _run(args, stderr_tty=False, env_extra={"RASP_PROGRESS_EVERY": "0.001"})
+    assert "\r" not in logged and not re.search(r"\d+%\|", logged)
+    assert re.search(desc + r": \d+/\d+ \[", logged), logged[-500:]   # a log line, k/N
 
 
 # tqdm uses that do not go through rasp.progress yet (their owners' files); each passes

@@ -500,3 +500,36 @@ def test_main_job_on_cuda_is_planned_as_stacks():
     assert sorted(len(j) for j in jobs) == [5] * 7
     assert all(len({(runs[i].task_name, runs[i].pe) for i in j}) == 1 for j in jobs)
     assert len(plan_jobs(runs, list(range(35)), auto_stack("cpu"))) == 35
+
+
+def test_undone_step_leaves_weights_and_adamw_state_as_before():
+    """The warm-up of a captured step (CUDA) is a step run and undone; checked here on a CPU:
+    a stack that ran and undid a step on another batch (first step: AdamW state created, and a
+    later step) then trains bitwise as a stack that never did."""
+    task = trainer.resolve_task("sort_unique")
+    specs = _specs(task, "alibi", [0, 1])
+
+    def stepper():
+        members = []
+        for spec in specs:
+            m = Transformer(spec.model)
+            m.reset_parameters(seed=spec.seed)
+            members.append(trainer.Member(spec, Path("."), trainer.TrainState(
+                m, trainer.make_optimizer(m, spec.train))))
+        return stacked.StackStepper(members, task)
+
+    def real(s, step):
+        s.set_lr(trainer.lr_at(step, specs[0].train))
+        losses = s.forward(s.batch(step))
+        s.backward(losses)
+        s.opt_step()
+    a, b = stepper(), stepper()
+    for step in range(3):
+        params = list(a.model.params.values())
+        stacked.undone_step(params, a.opt, lambda: real(a, 50 + step))
+        real(a, step)
+        real(b, step)
+        for name in a.model.params:
+            assert torch.equal(a.model.params[name], b.model.params[name]), (step, name)
+            sa, sb = a.opt.state[a.model.params[name]], b.opt.state[b.model.params[name]]
+            assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)

@@ -63,7 +63,7 @@ from rasp.decode import greedy_decode as rasp_greedy_decode
 
 __all__ = ["stack_key", "why_not_stackable", "StackedModel", "stack_micro_batches",
            "clip_grad_norm_stacked", "train_group", "greedy_decode_stacked", "stacked_answers",
-           "StackStepper", "StackBatch", "CapturedStep"]
+           "StackStepper", "StackBatch", "CapturedStep", "undone_step"]
 
 
 def why_not_stackable(spec: RunSpec) -> str | None:
@@ -462,6 +462,26 @@ class StackStepper(trainer.Stepper):
             self._producer = None
 
 
+def undone_step(params: Sequence[torch.Tensor], opt: torch.optim.Optimizer, step) -> None:
+    """Run ``step()`` (an optimizer step of ``params``) and undo it: the parameters and the
+    optimizer's state are restored to their values before (state that ``step`` created, e.g.
+    AdamW's on its first step, is zeroed, as a fresh AdamW state is). The warm-up of
+    :class:`CapturedStep`: lazy initialisation happens, the values do not change."""
+    saved_p = [p.detach().clone() for p in params]
+    saved_o = {p: {k: v.clone() for k, v in opt.state[p].items()}
+               for p in params if p in opt.state}
+    step()
+    with torch.no_grad():
+        for p, v in zip(params, saved_p):
+            p.copy_(v)
+        for p in params:
+            for k, v in opt.state.get(p, {}).items():
+                if p in saved_o and k in saved_o[p]:
+                    v.copy_(saved_o[p][k])
+                else:
+                    v.zero_()
+
+
 class CapturedStep:
     """A stack's whole optimizer step (forward, backward, per-member clipping, AdamW) captured
     as one CUDA graph per batch shape (``torch.cuda.CUDAGraph``) and replayed; all graphs
@@ -502,23 +522,11 @@ class CapturedStep:
         params = list(s.model.params.values())
         static = self._static(batch)
         self._fill(static, batch)
-        saved_p = [p.detach().clone() for p in params]
-        saved_o = {p: {k: v.clone() for k, v in s.opt.state[p].items()}
-                   for p in params if p in s.opt.state}
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):           # warm-up step, undone below
-            s.backward_of(s.losses_of(*static))
-            s.opt.step()
-            with torch.no_grad():
-                for p, v in zip(params, saved_p):
-                    p.copy_(v)
-                for p in params:
-                    for k, v in s.opt.state.get(p, {}).items():
-                        if p in saved_o and k in saved_o[p]:
-                            v.copy_(saved_o[p][k])
-                        else:
-                            v.zero_()
+        with torch.cuda.stream(side):           # warm-up step, undone
+            undone_step(params, s.opt, lambda: (s.backward_of(s.losses_of(*static)),
+                                                s.opt.step()))
         torch.cuda.current_stream().wait_stream(side)
         s.opt.zero_grad(set_to_none=True)
         graph = torch.cuda.CUDAGraph()
