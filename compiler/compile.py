@@ -92,6 +92,10 @@ class CompiledModel:
     #: a causal model compiled with ``allow_noncausal=True`` from a program whose selects
     #: read later positions: the first such select (None otherwise)
     reads_later_positions: str | None = None
+    #: the output is a mean of bools with a bool or None default: the direction of its count
+    #: head (``1/(w+1)``); :meth:`run` returns bools where the interpreter does (every query of
+    #: the sequences of one length selects at most one key), else 0/1 numbers
+    bool_typing: int | None = None
 
     def __post_init__(self):
         self.vocab = list(self.vocab)
@@ -198,7 +202,25 @@ class CompiledModel:
         different values (the interpreter raises for these as well)."""
         logits, resid, lens = self._forward(inputs)
         self._check(resid, lens)
-        return self.decode(logits, lens)
+        out = self.decode(logits, lens)
+        if self.bool_typing is None:
+            return out
+        return self._typed_bools(out, resid, lens)
+
+    def _typed_bools(self, out, resid, lens):
+        """The output of a mean of bools as the interpreter types it: the sequences of one
+        length are evaluated as one batch, whose values are the moved bools when every query
+        selected at most one key (its count head reads ``1/(w+1) >= 1/2``), else numbers."""
+        rows = [out[b] for b in range(len(lens))]
+        for n in set(lens):
+            idx = [b for b, m in enumerate(lens) if m == n]
+            if all(np.all(resid[b, 1: 1 + n, self.bool_typing] > 0.4) for b in idx):
+                for b in idx:
+                    rows[b] = homogeneous_array([v if v is None else bool(v)
+                                                 for v in np.asarray(rows[b]).tolist()])
+        if len(set(lens)) == 1:
+            return stack_sequences([r[None, :] for r in rows])
+        return rows
 
     def _check(self, resid, lens):
         for name, d, message in self.error_dirs:
@@ -301,6 +323,7 @@ class CompiledModel:
             "checks": [[n, list(map(int, d))] for n, d in self.checks],
             "errors": [[n, int(d), m] for n, d, m in self.error_dirs],
             "count_checks": [[n, int(d)] for n, d in self.count_checks],
+            "bool_typing": self.bool_typing,
             "kind_checks": [[n, list(map(int, a)), list(map(int, b))]
                             for n, a, b in self.kind_checks],
             "head_nodes": self.head_nodes,
@@ -456,6 +479,7 @@ def load_compiled(directory: str | os.PathLike) -> CompiledModel:
         checks=meta.get("checks", []), head_nodes=meta.get("head_nodes"),
         node_dirs=meta.get("node_dirs"), output_name=meta["output"].get("name"),
         error_dirs=meta.get("errors"), count_checks=meta.get("count_checks"),
+        bool_typing=meta.get("bool_typing"),
         kind_checks=meta.get("kind_checks"),
         reads_later_positions=meta.get("reads_later_positions"))
 
@@ -663,7 +687,11 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params,
             if sd and nd:
                 kind_checks.append((n.name, sd, nd))
     count_checks = [(n.name, space.dir(n.count_check)) for n in cg.nodes
-                    if n.kind == "aggregate" and n.count_check is not None]
+                    if n.kind == "aggregate" and n.count_check is not None
+                    and any(isinstance(v, str) for v in n.values_node.values)]
+    bool_typing = next((space.dir(n.count_check) for n in cg.nodes
+                        if n.kind == "aggregate" and n.count_check is not None
+                        and not any(isinstance(v, str) for v in n.values_node.values)), None)
     checks = [(n.name, space.node_slice(n)) for n in cg.nodes
               if n.kind == "aggregate" and n.may_average and space.is_categorical(n)]
     node_dirs = {}
@@ -703,4 +731,5 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params,
         output_values=asm.output_values, output_encoding=asm.output_encoding, causal=causal,
         max_seq_len=max_seq_len, stats=stats, checks=checks, head_nodes=asm.head_nodes,
         node_dirs=node_dirs, output_name=cg.output.name, error_dirs=error_dirs,
-        count_checks=count_checks, kind_checks=kind_checks, reads_later_positions=reads_later)
+        count_checks=count_checks, kind_checks=kind_checks, reads_later_positions=reads_later,
+        bool_typing=bool_typing)

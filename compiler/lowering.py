@@ -207,6 +207,7 @@ class Lowerer:
         self.extra_roots: list[CNode] = []
         self.warnings: list[str] = []
         self._indices: CNode | None = None
+        self.root_id: int | None = None
 
     # -- names -------------------------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -228,6 +229,7 @@ class Lowerer:
 
     # -- s-ops -------------------------------------------------------------------------------
     def lower(self, root: SOp) -> CNode:
+        self.root_id = root.id
         for node in topological_order(root):
             if isinstance(node, SOp) and node.id not in self.memo:
                 try:
@@ -337,6 +339,8 @@ class Lowerer:
                 "numeric default", node)
         if needs_trunc:
             agg_enc = NUMERICAL
+        elif default is None and node.reduction in ("max", "min"):
+            agg_enc = CATEGORICAL     # None is a value of its own, a number cannot hold it
         else:
             agg_enc = aggregate_encoding(node, numeric, may_average)
         if agg_enc == NUMERICAL and default is None and numeric and None in out_vals:
@@ -367,15 +371,31 @@ class Lowerer:
                 selects_at_most_one(node.selector, self.vs.sets)):
             # the interpreter raises when a mean of strings selects several keys (even equal
             # ones): a head computing 1/(w+1) lets the compiled model raise there too
-            agg.count_check = CNode(
-                "sw_attn", self.fresh(f"{name}_count"), node, NUMERICAL,
-                sort_values(1.0 / (w + 1) for w in range(self.n + 1)), selector=spec,
-                internal=True, is_check=True)
+            agg.count_check = self._count_head(name, node, spec)
+        self._bool_typing(agg, V, may_average)
         if not needs_trunc:
             return agg
         expr = Expr(fn=_trunc_fn, args=(Expr(leaf=agg),), desc=f"trunc({agg.name})")
         tvals = sort_values(int(math.trunc(v)) for v in out_vals)
         return CNode("mlp", self.fresh(node.label), node, enc or CATEGORICAL, tvals, expr=expr)
+
+    def _count_head(self, name: str, node: Aggregate, spec: SelectorSpec) -> CNode:
+        """A head writing ``1/(w+1)`` for the ``w`` keys ``spec`` selects, read only by the
+        compiled model's run-time checks."""
+        return CNode("sw_attn", self.fresh(f"{name}_count"), node, NUMERICAL,
+                     sort_values(1.0 / (w + 1) for w in range(self.n + 1)), selector=spec,
+                     internal=True, is_check=True)
+
+    def _bool_typing(self, agg: CNode, V: list, may_average: bool) -> None:
+        """The program's output is a mean of bools with a bool or ``None`` default: the
+        interpreter returns the moved bools when every query of the batch selects at most one
+        key, else numbers (0/1 when integral); a count head lets ``CompiledModel.run`` type
+        the output the same way (``CompiledModel.bool_typing``)."""
+        node = agg.ir
+        if node.id == self.root_id and may_average and node.reduction == "mean" and V and all(
+                isinstance(v, (bool, np.bool_)) for v in V) and (
+                node.default is None or isinstance(node.default, (bool, np.bool_))):
+            agg.count_check = self._count_head(agg.name, node, agg.selector)
 
     def _none_default_mean(self, node: Aggregate, spec: SelectorSpec, vals_c: CNode,
                            out_vals: list, needs_trunc: bool) -> CNode:
@@ -392,6 +412,7 @@ class Lowerer:
                      sort_values([v for v in out_vals if v is not None] + [0]), selector=spec,
                      values_node=vals_c, default=0, reduction="mean", internal=True,
                      spread=spread)
+        self._bool_typing(mean, self.memo[node.values.id].values, True)
         true = CNode("full", self.fresh("true"), None, CATEGORICAL, [True], value=True)
         flag = CNode("aggregate", self.fresh(node.label + "_selected"), node, CATEGORICAL,
                      [True, None], selector=spec, values_node=true, default=None,

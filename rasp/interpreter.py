@@ -711,9 +711,14 @@ def _callable_error(n: Node, e: Exception) -> RASPError | None:
     """The :class:`RASPError` for an exception ``e`` raised while evaluating ``n``: a Python
     callable of a map / sequence map or a Python predicate of a select (``rasp.map_sop``,
     Tracr's ``Map``, ``Select``) raised its own error (``TypeError`` -> RASPTypeError, any
-    other -> RASPValueError), named with the operation and its source position; None for
-    any other node (an exception not from user code propagates as it is)."""
+    other -> RASPValueError), or an elementwise op met values it has no rule for (``None <
+    2``: RASPTypeError), named with the operation and its source position; None for any other
+    node (the exception propagates as it is)."""
     fn = getattr(n, "fn", None)
+    if isinstance(n, (Map, SequenceMap)) and fn.op != "python":
+        # an op's own kernel on values it has no rule for (``None < 2``: Python's TypeError)
+        return RASPTypeError(f"{n.kind} '{n.label}' ({fn.describe(*['x'] * len(n.children))}) "
+                             f"cannot be applied to these values: {e}", n.span)
     if getattr(fn, "op", None) == "python":
         what = f"{n.kind} '{n.label}' ({fn.describe(*['x'] * max(1, len(n.children)))})"
     elif getattr(n, "op", None) == "python":

@@ -472,3 +472,151 @@ def run_fuzz(max_examples: int, seed_value: int = 0, inputs_per_program: int = 1
 
     body()
     return stats
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 38's profiles: None defaults and causal programs, every input of every length
+# --------------------------------------------------------------------------------------------
+
+_NONE_CONSUMERS = ["none", "none", "mul", "add", "eq", "lt", "round", "is_none", "select",
+                   "mean_of_it"]
+
+
+def _is_none(v) -> bool:
+    return v is None
+
+
+@st.composite
+def none_programs(draw):
+    """A program with an aggregate whose default is ``None``: a mean (annotated or not),
+    ``kqv``'s truncated mean, or a max / min, of numbers, bools or strings, over a select
+    (possibly ``and`` / ``or`` / causal), then one consumer: arithmetic (``* 0.5``, ``+ 1``),
+    a comparison (``== 2``, ``< 2``), ``round``, a Python callable (``v is None``), a select
+    keyed on it, or a mean of it. Produces issue 38's D1, D2 and D4 (``tests/
+    test_compiler_none_causal.py``)."""
+    nums = [ir.tokens_int, ir.indices]
+    a, b = draw(st.sampled_from(nums)), draw(st.sampled_from(nums))
+    s = ir.select(a, b, draw(st.sampled_from(["==", "!=", "<", "<=", ">", ">="])),
+                  causal=True if draw(st.booleans()) else None)
+    shape = draw(st.sampled_from(["plain", "plain", "and", "or"]))
+    if shape != "plain":
+        other = ir.select(ir.indices, ir.indices, draw(st.sampled_from(["<=", "<", "!="])))
+        s = s & other if shape == "and" else s | other
+    v = draw(st.sampled_from([ir.tokens_int, ir.tokens_int, ir.indices, ir.tokens == "1",
+                              ir.tokens]))
+    kind = draw(st.sampled_from(["mean", "mean", "kqv", "max", "min"]))
+    if kind == "kqv":
+        x = ir.Aggregate(s, v, default=None, truncate=True)
+    else:
+        x = ir.aggregate(s, v, default=None, reduction=kind)
+        ann = draw(st.sampled_from([None, None, "numerical", "categorical"]))
+        x = ir.numerical(x) if ann == "numerical" else ir.categorical(x) if ann else x
+    use = draw(st.sampled_from(_NONE_CONSUMERS))
+    if use == "mul":
+        return x * 0.5
+    if use == "add":
+        return x + 1
+    if use == "eq":
+        return x == 2
+    if use == "lt":
+        return x < 2
+    if use == "round":
+        return ir.Map(ir.Elementwise("round"), x)
+    if use == "is_none":
+        return ir.map_sop(_is_none, x, label="is_none")
+    if use == "select":
+        return ir.aggregate(ir.select(x, ir.tokens_int, "=="), ir.indices, default=-1)
+    if use == "mean_of_it":
+        return ir.aggregate(ir.select(ir.indices, ir.indices, "=="), x, default=0)
+    return x
+
+
+@st.composite
+def causal_programs(draw):
+    """A causal program of :func:`programs`, or one that fails at the last positions (a
+    lookup of ``indices`` with entries for the first four, plus a random program): the
+    interpreter then raises on every input of length 5 or 6 and on no shorter one, the shape
+    of issue 38's D3."""
+    p = draw(programs(causal=True))
+    if draw(st.booleans()):
+        with ir.causal_mode():
+            p = ir.SequenceMap(ir.Elementwise("add"), [_map("lookup", ir.indices, 0),
+                                                       draw(st.sampled_from([p, ir.tokens_int]))])
+    return p
+
+
+def outcomes(fn, batch: list) -> list:
+    """``fn(batch)`` per sequence; when the batch raises, each sequence alone (a value or the
+    error), as the verification gate runs them."""
+    try:
+        out = fn(batch)
+        return [out[i] for i in range(len(batch))]
+    except rasp.RASPError:
+        pass
+    res = []
+    for x in batch:
+        try:
+            res.append(fn([x])[0])
+        except rasp.RASPError as e:
+            res.append(e)
+    return res
+
+
+def run_exhaustive_profile(strategy, max_examples: int, seed_value: int, causal: bool,
+                           max_len: int = MAX_LEN) -> dict:
+    """Compile ``max_examples`` programs of ``strategy`` (hypothesis, seeded) over
+    :data:`VOCAB` and compare each compiled model with ``rasp.evaluate`` on **every** input of
+    every length ``1..max_len`` (one batch per length, as the gate runs them; strict equality:
+    a bool equals only a bool). At the default ``max_len`` 6 there are 1,092 inputs, more than
+    the gate enumerates: the gate samples, this comparison does not. Returns::
+
+        {"programs", "compiled", "refused": Counter(reason), "inputs", "mismatches",
+         "wrong_models", "gate_refusals", "internal_errors", "examples"}
+    """
+    import itertools
+    stats = {"programs": 0, "compiled": 0, "refused": Counter(), "inputs": 0, "mismatches": 0,
+             "wrong_models": 0, "gate_refusals": 0, "internal_errors": 0, "examples": []}
+    batches = [[list(x) for x in itertools.product(VOCAB, repeat=n)]
+               for n in range(1, max_len + 1)]
+
+    @seed(seed_value)
+    @settings(max_examples=max_examples, deadline=None, database=None, derandomize=False,
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def body(prog):
+        stats["programs"] += 1
+        try:
+            cm = compile_program(prog, VOCAB, max_len, causal=causal)
+        except CompilerError as e:
+            reason = refusal_reason(e)
+            stats["refused"][reason] += 1
+            stats["gate_refusals"] += isinstance(e, VerificationError)
+            stats["internal_errors"] += reason == "internal error"
+            if (isinstance(e, VerificationError) or reason == "internal error") and len(
+                    stats["examples"]) < 5:
+                stats["examples"].append((reason, prog, str(e)[:300]))
+            return
+        stats["compiled"] += 1
+        bad = 0
+        for batch in batches:
+            want = outcomes(lambda b: rasp.evaluate(prog, b, causal=True if causal else None),
+                             batch)
+            got = outcomes(cm.run, batch)
+            for x, w, g in zip(batch, want, got):
+                stats["inputs"] += 1
+                if not _agree_strict(w, g):
+                    bad += 1
+                    if len(stats["examples"]) < 5:
+                        stats["examples"].append(("compiled", prog, x, w, g))
+        stats["mismatches"] += bad
+        stats["wrong_models"] += bad > 0
+
+    body()
+    return stats
+
+
+def _agree_strict(a, b) -> bool:
+    ea, eb = isinstance(a, Exception), isinstance(b, Exception)
+    if ea or eb:
+        return ea and eb
+    return values_equal(a, b, strict=True)

@@ -27,21 +27,7 @@ from rasp.equality import values_equal
 from rasp.ir import Elementwise, Map
 from rasp.value_sets import float_mean_spread, mean_values
 
-
-def _outcomes(fn, batch):
-    """One outcome per sequence: its values, or the error it raises."""
-    try:
-        out = fn(batch)
-        return [out[i] for i in range(len(batch))]
-    except rasp.RASPError:
-        pass
-    res = []
-    for x in batch:
-        try:
-            res.append(fn([x])[0])
-        except rasp.RASPError as e:
-            res.append(e)
-    return res
+from compiler_fuzz import outcomes as _outcomes
 
 
 def exact_or_refused(sop, vocab, n, causal=False):

@@ -126,10 +126,11 @@ class _WrongOnShortInputs:
 
 
 def d3():
-    """A causal program the interpreter raises on at every input of length 6 (position 5 has
-    no lookup entry) and computes at every shorter length."""
+    """A causal program the interpreter raises on at every input of length 5 and 6 (position 4
+    has no lookup entry) and computes at every shorter length (the shape
+    ``tests/compiler_fuzz.causal_programs`` generates)."""
     with causal_mode():
-        return Map(Elementwise("lookup", container=[0, 1, 2, 3, 4]), indices) + tokens_int
+        return Map(Elementwise("lookup", container=[-3, 0, 5, 7]), indices) + tokens_int
 
 
 def test_d3_the_gate_checks_causal_models_at_every_length():
@@ -143,6 +144,7 @@ def test_d3_the_gate_checks_causal_models_at_every_length():
     assert set(res.per_length) == {1, 2, 3, 4, 5, 6}
     assert all(res.per_length[n][0] == res.per_length[n][1] > 0 for n in (2, 3, 4))
     assert res.per_length[1][0] == res.per_length[5][0] == res.per_length[6][0] == 0
+    # the gate before issue 38 checked length 6 only: both raise there, nothing was found
 
 
 def test_d6_a_callables_error_is_a_rasp_error_naming_the_map():
@@ -154,3 +156,21 @@ def test_d6_a_callables_error_is_a_rasp_error_naming_the_map():
     with pytest.raises(rasp.RASPValueError,
                        match=r"sequence_map .*q\(x, x\).*ZeroDivisionError"):
         rasp.evaluate(zero, [list("12")])
+
+
+@pytest.mark.parametrize("default", [False, True, None])
+def test_d5_a_mean_of_bools_is_typed_as_the_interpreter_types_it(default):
+    """The interpreter returns a mean of bools with a bool (or None) default as the moved
+    bools when every query of the batch selects at most one key, else as numbers; the gate
+    refused such models (``True`` vs ``1``)."""
+    prog = aggregate(select(indices, tokens_int, "<"), tokens == "1", default=default)
+    # by hand: "1" selects key 0 (index 0 < 1): the bool True; "31" averages keys 0-2 at
+    # query 0 (token 3): (False + True) / 2 = 0.5 -> numbers
+    assert rasp.evaluate(prog, [list("1")])[0].tolist() == [True]
+    assert rasp.evaluate(prog, [list("31")])[0].tolist() == [0.5, 0]
+    assert exhaustive_mismatches(prog) == 0
+    cm = compile_program(prog, VOCAB, 4)
+    for n in range(1, 5):                     # whole batches: the type is the batch's
+        batch = [list(x) for x in itertools.product(VOCAB, repeat=n)]
+        for w, g in zip(rasp.evaluate(prog, batch), cm.run(batch)):
+            assert values_equal(w, g, strict=True), (w, g)
