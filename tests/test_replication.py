@@ -249,3 +249,29 @@ def test_a_registered_prediction_is_checked_on_the_farthest_bin(pred, far, label
                           {"bin": [101, 150], "ours": far}]}
     got = R.prediction_check(cell)
     assert got["label"] == label and got["measured"] == far
+
+
+def test_the_report_shows_a_finished_cell_of_the_task(tmp_path):
+    """``rasp report``'s rows for a task with a finished replication cell (and none for a task
+    without one, or a cell still running)."""
+    from analysis.reporting.report import replication_rows
+    cells = tmp_path / "cells" / "full"
+    cells.mkdir(parents=True)
+    cell = {"task": "majority", "pe": "nope", "scale": "full", "comparable": True,
+            "status": "done", "prediction": {"prediction": "generalizes",
+                                             "registered": "2026-01-01T00:00:00Z"},
+            "selection": {"config": "1l1h64d"},
+            "bins": [{"bin": [1, 50], "mean": 1.0}, {"bin": [51, 100], "mean": 0.99},
+                     {"bin": [101, 150], "mean": 0.2}],
+            "theirs": [1.0, 0.9986, 0.9846],
+            "agreement": [{"bin": [51, 100], "ours": "generalizes"},
+                          {"bin": [101, 150], "ours": "fails"}]}
+    (cells / "majority--nope.json").write_text(json.dumps(cell))
+    (cells / "majority--ape_learned.json").write_text(json.dumps(
+        {**cell, "pe": "ape_learned", "status": "running"}))
+    rows = replication_rows("majority", tmp_path / "cells")
+    assert len(rows) == 1 and rows[0]["label"] == "contradicted"
+    assert rows[0]["bins"] == "1-50: 1.000 / 51-100: 0.990 / 101-150: 0.200"
+    assert rows[0]["their_selected"] == "1l1h64d"                # run_multiple_seeds.py
+    assert replication_rows("sort_unique", tmp_path / "cells") == []
+    assert replication_rows("majority_binary", tmp_path / "cells") == []

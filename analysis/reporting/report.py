@@ -39,6 +39,7 @@ from analysis.prediction import predict
 from analysis.probing import capture, metrics
 from analysis.training import trainer
 from analysis.evidence import claims as _claims
+from analysis.evidence import replication as _replication
 from analysis.evidence import statistics as _stats
 from analysis.training.runs import (RunDirError, atomic_write_text, default_run_dir, is_finished,
                            load_run, read_accuracy, read_task_name)
@@ -97,6 +98,10 @@ class ReportOptions:
     #: wall-clock budget of the whole report in seconds (training stops starting new runs
     #: RENDER_RESERVE_S before it); None = no budget (``rasp demo``'s default).
     budget_s: float | None = None
+    #: the cell files of ``rasp replicate huang`` (``analysis.evidence.replication``) whose
+    #: predictions checked at the paper's lengths the report shows for Huang et al.'s tasks;
+    #: None = ``docs/replication`` of this checkout when it exists.
+    replication_dir: str | None = None
 
     def resolved(self) -> dict:
         """The report preset with this object's explicit choices applied."""
@@ -375,6 +380,7 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
                           "size_lower_bound", "program_source")})
         except (RASPError, predict.PredictError, ValueError) as e:
             sec["problems"].append(f"prediction for {pe} unavailable: {e}")
+    sec["replication"] = replication_rows(task.name, opts.replication_dir)
     if records:
         try:
             sec["claims"] = _claims.claims_for_task(records, sec["predictions"],
@@ -586,6 +592,34 @@ def _section_view(sec: dict) -> dict:
             "measured": c["numbers"].get("measured") if c else None,
             "label": c["label"] if c else None, "reason": c["reason"] if c else None})
     return view
+
+
+def replication_rows(task: str, cells_dir: str | os.PathLike | None = None) -> list[dict]:
+    """The finished cells of Huang et al.'s experiment for ``task`` (``rasp replicate huang``;
+    ``cells_dir`` None: ``docs/replication`` of this checkout), one row per cell: our mean
+    exact match per bin, theirs, the selected configurations and our registered prediction
+    checked against the runs (:func:`analysis.evidence.replication.prediction_check`).
+    Empty when there is none."""
+    if task not in _replication.replication_tasks():
+        return []
+    root = Path(cells_dir) if cells_dir else Path(__file__).resolve().parents[2] / "docs" / \
+        "replication"
+    if not root.is_dir():
+        return []
+    rows = []
+    for cell in _replication.read_cells(root):
+        if cell.get("task") != task or cell.get("status") != "done":
+            continue
+        check = _replication.prediction_check(cell)
+        bins = cell.get("bins") or []
+        rows.append({**check, "pe_label": PE_LABELS.get(cell["pe"], cell["pe"]),
+                     "bins": " / ".join(f"{b['bin'][0]}-{b['bin'][1]}: {b['mean']:.3f}"
+                                        for b in bins if b.get("mean") is not None),
+                     "theirs": " / ".join(f"{x:.4f}" for x in (cell.get("theirs") or [])),
+                     "selected": (cell.get("selection") or {}).get("config"),
+                     "their_selected": _replication.THEIR_SELECTED.get(cell["pe"], {})
+                     .get(task)})
+    return sorted(rows, key=lambda r: (r["scale"] != "full", r["pe"]))
 
 
 def _find(d: dict, keys: Sequence[str]):

@@ -18,6 +18,8 @@ def register(sub) -> None:
     p = sub.add_parser("report", help=HELP,
                        description=__doc__.split("\n", 1)[1].strip())
     add_arguments(p)
+    from rasp_cli.main import add_task_source_args
+    add_task_source_args(p)
     p.set_defaults(func=run)
 
 
@@ -63,6 +65,10 @@ def add_arguments(p, default_preset: str = "quick") -> None:
     p.add_argument("--results", metavar="FILE",
                    help="also write the results document (Markdown: claims with labels, "
                         "per-seed numbers, the command at its top), e.g. docs/results.md")
+    p.add_argument("--replication", metavar="DIR", default=None,
+                   help="cell files of `rasp replicate huang` whose checked predictions the "
+                        "report shows for Huang et al.'s tasks (default: docs/replication of "
+                        "this checkout)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.add_argument("--force", action="store_true",
                    help="replace a report of another preset in the output directory (without "
@@ -88,16 +94,19 @@ def options_from_args(args):
     return ReportOptions(preset=args.preset, pes=pes, runs_root=args.runs, device=args.device,
                          train_missing=not args.no_train, variant=args.variant,
                          progress=not args.quiet, jobs=args.jobs,
-                         budget_s=args.budget, address=args.address)
+                         budget_s=args.budget, address=args.address,
+                         replication_dir=getattr(args, "replication", None))
 
 
 def run(args) -> int:
     from rasp_cli.main import UsageError
     from analysis.reporting.report import ReportError, generate_report
 
+    from rasp_cli.main import tasks_from_args
+    own = [t.name for t in tasks_from_args(args)]      # your own tasks, found by name
     opts = options_from_args(args)
     try:
-        path = generate_report(args.tasks or None, args.out, opts,
+        path = generate_report((args.tasks + own) or None, args.out, opts,
                                force=getattr(args, "force", False))
     except ReportError as e:
         raise UsageError(str(e))
