@@ -217,16 +217,20 @@ def _train_one(run: GridRun, run_dir: str, device: str, threads: int, force: boo
 
 def _train_job(job: list, device: str, threads: int, force: bool) -> list[dict]:
     """Train one job of :func:`plan_jobs`: a list of ``(run, run_dir)``; one run trains alone
-    (:func:`_train_one`, its error propagates), several as one stack
+    (:func:`_train_one`, its error propagates; on CUDA a stackable run trains as a stack of
+    one), several as one stack
     (:func:`analysis.training.stacked.train_group`, a member's error is its own entry
     ``{"status": "failed", "error"}``). Executed by a Ray worker or in-process."""
-    if len(job) == 1:
-        return [_train_one(job[0][0], job[0][1], device, threads, force)]
     from analysis.training import stacked
     run0 = job[0][0]
     task = trainer.resolve_task(run0.task)
     specs = [trainer.resolve_spec(task, r.pe, r.seed, r.preset, r.steps, r.train_max_len,
                                   dict(r.overrides) or None) for r, _ in job]
+    # one run alone: the single-model loop, except on CUDA, where a stack of one takes the
+    # captured step (analysis.training.stacked.StackStepper)
+    if len(job) == 1 and not (str(device).startswith("cuda")
+                              and stacked.stack_key(specs[0]) is not None):
+        return [_train_one(job[0][0], job[0][1], device, threads, force)]
     resumed = [_runs.has_checkpoint(d) for _, d in job]
     results = stacked.train_group(task, specs, [d for _, d in job], device=device,
                                   progress=False, force=force, threads=threads, verbose=False)
