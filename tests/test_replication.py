@@ -275,3 +275,19 @@ def test_the_report_shows_a_finished_cell_of_the_task(tmp_path):
     assert rows[0]["their_selected"] == "1l1h64d"                # run_multiple_seeds.py
     assert replication_rows("sort_unique", tmp_path / "cells") == []
     assert replication_rows("majority_binary", tmp_path / "cells") == []
+
+
+def test_the_report_searches_where_the_checkers_leave_unknown():
+    """``rasp demo`` runs the searches its predictions need (issue 39 item 2): without them
+    copy_repeat / NoPE is ``unknown``; with them (tiny budgets here) it is a bounded search
+    certificate that names its bound and budgets, not a decision."""
+    from analysis.reporting.report import ReportOptions, report_prediction
+    task = tasks.get_task("copy_repeat")
+    plain = report_prediction(task, "nope", "none", ReportOptions(search=False, progress=False))
+    assert plain.prediction == "unknown"
+    searched = report_prediction(task, "nope", "none", ReportOptions(
+        search=True, search_budget=200_000, crasp_budget=200_000, progress=False))
+    assert searched.prediction != "unknown"
+    assert searched.budgets["raspl"] == 200_000 and searched.budgets["crasp"] == 200_000
+    if searched.prediction == "no program":
+        assert searched.prediction_label.startswith("no program <= ")

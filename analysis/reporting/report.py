@@ -102,6 +102,12 @@ class ReportOptions:
     #: predictions checked at the paper's lengths the report shows for Huang et al.'s tasks;
     #: None = ``docs/replication`` of this checkout when it exists.
     replication_dir: str | None = None
+    #: run the program searches where the checkers alone leave a PE's prediction ``unknown``
+    #: (``rasp demo``: on; ``rasp report``: ``--search``), with these work budgets
+    #: (``analysis.prediction.budget``: candidate programs; candidate Booleans and counts)
+    search: bool = False
+    search_budget: int | None = None
+    crasp_budget: int | None = None
 
     def resolved(self) -> dict:
         """The report preset with this object's explicit choices applied."""
@@ -372,11 +378,11 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
     for pe in dict.fromkeys(pe for pe, _, _ in wanted):
         protocol = next((r.protocol for r in records if r.pe == pe), None)
         try:
-            p = predict.predict(task, pe=pe, position_offsets=protocol)
+            p = report_prediction(task, pe, protocol, opts)
             sec["predictions"][pe] = _to_plain(
                 {k: v for k, v in p.to_dict().items()
                  if k in ("prediction", "prediction_label", "theory", "theories",
-                          "verdict_evidence", "size",
+                          "verdict_evidence", "size", "budgets",
                           "size_lower_bound", "program_source")})
         except (RASPError, predict.PredictError, ValueError) as e:
             sec["problems"].append(f"prediction for {pe} unavailable: {e}")
@@ -594,6 +600,34 @@ def _section_view(sec: dict) -> dict:
     return view
 
 
+def report_prediction(task, pe: str, protocol: str | None, opts: ReportOptions):
+    """The report's prediction for one PE (:func:`analysis.prediction.predict.predict` for the
+    runs' offset protocol): the checkers and shipped program first; where that leaves the
+    verdict ``unknown`` and ``opts.search``, the searches with :func:`search_budgets`."""
+    p = predict.predict(task, pe=pe, position_offsets=protocol)
+    if opts.search and p.prediction == "unknown":
+        _log(opts, f"[report] {task.name} / {pe}: no program from the checkers; searching "
+                   f"({budgets_text(opts)})")
+        p = predict.predict(task, pe=pe, position_offsets=protocol, search=True,
+                            **search_budgets(opts))
+    return p
+
+
+def search_budgets(opts: ReportOptions) -> dict:
+    """The ``predict`` keywords of the report's searches (the defaults of
+    :mod:`analysis.prediction.budget` unless ``opts`` sets them)."""
+    from analysis.prediction import budget
+    return {"search_budget": opts.search_budget or budget.DEFAULT_SEARCH_BUDGET,
+            "crasp_budget": opts.crasp_budget or budget.DEFAULT_CRASP_BUDGET}
+
+
+def budgets_text(opts: ReportOptions) -> str:
+    """The search budgets as the page states them."""
+    b = search_budgets(opts)
+    return (f"RASP-L {b['search_budget']:,} candidate programs, C-RASP "
+            f"{b['crasp_budget']:,} candidate Booleans and counts")
+
+
 def replication_rows(task: str, cells_dir: str | os.PathLike | None = None) -> list[dict]:
     """The finished cells of Huang et al.'s experiment for ``task`` (``rasp replicate huang``;
     ``cells_dir`` None: ``docs/replication`` of this checkout), one row per cell: our mean
@@ -768,7 +802,8 @@ def generate_report(task_names: Sequence[str] | None = None,
                            ("trained", "resumed")),
         "git_commit": trainer.git_commit(),
         "finished": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "runs_root": opts.resolved()["runs_root"]})
+        "runs_root": opts.resolved()["runs_root"],
+        "searches": budgets_text(opts) if opts.search else None})
     return path
 
 

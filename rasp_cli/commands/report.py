@@ -69,6 +69,17 @@ def add_arguments(p, default_preset: str = "quick") -> None:
                    help="cell files of `rasp replicate huang` whose checked predictions the "
                         "report shows for Huang et al.'s tasks (default: docs/replication of "
                         "this checkout)")
+    from analysis.prediction.budget import DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET
+    search = default_preset == "demo"
+    p.add_argument("--search", dest="search", action="store_true", default=search,
+                   help="run the program searches where the checkers leave a prediction "
+                        f"unknown (work budgets: RASP-L {DEFAULT_SEARCH_BUDGET:,} candidate "
+                        f"programs, C-RASP {DEFAULT_CRASP_BUDGET:,} candidate Booleans and "
+                        "counts; minutes per task)"
+                        + (" (the default here)" if search else ""))
+    p.add_argument("--no-search", dest="search", action="store_false",
+                   help="no program searches: an unknown prediction stays unknown"
+                        + ("" if search else " (the default here)"))
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.add_argument("--force", action="store_true",
                    help="replace a report of another preset in the output directory (without "
@@ -95,7 +106,8 @@ def options_from_args(args):
                          train_missing=not args.no_train, variant=args.variant,
                          progress=not args.quiet, jobs=args.jobs,
                          budget_s=args.budget, address=args.address,
-                         replication_dir=getattr(args, "replication", None))
+                         replication_dir=getattr(args, "replication", None),
+                         search=getattr(args, "search", False))
 
 
 def run(args) -> int:
