@@ -7,7 +7,7 @@ importing the report (torch, matplotlib). The report itself is :mod:`analysis.re
 __all__ = ["DEFAULT_TASKS", "CONFIRMATION_TASKS", "FULL_TASKS", "VALIDATION_TASKS",
            "SELECTED_TASK", "REPORT_PRESETS"]
 
-#: The demo's default: one task predicted to generalize and one predicted to fail (Zhou et al.):
+#: The demo's default: one task with a RASP-L program (Zhou et al.: generalizes) and one without:
 #: sort_unique (a RASP-L program of length 5) is where the positional encodings separate at
 #: 3,000 steps of the small model (docs/results.md); copy_repeat has no RASP-L program.
 DEFAULT_TASKS = ["sort_unique", "copy_repeat"]

@@ -1,9 +1,12 @@
 """`rasp demo`: the main job (what `make demo` runs).
 
-Runs `rasp report --demo`: sort_unique (predicted to generalize: a RASP-L program of length 5)
-with all six positional encodings, 5 seeds each (the learned APE with random position offsets,
-the protocol its theories assume), and copy_repeat (predicted to fail: no RASP-L program) with
-NoPE, 5 seeds: 35 runs of a 2-layer d_model 64 model, 3,000 steps at batch 32, training lengths
+Runs `rasp report --demo --search`: sort_unique with all six positional encodings, 5 seeds each
+(the learned APE with random position offsets, the protocol its theories assume), and
+copy_repeat with NoPE, 5 seeds. The predictions come from this call's evidence: the checkers,
+and the program searches where they leave a verdict unknown (work budgets stated on the page;
+sort_unique / learned APE: generalizes, a verified RASP-L program; sort_unique / NoPE: unknown,
+the C-RASP search refuses the task; copy_repeat / NoPE: no program <= 12, a bounded certificate,
+not a decision). Together: 35 runs of a 2-layer d_model 64 model, 3,000 steps at batch 32, training lengths
 1..10, tested up to 20 — the configuration in which the encodings separate (docs/results.md).
 Two runs train side by side; finished runs are reused. The claims about the papers are
 computed from the runs (5 seeds: the fewest with which a label can be decided) and shown at the
