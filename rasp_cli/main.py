@@ -87,6 +87,70 @@ def output_dir(path: str) -> str:
     return path
 
 
+#: what ``--help`` says about a task file (the user's own Python, run when it loads)
+TASK_FILE_HELP = (
+    "your own task, defined in a Python file: NAME, VOCAB (input tokens), KIND (seq2seq | "
+    "membership | next_set), inputs(rng, n) and target(tokens), optional LENGTHS (training "
+    "lengths, default 1-20); example: tasks/examples/more_a_than_b.py, contract: tasks/custom.py. "
+    "Loading the file RUNS ITS PYTHON CODE (it is imported as a module): give only your own "
+    "or trusted files")
+
+
+def add_task_source_args(p, regex: bool = True, many: bool = True) -> None:
+    """The options of a task outside the catalogue: ``--task-file FILE.py`` (repeatable when
+    ``many``) and, with ``regex``, ``--regex PATTERN`` with its ``--alphabet``, ``--format``,
+    ``--next-set-components`` and ``--task-name`` (:mod:`tasks.custom`)."""
+    g = p.add_argument_group("your own task (outside the catalogue)")
+    g.add_argument("--task-file", action="append" if many else "store", default=None,
+                   metavar="FILE.py", help=TASK_FILE_HELP + (" (repeatable)" if many else ""))
+    if not regex:
+        return
+    g.add_argument("--regex", default=None, metavar="PATTERN",
+                   help="a language over single-character symbols as a regular expression "
+                        "(e.g. '(aa)*', '1*', '[ab]*d[bc]*'), served by the code of Huang et "
+                        "al.'s languages; tested up to length 150 as theirs")
+    g.add_argument("--alphabet", default=None, metavar="SYMBOLS",
+                   help="the regex's symbols in value order, e.g. 01 (default: the "
+                        "expression's, sorted)")
+    g.add_argument("--format", choices=("membership", "next_set"), default="membership",
+                   help="the regex task's format: membership (BOS w SEP -> yes|no EOS, "
+                        "default) or next_set (Huang et al.'s next-character sets)")
+    g.add_argument("--next-set-components", default=None, metavar="LIST",
+                   help="next_set: the comma-separated symbols and/or EOS a label lists "
+                        "(default: every symbol and EOS)")
+    g.add_argument("--task-name", default=None, metavar="NAME",
+                   help="the regex task's name (default regex_<hash>)")
+
+
+def tasks_from_args(args) -> list:
+    """The tasks of :func:`add_task_source_args`' options, loaded and registered
+    (:func:`tasks.catalogue.register_task`) so every consumer finds them by name.
+
+    Raises:
+        tasks.custom.TaskFileError: a broken task file or bad expression (one line, exit 2).
+        UsageError: regex-only options without ``--regex``.
+    """
+    from tasks.catalogue import register_task
+    from tasks.custom import load_task_file, regex_task
+    files = getattr(args, "task_file", None) or []
+    files = [files] if isinstance(files, str) else files
+    out = [register_task(load_task_file(f)) for f in files]
+    pattern = getattr(args, "regex", None)
+    if pattern is None:
+        extra = [f for f in ("alphabet", "next_set_components", "task_name")
+                 if getattr(args, f, None) is not None]
+        if extra:
+            raise UsageError(f"--{extra[0].replace('_', '-')} is an option of --regex")
+        return out
+    comps = args.next_set_components
+    if comps is not None and args.format != "next_set":
+        raise UsageError("--next-set-components is for --format next_set")
+    out.append(register_task(regex_task(
+        pattern, args.format, list(args.alphabet) if args.alphabet else None, args.task_name,
+        [c.strip() for c in comps.split(",") if c.strip()] if comps is not None else None)))
+    return out
+
+
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

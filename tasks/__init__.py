@@ -4,7 +4,8 @@ Part A (:data:`GENERALIZATION_TASKS`): the length-generalization tasks of Zhou e
 Kazemnejad et al. 2023 in next-token format ``BOS prompt SEP answer EOS``, each with a seeded
 generator, a plain-Python ground truth and a reference RASP program (a causal RASP-L next-token
 program where one is known, else the natural program). Part B (:data:`SEQUENCE_PROGRAMS`): the
-RASP classics (per-position programs). See ``docs/tasks.md``.
+RASP classics (per-position programs). See ``docs/tasks.md``. Your own tasks (a task file, a
+regular expression): :mod:`tasks.custom`.
 
 Quick use::
 
@@ -18,7 +19,8 @@ Quick use::
 from .base import (BOS, EOS, PAD, PLUS, SEP, SPECIAL_VALUES, Task, TaskInputError,
                    UnknownTaskError, Vocab, inputs_targets, next_token_examples)
 from .catalogue import (GENERALIZATION_TASKS, HUANG_TASKS, SEQUENCE_PROGRAMS, TASKS, get_task,
-                        list_tasks)
+                        list_tasks, register_task)
+from .custom import TaskFileError, load_task_file, regex_task
 from .decode import (decode_batch, decode_with_program, evaluate_sequence_program,
                      is_prefix_causal, verify_program, LengthResult, VerifyResult)
 
@@ -27,4 +29,5 @@ __all__ = ["Task", "Vocab", "TaskInputError", "UnknownTaskError", "TASKS", "get_
            "decode_with_program", "decode_batch", "verify_program", "VerifyResult",
            "LengthResult", "evaluate_sequence_program",
            "is_prefix_causal", "BOS", "SEP", "EOS", "PAD", "PLUS", "SPECIAL_VALUES",
-           "inputs_targets", "next_token_examples"]
+           "inputs_targets", "next_token_examples", "TaskFileError", "load_task_file",
+           "regex_task", "register_task"]

@@ -228,6 +228,9 @@ class Task:
             position, the set of characters allowed after ``w_1 .. w_i``; ``tasks/huang.py``).
         paper: what the papers report: ``{"zhou": ..., "kazemnejad": ..., "sources": {...}}``.
         default_train_max_len: train lengths 1..L (Kazemnejad et al.: L = 20, 8 for math).
+        test_max_length: the longest length the task's own protocol tests (None: twice the
+            training length, our protocol; a regular-expression task: Huang et al.'s 150),
+            read by :func:`analysis.prediction.verify.protocol_max_length`.
     """
 
     name: str
@@ -245,6 +248,7 @@ class Task:
     paper: dict = field(default_factory=dict)
     default_train_max_len: int = 20
     example_length: int = 4
+    test_max_length: int | None = None
 
     # ---------------------------------------------------------------------------------------
     # lengths

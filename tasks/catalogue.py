@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 
 from .base import Task, UnknownTaskError
@@ -10,7 +12,8 @@ from .huang import make_huang_tasks
 from .sequence import PARAMETRIC, make_sequence_tasks
 
 __all__ = ["TASKS", "GENERALIZATION_TASKS", "SEQUENCE_PROGRAMS", "HUANG_TASKS", "get_task",
-           "list_tasks"]
+           "list_tasks", "register_task", "user_task", "user_tasks", "task_from_source",
+           "TASK_SOURCES_ENV"]
 
 _A = make_generalization_tasks()
 _B = make_sequence_tasks()
@@ -40,7 +43,8 @@ def get_task(name: str) -> Task:
     """The task called ``name``.
 
     Parametrised part-B programs accept their parameter: ``shift_by(3)``, ``count_less_freq(1)``,
-    ``count_token(b)`` (also ``shift_by_3``).
+    ``count_token(b)`` (also ``shift_by_3``). A task of your own registered with
+    :func:`register_task` (a task file, a regular expression) is found by its name.
 
     Raises:
         UnknownTaskError (a ``KeyError``) whose message lists the known tasks.
@@ -59,6 +63,92 @@ def get_task(name: str) -> Task:
             return make(conv(arg))
         except ValueError as e:
             raise UnknownTaskError(f"bad parameter in task {name!r}: {e}") from None
+    mine = user_task(name)                   # your own tasks (task files, regexes)
+    if mine is not None:
+        return mine
     raise UnknownTaskError(
         f"unknown task {name!r}; known tasks: {', '.join(list_tasks())} "
         f"(parametrised: shift_by(k), count_less_freq(n), count_token(t))")
+
+
+# ------------------------------------------------------------------------------------------
+# your own tasks (tasks/custom.py): task files and regular expressions, found by name
+# ------------------------------------------------------------------------------------------
+#: environment variable listing the registered tasks' sources (JSON), for child processes
+#: (the grid's Ray workers inherit it)
+TASK_SOURCES_ENV = "RASP_TASK_SOURCES"
+_USER: dict[str, Task] = {}
+
+
+def task_from_source(spec: dict) -> Task:
+    """The task a :func:`task_source` record describes (a task file is loaded: its code
+    runs). Raises TaskFileError / UnknownTaskError."""
+    if "task_file" in spec:
+        return load_task_file(spec["task_file"])
+    if "regex" in spec:
+        return regex_task(spec["regex"], spec.get("format", "membership"),
+                          list(spec["alphabet"]) if spec.get("alphabet") else None,
+                          spec.get("name"), spec.get("components"))
+    return get_task(spec["catalogue"])
+
+
+def register_task(task: Task) -> Task:
+    """Make ``task`` (from :func:`load_task_file` or :func:`regex_task`) findable by
+    :func:`tasks.get_task` under its name, here and in child processes (the environment
+    variable :data:`TASK_SOURCES_ENV`).
+
+    Raises:
+        TaskFileError: the name is a catalogue task's, or another registered task's.
+    """
+    from .custom import TaskFileError, task_source
+    if task.name in TASKS:
+        where = getattr(task, "path", None) or f"regular expression {task.spec.get('regex')!r}"
+        raise TaskFileError(f"{where}: the name {task.name!r} is a catalogue task's; choose "
+                            "another NAME (run directories are named by it)")
+    old = _USER.get(task.name)
+    if old is not None and task_source(old) != task_source(task):
+        raise TaskFileError(f"two tasks are called {task.name!r} ({_describe(old)} and "
+                            f"{_describe(task)}); give them different names")
+    _USER[task.name] = task
+    sources = [task_source(t) for t in _USER.values()]     # without the hashes
+    os.environ[TASK_SOURCES_ENV] = json.dumps([{k: v for k, v in s.items() if k != "sha256"}
+                                               for s in sources])
+    return task
+
+
+def _describe(task) -> str:
+    spec = getattr(task, "spec", {}) or {}
+    return spec.get("task_file") or f"/{spec.get('regex')}/"
+
+
+def user_tasks() -> dict[str, Task]:
+    """The registered tasks of this process, by name."""
+    return dict(_USER)
+
+
+def user_task(name: str) -> Task | None:
+    """The registered task ``name``: this process's, else one listed in
+    :data:`TASK_SOURCES_ENV` by the process that started this one (loaded now), else None.
+
+    Raises:
+        TaskFileError: a listed source that no longer loads.
+    """
+    if name in _USER:
+        return _USER[name]
+    raw = os.environ.get(TASK_SOURCES_ENV)
+    if not raw:
+        return None
+    try:
+        specs = json.loads(raw)
+    except ValueError:
+        return None
+    for spec in specs if isinstance(specs, list) else []:
+        if not isinstance(spec, dict):
+            continue
+        if spec.get("name") == name:
+            task = task_from_source(spec)
+            if task.name == name:
+                _USER[name] = task
+                return task
+    return None
+

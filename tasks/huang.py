@@ -49,6 +49,9 @@ import numpy as np
 from .base import BOS, EOS, PAD, PLUS, SEP, Task, TaskInputError, Vocab
 
 HUANG = "Huang et al. 2025 (ICLR, arXiv 2410.02140)"
+#: Huang et al.'s algorithmic protocol tests lengths 101-150 (train 0-50); the longest length
+#: their tasks (and languages given as regular expressions, :mod:`tasks.custom`) are tested at
+TEST_MAX_LENGTH = 150
 _CODE = "github.com/lacoco-lab/length_generalization"
 
 

@@ -556,7 +556,7 @@ def _search(task, mode, max_length, budget, time_cap, progress):
     """:func:`analysis.prediction.search.search_task` once per (task, mode, settings) in this
     process (several PEs share the RASP-L search). Raises SearchError."""
     from analysis.prediction.search import SearchError, search_task
-    key = (task.name, mode, max_length, budget, time_cap)
+    key = (task.name, getattr(task, "sha256", None), mode, max_length, budget, time_cap)
     if key not in _SEARCHES:
         try:
             _SEARCHES[key] = search_task(task, max_length=max_length, budget=budget,
@@ -587,7 +587,7 @@ def _crasp_search_cached(task, variant, budget, time_cap):
     predictor verifies it again to the protocol's length, so the search does not depend on
     the verification settings."""
     from analysis.prediction.crasp_search import crasp_search
-    key = (task.name, variant, budget, time_cap)
+    key = (task.name, getattr(task, "sha256", None), variant, budget, time_cap)
     if key not in _CRASP_SEARCHES:
         _CRASP_SEARCHES[key] = crasp_search(task, variant=variant, budget=budget,
                                             time_cap=time_cap)

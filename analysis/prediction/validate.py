@@ -54,6 +54,8 @@ class ValidationRow:
     label: str
     reason: str = ""
     run_dirs: list = field(default_factory=list)
+    registered: bool = False
+    in_catalogue: bool = True
 
     def to_dict(self) -> dict:
         return {"task": self.task, "pe": self.pe, "prediction": self.prediction,
@@ -62,7 +64,8 @@ class ValidationRow:
                              for k, v in self.theories.items()},
                 "seeds": self.seeds, "id_em": self.id_em, "ood_em": self.ood_em,
                 "ood_mean": self.ood_mean, "ood_ci95": self.ood_ci, "measured": self.measured,
-                "label": self.label, "reason": self.reason, "run_dirs": self.run_dirs}
+                "label": self.label, "reason": self.reason, "run_dirs": self.run_dirs,
+                "registered": self.registered, "in_catalogue": self.in_catalogue}
 
 
 def measure(records, prediction: str) -> tuple[str, str, str, float | None, tuple | None]:
@@ -91,7 +94,8 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
              samples: int = 3,
              progress: bool = True, log: Callable[[str], None] | None = None,
              address: str | None = None, budget_s: float | None = None,
-             overrides: dict | None = None, pe_presets: dict | None = None) -> dict:
+             overrides: dict | None = None, pe_presets: dict | None = None,
+             registered: dict | None = None) -> dict:
     """Predict, train (reusing runs) and compare for every task x PE.
 
     Training goes through the grid runner (:func:`analysis.training.grid.run_grid`: one Ray task per
@@ -121,13 +125,19 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
 
     Raises:
         analysis.training.trainer.TrainingError / RunDirError: bad settings or an unusable run
-        directory; analysis.prediction.predict.PredictError: a task the predictor cannot handle.
+        directory; analysis.prediction.predict.PredictError: a task the predictor cannot handle,
+        or a (task, PE) without a registered prediction.
     """
     from analysis.evidence.claims import load_runs
     from analysis.training.grid import GridRun, check_runs, run_grid
     from analysis.prediction.budget import DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET
     from analysis.prediction.predict import predict
     from analysis.training.trainer import TrainingError
+    from analysis.prediction.predict import PredictError
+    if registered is not None:
+        missing = [f"{n}/{pe}" for n in task_names for pe in pes if (n, pe) not in registered]
+        if missing:
+            raise PredictError(f"no registered prediction for {', '.join(missing)}")
     search_budget = DEFAULT_SEARCH_BUDGET if search_budget is None else search_budget
     crasp_budget = DEFAULT_CRASP_BUDGET if crasp_budget is None else crasp_budget
     runs = [GridRun(name, pe, seed, preset=(pe_presets or {}).get(pe, preset), steps=steps,
@@ -152,20 +162,53 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
             records = load_runs(dirs)
             # the theories depend on the runs' protocol (a learned APE without random
             # offsets has none): the prediction is for the runs it is compared with
-            pred = predict(name, pe=pe, search=search, search_budget=search_budget,
-                           crasp_budget=crasp_budget, search_time_cap=search_time_cap,
-                           verify_max_length=verify_max_length, samples=samples,
-                           position_offsets=records[0].protocol)
-            measured, label, reason, mean, ci = measure(records, pred.prediction)
-            row = ValidationRow(task=name, pe=pe, prediction=pred.prediction,
-                                prediction_label=pred.prediction_label,
-                                theories=pred.theories, seeds=list(seeds), id_em=ids,
+            if registered is not None:
+                pred = _registered(registered[(name, pe)], pe, records[0].protocol)
+            else:
+                p = predict(name, pe=pe, search=search, search_budget=search_budget,
+                            crasp_budget=crasp_budget, search_time_cap=search_time_cap,
+                            verify_max_length=verify_max_length, samples=samples,
+                            position_offsets=records[0].protocol)
+                pred = {"prediction": p.prediction, "prediction_label": p.prediction_label,
+                        "theories": p.theories, "in_catalogue": True}
+            measured, label, reason, mean, ci = measure(records, pred["prediction"])
+            row = ValidationRow(task=name, pe=pe, prediction=pred["prediction"],
+                                prediction_label=pred["prediction_label"],
+                                theories=pred["theories"], seeds=list(seeds), id_em=ids,
                                 ood_em=oods, ood_mean=mean, ood_ci=ci, measured=measured,
-                                label=label, reason=reason, run_dirs=dirs)
+                                label=label, reason=reason, run_dirs=dirs,
+                                registered=registered is not None,
+                                in_catalogue=pred["in_catalogue"])
             if log:
                 log(f"{name} {pe}: predicted {row.prediction_label}, measured {measured} "
                     f"-> {row.label}")
             rows.append(row)
+    out = _tally([r for r in rows if r.in_catalogue])
+    outside = [r for r in rows if not r.in_catalogue]
+    return {"rows": [r.to_dict() for r in rows], **out,
+            "outside": _tally(outside) if outside else None,
+            "settings": {"preset": preset, "pe_presets": dict(pe_presets or {}),
+                         "steps": steps, "seeds": list(seeds),
+                         "overrides": dict(overrides or {}),
+                         "runs_root": str(runs_root), "search": search,
+                         "registered": registered is not None,
+                         "budgets": {"raspl": search_budget, "crasp": crasp_budget,
+                                     "unit": "candidates"} if search else None}}
+
+
+def _registered(rec: dict, pe: str, protocol) -> dict:
+    """A registered prediction for runs of ``protocol``: as written, unless the runs' protocol
+    leaves the PE without the registered theories (then ``no theory``, saying why)."""
+    from analysis.prediction.theories import theories_for
+    if tuple(theories_for(pe, protocol)) == tuple(theories_for(pe, None)):
+        return rec
+    return {**rec, "prediction": "no theory", "prediction_label": "no theory",
+            "theories": {}, "note": f"registered for {pe} trained as the theories assume; "
+                                    f"these runs use position_offsets={protocol!r}"}
+
+
+def _tally(rows: list) -> dict:
+    """Confusion matrix, label counts, certificates and agreement rate of ``rows``."""
     confusion: dict = {}
     counts = {"supported": 0, "contradicted": 0, "inconclusive": 0}
     for r in rows:
@@ -178,26 +221,32 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
     for r in rows:
         if r.prediction == CERTIFICATE:
             certificates[r.measured] = certificates.get(r.measured, 0) + 1
-    return {"rows": [r.to_dict() for r in rows], "confusion": confusion, "counts": counts,
-            "certificates": certificates,
-            "agreement": counts["supported"] / decided if decided else None,
-            "settings": {"preset": preset, "pe_presets": dict(pe_presets or {}),
-                         "steps": steps, "seeds": list(seeds),
-                         "overrides": dict(overrides or {}),
-                         "runs_root": str(runs_root), "search": search,
-                         "budgets": {"raspl": search_budget, "crasp": crasp_budget,
-                                     "unit": "candidates"} if search else None}}
+    return {"confusion": confusion, "counts": counts, "certificates": certificates,
+            "agreement": counts["supported"] / decided if decided else None}
 
 
 def format_validation(out: dict) -> str:
-    """Markdown tables: per task and PE, the confusion matrix and the agreement rate."""
+    """Markdown tables: per task and PE, the confusion matrix and the agreement rate; the
+    registered predictions on tasks outside the catalogue in their own tables, counted
+    apart (``out["outside"]``)."""
+    inside = [r for r in out["rows"] if r.get("in_catalogue", True)]
+    outside = [r for r in out["rows"] if not r.get("in_catalogue", True)]
+    lines = _table(inside, out) if inside or not outside else []
+    if outside:
+        lines += ["" if lines else "", "Registered predictions on tasks outside the catalogue "
+                  "(out of sample: counted apart from the catalogue's):", ""]
+        lines += _table(outside, out["outside"])
+    return "\n".join(lines).strip("\n")
+
+
+def _table(rows: list, tally: dict) -> list[str]:
     lines = ["| task | PE | predicted | theories | ID EM per seed | OOD EM per seed | OOD mean "
              "[95% CI] | measured | label |", "| --- | --- | --- | --- | --- | --- | --- | --- "
              "| --- |"]
 
     def f(x):
         return "-" if x is None else f"{x:.2f}"
-    for r in out["rows"]:
+    for r in rows:
         th = ", ".join(f"{k}: {v}" for k, v in r["theories"].items()) or "-"
         ci = f" [{r['ood_ci95'][0]:.2f}, {r['ood_ci95'][1]:.2f}]" if r["ood_ci95"] else ""
         lines.append(f"| {r['task']} | {r['pe']} | "
@@ -208,11 +257,12 @@ def format_validation(out: dict) -> str:
     measured = ["generalizes", "fails", "inconclusive"]
     lines += ["", "| predicted \\ measured | " + " | ".join(measured) + " |",
               "| --- | " + " | ".join("---" for _ in measured) + " |"]
-    for p, row in sorted(out["confusion"].items()):
+    for p, row in sorted(tally["confusion"].items()):
         lines.append(f"| {p} | " + " | ".join(str(row.get(m, 0)) for m in measured) + " |")
-    c = out["counts"]
-    agree = "n/a (nothing decided)" if out["agreement"] is None else f"{out['agreement']:.2f}"
-    certs = out.get("certificates") or {}
+    c = tally["counts"]
+    agree = "n/a (nothing decided)" if tally["agreement"] is None else \
+        f"{tally['agreement']:.2f}"
+    certs = tally.get("certificates") or {}
     cert_text = (f" Bounded search certificates (`no program <= s`, not decisions, counted "
                  f"apart): {sum(certs.values())}, measured "
                  + ", ".join(f"{m} {n}" for m, n in sorted(certs.items())) + "."
@@ -220,4 +270,4 @@ def format_validation(out: dict) -> str:
     lines += ["", f"Supported {c['supported']}, contradicted {c['contradicted']}, inconclusive "
                   f"{c['inconclusive']}; agreement rate (supported / decisions): {agree}."
                   + cert_text]
-    return "\n".join(lines)
+    return lines

@@ -23,13 +23,15 @@ import tasks
 from rasp.ir import RASPError
 from rasp.progress import progress_bar
 from tasks import LengthResult, VerifyResult
+from tasks.custom import TaskFileError
+from tasks.huang import TEST_MAX_LENGTH
 
 __all__ = ["VerifyResult", "LengthResult", "verify_task", "verify_program_on_task",
            "VerifyError", "MAX_LENGTH", "MAX_SAMPLES", "protocol_max_length",
            "HUANG_TEST_MAX_LENGTH"]
 
 #: Huang et al. 2025's algorithmic protocol tests lengths 101-150 (train 0-50)
-HUANG_TEST_MAX_LENGTH = 150
+HUANG_TEST_MAX_LENGTH = TEST_MAX_LENGTH
 
 
 #: Longest length verified (``--max-length``) and most examples per length (``--samples``):
@@ -76,6 +78,8 @@ def protocol_max_length(task) -> int:
         bins = (paper.get("huang_bins") or {}).get("lengths")
         if bins:
             top = max(top, max(int(x) for x in re.findall(r"\d+", bins)))
+    if task.test_max_length:
+        top = max(top, int(task.test_max_length))
     if task.max_length is not None:
         top = min(top, task.max_length)
     return max(min(top, MAX_LENGTH), task.min_length or 1)
@@ -145,6 +149,8 @@ def verify_program_on_task(task, sop, max_length: int = 100, samples: int = 5, s
             try:
                 rep = tasks.verify_program(task, sop, [n], samples=samples, seed=seed * 100003 + n,
                                            method=method)
+            except TaskFileError:
+                raise                # the task's own code failed, not the program
             except (RASPError, ValueError, TypeError) as e:
                 res.error = f"length {n}: {e}"
                 res.per_length.append(LengthResult(n, samples, 0))

@@ -100,6 +100,12 @@ Properties of the method, to read the tables with:
 
 * **Huang et al.'s 50 cells are in-sample.** The C-RASP search grammar and its validation batch
   were extended with those cells in view, so agreement on them measures fit, not prediction.
+  Predictions that count as evidence are registered before any run on tasks outside the
+  catalogue: `rasp score --task-file FILE.py` (or `--regex PATTERN`) `--register FILE.json`
+  writes them with the code commit, the budgets, each task file's sha256 and the time;
+  `rasp validate-predictor --registered FILE.json` checks later runs against them as written
+  (refused if a task file changed) and reports them apart from the catalogue's cells, as they
+  accumulate.
 * **C-RASP programs lie beyond a RASP-L-shaped search.** Huang et al.'s programs are short in
   C-RASP's own terms (majority: two counts and a comparison) but size 10 and more as RASP-L
   expressions; where a search certifies only small sizes, the row says `no program <= s` (not

@@ -1,6 +1,6 @@
-"""`rasp score [TASK...] [--pe PE|all] [--json] [--search] [--search-budget N]
-[--crasp-budget N] [--search-time-cap S] [--max-length N] [--samples K]
-[--program FILE [--name NAME]]`: the length-generalization predictor
+"""`rasp score [TASK...] [--task-file FILE.py] [--regex PATTERN] [--pe PE|all] [--json]
+[--search] [--search-budget N] [--crasp-budget N] [--search-time-cap S] [--max-length N]
+[--samples K] [--program FILE [--name NAME]] [--register FILE.json]`: the length-generalization predictor
 (``analysis.prediction.predict``) for each task (or one program of your own on one task's
 format), per positional encoding.
 
@@ -17,6 +17,17 @@ with their default work budgets (``--search-budget N`` candidate programs for RA
 ``--crasp-budget N`` candidate Booleans and counts for C-RASP; ``analysis.prediction.budget``),
 so a row is the same on any machine at any load.
 
+Your own task (``tasks/custom.py``): ``--task-file FILE.py`` (a Python file defining ``NAME``,
+``VOCAB``, ``KIND``, ``inputs(rng, n)``, ``target(tokens)``; loading it runs its code) or
+``--regex PATTERN`` (a language; ``--format membership|next_set``). Such a task has no shipped
+program, so the searches run by default with the default work budgets (``--no-search``: only
+``--program FILE --name NAME``, your own program, is evidence; ``--program`` adds it to the
+searches' evidence otherwise).
+
+``--register FILE.json`` writes the predictions with the code commit, the budgets, each task
+file's sha256 and the time (``analysis.prediction.registered``), before any run exists;
+``rasp validate-predictor --registered FILE.json`` later checks runs against them as written.
+
 ``--json`` prints one object per task and PE (``Prediction.to_dict``): ``prediction``,
 ``theory``, ``verdict_evidence`` (per theory: ``kind`` program / certificate / impossibility /
 none, ``detail``, ``size``, ``certified_below``, ``source``, ``verified_up_to``),
@@ -25,7 +36,7 @@ none, ``detail``, ``size``, ``certified_below``, ``source``, ``verified_up_to``)
 measures, ``violations``, ``paper``, ``search``, ``crasp``.
 
 Exit codes: 0 printed; 2 bad input (unknown task: the message lists the known ones; a part-B
-sequence program).
+sequence program; a broken task file: one line naming FILE:LINE).
 """
 
 from __future__ import annotations
@@ -49,8 +60,8 @@ def register(sub) -> None:
                     "program is evidence; the searches stop on work budgets (candidates), so a "
                     "row is the same on any machine.")
     p.add_argument("tasks", metavar="TASK", nargs="*",
-                   help="task names (default: every generalization task; 'huang' = Huang et "
-                        "al.'s tasks)")
+                   help="task names (default: every generalization task, or none with "
+                        "--task-file / --regex; 'huang' = Huang et al.'s tasks)")
     p.add_argument("--json", action="store_true", help="print a JSON list of objects")
     p.add_argument("--pe", action="append", default=None, metavar="PE",
                    help="predict for this positional encoding (repeatable, or 'all'): "
@@ -67,6 +78,17 @@ def register(sub) -> None:
                         "the shipped one")
     p.add_argument("--name", default=None,
                    help="the s-op of --program (default: the task's reference name)")
+    from analysis.prediction.budget import DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET
+    from rasp_cli.main import add_task_source_args
+    add_task_source_args(p)
+    p.add_argument("--no-search", action="store_true",
+                   help="with --task-file / --regex: do not run the searches (by default they "
+                        f"run there, with {DEFAULT_SEARCH_BUDGET:,} candidate programs for "
+                        f"RASP-L and {DEFAULT_CRASP_BUDGET:,} candidate Booleans and counts "
+                        "per C-RASP search: about a minute per task on 2 cores)")
+    p.add_argument("--register", metavar="FILE.json", default=None,
+                   help="register the predictions in FILE.json (code commit, budgets, each "
+                        "task file's sha256, time) for `rasp validate-predictor --registered`")
     p.set_defaults(func=score_command)
 
 
@@ -144,8 +166,16 @@ def score_command(args) -> int:
     from rasp_cli.main import UsageError
     import tasks
     from analysis.prediction.predict import PredictError, predict
+    from rasp_cli.main import tasks_from_args
     found = search_settings(args, args.tasks)
-    names = args.tasks or list(tasks.GENERALIZATION_TASKS)
+    own = tasks_from_args(args)
+    if own and not args.no_search:
+        found["search"] = True          # a task of your own has no shipped program
+    elif args.no_search:
+        if found["search"]:
+            raise UsageError("--no-search contradicts --search / --search-budget / "
+                             "--crasp-budget")
+    names = args.tasks or ([] if own else list(tasks.GENERALIZATION_TASKS))
     if names == ["huang"]:
         names = list(tasks.HUANG_TASKS)
     pes = [None]
@@ -162,6 +192,7 @@ def score_command(args) -> int:
             resolved.append(tasks.get_task(n))
         except tasks.UnknownTaskError as e:
             raise UsageError(str(e)) from None
+    resolved += own
     if args.name and not args.program:
         raise UsageError("--name needs --program FILE")
     if args.program and len(resolved) != 1:
@@ -173,8 +204,8 @@ def score_command(args) -> int:
                 from analysis.prediction.predict import predict_program
                 from rasp_cli.commands.verify import load_program
                 if t.kind != "next_token":
-                    raise PredictError(f"task {t.name!r} is a part-B sequence program; "
-                                       "predictions are for next-token tasks")
+                    raise PredictError(f"task {t.name!r} is a {t.kind} task; --program "
+                                       "scores a next-token program (next_token tasks)")
                 sop = load_program(t, args.program, args.name)
                 label = f"{args.program}:{args.name or t.reference_name}"
                 if found["search"]:
@@ -194,6 +225,10 @@ def score_command(args) -> int:
                                          progress=not args.json, pe=pe))
         except PredictError as e:
             raise UsageError(str(e)) from None
+    if args.register:
+        from analysis.prediction.registered import write_registration
+        write_registration(args.register, preds, resolved, found,
+                           getattr(args, "command_line", None))
     if args.json:
         print(json.dumps([p.to_dict() for p in preds]))
         return 0
@@ -235,4 +270,6 @@ def score_command(args) -> int:
                         print(f"{'':28s}{line}")
     print()
     print(textwrap.fill(LEGEND, width=100))
+    if args.register:
+        print(f"\nregistered {len(preds)} prediction(s) in {args.register}")
     return 0

@@ -1,6 +1,7 @@
 """`rasp search TASK [--max-length K] [--budget N] [--time-cap S] [--mode raspl|crasp|crasp_pl]
 [--json]` and
-`rasp search --examples FILE.jsonl ...`: the shortest-program search (``analysis.prediction.search``) alone.
+`rasp search --examples FILE.jsonl ...` / `rasp search --task-file FILE.py ...` /
+`rasp search --regex PATTERN ...`: the shortest-program search (``analysis.prediction.search``) alone.
 
 For a catalogue task: the search batch is the task's examples at lengths 1..6 (3 per length); a
 program found must also reproduce 10 examples at each length 1..20. It prints the certified
@@ -16,6 +17,9 @@ says ``time_cap`` and certifies nothing a verdict may rest on.
 ``prompt + answer`` and must predict each answer token from the prefix before it. Malformed
 lines, mixed value types and contradictory examples (the same prefix followed by different
 tokens) are refused with a message naming the example (exit code 2).
+
+``--task-file FILE.py`` / ``--regex PATTERN``: a task of your own (``tasks/custom.py``; loading
+a task file runs its Python code), searched as a catalogue task.
 
 ``--json``: one object (``SearchResult.to_dict``: ``found``, ``length``,
 ``certified_no_program_up_to``, ``certified_lower_bound``, ``upper_bound``, ``program``,
@@ -39,7 +43,8 @@ def register(sub) -> None:
                     "array operations) until one reproduces the task's next-token function; "
                     "print the certified lower bound and the program found.")
     p.add_argument("task", metavar="TASK", nargs="?", default=None,
-                   help="a next-token task of the catalogue (or use --examples)")
+                   help="a next-token task of the catalogue (or use --examples, --task-file, "
+                        "--regex)")
     p.add_argument("--examples", metavar="FILE.jsonl", default=None,
                    help="search a program for your own examples (one JSON object per line: "
                         "{\"prompt\": [...], \"answer\": [...]})")
@@ -62,6 +67,8 @@ def register(sub) -> None:
                         "$RASP_SEARCH_THREADS, else the usable cores, at most 2); the result "
                         "does not depend on it")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    from rasp_cli.main import add_task_source_args
+    add_task_source_args(p, many=False)
     p.set_defaults(func=search_command)
 
 
@@ -128,8 +135,11 @@ def read_examples(path: str) -> list[tuple[list, int]]:
 def search_command(args) -> int:
     from rasp_cli.main import UsageError
     from analysis.prediction.search import SearchError, problem_from_examples, search, search_task
-    if (args.task is None) == (args.examples is None):
-        raise UsageError("give a TASK or --examples FILE.jsonl (one of them)")
+    from rasp_cli.main import tasks_from_args
+    own = tasks_from_args(args)
+    if (args.task is not None) + (args.examples is not None) + len(own) != 1:
+        raise UsageError("give a TASK, --examples FILE.jsonl, --task-file FILE.py or --regex "
+                         "PATTERN (one of them)")
     if args.max_length < 0 or args.max_length > 20:
         raise UsageError("--max-length must be between 0 and 20")
     from rasp_cli.main import finite_number
@@ -160,7 +170,7 @@ def search_command(args) -> int:
         else:
             import tasks
             try:
-                t = tasks.get_task(args.task)
+                t = own[0] if own else tasks.get_task(args.task)
             except tasks.UnknownTaskError as e:
                 raise UsageError(str(e)) from None
             res = search_task(t, max_length=args.max_length, budget=args.budget,

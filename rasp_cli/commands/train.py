@@ -63,6 +63,8 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default 1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON")
+    from rasp_cli.main import add_task_source_args
+    add_task_source_args(p)
     grid_options(p)
     p.set_defaults(func=train_command)
 
@@ -179,11 +181,13 @@ def train_command(args) -> int:
     from analysis.training.trainer import TrainingError, train
     from rasp_cli.main import UsageError
 
+    from rasp_cli.main import tasks_from_args
+    own = [t.name for t in tasks_from_args(args)]      # your own tasks, found by name
     if args.grid and args.task:
         raise UsageError("give either TASK or --grid TASKS, not both")
-    if not args.grid and not args.task:
+    if not args.grid and not args.task and not own:
         raise UsageError("give a TASK (or --grid TASKS); `rasp tasks --group A` lists them")
-    tasks = [s.strip() for s in (args.grid or args.task).split(",") if s.strip()]
+    tasks = [s.strip() for s in (args.grid or args.task or "").split(",") if s.strip()] + own
     import tasks as _catalogue
     for name in tasks:               # the task names first: the most likely typo
         try:

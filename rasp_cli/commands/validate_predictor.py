@@ -1,6 +1,7 @@
 """`rasp validate-predictor [TASK...] [--pe PE ...] [--seeds 0-4] [--preset P] [--steps S]
-[--runs DIR] [--search] [--search-budget N] [--crasp-budget N] [--json]`: predictions checked
-against our own training.
+[--runs DIR] [--search] [--search-budget N] [--crasp-budget N] [--task-file FILE.py]
+[--regex PATTERN] [--registered FILE.json] [--json]`: predictions checked against our own
+training.
 
 For each task and positional encoding: the prediction (``analysis.prediction.predict``, per PE), the models
 trained by ``rasp train --grid`` (finished runs with the same settings are reused, interrupted
@@ -11,7 +12,14 @@ the agreement rate. See ``analysis/prediction/validate.py`` for the rule. Defaul
 copy_unique, sort_unique, copy_repeat, parity, reverse; PEs nope and ape_learned; seeds 0-4; the
 quick preset.
 
-Exit codes: 0 printed; 2 bad input (unknown task or PE, bad numbers).
+Tasks of your own: ``--task-file FILE.py`` / ``--regex PATTERN`` (``rasp score --help``).
+``--registered FILE.json`` (from ``rasp score --register``) checks the runs against the
+predictions as written there -- never recomputed -- for its tasks and PEs (or the TASKs and
+``--pe`` given, which it must hold), and refuses (exit 2) when a task file changed since;
+predictions on tasks outside the catalogue are counted apart.
+
+Exit codes: 0 printed; 2 bad input (unknown task or PE, bad numbers, a broken task file, a
+registration file that does not match its task files).
 """
 
 from __future__ import annotations
@@ -48,6 +56,12 @@ def register(sub) -> None:
                    help="run directories of the grid (default runs/)")
     from rasp_cli.commands.score import add_search_args
     add_search_args(p)         # default: no search, shipped programs only
+    from rasp_cli.main import add_task_source_args
+    add_task_source_args(p)
+    p.add_argument("--registered", metavar="FILE.json", default=None,
+                   help="check the runs against the predictions registered in FILE.json "
+                        "(`rasp score --register`) as written; refused when a task file "
+                        "changed since")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--address", default=None, metavar="HOST:PORT",
                    help="train on this Ray cluster (default: $RAY_ADDRESS, else a local Ray "
@@ -66,18 +80,26 @@ def validate_command(args) -> int:
     from analysis.training.grid import GridError
     from analysis.prediction.validate import format_validation, validate
     from rasp_cli.commands.score import search_settings
+    from rasp_cli.main import tasks_from_args
     found = search_settings(args, args.tasks)
-    names = args.tasks or list(VALIDATION_TASKS)
+    own = [t.name for t in tasks_from_args(args)]
+    registered = None
+    if args.registered:
+        registered, reg_names, reg_pes = _registered(args, found)
+        names = list(args.tasks or reg_names) + [n for n in own if n not in args.tasks]
+    else:
+        names = (args.tasks or ([] if own else list(VALIDATION_TASKS))) + own
     for n in names:
         try:
             t = tasks.get_task(n)
         except tasks.UnknownTaskError as e:
             raise UsageError(str(e)) from None
-        if t.kind != "next_token":
+        if t.kind not in ("next_token", "next_set"):
             raise UsageError(f"task {n!r} is a part-B sequence program; predictions are for "
                              "next-token tasks")
     from rasp_cli.commands.train import parse_pes
-    pes = [pe for x in args.pe or ["nope,ape_learned"] for pe in parse_pes(x)]
+    pes = [pe for x in args.pe or ([",".join(reg_pes)] if registered else ["nope,ape_learned"])
+           for pe in parse_pes(x)]
     from rasp_cli.main import parse_seeds
     seeds = parse_seeds(args.seeds)
     if args.steps is not None and args.steps < 1:
@@ -98,7 +120,7 @@ def validate_command(args) -> int:
         out = validate(names, pes, seeds, preset=args.preset,
                        runs_root=args.runs, steps=args.steps, **found,
                        overrides=overrides, pe_presets=pe_presets,
-                       progress=not args.json, address=args.address,
+                       progress=not args.json, address=args.address, registered=registered,
                        log=None if args.json else (lambda m: print(m, file=sys.stderr)))
     except (TrainingError, RunDirError, PredictError, GridError, ClaimError) as e:
         raise UsageError(str(e)) from None
@@ -107,3 +129,22 @@ def validate_command(args) -> int:
     else:
         print(format_validation(out))
     return 0
+
+
+def _registered(args, found) -> tuple[dict, list, list]:
+    """The registered predictions of ``--registered`` (checked: refused when a task file
+    changed), their tasks (registered so that runs find them) and PEs."""
+    from rasp_cli.main import UsageError
+    from analysis.prediction.registered import (read_registration, registered_predictions,
+                                                registered_tasks)
+    if found["search"]:
+        raise UsageError("--registered checks the predictions as written in the file; "
+                         "--search / --search-budget / --crasp-budget would recompute them")
+    doc = read_registration(args.registered)
+    names = [t.name for t in registered_tasks(doc)]
+    preds = registered_predictions(doc)
+    pes = list(dict.fromkeys(pe for _, pe in preds if pe is not None))
+    if not pes:
+        raise UsageError(f"{args.registered} holds no prediction for a positional encoding; "
+                         "register with `rasp score ... --pe nope --pe ape_learned`")
+    return preds, names, pes

@@ -8,7 +8,9 @@ ground truth. The output names the method used: ``teacher_forcing`` (one evaluat
 whole reference sequence; exact for a program that reads only the prefix, which
 ``rasp.raspl.is_prefix_causal`` proves) or ``greedy`` (token by token, as a model decodes). With
 ``--program FILE`` (and ``--name NAME``, default the task's reference name) any program is
-checked on the task's format instead.
+checked on the task's format instead; ``--task-file FILE.py`` / ``--regex PATTERN`` give a
+task of your own (``tasks/custom.py``; loading a task file runs its Python code), checked with
+``--program``.
 
 Exit codes: 0 every example decoded exactly; 1 a mismatch (the first counterexample is printed)
 or a program that fails at some length; 2 bad input (unknown task, impossible lengths, a
@@ -32,7 +34,8 @@ def register(sub) -> None:
                     "on K seeded examples at every length 1..N the task allows, compared with "
                     "the plain-Python ground truth. Exit 0 all correct, 1 a mismatch (the first "
                     "counterexample is printed), 2 bad input.")
-    p.add_argument("task", metavar="TASK", help="a task name (see `rasp score` for the list)")
+    p.add_argument("task", metavar="TASK", nargs="?", default=None,
+                   help="a task name (see `rasp tasks`), or --task-file / --regex")
     p.add_argument("--max-length", "-N", type=int, default=100, metavar="N",
                    help="check every allowed length 1..N (default 100)")
     p.add_argument("--samples", "-K", type=int, default=5, metavar="K",
@@ -45,6 +48,8 @@ def register(sub) -> None:
                         "name)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from rasp_cli.main import add_task_source_args
+    add_task_source_args(p, many=False)
     p.set_defaults(func=verify_command)
 
 
@@ -65,8 +70,11 @@ def load_program(task, path: str, name: str | None):
     from rasp.ir import SOp
     if not os.path.isfile(path):
         raise UsageError(f"no such file: {path}")
-    env = rasp.run_file(path, causal=bool(task.causal))
     name = name or task.reference_name
+    if name is None:
+        raise UsageError(f"task {task.name!r} has no reference program to name the s-op: give "
+                         f"the s-op of {path} with --name")
+    env = rasp.run_file(path, causal=bool(task.causal))
     if name is None or name not in env:
         own = [n for n in env.own_names() if not n.startswith("_")]
         raise UsageError(f"{path} defines no s-op {name!r}; defined: "
@@ -81,7 +89,14 @@ def verify_command(args) -> int:
     """Verify and print; returns 0 (all correct) or 1 (a mismatch or program failure)."""
     from rasp_cli.main import UsageError
     from analysis.prediction.verify import VerifyError, verify_program_on_task, verify_task
-    task = _load_task(args.task)
+    from rasp_cli.main import tasks_from_args
+    own = tasks_from_args(args)
+    if (args.task is not None) + len(own) != 1:
+        raise UsageError("give a TASK, --task-file FILE.py or --regex PATTERN (one of them)")
+    task = own[0] if own else _load_task(args.task)
+    if not args.program and not task.reference_file:
+        raise UsageError(f"task {task.name!r} has no reference program: verify yours with "
+                         "--program FILE --name NAME")
     if args.samples < 1:
         raise UsageError("--samples must be a positive integer")
     if args.max_length < 1:

@@ -1,0 +1,138 @@
+"""Registered predictions: written before any run, checked later against the file as written.
+
+A prediction is evidence only when it was made before the outcome was seen
+(``../shared/spec/predictor.md`` §5: Huang et al.'s 50 cells are in-sample for the search
+grammars, built with those cells in view). ``rasp score ... --register FILE.json``
+(:func:`write_registration`) writes the predictions with what they were made from: the code
+commit (:func:`analysis.training.trainer.git_commit`), the search budgets, every task's source
+(a catalogue name; a task file's absolute path and sha256; a regular expression) and the time.
+``rasp validate-predictor --registered FILE.json`` (:func:`read_registration`) checks later
+runs against the predictions *as written* -- they are never recomputed -- and refuses when a
+task file changed since (its sha256 differs), since the predictions are then about another
+task. Tasks outside the catalogue are flagged (``in_catalogue``) so that their results are
+reported apart from the catalogue's (:func:`analysis.prediction.validate.format_validation`).
+
+The file: ``{"format", "version", "registered_at" (UTC, ISO 8601), "commit", "command",
+"budgets", "tasks": [{"name", "in_catalogue", "source"}], "predictions": [{"task", "pe",
+"prediction", "prediction_label", "theory", "theories", "size", "size_lower_bound",
+"program_source", "program"}]}``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from rasp.errors import RASPError
+
+__all__ = ["FORMAT", "VERSION", "RegisteredError", "write_registration", "read_registration",
+           "registered_tasks", "registered_predictions"]
+
+#: the ``format`` field of a registration file
+FORMAT = "rasp-lab registered predictions"
+VERSION = 1
+
+
+class RegisteredError(RASPError):
+    """A registration file that cannot be written or read, or whose task file changed."""
+
+
+def _prediction_record(p) -> dict:
+    return {"task": p.task, "pe": p.pe, "prediction": p.prediction,
+            "prediction_label": p.prediction_label, "theory": p.theory,
+            "theories": {k: {"prediction": v["prediction"], "label": v.get("label") or v["prediction"],
+                             "reason": v.get("reason")} for k, v in p.theories.items()},
+            "size": p.size, "size_lower_bound": p.size_lower_bound,
+            "program_source": p.program_source, "program": p.source or p.program}
+
+
+def write_registration(path, preds, task_objects, search: dict, command: str | None = None
+                       ) -> dict:
+    """Write ``preds`` (:class:`analysis.prediction.predict.Prediction` list) of the tasks
+    ``task_objects`` to ``path`` (module docstring) and return the document.
+
+    Args:
+        search: the predictions' search settings (``search``, ``search_budget``,
+            ``crasp_budget``, ``search_time_cap``), recorded as the budgets.
+        command: the command line that made them.
+
+    Raises:
+        RegisteredError: the file cannot be written (the message names it).
+    """
+    from analysis.training.trainer import git_commit
+    from tasks.custom import task_source
+    doc = {"format": FORMAT, "version": VERSION,
+           "registered_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "commit": git_commit(), "command": command,
+           "budgets": {"search": bool(search.get("search")),
+                       "raspl": search.get("search_budget"), "crasp": search.get("crasp_budget"),
+                       "unit": "candidates", "time_cap_s": search.get("search_time_cap")},
+           "tasks": [], "predictions": [_prediction_record(p) for p in preds]}
+    seen = set()
+    for t in task_objects:
+        if t.name not in seen:
+            seen.add(t.name)
+            src = task_source(t)
+            doc["tasks"].append({"name": t.name, "in_catalogue": "catalogue" in src,
+                                 "source": src})
+    try:
+        Path(path).write_text(json.dumps(doc, indent=1) + "\n")
+    except OSError as e:
+        raise RegisteredError(f"cannot write {path}: {e.strerror or e}") from None
+    return doc
+
+
+def read_registration(path) -> dict:
+    """The registration document at ``path``, after checking it: the format, and every task
+    file's sha256 against the file as it is now.
+
+    Raises:
+        RegisteredError: unreadable or not a registration file; a task file that is missing
+            or changed since registration (its path and both hashes named).
+    """
+    from tasks.custom import file_sha256
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise RegisteredError(f"cannot read {path}: {e.strerror or e}") from None
+    except (ValueError, RecursionError):
+        raise RegisteredError(f"{path} is not JSON (a file of `rasp score --register`)") \
+            from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or \
+            not isinstance(doc.get("tasks"), list) or not isinstance(doc.get("predictions"),
+                                                                       list):
+        raise RegisteredError(f"{path} is not a file of `rasp score --register`")
+    for t in doc["tasks"]:
+        src = t.get("source") or {}
+        if "task_file" not in src:
+            continue
+        f = src["task_file"]
+        if not Path(f).is_file():
+            raise RegisteredError(f"{path}: the task file {f} of {t.get('name')!r} is gone; the "
+                                  "registered predictions are about the file as it was")
+        now = file_sha256(f)
+        if now != src.get("sha256"):
+            raise RegisteredError(
+                f"{path}: the task file {f} changed since registration (sha256 "
+                f"{str(src.get('sha256'))[:12]}... then, {now[:12]}... now): the registered "
+                "predictions are about the file as it was; register the new file again")
+    return doc
+
+
+def registered_tasks(doc: dict) -> list:
+    """The tasks of a checked document (:func:`read_registration`), loaded and registered
+    (:func:`tasks.catalogue.register_task`; a task file's code runs) so runs can find them."""
+    from tasks.catalogue import register_task, task_from_source
+    out = []
+    for t in doc["tasks"]:
+        task = task_from_source(t["source"])
+        out.append(task if "catalogue" in t["source"] else register_task(task))
+    return out
+
+
+def registered_predictions(doc: dict) -> dict:
+    """``{(task, pe): prediction record}`` of a document, each with ``in_catalogue``."""
+    inside = {t["name"]: bool(t.get("in_catalogue")) for t in doc["tasks"]}
+    return {(p["task"], p["pe"]): {**p, "in_catalogue": inside.get(p["task"], True)}
+            for p in doc["predictions"]}
