@@ -21,7 +21,13 @@ A member is the run it replaces (``tests/test_stacked.py``):
   committed atomically, resumed from its checkpoint (all members checkpoint at the same steps;
   a group whose members stand at different steps is trained as sub-groups per step);
 * a member whose loss becomes NaN or infinite is dropped at that logged step with the error a
-  separate run would raise; the others go on.
+  separate run would raise; the others go on;
+* the fit check (``fit_every``) runs per member: a member that fits is checkpointed and leaves
+  the stack at the step its separate run stops.
+
+The loop is :func:`analysis.training.trainer.train_steps` (the one commit order) over a
+:class:`StackStepper`; on CUDA the step runs on static shapes as CUDA graphs
+(:class:`CapturedStep`) with batches made ahead by a background thread.
 
 Not bitwise: members' batches are padded to one ``[member, rows, cols]`` shape (extra rows of
 padding, extra columns with segment id -1 or beyond the causal mask, so no real token sees

@@ -22,6 +22,11 @@ a kill loses the steps since the last checkpoint, and ``metrics.jsonl`` is trunc
 the checkpoint on resume. Either way a resumed run ends with bitwise the weights, metrics and
 accuracy of an uninterrupted run (``tests/test_faults_runs.py`` interrupts at every point of
 the step through ``step_hook``).
+
+One loop. :func:`train_steps` is the only place that order is written: it drives a
+:class:`Stepper`, either :class:`SingleStepper` (one model, what :func:`run_loop` and
+:func:`train` use) or :class:`analysis.training.stacked.StackStepper` (M members of one
+configuration trained as one stacked model).
 """
 
 from __future__ import annotations
