@@ -50,6 +50,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,7 +70,11 @@ from rasp.decode import greedy_decode as rasp_greedy_decode
 
 __all__ = ["stack_key", "why_not_stackable", "StackedModel", "stack_micro_batches",
            "clip_grad_norm_stacked", "train_group", "greedy_decode_stacked", "stacked_answers",
-           "StackStepper", "StackBatch", "CapturedStep", "undone_step"]
+           "StackStepper", "StackBatch", "CapturedStep", "undone_step", "CUDA_GRAPHS_ENV"]
+
+
+#: ``RASP_CUDA_GRAPHS=0`` turns the captured step off (the eager stacked step on CUDA)
+CUDA_GRAPHS_ENV = "RASP_CUDA_GRAPHS"
 
 
 def why_not_stackable(spec: RunSpec) -> str | None:
@@ -320,7 +325,7 @@ class StackStepper(trainer.Stepper):
     thread (default: 2 on CUDA, 0 on a CPU, where the thread would take the core the step
     needs). ``static_shapes`` (default: on CUDA): batches padded up to
     :func:`~analysis.training.batches.static_shape` sizes. ``capture`` (default: on CUDA with
-    static shapes and float32): the whole step (forward, backward, per-member clipping, AdamW)
+    static shapes and float32, unless ``$RASP_CUDA_GRAPHS`` is ``0``): the whole step (forward, backward, per-member clipping, AdamW)
     runs as one CUDA graph per shape (:class:`CapturedStep`).
 
     Raises:
@@ -338,7 +343,8 @@ class StackStepper(trainer.Stepper):
         cuda = str(device).startswith("cuda")
         self.static_shapes = cuda if static_shapes is None else bool(static_shapes)
         if capture is None:
-            capture = cuda and self.static_shapes and self.tr.autocast == "none"
+            capture = (cuda and self.static_shapes and self.tr.autocast == "none"
+                       and os.environ.get(CUDA_GRAPHS_ENV, "1") != "0")
         if capture and not cuda:
             raise trainer.TrainingError("a captured step (CUDA graphs) needs a CUDA device; "
                                         "this run is on " + str(device))
