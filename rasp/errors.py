@@ -31,6 +31,45 @@ class Span:
         return f"{self.file or '<string>'}:{self.line}:{self.column}"
 
 
+#: Longest source excerpt an error message shows (characters of the offending line); the rest
+#: is cut, marked with ``…``.
+MAX_EXCERPT = 160
+
+
+def safe_excerpt(text: str, column: int | None = None,
+                 width: int = MAX_EXCERPT) -> tuple[str, int | None]:
+    """A source line as an error message may print it: at most about ``width`` displayed
+    characters around ``column`` (1-based; cuts marked ``…``), every control character (a
+    terminal escape, a bell, a carriage return) written as a Python escape (``\\x1b``), so an
+    excerpt never drives the terminal. Returns ``(excerpt, the column's 1-based position in
+    the excerpt, or None without a column)``. Time and memory are proportional to ``width``."""
+    col = None if column is None else max(1, int(column))
+    at = 0 if col is None else min(col - 1, len(text))
+    lo = max(0, at - width // 2)
+    hi = min(len(text), lo + width)
+    lo = max(0, min(lo, hi - width))
+
+    def shown(ch: str) -> str:
+        if ch == "\t" or (ch.isprintable() and ch not in "\x85\u2028\u2029"):
+            return ch
+        return ch.encode("unicode_escape").decode("ascii")
+
+    pieces = [shown(ch) for ch in text[lo:hi]]
+    # escapes are up to 10 characters wide: keep the displayed width near ``width``
+    while sum(map(len, pieces)) > width and len(pieces) > 1:
+        if at - lo > (hi - lo) - (at - lo):
+            pieces.pop(0)
+            lo += 1
+        else:
+            pieces.pop()
+            hi -= 1
+    head = "…" if lo > 0 else ""
+    out = head + "".join(pieces) + ("…" if hi < len(text) else "")
+    if col is None:
+        return out, None
+    return out, len(head) + sum(len(p) for p in pieces[:max(0, at - lo)]) + 1
+
+
 class RASPError(Exception):
     """Base error of the dialect. ``span`` (optional) locates the offending source text.
 
@@ -47,7 +86,8 @@ class RASPError(Exception):
     def __str__(self) -> str:
         if self.span is not None:
             loc = str(self.span)
-            extra = f"\n    {self.span.text}" if self.span.text else ""
+            extra = (f"\n    {safe_excerpt(self.span.text, self.span.column)[0]}"
+                     if self.span.text else "")
             return f"{loc}: {self.message}{extra}"
         return self.message
 

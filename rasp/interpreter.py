@@ -101,10 +101,7 @@ def convert_tokens(arr: np.ndarray, conversion: str) -> np.ndarray:
                 return np.where(arr, "True", "False")
             return arr.astype(str)
         if conversion == "int":
-            if arr.dtype.kind == "U":
-                return np.vectorize(lambda s: int(float(s)) if "." in s else int(s),
-                                    otypes=[np.int64])(arr)
-            return arr.astype(np.int64)
+            return _tokens_int(arr)
         if conversion == "float":
             return arr.astype(np.float64)
         if conversion == "bool":
@@ -116,6 +113,50 @@ def convert_tokens(arr: np.ndarray, conversion: str) -> np.ndarray:
     except (ValueError, KeyError, OverflowError) as e:
         raise RASPTypeError(f"cannot read the input as tokens_{conversion}: {e}") from None
     raise AssertionError(conversion)
+
+
+_INT64 = (-(2 ** 63), 2 ** 63 - 1)
+
+
+def _int_token(x) -> int:
+    """One token as ``tokens_int`` reads it: an integer (``3``, ``"3"``, ``3.0``, ``"3.0"``) in
+    the int64 range; anything else (``3.7``, ``1e19``, ``nan``, ``"x"``) raises ValueError."""
+    if isinstance(x, (bool, np.bool_)):
+        return int(x)
+    if isinstance(x, str):
+        t = x.strip()
+        try:
+            v = int(t)
+        except ValueError:
+            f = float(t)                       # ValueError for text that is no number
+            if not (np.isfinite(f) and f == int(f)):
+                raise ValueError(f"{x!r} is not an integer") from None
+            v = int(f)
+    elif isinstance(x, (float, np.floating)):
+        if not (np.isfinite(x) and x == int(x)):
+            raise ValueError(f"{x!r} is not an integer")
+        v = int(x)
+    else:
+        v = int(x)
+    if not _INT64[0] <= v <= _INT64[1]:
+        raise ValueError(f"{x!r} is outside the int64 range")
+    return v
+
+
+def _tokens_int(arr: np.ndarray) -> np.ndarray:
+    """``tokens_int`` of a ``[batch, seq]`` input: integers in the int64 range, refused
+    otherwise (a float that is not a whole number is not silently truncated, 1e19 does not
+    wrap). Raises ValueError naming the first bad token."""
+    if arr.dtype.kind in "iub":
+        if arr.dtype.kind == "u" and arr.size and int(arr.max()) > _INT64[1]:
+            raise ValueError(f"{int(arr.max())} is outside the int64 range")
+        return arr.astype(np.int64)
+    if arr.dtype.kind == "f":
+        bad = ~np.isfinite(arr) | (arr != np.floor(arr)) | (arr < -2.0 ** 63) | (arr >= 2.0 ** 63)
+        if bad.any():
+            raise ValueError(f"{arr[bad].flat[0]!r} is not an integer in the int64 range")
+        return arr.astype(np.int64)
+    return np.vectorize(_int_token, otypes=[np.int64])(arr)
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import os
 import sys
 
 __all__ = ["MAX_CALL_DEPTH", "MAX_COLLECTION", "MAX_EXPR_DEPTH", "MAX_SELECTOR_DEPTH", "MAX_INT_BITS", "MAX_ITERATIONS",
+           "MAX_LINE_CHARS", "MAX_BRACKET_DEPTH", "MAX_STATEMENT_TOKENS",
            "MEMORY_BUDGET_BYTES", "memory_budget_bytes", "max_int_digits", "allow_int_digits"]
 
 #: Nested user-function calls (recursion is not part of RASP).
@@ -21,6 +22,14 @@ MAX_CALL_DEPTH = 60
 #: brackets inside brackets); deeper statements are refused before they run. Chains of
 #: statements are not limited.
 MAX_EXPR_DEPTH = 200
+
+#: Source bounds checked before parsing, in time proportional to the bound (a scan of the text
+#: that stops at the first excess; :func:`rasp.parser.parse`): characters of one line, levels
+#: of brackets ``( [ {`` open at once (nested lists, dicts, calls, ``def`` and ``for`` bodies),
+#: and tokens of one statement (a list literal of 25,000 items is ~50,000 tokens).
+MAX_LINE_CHARS = 100_000
+MAX_BRACKET_DEPTH = 200
+MAX_STATEMENT_TOKENS = 50_000
 
 #: Levels of ``and``/``or``/``not`` one selector may combine (``s = s and select(...)`` in a
 #: chain of statements); deeper selectors are refused when built. Chains of s-op statements

@@ -25,6 +25,7 @@ from lark.exceptions import (LarkError, UnexpectedCharacters, UnexpectedEOF, Une
                              UnexpectedToken)
 
 from . import limits
+from .errors import safe_excerpt
 from .ir import RASPError, Span
 
 __all__ = ["parse", "RASPSyntaxError", "directives", "needs_more_input", "GRAMMAR_PATH",
@@ -65,9 +66,65 @@ class RASPSyntaxError(RASPError):
             return self.message
         out = f"{self.span}: {self.message}"
         if self.span.text is not None:
-            caret = " " * max(0, self.span.column - 1) + "^"
-            out += f"\n    {self.span.text}\n    {caret}"
+            shown, at = safe_excerpt(self.span.text, self.span.column)
+            out += f"\n    {shown}\n    {' ' * max(0, (at or 1) - 1)}^"
         return out
+
+
+#: One token of the dialect for :func:`check_bounds`: a string, a comment, a name or number, a
+#: newline, or any other single character.
+_TOKEN = re.compile(r'"[^"\r\n]*"|#[^\r\n]*|[A-Za-z_0-9.]+|\n|\S')
+
+
+def check_bounds(text: str, filename: str = "<string>") -> None:
+    """Refuse a source that exceeds :data:`rasp.limits.MAX_LINE_CHARS`,
+    :data:`~rasp.limits.MAX_BRACKET_DEPTH` or :data:`~rasp.limits.MAX_STATEMENT_TOKENS`
+    before it is parsed. One pass over the tokens that stops at the first excess, so the time
+    and memory are proportional to the bound, not to the text (a 1 MB line, 100,000 nested
+    brackets or a 300,000-item list are refused in milliseconds).
+
+    Raises:
+        RASPSyntaxError: naming the bound, the limit and where it was passed.
+    """
+    line, line_start, depth, tokens = 1, 0, 0, 0
+    max_line, max_depth, max_tokens = (limits.MAX_LINE_CHARS, limits.MAX_BRACKET_DEPTH,
+                                       limits.MAX_STATEMENT_TOKENS)
+
+    def refuse(what: str, pos: int) -> None:
+        end = text.find("\n", pos)
+        end = len(text) if end < 0 else end
+        snippet = text[line_start:min(end, line_start + 2 * max_line)]
+        raise RASPSyntaxError(what, Span(filename, line, pos - line_start + 1, text=snippet))
+
+    for m in _TOKEN.finditer(text):
+        tok, pos = m.group(), m.start()
+        if tok == "\n":
+            if pos - line_start > max_line:
+                refuse(f"line longer than {max_line:,} characters (rasp.limits.MAX_LINE_CHARS)",
+                       line_start + max_line)
+            line, line_start = line + 1, pos + 1
+            continue
+        if pos - line_start > max_line:
+            refuse(f"line longer than {max_line:,} characters (rasp.limits.MAX_LINE_CHARS)",
+                   line_start + max_line)
+        if tok[0] == "#":
+            continue
+        tokens += 1
+        if tok in "([{":
+            depth += 1
+            if depth > max_depth:
+                refuse(f"brackets nested more than {max_depth} levels deep "
+                       f"(rasp.limits.MAX_BRACKET_DEPTH); split the statement", pos)
+        elif tok in ")]}":
+            depth = max(0, depth - 1)
+        if tok in (";", "{", "}"):
+            tokens = 0
+        elif tokens > max_tokens:
+            refuse(f"statement longer than {max_tokens:,} tokens "
+                   f"(rasp.limits.MAX_STATEMENT_TOKENS); split it into several statements", pos)
+    if len(text) - line_start > max_line:
+        refuse(f"line longer than {max_line:,} characters (rasp.limits.MAX_LINE_CHARS)",
+               line_start + max_line)
 
 
 @functools.lru_cache(maxsize=1)
@@ -171,6 +228,7 @@ def parse(text: str, filename: str = "<string>") -> lark.Tree:
     """
     if not isinstance(text, str):
         raise RASPSyntaxError(f"source must be text, got {type(text).__name__}")
+    check_bounds(text, filename)
     # The parse tree of a large file is millions of objects without reference cycles: the
     # cyclic garbage collector's full passes over them made parsing superlinear in the file's
     # size. It is paused while lark builds the tree (restored after).

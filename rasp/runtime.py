@@ -474,7 +474,11 @@ class _Interp:
         return self.charge(int(text))
 
     def e_float(self, t, env, ctx):
-        return float(t.children[0])
+        v = float(t.children[0])
+        if not np.isfinite(v):                 # 1e999 would be inf: refused as an int is
+            raise RASPResourceError(f"the float literal {str(t.children[0])[:40]} is too "
+                                    f"large for a 64-bit float (largest: 1.8e308)")
+        return v
 
     def e_string(self, t, env, ctx):
         return str(t.children[0])[1:-1]
