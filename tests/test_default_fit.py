@@ -36,7 +36,7 @@ def _demo_runs():
     """(task, PE, training preset) of every run kind the main job and ``--full`` train."""
     from analysis.reporting.presets import FULL_TASKS, REPORT_PRESETS
     from rasp_model.positional import PE_NAMES
-    full = REPORT_PRESETS["full"]
+    full = REPORT_PRESETS["confirmation"]
     out = []
     for task in FULL_TASKS:
         for pe in full.get("task_pes", {}).get(task, PE_NAMES):

@@ -38,7 +38,7 @@ def test_the_cli_refuses_to_replace_the_demo_report(tmp_path):
                         "-o", str(out), "--no-train", "--quick"], capture_output=True,
                        text=True, timeout=120, env=env, cwd=tmp_path)
     assert p.returncode == 2, p.stdout + p.stderr
-    assert "'demo' preset" in p.stderr and "'quick'" in p.stderr and "--force" in p.stderr
+    assert "'demo' preset" in p.stderr and "'tour'" in p.stderr and "--force" in p.stderr
     assert "Traceback" not in p.stderr
     assert (out / "report.html").read_bytes() == page           # untouched
     assert sorted(x.name for x in out.iterdir()) == ["report.html", "report.json"]
@@ -48,6 +48,7 @@ def test_what_is_let_through(tmp_path):
     check_overwrite(tmp_path / "nothing_here", "quick")          # no report yet
     _a_report(tmp_path / "same", "quick")
     check_overwrite(tmp_path / "same", "quick")                  # the same preset again
+    check_overwrite(tmp_path / "same", "tour")                   # its current name (issue 35)
     _a_report(tmp_path / "demo", "demo")
     check_overwrite(tmp_path / "demo", "quick", force=True)      # asked for
     with pytest.raises(ReportError, match="'demo' preset"):

@@ -129,7 +129,7 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
         or a (task, PE) without a registered prediction.
     """
     from analysis.evidence.claims import load_runs
-    from analysis.training.grid import GridRun, check_runs, run_grid
+    from analysis.training.grid import check_runs, run_grid
     from analysis.prediction.budget import DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET
     from analysis.prediction.predict import predict
     from analysis.training.trainer import TrainingError
@@ -140,9 +140,10 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
             raise PredictError(f"no registered prediction for {', '.join(missing)}")
     search_budget = DEFAULT_SEARCH_BUDGET if search_budget is None else search_budget
     crasp_budget = DEFAULT_CRASP_BUDGET if crasp_budget is None else crasp_budget
-    runs = [GridRun(name, pe, seed, preset=(pe_presets or {}).get(pe, preset), steps=steps,
-                    overrides=dict(overrides or {}))
-            for name in task_names for pe in pes for seed in seeds]
+    from analysis.training.study import Study
+    runs = Study(tasks=list(task_names), pes=list(pes), seeds=list(seeds), train_preset=preset,
+                 pe_train_presets=dict(pe_presets or {}), overrides=dict(overrides or {}),
+                 steps=steps, runs_root=str(runs_root)).runs()
     check_runs(runs)
     grid = run_grid(runs, runs_root=runs_root, address=address, budget_s=budget_s,
                     progress=progress, log=log)

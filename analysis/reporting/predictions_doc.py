@@ -234,8 +234,8 @@ def build(args: argparse.Namespace, command: str) -> str:
     # the main job's per-PE presets (the learned APE with random offsets, its theories'
     # protocol), so that these are the runs of docs/results.md, never other runs of one name
     from analysis.reporting.presets import REPORT_PRESETS
-    pe_presets = dict(REPORT_PRESETS["demo"].get("pe_train_presets") or {}) \
-        if args.validate_preset == REPORT_PRESETS["demo"]["train_preset"] else {}
+    pe_presets = dict(REPORT_PRESETS["main"].get("pe_train_presets") or {}) \
+        if args.validate_preset == REPORT_PRESETS["main"]["train_preset"] else {}
     val = validate(vtasks, pes, list(range(args.validate_seeds)), preset=args.validate_preset,
                    runs_root=args.runs, search=True, search_budget=args.search_budget,
                    crasp_budget=args.crasp_budget, verify_max_length=args.max_length,

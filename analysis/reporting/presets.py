@@ -5,7 +5,7 @@ importing the report (torch, matplotlib). The report itself is :mod:`analysis.re
 """
 
 __all__ = ["DEFAULT_TASKS", "CONFIRMATION_TASKS", "FULL_TASKS", "VALIDATION_TASKS",
-           "SELECTED_TASK", "REPORT_PRESETS"]
+           "SELECTED_TASK", "REPORT_PRESETS", "PRESET_ALIASES", "study_preset"]
 
 #: The demo's default: one task with a RASP-L program (Zhou et al.: generalizes) and one without:
 #: sort_unique (a RASP-L program of length 5) is where the positional encodings separate at
@@ -31,7 +31,8 @@ FULL_TASKS = DEFAULT_TASKS + CONFIRMATION_TASKS
 #: default (RASP-L programs and tasks without one).
 VALIDATION_TASKS = ["count", "copy_unique", "sort_unique", "copy_repeat", "parity", "reverse"]
 
-#: Report presets: seeds per PE, extra NoPE seeds (for the other-seed baseline), probe size, the
+#: Report presets (study presets: which runs exist, :class:`analysis.training.study.Study`; named
+#: apart from the training presets ``quick`` / ``demo`` that say how each run trains): seeds per PE, extra NoPE seeds (for the other-seed baseline), probe size, the
 #: training preset of the runs (:data:`analysis.training.configs.TRAIN_PRESETS`), optionally
 #: another training preset per PE (``pe_train_presets``: the protocol a PE's theory assumes) and
 #: the PEs per task (``task_pes``; others: all PEs asked for).
@@ -41,18 +42,30 @@ REPORT_PRESETS = {
     # learned APE with random position offsets (the protocol its RASP-L / C-RASP predictions
     # assume); the failing task with NoPE only. 35 runs of ~25 CPU-s (batch 32): ~8 minutes on
     # 2 idle cores (docs/benchmarks.md, "The demo").
-    "demo": {"seeds": [0, 1, 2, 3, 4], "nope_seeds": 5, "probe_per_length": 4,
+    "main": {"seeds": [0, 1, 2, 3, 4], "nope_seeds": 5, "probe_per_length": 4,
              "train_preset": "demo", "runs_root": "runs",
              "pe_train_presets": {"ape_learned": "demo_random_offsets"},
              "task_pes": {"copy_repeat": ["nope"]}},
-    "quick": {"seeds": [0], "nope_seeds": 2, "probe_per_length": 3, "train_preset": "quick",
+    # the quick look (``rasp report``'s default, the README's tour): one seed, quick runs
+    "tour": {"seeds": [0], "nope_seeds": 2, "probe_per_length": 3, "train_preset": "quick",
               "runs_root": "runs"},
     # ``rasp demo --full``: the demo on FULL_TASKS with the same training presets (the demo's
     # runs are reused, the confirmation task runs exactly as the selected one) and 7 seeds: the
     # fewest with which "contradicted" is reachable too (exact sign-flip p = 1/128 <= 0.01), so
     # a claim that goes the other way on a task can be said to, not only "not confirmed"
-    "full": {"seeds": [0, 1, 2, 3, 4, 5, 6], "nope_seeds": 7, "probe_per_length": 4,
+    "confirmation": {"seeds": [0, 1, 2, 3, 4, 5, 6], "nope_seeds": 7, "probe_per_length": 4,
              "train_preset": "demo", "runs_root": "runs",
              "pe_train_presets": {"ape_learned": "demo_random_offsets"},
              "task_pes": {"copy_repeat": ["nope"]}},
 }
+
+
+#: The study presets' former names (they were the training presets' names too): accepted
+#: wherever a preset is read (``ReportOptions``, an older ``report.json``).
+PRESET_ALIASES = {"demo": "main", "quick": "tour", "full": "confirmation"}
+
+
+def study_preset(name: str) -> str:
+    """The study preset ``name`` stands for (a current name, or a former one:
+    :data:`PRESET_ALIASES`); an unknown name is returned as it is."""
+    return PRESET_ALIASES.get(name, name)

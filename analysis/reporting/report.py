@@ -49,11 +49,11 @@ from rasp.ir import RASPError
 from rasp_model.positional import PE_LABELS, PE_NAMES
 
 from analysis.reporting.presets import (CONFIRMATION_TASKS, DEFAULT_TASKS, FULL_TASKS,
-                                       REPORT_PRESETS, SELECTED_TASK)
+                                       REPORT_PRESETS, SELECTED_TASK, study_preset)
 
 __all__ = ["ReportError", "ReportOptions", "collect_task", "render_report", "generate_report",
            "check_overwrite", "DEFAULT_TASKS", "FULL_TASKS", "REPORT_PRESETS", "wanted_runs",
-           "train_missing"]
+           "train_missing", "report_study"]
 
 #: Thresholds of a task's outcome (one owner: :mod:`analysis.evidence.claims`).
 OOD_GENERALIZES, ID_FIT = _claims.OOD_GENERALIZES, _claims.ID_FIT
@@ -75,7 +75,7 @@ class ReportError(RASPError):
 class ReportOptions:
     """How a report is produced (see :data:`REPORT_PRESETS`)."""
 
-    preset: str = "quick"
+    preset: str = "tour"
     pes: list[str] = field(default_factory=lambda: list(PE_NAMES))
     seeds: list[int] | None = None
     nope_seeds: int | None = None
@@ -111,10 +111,11 @@ class ReportOptions:
 
     def resolved(self) -> dict:
         """The report preset with this object's explicit choices applied."""
-        if self.preset not in REPORT_PRESETS:
+        name = study_preset(self.preset)
+        if name not in REPORT_PRESETS:
             raise ReportError(f"unknown preset {self.preset!r}; choose one of "
                               f"{sorted(REPORT_PRESETS)}")
-        p = dict(REPORT_PRESETS[self.preset])
+        p = dict(REPORT_PRESETS[name])
         for k, v in (("seeds", self.seeds), ("nope_seeds", self.nope_seeds),
                      ("runs_root", self.runs_root), ("probe_per_length", self.probe_per_length)):
             if v is not None:
@@ -146,26 +147,24 @@ def _to_plain(obj: Any) -> Any:
     return str(obj)
 
 
-def train_preset_for(preset: dict, pe: str) -> str:
-    """The training preset of ``pe``'s runs in a resolved report preset (its
-    ``pe_train_presets`` entry, else ``train_preset``)."""
-    return (preset.get("pe_train_presets") or {}).get(pe, preset["train_preset"])
+def report_study(task_names: Sequence[str], opts: ReportOptions):
+    """The :class:`~analysis.training.study.Study` of a report: its tasks, the PEs asked for
+    (``task_pes`` of the preset), the preset's seeds plus NoPE's ``nope_seeds``, its training
+    presets and ``opts.train_overrides``."""
+    from analysis.training.study import Study
+    preset = opts.resolved()
+    return Study(tasks=list(task_names), pes=list(opts.pes), seeds=list(preset["seeds"]),
+                 train_preset=preset["train_preset"],
+                 pe_train_presets=dict(preset.get("pe_train_presets") or {}),
+                 task_pes=dict(preset.get("task_pes") or {}),
+                 extra_seeds={"nope": int(preset["nope_seeds"])},
+                 overrides=dict(opts.train_overrides or {}), runs_root=preset["runs_root"])
 
 
 def wanted_runs(task_name: str, opts: ReportOptions) -> list[tuple[str, int, Path]]:
-    """The (PE, seed, run directory) triples a report on ``task_name`` needs."""
-    preset = opts.resolved()
-    out = []
-    only = (preset.get("task_pes") or {}).get(task_name)
-    for pe in opts.pes:
-        if only is not None and pe not in only:
-            continue
-        seeds = list(preset["seeds"])
-        if pe == "nope":
-            seeds = sorted(set(seeds) | set(range(int(preset["nope_seeds"]))))
-        out += [(pe, s, default_run_dir(task_name, pe, s, train_preset_for(preset, pe),
-                                        preset["runs_root"])) for s in seeds]
-    return out
+    """The (PE, seed, run directory) triples a report on ``task_name`` needs
+    (:func:`report_study`)."""
+    return report_study([task_name], opts).triples(task_name)
 
 
 #: Order in which missing runs are trained, so that a time budget leaves the most informative
@@ -206,15 +205,12 @@ def train_missing(task_names: Sequence[str], opts: ReportOptions,
     Raises:
         ReportError: a run directory holds another task's run; the cluster cannot be reached.
     """
-    from analysis.training.grid import GridError, GridRun, train_pending
+    from analysis.training.grid import GridError, train_pending
 
     preset = opts.resolved()
-    runs = []
-    for name in task_names:
-        for pe, seed, rd in wanted_runs(name, opts):
-            _check_owner(rd, name)
-            runs.append(GridRun(name, pe, seed, preset=train_preset_for(preset, pe),
-                                overrides=dict(opts.train_overrides or {}), run_dir=str(rd)))
+    runs = report_study(task_names, opts).runs()
+    for r in runs:
+        _check_owner(Path(r.run_dir), r.task_name)
     # a finished run of another configuration (e.g. of an older version of the preset) is
     # not reused silently: the grid reports it with the fix (another --runs, or remove it)
     pending = [r for r in runs if not is_finished(Path(r.run_dir)) or _stale(r)]
@@ -751,7 +747,7 @@ def check_overwrite(out_dir: str | os.PathLike, preset: str, force: bool = False
         found = json.loads((out / "report.json").read_text())["meta"]["preset"]
     except (OSError, ValueError, KeyError, TypeError):
         found = None
-    if found == preset:
+    if found is not None and study_preset(str(found)) == study_preset(preset):
         return
     what = f"the {found!r} preset" if found else "an unknown preset (no readable report.json)"
     raise ReportError(f"{out} already holds a report of {what}; a {preset!r} report would "
@@ -793,7 +789,8 @@ def generate_report(task_names: Sequence[str] | None = None,
     sections = [collect_task(n, opts, trained) for n in names]
     _log(opts, "[report] drawing figures and writing the page")
     path = render_report(sections, out, meta={
-        "preset": opts.preset, "pes": opts.pes, "seconds": round(time.time() - t0, 1),
+        "preset": study_preset(opts.preset), "pes": opts.pes,
+        "seconds": round(time.time() - t0, 1),
         "wall_seconds": round(time.time() - t0, 1), "driver_cpu_seconds": round(_cpu_seconds(), 1),
         "run_seconds_trained_now": round(sum(r.get("seconds") or 0.0 for r in trained.values()
                                              if r.get("status") in ("trained", "resumed")), 1),

@@ -37,14 +37,14 @@ def register(sub) -> None:
     p = sub.add_parser("demo", help=HELP,
                        description=__doc__.split("\n", 1)[1].strip())
     from rasp_cli.commands.report import add_arguments
-    add_arguments(p, default_preset="demo")
+    add_arguments(p, default_preset="main")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from rasp_cli.commands import report as report_cmd
 
-    if args.preset == "full" and not args.tasks:
+    if args.preset == "confirmation" and not args.tasks:
         from analysis.reporting.presets import FULL_TASKS
         args.tasks = list(FULL_TASKS)
     t0 = time.time()

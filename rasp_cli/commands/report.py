@@ -23,24 +23,26 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def add_arguments(p, default_preset: str = "quick") -> None:
-    """Options shared by ``rasp report`` and ``rasp demo`` (whose default preset is
-    ``"demo"``)."""
+def add_arguments(p, default_preset: str = "tour") -> None:
+    """Options shared by ``rasp report`` and ``rasp demo`` (whose default study preset is
+    ``"main"``; the presets are :data:`analysis.reporting.presets.REPORT_PRESETS`)."""
     from analysis.reporting.presets import DEFAULT_TASKS
     p.add_argument("tasks", nargs="*", metavar="TASK",
                    help=f"tasks to report on (default: {' '.join(DEFAULT_TASKS)})")
     p.add_argument("-o", "--out", default="reports", metavar="DIR",
                    help="output directory (default: reports/, ignored by git)")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--demo", dest="preset", action="store_const", const="demo",
-                   help="the main job's experiment: the small model for 3,000 steps at "
-                        "batch 32, 5 seeds per PE, the learned APE with random position "
-                        "offsets (default of `rasp demo`)")
-    g.add_argument("--quick", dest="preset", action="store_const", const="quick",
-                   help="a smoke test: 600 steps, 1 seed per PE + 2 NoPE seeds (default of "
-                        "`rasp report`; the encodings do not separate at this budget)")
-    g.add_argument("--full", dest="preset", action="store_const", const="full",
-                   help="the demo's experiment on more tasks: `rasp demo --full` adds a "
+    g.add_argument("--demo", dest="preset", action="store_const", const="main",
+                   help="study preset 'main', the main job's experiment: the small model for "
+                        "3,000 steps at batch 32 (training preset demo), 5 seeds per PE, the "
+                        "learned APE with random position offsets (default of `rasp demo`)")
+    g.add_argument("--quick", dest="preset", action="store_const", const="tour",
+                   help="study preset 'tour', a smoke test: 600 steps (training preset "
+                        "quick), 1 seed per PE + 2 NoPE seeds (default of `rasp report`; the "
+                        "encodings do not separate at this budget)")
+    g.add_argument("--full", dest="preset", action="store_const", const="confirmation",
+                   help="study preset 'confirmation', the demo's experiment on more "
+                        "tasks: `rasp demo --full` adds a "
                         "task the demo did not select for (count) and reports whether each "
                         "claim is confirmed there")
     p.set_defaults(preset=default_preset)
@@ -70,7 +72,7 @@ def add_arguments(p, default_preset: str = "quick") -> None:
                         "report shows for Huang et al.'s tasks (default: docs/replication of "
                         "this checkout)")
     from analysis.prediction.budget import DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET
-    search = default_preset == "demo"
+    search = default_preset == "main"
     p.add_argument("--search", dest="search", action="store_true", default=search,
                    help="run the program searches where the checkers leave a prediction "
                         f"unknown (work budgets: RASP-L {DEFAULT_SEARCH_BUDGET:,} candidate "

@@ -176,7 +176,7 @@ def run_grid_from_args(runs, args, runs_root):
 def train_command(args) -> int:
     """Run ``rasp train``; returns the exit code (1 when a run of a grid failed or was not
     started within the budget)."""
-    from analysis.training.grid import GridRun, check_runs
+    from analysis.training.grid import check_runs
     from analysis.training.runs import RunDirError
     from analysis.training.trainer import TrainingError, train
     from rasp_cli.main import UsageError
@@ -201,9 +201,10 @@ def train_command(args) -> int:
     if not args.grid and (len(pes) > 1 or len(seeds) > 1 or len(tasks) > 1):
         raise UsageError("several tasks, PEs or seeds need --grid")
     if args.grid:
-        runs = [GridRun(task, pe, seed, preset=args.preset, overrides=overrides,
-                        steps=args.steps, train_max_len=args.train_max_len)
-                for task in tasks for pe in pes for seed in seeds]
+        from analysis.training.study import Study
+        runs = Study(tasks=tasks, pes=pes, seeds=seeds, train_preset=args.preset,
+                     overrides=overrides, steps=args.steps, train_max_len=args.train_max_len,
+                     runs_root=args.out or "runs").runs()
         try:
             check_runs(runs)
         except TrainingError as e:
