@@ -41,3 +41,12 @@ def test_validation_and_train_grid_plan_task_pe_seed_with_a_preset_per_pe():
     assert len(got) == 8 and [g[0] for g in got] == ["count"] * 4 + ["parity"] * 4
     # the default preset keeps the directory without a suffix, as rasp train always wrote
     assert Study(["count"], ["t5"], [2]).runs()[0].run_dir == "runs/count/t5/seed2"
+
+
+def test_a_sweep_configuration_is_a_flat_study():
+    """``rasp sweep`` keeps its layout ``<root>/<pe>/<configuration>/seed<k>``."""
+    st = Study(["count"], ["nope"], [0, 3], train_preset="quick", overrides={"lr": 1e-3},
+               runs_root="runs/sweeps/s/count/nope/lr=0.001-abc123", flat=True, tag="lr=0.001")
+    assert [(r.run_dir, r.tag, r.preset) for r in st.runs()] == [
+        ("runs/sweeps/s/count/nope/lr=0.001-abc123/seed0", "lr=0.001", "quick"),
+        ("runs/sweeps/s/count/nope/lr=0.001-abc123/seed3", "lr=0.001", "quick")]

@@ -41,8 +41,10 @@ class Study:
         overrides: training settings of every run (``config_overrides``); ``steps`` and
             ``train_max_len`` likewise.
         runs_root: where the default run directories lie
-            (:func:`analysis.training.runs.default_run_dir`); ``subdir``: a folder of
-            ``runs_root`` of their own (e.g. a sweep's), with ``tag`` shown per run.
+            (:func:`analysis.training.runs.default_run_dir`: ``<runs_root>/<task>/<pe>/
+            seed<k>[-<preset>]``); ``flat``: ``<runs_root>/seed<k>`` instead (a study of one
+            task and PE in a folder of its own, e.g. one configuration of a sweep).
+        tag: free text shown with every run (e.g. a sweep configuration).
     """
 
     tasks: Sequence
@@ -56,6 +58,8 @@ class Study:
     steps: int | None = None
     train_max_len: int | None = None
     runs_root: str = "runs"
+    flat: bool = False
+    tag: str = ""
 
     def preset_of(self, pe: str) -> str:
         """The training preset of ``pe``'s runs."""
@@ -74,6 +78,8 @@ class Study:
 
     def run_dir(self, task, pe: str, seed: int) -> Path:
         """The default run directory of one run of the study."""
+        if self.flat:
+            return Path(self.runs_root) / f"seed{seed}"
         name = task if isinstance(task, str) else task.name
         return default_run_dir(name, pe, seed, self.preset_of(pe), self.runs_root)
 
@@ -86,5 +92,5 @@ class Study:
         """Every run, task by task, PE by PE, seed by seed."""
         return [GridRun(task, pe, seed, preset=self.preset_of(pe),
                         overrides=dict(self.overrides or {}), steps=self.steps,
-                        train_max_len=self.train_max_len, run_dir=str(rd))
+                        train_max_len=self.train_max_len, run_dir=str(rd), tag=self.tag)
                 for task in self.tasks for pe, seed, rd in self.triples(task)]

@@ -61,7 +61,7 @@ def _slug(tag: str) -> str:
 def sweep_command(args) -> int:
     """Run ``rasp sweep``; returns the exit code."""
     from analysis.training import sweep
-    from analysis.training.grid import GridRun, check_runs
+    from analysis.training.grid import check_runs
     from analysis.training.trainer import TrainingError
     from rasp_cli.commands.train import parse_pes, run_grid_from_args
     from rasp_cli.main import UsageError
@@ -77,15 +77,16 @@ def sweep_command(args) -> int:
         raise UsageError(str(e)) from None
     configs = sweep.expand(swept, fixed)
     root = Path(args.out) / "sweeps" / Path(args.grid_file).stem / args.task
+    from analysis.training.study import Study
     runs, index = [], []
     for pe in pes:
         for overrides in configs:
             tag = sweep.config_tag(overrides, swept)
-            for seed in seeds:
-                runs.append(GridRun(args.task, pe, seed, preset=args.preset,
-                                    overrides=overrides, tag=tag,
-                                    run_dir=str(root / pe / _slug(tag) / f"seed{seed}")))
-                index.append((pe, tag))
+            study = Study(tasks=[args.task], pes=[pe], seeds=seeds, train_preset=args.preset,
+                          overrides=overrides, runs_root=str(root / pe / _slug(tag)),
+                          flat=True, tag=tag)
+            runs += study.runs()
+            index += [(pe, tag)] * len(study.seeds_of(pe))
     try:
         check_runs(runs)
     except TrainingError as e:
