@@ -51,6 +51,7 @@ import numpy as np
 from analysis.evidence import statistics as _stats
 from analysis.training import grid as _grid
 from analysis.training import runs as _runs
+from analysis.training.study import Study
 from rasp.errors import RASPError
 
 __all__ = ["ReplicationError", "SweepConfig", "Scale", "FULL", "SMALL", "SCALES", "HUANG_PES",
@@ -518,10 +519,11 @@ def replicate_cell(task: str, pe: str, scale: Scale = FULL, runs_root="runs",
     root = Path(runs_root)
 
     def train(cfgs_seeds: list, fallback: bool) -> None:
-        runs = [_grid.GridRun(task=task, pe=pe, seed=s, preset="default",
-                              overrides=run_overrides(task, pe, c, scale, fallback),
-                              run_dir=str(_run_dir(root, scale, task, pe, c.tag, s)),
-                              tag=c.tag) for c, s in cfgs_seeds]
+        runs = [run for c, s in cfgs_seeds for run in Study(
+            tasks=[task], pes=[pe], seeds=[s], overrides=run_overrides(task, pe, c, scale,
+                                                                       fallback),
+            runs_root=str(_run_dir(root, scale, task, pe, c.tag, s).parent), flat=True,
+            tag=c.tag).runs()]
         report = _grid.run_grid(runs, runs_root=str(root), log=log, **gk)
         for r in report.failed:
             log(f"  failed: {r.summary_line()}")
