@@ -84,6 +84,42 @@ def test_report_page_opens_in_chromium(tiny):
     assert "http://" not in html and "https://" not in html
 
 
+def test_the_page_can_be_mailed_and_says_what_it_drew(tiny):
+    """In the page as Chromium shows it: no absolute path (of the runs, the report or the
+    checkout), the runs root relative to the report, the finding of report.json's claims,
+    the accuracy caption's bands from the seeds that ran, text of at least 9 px."""
+    import os
+    from pathlib import Path
+
+    from test_report_cdp import Page
+    root, out, path = tiny
+    doc = json.loads((out / "report.json").read_text())
+    with Page(find_chromium(), path.resolve().as_uri(), 1280) as page:
+        text = page.eval("document.body.innerText")
+        shown = page.eval("Array.from(document.images).map(i => [i.alt, "
+                          "parseFloat(i.dataset.textPx), i.getBoundingClientRect().width"
+                          " / i.naturalWidth])")
+    html = path.read_text()
+    checkout = str(Path(__file__).resolve().parents[1])
+    for absolute in (str(root), str(out), checkout):
+        assert absolute not in text and absolute not in html
+    assert f"training runs read from {os.path.relpath(root, out)}" in text
+    # all claims inconclusive (a few steps fit nothing): the finding says so, with the count
+    assert all(c["label"] == "inconclusive" for c in doc["claims"])
+    assert (f"Finding: No claim is decided by these runs: all {len(doc['claims'])} are "
+            "inconclusive") in text
+    seeds = {}
+    for r in doc["tasks"][0]["runs"]:
+        if r["status"] in ("trained", "reused"):
+            seeds.setdefault(r["pe"], set()).add(r["seed"])
+    assert seeds == {"nope": {0, 1}, "t5": {0}}
+    assert "the range over seeds (min to max) for NoPE" in text
+    assert "the 95% Wilson interval of its one seed, dotted, for T5 bias" in text
+    assert len(shown) >= 4
+    for alt, px, scale in shown:
+        assert px * scale >= 9, (alt, px, scale)
+
+
 def test_compiled_model_probed_against_itself_is_a_perfect_match(tmp_path):
     import tasks
     task = tasks.get_task(TASK)

@@ -1,12 +1,15 @@
 """Figures of the report (matplotlib, Agg backend, PNG files).
 
-Every function writes one PNG to ``path`` and returns the path. Colours of the six positional
+Every function writes one PNG to ``path`` and returns the path (with ``path`` None it returns
+the matplotlib figure instead, for tests and notebooks). Colours of the six positional
 encodings are fixed so the same PE has the same colour in every figure.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -15,11 +18,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from rasp_model.positional import PE_LABELS, PE_NAMES  # noqa: E402
 
-__all__ = ["PE_COLORS", "accuracy_figure", "heatmap_figure",
-           "distance_chart", "layer_diagram", "save"]
+__all__ = ["PE_COLORS", "accuracy_figure", "accuracy_bands", "heatmap_figure",
+           "distance_chart", "layer_diagram", "save", "text_px", "wrap_label"]
+
+#: PNG text key under which :func:`save` records the smallest font size of a figure, in the
+#: PNG's pixels (the page scales it by its displayed width over the PNG's width).
+TEXT_PX_KEY = "rasp-lab min-text-px"
 
 PE_COLORS = {"nope": "#d62728", "t5": "#1f77b4", "alibi": "#2ca02c", "rope": "#9467bd",
              "ape_sinusoidal": "#ff7f0e", "ape_learned": "#8c564b"}
@@ -29,17 +38,84 @@ PAPER_DISTANCE_FROM_NOPE = {"t5": 0.263, "alibi": 0.49, "ape_sinusoidal": 0.72, 
                             "nope": 0.265}
 
 
-def save(fig, path: str | os.PathLike) -> str:
-    """Save a figure as PNG (96 dpi), close it, and return the path."""
+def save(fig, path: str | os.PathLike, dpi: float = 96,
+         min_text_px: float | None = None) -> str:
+    """Save a figure as PNG, close it, and return the path.
+
+    The PNG records (text key :data:`TEXT_PX_KEY`) the font size of the figure's smallest
+    visible text in the PNG's pixels (points x dpi / 72), read back by :func:`text_px`.
+    ``min_text_px``: raise the resolution above ``dpi`` where the smallest text would be
+    drawn smaller than that (a figure shown at its natural size)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=96, bbox_inches="tight")
+    sizes = [t.get_fontsize() for t in fig.findobj(Text)
+             if t.get_visible() and t.get_text().strip()]
+    if min_text_px and sizes:
+        dpi = max(dpi, math.ceil(min_text_px * 72 / min(sizes)))
+    meta = {TEXT_PX_KEY: f"{min(sizes) * dpi / 72:.2f}"} if sizes else {}
+    fig.savefig(path, dpi=dpi, bbox_inches="tight", metadata=meta)
     plt.close(fig)
     return str(path)
 
 
+def _done(fig, path: str | os.PathLike | None):
+    """The figure itself when ``path`` is None, else :func:`save` it there."""
+    return fig if path is None else save(fig, path)
+
+
+def text_px(path: str | os.PathLike) -> float | None:
+    """The smallest font size of a PNG written by :func:`save`, in the PNG's pixels (None for
+    a PNG without the record)."""
+    from PIL import Image
+    with Image.open(path) as im:
+        v = (getattr(im, "text", None) or {}).get(TEXT_PX_KEY)
+    return float(v) if v else None
+
+
+def wrap_label(text: str, width: int = 18) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken after ``_ , ( ) =`` or a
+    space where it can be, inside a word only where a word is longer than a line; nothing is
+    dropped (``"".join(lines)`` is ``text`` less the spaces at the breaks)."""
+    parts = [p for p in re.split(r"(?<=[_,() =])", text) if p]
+    lines: list[str] = []
+    cur = ""
+    for part in parts:
+        while len(part) > width:                   # a word longer than a line: cut it
+            if cur:
+                lines.append(cur.rstrip())
+                cur = ""
+            lines.append(part[:width])
+            part = part[width:]
+        if len(cur) + len(part.rstrip()) > width and cur:
+            lines.append(cur.rstrip())
+            cur = part.lstrip()
+        else:
+            cur += part
+    if cur.strip():
+        lines.append(cur.rstrip())
+    return lines or [""]
+
+
+def accuracy_bands(curves: dict[str, list[dict]]) -> dict[str, str]:
+    """The band :func:`accuracy_figure` draws around each PE's curve: ``"seed range"`` (the
+    min..max over its seeds, when it has several), ``"wilson"`` (the 95% Wilson interval of
+    its one seed) or ``"none"`` (one seed without intervals)."""
+    out = {}
+    for pe, rows in curves.items():
+        rows = [r for r in rows if r.get("em") is not None]
+        if not rows:
+            continue
+        if len({r.get("seed", 0) for r in rows}) > 1:
+            out[pe] = "seed range"
+        elif any(r.get("ci_low") is not None and r.get("ci_high") is not None for r in rows):
+            out[pe] = "wilson"
+        else:
+            out[pe] = "none"
+    return out
+
+
 def accuracy_figure(curves: dict[str, list[dict]], train_range: tuple[int, int],
-                    path: str | os.PathLike, title: str = "") -> str:
+                    path: str | os.PathLike | None, title: str = "") -> str:
     """Exact match vs input length, one curve per PE: the mean over seeds with a seed band.
 
     Args:
@@ -52,6 +128,7 @@ def accuracy_figure(curves: dict[str, list[dict]], train_range: tuple[int, int],
         path: PNG path.
     """
     fig, ax = plt.subplots(figsize=(7.0, 3.6))
+    bands = accuracy_bands(curves)
     lo, hi = train_range
     ax.axvspan(lo - 0.5, hi + 0.5, color="#cccccc", alpha=0.5, label="training lengths")
     for pe in sorted(curves, key=lambda p: PE_NAMES.index(p) if p in PE_NAMES else 99):
@@ -73,7 +150,7 @@ def accuracy_figure(curves: dict[str, list[dict]], train_range: tuple[int, int],
         n_seeds = len(seeds)
         ax.plot(xs, ys, marker="o", ms=3, lw=1.6, color=color,
                 label=f"{PE_LABELS.get(pe, pe)} ({n_seeds} seed{'s' if n_seeds != 1 else ''})")
-        if n_seeds > 1:
+        if bands.get(pe) == "seed range":
             ax.fill_between(xs, [min(by_len[x]) for x in xs], [max(by_len[x]) for x in xs],
                             color=color, alpha=0.18, lw=0)
         elif wilson:
@@ -82,15 +159,16 @@ def accuracy_figure(curves: dict[str, list[dict]], train_range: tuple[int, int],
                             color=color, alpha=0.08, lw=0.8, ls=":")
     ax.set_xlabel("input length")
     ax.set_ylabel("exact match")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))      # lengths are whole numbers
     ax.set_ylim(-0.03, 1.03)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     if title:
         ax.set_title(title, fontsize=10)
-    return save(fig, path)
+    return _done(fig, path)
 
 
-def heatmap_figure(panels: Sequence[tuple[str, Any]], path: str | os.PathLike,
+def heatmap_figure(panels: Sequence[tuple[str, Any]], path: str | os.PathLike | None,
                    tokens: Sequence[str] | None = None, title: str = "") -> str:
     """Attention heatmaps side by side (query rows, key columns, probabilities 0..1).
 
@@ -113,13 +191,18 @@ def heatmap_figure(panels: Sequence[tuple[str, Any]], path: str | os.PathLike,
         else:
             mat = np.asarray(mat, dtype=float)
             image = ax.imshow(mat, cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
-            if tokens is not None and len(tokens) == mat.shape[0] and len(tokens) <= 40:
-                size = 8 if len(tokens) <= 24 else 6
-                ax.set_xticks(range(len(tokens)))
-                ax.set_xticklabels(tokens, rotation=90, fontsize=size)
-                ax.set_yticks(range(len(tokens)))
-                ax.set_yticklabels(tokens, fontsize=size)
+            if tokens is not None and len(tokens) == mat.shape[0]:
+                # one label per row of the panel while the rows are at least as tall as an
+                # 8 pt label (a panel is ~3.3 in: 24 rows); beyond that every k-th token
+                step = max(1, math.ceil(len(tokens) / 24))
+                ticks = list(range(0, len(tokens), step))
+                ax.set_xticks(ticks)
+                ax.set_xticklabels([tokens[i] for i in ticks], rotation=90, fontsize=8)
+                ax.set_yticks(ticks)
+                ax.set_yticklabels([tokens[i] for i in ticks], fontsize=8)
             else:
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+                ax.yaxis.set_major_locator(MaxNLocator(integer=True))
                 ax.tick_params(labelsize=8)
             ax.set_xlabel("key", fontsize=9)
             ax.set_ylabel("query", fontsize=9)
@@ -131,11 +214,11 @@ def heatmap_figure(panels: Sequence[tuple[str, Any]], path: str | os.PathLike,
         bar.ax.tick_params(labelsize=8)
     if title:
         fig.suptitle(title, fontsize=11)
-    return save(fig, path)
+    return _done(fig, path)
 
 
 def distance_chart(panels: dict[str, tuple[dict[str, list[float]], list[float]]],
-                   path: str | os.PathLike, reference: str = "nope",
+                   path: str | os.PathLike | None, reference: str = "nope",
                    paper: dict[str, float] | None = PAPER_DISTANCE_FROM_NOPE,
                    title: str = "") -> str:
     """Kazemnejad-style distance chart, one panel per aggregation, with the seed spread.
@@ -186,47 +269,82 @@ def distance_chart(panels: dict[str, tuple[dict[str, list[float]], list[float]]]
                            label=f"paper (SCAN): NoPE other seed {paper[reference]}")
         units = "nats" if agg == "released" else "bits"
         ax.set_xticks(xs)
-        ax.set_xticklabels([PE_LABELS.get(p, p) for p in pes], fontsize=8, rotation=15)
+        # "APE (sinusoidal)" on two lines: six labels side by side never overlap
+        ax.set_xticklabels(["\n".join(wrap_label(PE_LABELS.get(p, p), 10)) for p in pes],
+                           fontsize=8)
         ax.set_ylabel(f"distance from {PE_LABELS.get(reference, reference)} ({units})")
         ax.set_title(f"{agg} aggregation" + (f" — {title}" if title else ""), fontsize=9)
         ax.set_ylim(0, max(top + [0.1]) * 1.15)
         ax.grid(axis="y", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    return save(fig, path)
+            ax.legend(fontsize=8)
+    return _done(fig, path)
 
 
-def layer_diagram(heads: Sequence[int], mlp: Sequence[int], path: str | os.PathLike,
-                  title: str = "", head_labels: dict[tuple[int, int], str] | None = None) -> str:
+def layer_diagram(heads: Sequence[int], mlp: Sequence[int], path: str | os.PathLike | None,
+                  title: str = "", head_labels: dict[tuple[int, int], str] | None = None,
+                  per_row: int = 4) -> str:
     """Layer diagram of a (compiled) model: per layer its attention heads and MLP width.
+
+    Drawn at 10 pt (13 px at the PNG's 96 dpi) and at most ``per_row`` layers to a row (fewer
+    where wide labels need it), so that a row fits the report's width (~1,100 px) without
+    being scaled down; every head's
+    label is shown whole, wrapped (:func:`wrap_label`), never cut.
 
     Args:
         heads: number of heads per layer.
         mlp: MLP hidden width per layer (0 = no MLP).
         head_labels: optional text per (layer, head), e.g. the s-op the head computes.
     """
+    fs, line = 10, 10 * 1.35 / 72                  # font size (pt), line height (inches)
+    char = 0.56 * fs / 72                          # a character's mean advance (inches)
     n = len(heads)
-    fig, ax = plt.subplots(figsize=(max(3.0, 1.9 * n + 0.8), 2.6))
+    cells = []
     for l in range(n):
-        x = l * 1.9
-        ax.add_patch(plt.Rectangle((x, 1.2), 0.8, 0.9, color="#1f77b4", alpha=0.25))
-        text = f"attn\n{heads[l]} head" + ("s" if heads[l] != 1 else "")
-        if head_labels:
-            names = [head_labels[(l, h)] for h in range(heads[l]) if (l, h) in head_labels]
-            if names:
-                text += "\n" + "\n".join(n_[:14] for n_ in names[:3])
-        ax.text(x + 0.4, 1.65, text, ha="center", va="center", fontsize=7)
-        ax.add_patch(plt.Rectangle((x + 0.9, 1.2), 0.8, 0.9,
+        text = [f"attn: {heads[l]} head" + ("s" if heads[l] != 1 else "")]
+        for h in range(heads[l]):
+            if head_labels and (l, h) in head_labels:
+                name = wrap_label(str(head_labels[(l, h)]), 18)
+                text += [f"H{h}: {name[0]}"] + [f"    {x}" for x in name[1:]]
+        mtext = ["MLP", f"width {mlp[l]:,}"] if mlp[l] else ["no MLP"]
+        cells.append((text, mtext))
+    attn_w = max(max(len(x) for x in t) for t, _ in cells) * char + 0.25
+    mlp_w = max(max(len(x) for x in m) for _, m in cells) * char + 0.25
+    box_h = max(max(len(t), len(m)) for t, m in cells) * line + 0.3
+    cell_w = attn_w + 0.12 + mlp_w
+    gap = 0.45
+    # as many layers to a row as fit 11.3 in (1,085 px at 96 dpi), at most per_row
+    cols = max(1, min(n, per_row, int((11.3 + gap) // (cell_w + gap))))
+    rows = max(1, math.ceil(n / cols))
+    row_h = box_h + 0.95                           # arrow, box, "layer k" underneath
+    width = cols * cell_w + (cols - 1) * gap + 0.3
+    height = rows * row_h + 0.1
+    fig = plt.figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))               # data units = inches: text and boxes agree
+    for l in range(n):
+        r, c = divmod(l, cols)
+        x = 0.15 + c * (cell_w + gap)
+        top = height - 0.1 - r * row_h - 0.45
+        y = top - box_h
+        text, mtext = cells[l]
+        ax.add_patch(plt.Rectangle((x, y), attn_w, box_h, color="#1f77b4", alpha=0.25))
+        ax.text(x + 0.12, top - 0.15, "\n".join(text), ha="left", va="top", fontsize=fs,
+                linespacing=1.35)
+        ax.add_patch(plt.Rectangle((x + attn_w + 0.12, y), mlp_w, box_h,
                                    color="#ff7f0e" if mlp[l] else "#dddddd", alpha=0.3))
-        ax.text(x + 1.3, 1.65, f"MLP\n{mlp[l]}" if mlp[l] else "no\nMLP", ha="center",
-                va="center", fontsize=7)
-        ax.text(x + 0.85, 0.95, f"layer {l}", ha="center", fontsize=8)
-    ax.annotate("", xy=(1.9 * n, 2.3), xytext=(-0.2, 2.3),
-                arrowprops=dict(arrowstyle="->", color="#555555"))
-    ax.text(-0.2, 2.4, "residual stream", fontsize=7, color="#555555")
-    ax.set_xlim(-0.3, 1.9 * n + 0.1)
-    ax.set_ylim(0.8, 2.6)
+        ax.text(x + attn_w + 0.12 + mlp_w / 2, top - 0.15, "\n".join(mtext), ha="center",
+                va="top", fontsize=fs, linespacing=1.35)
+        ax.text(x + cell_w / 2, y - 0.12, f"layer {l}", ha="center", va="top", fontsize=fs)
+        if c == 0:
+            last = min(n, l + cols) - l
+            right = 0.15 + last * (cell_w + gap) - gap
+            ax.annotate("", xy=(right, top + 0.2), xytext=(0.15, top + 0.2),
+                        arrowprops=dict(arrowstyle="->", color="#555555"))
+            ax.text(0.15, top + 0.27, "residual stream" + (" (continued)" if r else ""),
+                    fontsize=fs, color="#555555", va="bottom")
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, height)
     ax.set_axis_off()
     if title:
-        ax.set_title(title, fontsize=10)
-    return save(fig, path)
+        fig.suptitle(title, fontsize=11, y=1.0, va="bottom")
+    return _done(fig, path)

@@ -23,6 +23,7 @@ import base64
 import datetime as _dt
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -269,7 +270,8 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
     sop = None
     try:
         sop, listing = task.load_reference(), task.reference_source()
-        sec["program"] = {"file": str(task.reference_file), "name": task.reference_name,
+        sec["program"] = {"file": str(task.reference_path or task.reference_file),
+                          "name": task.reference_name,
                           "listing": listing, "causal": task.causal}
         # the program's computation flow on one short example, drawn by the renderer
         # (rasp.draw); kept out of report.json (not plain data)
@@ -432,14 +434,44 @@ def _num(x) -> str:
     return str(x)
 
 
-def _shortpath(path) -> str:
-    """A run directory without the machine's absolute path: relative to the working directory
-    when inside it, else its last four parts (root/task/pe/seed)."""
-    p = Path(str(path))
-    try:
-        return str(p.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(Path(*p.parts[-4:])) if len(p.parts) > 4 else str(p)
+#: The checkout this module runs from: the page shows paths relative to it.
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+#: An absolute path inside free text (an error message): a "/" that no word, dot or path
+#: character precedes ("nope/seed0", "k/35" and " / " are not paths), then path characters.
+_ABS_PATH = re.compile(r"(?<![\w.~/-])/(?:[\w.@+=-]+/?)+")
+
+
+def display_path(path, report_dir: str | os.PathLike | None = None) -> str:
+    """A path as the page shows it, never absolute (the page is meant to be mailed): relative
+    to the checkout (``runs/sort_unique/nope/seed0-demo``, ``tasks/programs/x.rasp``) when
+    inside it, else relative to the report's directory (``../runs``) when they share more
+    than the file system's root, else ``…/`` and its last four parts (a run directory's
+    root/task/pe/seed). A relative path is
+    taken from the working directory."""
+    p = Path(str(path)).expanduser()
+    if not p.is_absolute():
+        p = Path.cwd() / p
+    p = Path(os.path.normpath(p))
+    bases = [CHECKOUT] + ([Path(report_dir).resolve()] if report_dir is not None else [])
+    for base in bases:
+        try:
+            return str(p.relative_to(base)) if p != base else "."
+        except ValueError:
+            pass
+    if report_dir is not None:
+        rd = Path(report_dir).resolve()
+        if len(Path(os.path.commonpath([p, rd])).parts) > 1:
+            return os.path.relpath(p, rd)
+    return str(Path("…", *p.parts[-4:]))
+
+
+def strip_paths(text, report_dir: str | os.PathLike | None = None) -> str:
+    """Free text (an error message, a reason) with every absolute path in it shown as
+    :func:`display_path` shows it."""
+    if not isinstance(text, str):
+        return text
+    return _ABS_PATH.sub(lambda m: display_path(m.group(0), report_dir), text)
 
 
 def _slug(name: str) -> str:
@@ -453,28 +485,35 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
 
     def add(key, path, caption):
         figs[key] = {"path": os.path.basename(path), "uri": _png_data_uri(path),
-                     "caption": caption}
+                     "caption": caption, "text_px": figures.text_px(path)}
 
     if sec.get("accuracy"):
         tr = sec.get("train_range") or (1, 1)
         p = figures.accuracy_figure(sec["accuracy"], tr, out_dir / f"{slug}_accuracy.png",
                                     title=f"{sec['name']}: exact match by length")
-        add("accuracy", p, "Exact match of greedy decoding per input length (mean over seeds; "
-                           "band: 95% Wilson interval of the first seed); grey: training lengths.")
+        add("accuracy", p, accuracy_caption(sec["accuracy"]))
     comp = sec.get("compiled") or {}
     if comp.get("heads"):
         labels = {tuple(int(x) for x in k.split(",")): v
                   for k, v in (comp.get("head_names") or {}).items()}
         p = figures.layer_diagram(comp["heads"], comp["mlp"], out_dir / f"{slug}_compiled.png",
                                   title="compiled model", head_labels=labels)
-        add("layers", p, "Layers of the compiled model: attention heads, then the MLP.")
+        add("layers", p, "Layers of the compiled model, residual stream left to right: per "
+                         "layer its attention heads (each with the s-op it computes), then "
+                         "the MLP's hidden width.")
     if sec.get("_draw"):
-        from rasp.draw import draw_file
+        from rasp.draw import Drawing
         sop, example = sec["_draw"]
         try:
-            p = draw_file(sop, out_dir / f"{slug}_flow.png", example)
+            # rasp draw's own resolution (110 dpi), higher where its smallest text (a long
+            # example's selector ticks) would be under 10 px; the page shows it at full size
+            p = figures.save(Drawing(sop, example).figure, out_dir / f"{slug}_flow.png",
+                             dpi=110, min_text_px=10)
             add("flow", p, "The program's computation flow on one example (rasp draw): each "
-                           "operation with its value, each selector's [query, key] matrix.")
+                           "operation with its value, each selector's [query, key] matrix. "
+                           "Shown at full size: scroll inside the box; click the "
+                           "picture to fit it to the page's width (an overview), again for "
+                           "full size.")
         except RASPError as e:
             sec["problems"].append(f"computation flow not drawn: {e}")
     res: metrics.ProbeResult | None = sec.get("probe")
@@ -539,15 +578,101 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
                 p = figures.heatmap_figure(panels, out_dir / f"{key}.png", tokens=tokens)
                 figs["heatmaps"].append({
                     "path": os.path.basename(p), "uri": _png_data_uri(p), "label": label,
+                    "text_px": figures.text_px(p),
                     "caption": f"{label} head L{t[0]}H{t[1]} | best compiled match | "
                                f"relative-position (T5 bucket) fit, on the longest probe "
                                f"sequence ({n} tokens)"})
     return figs
 
 
+def accuracy_caption(curves: dict[str, list[dict]]) -> str:
+    """The accuracy figure's caption, saying which band each PE's curve has
+    (:func:`analysis.reporting.figures.accuracy_bands`, what the figure draws)."""
+    bands = figures.accuracy_bands(curves)
+    order = sorted(bands, key=lambda p: PE_NAMES.index(p) if p in PE_NAMES else 99)
+    rng = [PE_LABELS.get(p, p) for p in order if bands[p] == "seed range"]
+    wil = [PE_LABELS.get(p, p) for p in order if bands[p] == "wilson"]
+    parts = []
+    if rng:
+        parts.append("the range over seeds (min to max) for " + ", ".join(rng))
+    if wil:
+        parts.append("the 95% Wilson interval of its one seed, dotted, for " + ", ".join(wil))
+    band = ("; band: " + "; ".join(parts)) if parts else ""
+    return ("Exact match of greedy decoding per input length: line, the mean over seeds"
+            f"{band}. Grey: training lengths; right of it, out of distribution.")
+
+
+def distance_note(sec: dict) -> str:
+    """Why a section has no distance chart, from what was probed: the chart compares each
+    PE's model with the NoPE models of the other seeds, so it needs a NoPE model and a model
+    of another PE of another seed."""
+    res: metrics.ProbeResult | None = sec.get("probe")
+    loaded = [r for r in (sec.get("runs") or [])
+              if r.get("status") in ("reused", "trained", "resumed")]
+    if res is None:
+        return (f"no trained model was probed ({len(loaded)} of "
+                f"{len(sec.get('runs') or [])} run(s) of this task finished)")
+    labels = [l for l in res.models if l != res.compiled_label]
+    by_pe: dict[str, set] = {}
+    for l in labels:
+        pe, _, seed = l.partition("/")
+        by_pe.setdefault(pe, set()).add(seed)
+    if "nope" not in by_pe:
+        return ("it measures each PE's distance from the NoPE models, and no NoPE model was "
+                "probed")
+    others = [pe for pe in by_pe if pe != "nope"]
+    if not others:
+        n = len(by_pe["nope"])
+        return (f"only NoPE was probed ({n} seed{'s' if n != 1 else ''}); it needs a model of "
+                "another positional encoding")
+    return ("it compares each PE's model with the NoPE models of other seeds, and every "
+            "probed model of another PE shares its seed with every NoPE model")
+
+
+def finding(claims: Sequence[dict], most: int = 4) -> str:
+    """The page's one-sentence finding, computed from its claims: the decided ones (label,
+    seeds per arm), then how many stayed inconclusive and, when no claim has the seeds a
+    decision needs, that number."""
+    if not claims:
+        return "No claim was computed: no finished runs."
+    decided = [c for c in claims if c.get("label") in ("supported", "contradicted")]
+    undecided = len(claims) - len(decided)
+    parts = [f"{c['statement']} ({c['label']}, {_claim_seeds(c)} seeds)"
+             for c in decided[:most]]
+    if len(decided) > most:
+        parts.append(f"{len(decided) - most} more decided")
+    if not decided:
+        seeds = [n for n in (_claim_seeds(c) for c in claims) if n is not None]
+        most_seeds = max(seeds) if seeds else 0
+        short = (f"; at most {most_seeds} seed{'s' if most_seeds != 1 else ''} per positional "
+                 f"encoding where a decision needs {_stats.MIN_SEEDS}"
+                 if seeds and most_seeds < _stats.MIN_SEEDS else "")
+        return (f"No claim is decided by these runs: all {len(claims)} "
+                f"{'is' if len(claims) == 1 else 'are'} inconclusive{short}.")
+    tail = f"; {undecided} other claim{'s' if undecided != 1 else ''} inconclusive" \
+        if undecided else ""
+    return "; ".join(parts) + tail + "."
+
+
+def _claim_seeds(c: dict) -> int | None:
+    """The seeds a claim compared per positional encoding (the fewest of its arms)."""
+    num = c.get("numbers") or {}
+    if num.get("paired_seeds") is not None:
+        return len(num["paired_seeds"])
+    counts = []
+    for v in (num.get("per_pe") or {}).values():
+        if isinstance(v, dict):
+            seeds = v.get("seeds")
+            counts.append(len(seeds) if isinstance(seeds, (list, tuple)) else seeds)
+        elif isinstance(v, (list, tuple)):
+            counts.append(len(v))
+    counts = [n for n in counts if isinstance(n, int)]
+    return min(counts) if counts else None
+
+
 def _section_view(sec: dict) -> dict:
     """Tables of a section for the template (strings, already formatted)."""
-    view: dict[str, Any] = {}
+    view: dict[str, Any] = {"distance_note": distance_note(sec)}
     res: metrics.ProbeResult | None = sec.get("probe")
     if res is not None:
         view["pairwise"] = [{"a": a, "b": b, "mean": _fmt(d.mean),
@@ -706,10 +831,13 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
         autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.ChainableUndefined)
     env.filters["fmt"] = _fmt
     env.filters["num"] = _num
-    env.filters["shortpath"] = _shortpath
+    env.filters["shortpath"] = lambda p: display_path(p, out)
+    env.filters["nopath"] = lambda t: strip_paths(t, out)
     env.filters["pename"] = lambda pe: PE_LABELS.get(pe, pe)
+    meta = dict(meta or {})
     page = env.get_template("report.html.j2").render(
-        title=title, sections=views, meta=meta or {}, claims=all_claims,
+        title=title, sections=views, meta=meta, claims=all_claims, finding=finding(all_claims),
+        runs_root=display_path(meta["runs_root"], out) if meta.get("runs_root") else None,
         confirmation=confirmation,
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         thresholds={"ood": OOD_GENERALIZES, "id": ID_FIT, "min_seeds": _stats.MIN_SEEDS,
@@ -726,8 +854,8 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
                 "claims": s["sec"].get("claims"),
                 "runs": s["sec"].get("runs"), "problems": s["sec"].get("problems")}
                for s in views]
-    doc = {"meta": meta or {}, "claims": all_claims, "confirmation": confirmation,
-           "tasks": summary}
+    doc = {"meta": meta, "claims": all_claims, "finding": finding(all_claims),
+           "confirmation": confirmation, "tasks": summary}
     atomic_write_text(out / "report.json", json.dumps(_to_plain(doc), indent=1), mode=0o644)
     return path
 
