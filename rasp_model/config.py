@@ -6,6 +6,7 @@ Plain data, JSON round-trip with :meth:`TransformerConfig.to_dict` / :meth:`Tran
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,11 @@ __all__ = ["TransformerConfig", "TransformerConfigError", "TL_FIELDS", "TLField"
 #: configs from flags (``rasp train --set``) and from files (``config.json``, safetensors
 #: metadata) alike. Raise it by assigning ``rasp_model.config.MAX_MODEL_BYTES``.
 MAX_MODEL_BYTES = 2 ** 30
+
+#: Ranges of the float settings (a rotary base of 1e308 gives all-zero frequencies: silently
+#: no positional information; a huge init scale overflows).
+_FLOAT_RANGES = (("rotary_base", 2.0, 1e9), ("dropout", 0.0, 1.0),
+                 ("initializer_range", 0.0, 10.0), ("embed_init_std", 0.0, 10.0))
 
 #: Memory a constructed :class:`~rasp_model.transformer.Transformer` takes per layer beyond its
 #: weights (modules, hook points, small tensors; measured 66 KiB for a layer of width 1, rounded
@@ -240,6 +246,13 @@ class TransformerConfig:
                 bad(f"{name} entries must be ints >= 0, got {v!r}")
         if self.tied_embeddings and self.d_vocab != self.d_vocab_out:
             bad("tied_embeddings needs d_vocab == d_vocab_out")
+        for name, lo, hi in _FLOAT_RANGES:
+            v = getattr(self, name)
+            if v is None and name == "embed_init_std":
+                continue
+            if (not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)
+                    or not lo <= v <= hi):
+                bad(f"{name} must be a finite number in [{lo:g}, {hi:g}], got {v!r}")
         if not 0.0 <= self.dropout < 1.0:
             bad(f"dropout must be in [0, 1), got {self.dropout}")
         if self.pe == "rope":

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 
 from rasp_model.config import TransformerConfig, TransformerConfigError
+from rasp_model.files import FileReadError, atomic_write_bytes, read_safetensors
 from rasp_model.transformer import Transformer
 
 __all__ = ["save_safetensors", "load_safetensors", "read_safetensors_metadata"]
@@ -29,7 +29,8 @@ def _canonical(raw: bytes) -> bytes:
 
 
 def save_safetensors(model: Transformer, path, metadata: dict | None = None) -> None:
-    """Write ``model``'s weights to ``path`` (safetensors), atomically (temp file + replace).
+    """Write ``model``'s weights to ``path`` (safetensors), atomically through the one writer
+    (:func:`rasp_model.files.atomic_write`).
 
     The config is stored as JSON under metadata key ``"config"``; other ``metadata`` values are
     stored as JSON strings under their keys.
@@ -43,46 +44,37 @@ def save_safetensors(model: Transformer, path, metadata: dict | None = None) -> 
             raise ValueError(f"metadata key {k!r} is reserved")
         meta[str(k)] = v if isinstance(v, str) else json.dumps(v)
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.packed_state_dict().items()}
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".safetensors")
-    os.close(fd)
-    try:
-        with open(tmp, "wb") as f:
-            f.write(_canonical(save(tensors, metadata=meta)))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    atomic_write_bytes(path, _canonical(save(tensors, metadata=meta)))
 
 
 def read_safetensors_metadata(path) -> dict:
-    """The metadata dict (str -> str) of a safetensors file; ValueError if unreadable."""
-    from safetensors import safe_open
+    """The metadata dict (str -> str) of a safetensors file (read through
+    :func:`rasp_model.files.read_safetensors`); ValueError if unreadable."""
     try:
-        with safe_open(os.fspath(path), framework="pt") as f:
-            return dict(f.metadata() or {})
-    except Exception as e:  # safetensors raises its own error types
-        raise ValueError(f"{path}: not a readable safetensors file ({e})") from None
+        return read_safetensors(path, "weights file")[1]
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except FileReadError as e:
+        raise ValueError(str(e)) from None
 
 
 def load_safetensors(path, device: str = "cpu") -> Transformer:
-    """Read a model written by :func:`save_safetensors`.
+    """Read a model written by :func:`save_safetensors` through the one reader
+    (:func:`rasp_model.files.read_safetensors`: a regular file within the model budget,
+    floating-point tensors inside the file).
 
     Returns a :class:`Transformer` (in eval mode) with ``.metadata`` (the decoded metadata).
     Raises FileNotFoundError, or ValueError with a clear message for a file that is not a
-    rasp-lab model (no config, wrong tensor names or shapes).
+    rasp-lab model (no config, wrong tensor names, shapes or dtypes); the config is checked
+    against the model budget before the model is built.
     """
-    from safetensors.torch import load_file
-
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file")
-    meta = read_safetensors_metadata(path)
+    try:
+        state, meta = read_safetensors(path, "weights file")
+    except FileReadError as e:
+        raise ValueError(str(e)) from None
     if "config" not in meta:
         raise ValueError(f"{path}: safetensors file has no rasp-lab config in its metadata")
     try:
@@ -92,7 +84,6 @@ def load_safetensors(path, device: str = "cpu") -> Transformer:
     except (json.JSONDecodeError, TypeError, ValueError, TransformerConfigError) as e:
         raise ValueError(f"{path}: bad config in metadata ({e})") from None
     model = Transformer(cfg)
-    state = load_file(path, device="cpu")
     dtypes = {t.dtype for t in state.values() if t.is_floating_point()}
     if len(dtypes) == 1:  # keep the stored precision (compiled models are float64)
         model = model.to(dtypes.pop())

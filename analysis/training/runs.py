@@ -31,20 +31,18 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import io
 import json
 import math
 import os
-import pickle
 import shutil
-import tempfile
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
 from analysis.training.configs import ConfigError, RunSpec
-from rasp_model import Transformer, load_safetensors, save_safetensors
+from rasp_model import Transformer, files, load_safetensors, save_safetensors
 from rasp.errors import RASPError
 
 __all__ = ["RunDirError", "DiskFullError", "disk_full_error", "RUNS_ROOT", "default_run_dir", "RunLock", "RunResult",
@@ -202,43 +200,23 @@ def make_run_dir(run_dir: Path) -> None:
 # ------------------------------------------------------------------------------------------
 
 def _atomic_replace(path: Path, write, suffix: str = "", mode: int | None = None) -> None:
-    """Write ``path`` atomically: ``write(tmp_path)`` fills a temporary file in the same
-    directory, then ``os.replace`` (readers see the old or the new file, never a part); the
-    temporary file is removed on any failure. ``mode``: the file's permissions (default: the
-    temporary file's, owner only)."""
+    """Write ``path`` atomically through the one writer (:func:`rasp_model.files.atomic_write`:
+    a fresh ``mkstemp`` file in the same directory, written through its descriptor, then
+    ``os.replace``); ``write(f)`` fills the binary file object ``f``. A full disk is
+    :class:`DiskFullError`. ``mode``: the file's permissions (default ``0o666 & ~umask``)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=suffix)
-    except OSError as e:
+        files.atomic_write(path, write, mode=mode, suffix=suffix or ".tmp")
+    except (OSError, RuntimeError) as e:
         if _full_disk(e, path.parent):
-            raise disk_full_error(path, path.name) from None
-        raise
-    os.close(fd)
-    try:
-        write(tmp)
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException as e:
-        full = _full_disk(e, path.parent)      # measured before the partial file is removed
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        if full:
             raise disk_full_error(path, path.name) from None
         raise
 
 
 def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
     """Write ``text`` to ``path`` atomically (temporary file, fsync, ``os.replace``).
-    ``mode``: the file's permissions (default owner only; a report meant to be shared passes
-    ``0o644``)."""
-    def write(tmp):
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-    _atomic_replace(path, write, mode=mode)
+    ``mode``: the file's permissions (default ``0o666 & ~umask``; a report passes ``0o644``)."""
+    _atomic_replace(path, lambda f: f.write(text.encode("utf-8")), mode=mode)
 
 
 def atomic_json(path: Path, obj) -> None:
@@ -247,7 +225,9 @@ def atomic_json(path: Path, obj) -> None:
 
 
 def _atomic_torch_save(path: Path, obj) -> None:
-    _atomic_replace(path, lambda tmp: torch.save(obj, tmp), suffix=".pt")
+    buf = io.BytesIO()              # serialized first: a full disk is then ENOSPC of write()
+    torch.save(obj, buf)
+    _atomic_replace(path, lambda f: f.write(buf.getbuffer()), suffix=".pt")
 
 
 # ------------------------------------------------------------------------------------------
@@ -255,27 +235,15 @@ def _atomic_torch_save(path: Path, obj) -> None:
 # ------------------------------------------------------------------------------------------
 
 def read_json(path: Path, what: str):
-    """Parse a run file; :class:`RunDirError` for a missing, unreadable or non-JSON file
-    (``NaN``/``Infinity`` literals are refused)."""
-    def no_constants(name):
-        raise ValueError(f"non-finite number {name}")
-
-    def finite(text):                               # 1e400 parses to inf
-        x = float(text)
-        if not math.isfinite(x):
-            raise ValueError(f"non-finite number {text}")
-        return x
+    """Parse a run file through the one reader (:func:`rasp_model.files.read_json`: a regular
+    file of at most 16 MiB, ``NaN``/``Infinity``/``1e400`` and deep nesting refused);
+    :class:`RunDirError` for a missing, unreadable or non-JSON file."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"), parse_constant=no_constants,
-                          parse_float=finite)
+        return files.read_json(path, what)
     except FileNotFoundError:
         raise RunDirError(f"{Path(path).parent}: missing {Path(path).name} ({what})") from None
-    except RecursionError:
-        raise RunDirError(f"{path}: corrupt {what} (nested too deeply); delete the run "
-                          f"directory or rerun with --force") from None
-    except (ValueError, UnicodeDecodeError, OSError) as e:
-        raise RunDirError(f"{path}: corrupt {what} ({e}); delete the run directory or rerun "
-                          f"with --force") from None
+    except files.FileReadError as e:
+        raise RunDirError(f"{e}; delete the run directory or rerun with --force") from None
 
 
 def _finite(x, lo=-math.inf, hi=math.inf, optional=True) -> bool:
@@ -583,15 +551,84 @@ def save_checkpoint(run_dir: Path, model, opt: torch.optim.Optimizer, state: dic
         shutil.rmtree(old)
 
 
+#: Bounds of a checkpoint's counters: tokens (2^53, exact in a float) and seconds (a century).
+MAX_TOKENS_SEEN = 2 ** 53
+MAX_ELAPSED_SECONDS = 100 * 365 * 86400.0
+
+
 def _validate_state(state, path: Path) -> dict:
     ok = (isinstance(state, dict) and _count(state.get("step"))
-          and _finite(state.get("elapsed"), 0.0, optional=False)
-          and _count(state.get("tokens_seen")) and _count(state.get("metrics_bytes"))
+          and _finite(state.get("elapsed"), 0.0, MAX_ELAPSED_SECONDS, optional=False)
+          and _count(state.get("tokens_seen")) and state["tokens_seen"] <= MAX_TOKENS_SEEN
+          and _count(state.get("metrics_bytes"))
           and _finite(state.get("last_loss"), 0.0))
     if not ok:
-        raise RunDirError(f"{path}: corrupt checkpoint state (needs step, elapsed, "
-                          f"tokens_seen, metrics_bytes >= 0); rerun with --force")
+        raise RunDirError(f"{path}: corrupt checkpoint state (needs step, elapsed <= "
+                          f"{MAX_ELAPSED_SECONDS:.0f} s, tokens_seen <= 2^53, metrics_bytes "
+                          f">= 0); rerun with --force")
     return state
+
+
+#: The optimizer settings a checkpoint must share with the run's own optimizer (the others,
+#: ``lr`` (set every step) and how the update is computed (``foreach``, ``capturable``, ...),
+#: are taken from the run's optimizer, never from the file).
+_OPT_FLAGS = ("weight_decay", "betas", "eps", "amsgrad", "maximize")
+_ADAM_STATE = {"step", "exp_avg", "exp_avg_sq"}
+
+
+def _checked_optimizer_state(blob, opt: torch.optim.Optimizer, step: int, path: Path):
+    """``(optimizer state dict, torch RNG state)`` of a loaded ``optimizer.pt``, checked
+    against the run's own optimizer ``opt`` before anything is loaded: the same parameter
+    groups and flags (:data:`_OPT_FLAGS`), per parameter a step count in ``0..step`` and
+    finite moments of the parameter's shape, dense and floating point; an RNG state of
+    torch's size. :class:`RunDirError` naming the first difference."""
+    def bad(msg):
+        raise RunDirError(f"{path}: not this run's optimizer state ({msg}); rerun with --force")
+    if not isinstance(blob, dict) or set(blob) != {"optimizer", "torch_rng"}:
+        bad("expected optimizer and torch_rng")
+    rng, sd, ours = blob["torch_rng"], blob["optimizer"], opt.state_dict()
+    want_rng = torch.get_rng_state()
+    if (not isinstance(rng, torch.Tensor) or rng.dtype != want_rng.dtype
+            or rng.shape != want_rng.shape):
+        bad("torch_rng is not a torch RNG state")
+    if not isinstance(sd, dict) or set(sd) != {"state", "param_groups"} or \
+            not isinstance(sd["param_groups"], list) or not isinstance(sd["state"], dict):
+        bad("expected state and param_groups")
+    if len(sd["param_groups"]) != len(ours["param_groups"]):
+        bad(f"{len(sd['param_groups'])} parameter groups, the run has "
+            f"{len(ours['param_groups'])}")
+    groups = []
+    for i, (g, o) in enumerate(zip(sd["param_groups"], ours["param_groups"])):
+        if not isinstance(g, dict) or g.get("params") != o["params"]:
+            bad(f"parameter group {i} holds other parameters")
+        for k in _OPT_FLAGS:
+            mine, theirs = o.get(k), g.get(k)
+            if isinstance(mine, tuple) and isinstance(theirs, (list, tuple)):
+                theirs = tuple(theirs)
+            if type(mine) is not type(theirs) or mine != theirs:
+                bad(f"parameter group {i}: {k} {str(theirs)[:40]}, the run's is {mine}")
+        groups.append({**o})                # the run's own settings, never the file's
+    params = [p for g in opt.param_groups for p in g["params"]]
+    if not all(isinstance(k, int) and 0 <= k < len(params) for k in sd["state"]):
+        bad("state of unknown parameters")
+    for k, st in sd["state"].items():
+        p = params[k]
+        if not isinstance(st, dict) or set(st) != _ADAM_STATE:
+            bad(f"parameter {k}: expected {sorted(_ADAM_STATE)}")
+        n = st["step"]
+        if (not isinstance(n, torch.Tensor) or n.numel() != 1 or not n.is_floating_point()
+                or not 0 <= float(n) <= step or float(n) != int(float(n))):
+            bad(f"parameter {k}: an optimizer step count outside 0..{step}")
+        for name in ("exp_avg", "exp_avg_sq"):
+            t = st[name]
+            if (not isinstance(t, torch.Tensor) or t.layout != torch.strided
+                    or not t.is_floating_point() or t.shape != p.shape or not t.is_contiguous()
+                    or t.untyped_storage().nbytes() < t.numel() * t.element_size()):
+                bad(f"parameter {k}: {name} is not a dense float tensor of shape "
+                    f"{tuple(p.shape)}")
+            if not bool(torch.isfinite(t).all()) or (name == "exp_avg_sq" and bool((t < 0).any())):
+                bad(f"parameter {k}: {name} is not finite (or negative)")
+    return {"state": sd["state"], "param_groups": groups}, rng
 
 
 def load_checkpoint(run_dir: Path, model, opt: torch.optim.Optimizer, total_steps: int) -> dict:
@@ -629,17 +666,15 @@ def load_checkpoint(run_dir: Path, model, opt: torch.optim.Optimizer, total_step
     except RuntimeError:
         raise RunDirError(f"{ck}/model.safetensors does not match the run's model; rerun "
                           f"with --force") from None
+    model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     try:
-        with warnings.catch_warnings():        # torch warns about foreign pickle protocols
-            warnings.simplefilter("ignore")
-            blob = torch.load(ck / "optimizer.pt", weights_only=True)
-        opt.load_state_dict(blob["optimizer"])
-        torch.set_rng_state(blob["torch_rng"])
+        blob = files.read_torch(ck / "optimizer.pt", "optimizer state",
+                                max_bytes=4 * model_bytes + (1 << 20))
     except FileNotFoundError:
         raise RunDirError(f"{ck}: missing optimizer.pt; rerun with --force") from None
-    except (pickle.UnpicklingError, EOFError, RuntimeError, ValueError, KeyError, TypeError,
-            IndexError, OSError) as e:
-        # the text of torch's unpickling errors suggests weights_only=False: never shown
-        raise RunDirError(f"{ck}/optimizer.pt: corrupt or not a rasp-lab optimizer state "
-                          f"({type(e).__name__}); rerun with --force") from None
+    except files.FileReadError as e:
+        raise RunDirError(f"{e}; rerun with --force") from None
+    opt_state, rng = _checked_optimizer_state(blob, opt, state["step"], ck / "optimizer.pt")
+    opt.load_state_dict(opt_state)
+    torch.set_rng_state(rng)
     return state
