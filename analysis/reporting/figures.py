@@ -301,7 +301,8 @@ def layer_diagram(heads: Sequence[int], mlp: Sequence[int], path: str | os.PathL
     n = len(heads)
     cells = []
     for l in range(n):
-        text = [f"attn: {heads[l]} head" + ("s" if heads[l] != 1 else "")]
+        text = ([f"attn: {heads[l]} head" + ("s" if heads[l] != 1 else "")] if heads[l]
+                else ["no attention"])
         for h in range(heads[l]):
             if head_labels and (l, h) in head_labels:
                 name = wrap_label(str(head_labels[(l, h)]), 18)
@@ -327,7 +328,8 @@ def layer_diagram(heads: Sequence[int], mlp: Sequence[int], path: str | os.PathL
         top = height - 0.1 - r * row_h - 0.45
         y = top - box_h
         text, mtext = cells[l]
-        ax.add_patch(plt.Rectangle((x, y), attn_w, box_h, color="#1f77b4", alpha=0.25))
+        ax.add_patch(plt.Rectangle((x, y), attn_w, box_h,
+                                   color="#1f77b4" if heads[l] else "#dddddd", alpha=0.25))
         ax.text(x + 0.12, top - 0.15, "\n".join(text), ha="left", va="top", fontsize=fs,
                 linespacing=1.35)
         ax.add_patch(plt.Rectangle((x + attn_w + 0.12, y), mlp_w, box_h,
