@@ -336,16 +336,15 @@ class CompiledModel:
         encoding), and the TransformerLens export ``DIR/tl_config.json`` +
         ``DIR/tl_model.safetensors`` (:func:`compiler.export.save_transformer_lens`)."""
         from rasp_model import save_safetensors
+        from rasp_model.files import atomic_write_bytes
         from .export import save_transformer_lens
         os.makedirs(directory, exist_ok=True)
         meta = self.metadata()
         save_safetensors(self.model, os.path.join(directory, "model.safetensors"),
                          metadata={"compiled": json.dumps(
                              {k: v for k, v in meta.items() if k != "config"})})
-        tmp = os.path.join(directory, ".model.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(meta, f, indent=1)
-        os.replace(tmp, os.path.join(directory, "model.json"))
+        atomic_write_bytes(os.path.join(directory, "model.json"),
+                           json.dumps(meta, indent=1).encode())
         save_transformer_lens(self, directory)
 
     def size_table(self) -> str:
@@ -453,24 +452,48 @@ class _threads:
         return False
 
 
+def _checked_compiled_meta(meta, where: str) -> dict:
+    """``model.json`` read from a file, its structure checked before anything is built:
+    an object with ``config`` (an object), ``vocab`` and ``residual_labels`` (lists),
+    ``output`` (an object with ``values`` a list and ``encoding`` a string), ``causal`` a
+    bool, ``max_seq_len`` a positive integer, ``stats`` an object. CompilerError otherwise."""
+    def bad(msg):
+        raise CompilerError(f"{where}: not a compiled rasp-lab model ({msg})")
+    if not isinstance(meta, dict):
+        bad("not a JSON object")
+    for key, kind in (("config", dict), ("vocab", list), ("residual_labels", list),
+                      ("output", dict), ("causal", bool), ("max_seq_len", int), ("stats", dict)):
+        if not isinstance(meta.get(key), kind):
+            bad(f"{key} missing or not a {kind.__name__}")
+    out = meta["output"]
+    if not isinstance(out.get("values"), list) or not isinstance(out.get("encoding"), str):
+        bad("output needs values (a list) and encoding (a string)")
+    if isinstance(meta["max_seq_len"], bool) or meta["max_seq_len"] < 1:
+        bad("max_seq_len must be a positive integer")
+    return meta
+
+
 def load_compiled(directory: str | os.PathLike) -> CompiledModel:
     """Load a model written by :meth:`CompiledModel.save`. Raises :class:`CompilerError` with
     a clear message for a missing or inconsistent directory."""
-    from safetensors.torch import load_file
     from rasp_model import Transformer, TransformerConfig
+    from rasp_model.files import FileReadError, read_json, read_safetensors
     jpath = os.path.join(directory, "model.json")
     wpath = os.path.join(directory, "model.safetensors")
     for p in (jpath, wpath):
         if not os.path.exists(p):
             raise CompilerError(f"{directory}: missing {os.path.basename(p)}")
     try:
-        with open(jpath) as f:
-            meta = json.load(f)
-        cfg = TransformerConfig.from_dict(meta["config"])
+        meta = _checked_compiled_meta(read_json(jpath, "compiled model description"), jpath)
+        cfg = TransformerConfig.from_dict(meta["config"])        # validated: within the budget
+        state, _ = read_safetensors(wpath, "compiled weights")
         model = Transformer(cfg).double()
-        model.load_state_dict(model.unpack_state_dict(load_file(wpath)), strict=True)
-    except (KeyError, ValueError, RuntimeError, json.JSONDecodeError) as e:
-        raise CompilerError(f"{directory}: not a compiled rasp-lab model ({e})") from None
+        model.load_state_dict(model.unpack_state_dict(state), strict=True)
+    except FileReadError as e:
+        raise CompilerError(f"not a compiled rasp-lab model: {e}") from None
+    except (KeyError, ValueError, TypeError, RuntimeError) as e:
+        raise CompilerError(f"{directory}: not a compiled rasp-lab model "
+                            f"({str(e)[:200]})") from None
     model.eval()
     return CompiledModel(
         model=model, vocab=meta["vocab"], residual_labels=meta["residual_labels"],

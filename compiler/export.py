@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import Any
 
 import numpy as np
@@ -252,29 +251,19 @@ def save_transformer_lens(model, directory: str | os.PathLike) -> tuple[str, str
     ``HookedTransformer`` (its own config and tensors, e.g. to probe it with ``rasp probe
     DIR``). Returns the two paths. Raises :class:`TransformerLensExportError` for a model
     TransformerLens cannot represent (see :func:`transformer_lens_config`)."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     if type(model).__name__ == "HookedTransformer":
         cfg, sd = _tl_model_files(model)
     else:
         cfg = transformer_lens_config(model)
         sd = transformer_lens_state_dict(model, buffers=True)
+    from rasp_model.files import atomic_write_bytes
     directory = os.fspath(directory)
-    os.makedirs(directory, exist_ok=True)
     cpath = os.path.join(directory, TL_CONFIG_FILE)
     wpath = os.path.join(directory, TL_WEIGHTS_FILE)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".safetensors")
-    os.close(fd)
-    try:
-        save_file(sd, tmp, metadata={"format": "transformer-lens-hooked-transformer"})
-        os.replace(tmp, wpath)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    tmp = cpath + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(cfg, f, indent=1)
-    os.replace(tmp, cpath)
+    atomic_write_bytes(wpath, save(sd, metadata={"format": "transformer-lens-hooked-transformer"}))
+    atomic_write_bytes(cpath, json.dumps(cfg, indent=1).encode())
     return cpath, wpath
 
 
@@ -402,13 +391,55 @@ def to_transformer_lens(model, kind: str = "auto"):
     return _build_hooked(cfg, sd) if kind == "hooked" else _build_bridge(cfg, sd)
 
 
+#: What a TransformerLens config read from a file may name (``dtype`` becomes a torch
+#: attribute, ``act_fn`` a TransformerLens function: only these names reach them).
+TL_DTYPES = ("float16", "bfloat16", "float32", "float64")
+TL_ACT_FNS = ("relu", "gelu", "gelu_new", "gelu_fast", "silu", "solu_ln")
+_TL_SIZES = ("n_layers", "d_model", "n_ctx", "d_head", "n_heads", "d_vocab")
+
+
+def check_tl_config(cfg, where: str) -> dict:
+    """A ``tl_config.json`` read from a file, checked before TransformerLens sees it: a dict,
+    positive integer sizes, ``dtype`` and ``act_fn`` from :data:`TL_DTYPES` /
+    :data:`TL_ACT_FNS`, and the model it describes (weights plus TransformerLens's
+    ``n_ctx x n_ctx`` mask per layer) within the model budget
+    (``rasp_model.config.MAX_MODEL_BYTES``) before anything is allocated.
+    :class:`TransformerLensExportError` naming the field."""
+    from rasp_model.config import LAYER_OVERHEAD_BYTES, MAX_MODEL_BYTES
+
+    def bad(msg):
+        raise TransformerLensExportError(f"{where}: {msg}")
+    if not isinstance(cfg, dict):
+        bad("not a HookedTransformerConfig dict")
+    n = {}
+    for k in _TL_SIZES + ("d_mlp", "d_vocab_out"):
+        v = cfg.get(k, 0 if k == "d_mlp" else -1 if k == "d_vocab_out" else None)
+        if k == "d_vocab_out" and v == -1:
+            v = cfg.get("d_vocab")
+        if not isinstance(v, int) or isinstance(v, bool) or v < (0 if k in ("d_mlp", "n_layers")
+                                                                 else 1):
+            bad(f"{k} must be a positive integer, got {str(v)[:40]}")
+        n[k] = v
+    if cfg.get("dtype", "float32") not in TL_DTYPES:
+        bad(f"dtype must be one of {', '.join(TL_DTYPES)}, got {str(cfg.get('dtype'))[:40]!r}")
+    if cfg.get("act_fn") is not None and cfg.get("act_fn") not in TL_ACT_FNS:
+        bad(f"act_fn must be one of {', '.join(TL_ACT_FNS)}, got {str(cfg.get('act_fn'))[:40]!r}")
+    params = (n["d_vocab"] + n["d_vocab_out"] + n["n_ctx"]) * n["d_model"] + n["n_layers"] * (
+        4 * n["n_heads"] * n["d_head"] * n["d_model"] + 2 * n["d_model"] * n["d_mlp"])
+    need = 4 * params + n["n_layers"] * n["n_ctx"] ** 2 + LAYER_OVERHEAD_BYTES * (n["n_layers"] + 1)
+    if need > MAX_MODEL_BYTES:
+        bad(f"the model it describes would need about {need // 2**20:,} MiB, more than the model "
+            f"budget of {MAX_MODEL_BYTES // 2**20:,} MiB (rasp_model.config.MAX_MODEL_BYTES)")
+    return cfg
+
+
 def load_transformer_lens(directory: str | os.PathLike, kind: str = "auto"):
     """Load ``DIR/tl_config.json`` + ``DIR/tl_model.safetensors`` (as written by
     :func:`save_transformer_lens`, or by a TransformerLens user from any ``HookedTransformer``:
     ``json.dump(cfg.to_dict())`` with ``dtype`` as a name, and ``save_file(model.state_dict())``)
     into a TransformerLens model. Raises :class:`TransformerLensExportError` naming the missing
     file or the mismatch."""
-    from safetensors.torch import load_file
+    from rasp_model.files import FileReadError, read_json, read_safetensors
     directory = os.fspath(directory)
     cpath = os.path.join(directory, TL_CONFIG_FILE)
     wpath = os.path.join(directory, TL_WEIGHTS_FILE)
@@ -416,27 +447,24 @@ def load_transformer_lens(directory: str | os.PathLike, kind: str = "auto"):
         if not os.path.exists(p):
             raise TransformerLensExportError(f"{directory}: missing {os.path.basename(p)}")
     try:
-        with open(cpath) as f:
-            cfg = json.load(f)
-        sd = load_file(wpath)
-    except (OSError, ValueError) as e:
-        raise TransformerLensExportError(f"{directory}: unreadable TransformerLens export ({e})"
-                                         ) from None
-    except RecursionError:
-        raise TransformerLensExportError(f"{directory}: unreadable TransformerLens export "
-                                         f"(nested too deeply)") from None
-    if not isinstance(cfg, dict) or "n_layers" not in cfg:
-        raise TransformerLensExportError(f"{cpath}: not a HookedTransformerConfig dict")
+        cfg = check_tl_config(read_json(cpath, "TransformerLens config"), cpath)
+        sd, _ = read_safetensors(wpath, "TransformerLens weights", buffers=(".mask", ".IGNORE"))
+    except FileReadError as e:
+        raise TransformerLensExportError(str(e)) from None
+    if not sd:
+        raise TransformerLensExportError(f"{wpath}: no tensors")
     cfg.setdefault("dtype", str(next(iter(sd.values())).dtype).replace("torch.", ""))
     if kind == "auto":
         kind = "hooked" if _has_hooked_transformer() else "bridge"
     params = {k: v for k, v in sd.items() if not k.endswith((".mask", ".IGNORE"))}
     try:
         return (_build_hooked(cfg, params) if kind == "hooked" else _build_bridge(cfg, params))
-    except (TypeError, RuntimeError, ValueError) as e:
+    except (TypeError, RuntimeError, ValueError, AssertionError, KeyError, AttributeError,
+            IndexError) as e:
         if isinstance(e, TransformerLensExportError):
             raise
-        raise TransformerLensExportError(f"{directory}: TransformerLens refuses it ({e})"
+        raise TransformerLensExportError(f"{directory}: TransformerLens refuses it "
+                                         f"({str(e)[:200]})"
                                          ) from None
 
 

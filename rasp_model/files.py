@@ -37,7 +37,7 @@ from rasp.errors import RASPError
 
 __all__ = ["FileReadError", "MAX_JSON_BYTES", "MAX_TEXT_BYTES", "FLOAT_DTYPES", "max_weights_bytes",
            "read_bytes", "read_text", "read_json", "parse_json", "read_safetensors", "read_torch",
-           "atomic_write", "atomic_write_bytes", "open_append", "file_mode"]
+           "atomic_write", "atomic_write_bytes", "open_append", "truncate_file", "file_mode"]
 
 #: Largest JSON file read (run files, configs, model.json, tl_config.json, examples).
 MAX_JSON_BYTES = 16 << 20
@@ -47,6 +47,8 @@ MAX_TEXT_BYTES = 16 << 20
 VIRTUAL_ROOTS = ("/proc", "/sys", "/dev")
 #: safetensors dtypes of weights (floating point only: int64 or complex weights are refused).
 FLOAT_DTYPES = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}
+#: Other safetensors dtypes (allowed only for the buffers a caller names, e.g. masks).
+_OTHER_DTYPES = {"BOOL": 1, "U8": 1, "I8": 1, "I16": 2, "I32": 4, "I64": 8}
 
 
 class FileReadError(RASPError, ValueError):
@@ -67,6 +69,10 @@ def _virtual(path: str) -> str | None:
         if real == root or real.startswith(root + "/"):
             return root
     return None
+
+
+def _kib(n: int) -> str:
+    return f"{n // 1024} KiB" if n % 1024 == 0 else f"{n:,} bytes"
 
 
 def read_bytes(path, what: str, max_bytes: int) -> bytes:
@@ -91,8 +97,8 @@ def read_bytes(path, what: str, max_bytes: int) -> bytes:
                     "not a regular file")
             raise FileReadError(f"{path}: {what} must be a regular file, this is {kind}")
         if st.st_size > max_bytes:
-            raise FileReadError(f"{path}: {what} is {st.st_size:,} bytes, more than the "
-                                f"{max_bytes:,} allowed for it")
+            raise FileReadError(f"{path}: {what} is larger than {_kib(max_bytes)} "
+                                f"({st.st_size:,} bytes), the most allowed for it")
         chunks, n = [], 0
         while n <= max_bytes:
             b = os.read(fd, min(1 << 20, max_bytes + 1 - n))
@@ -101,7 +107,7 @@ def read_bytes(path, what: str, max_bytes: int) -> bytes:
             chunks.append(b)
             n += len(b)
         if n > max_bytes:
-            raise FileReadError(f"{path}: {what} is larger than the {max_bytes:,} bytes "
+            raise FileReadError(f"{path}: {what} is larger than {_kib(max_bytes)}, the most "
                                 f"allowed for it")
         return b"".join(chunks)
     except OSError as e:
@@ -146,11 +152,12 @@ def read_json(path, what: str, max_bytes: int = MAX_JSON_BYTES):
 
 
 def read_safetensors(path, what: str, shapes: dict | None = None,
-                     max_bytes: int | None = None):
+                     max_bytes: int | None = None, buffers: tuple[str, ...] = ()):
     """``(tensors, metadata)`` of a safetensors file, checked before any tensor is built:
     a regular file within ``max_bytes`` (:func:`max_weights_bytes`), a header of JSON objects,
     every tensor of a floating-point dtype, its data inside the file and of the size its shape
-    says; with ``shapes`` (name -> shape) exactly those tensors of those shapes.
+    says; with ``shapes`` (name -> shape) exactly those tensors of those shapes. Tensors whose
+    names end with one of ``buffers`` (e.g. ``".mask"``) may also be boolean or integer.
     FileNotFoundError when missing; :class:`FileReadError` otherwise."""
     path = os.fspath(path)
     data = read_bytes(path, what, max_weights_bytes() if max_bytes is None else max_bytes)
@@ -170,7 +177,9 @@ def read_safetensors(path, what: str, shapes: dict | None = None,
         bad("metadata must map names to strings")
     body = len(data) - 8 - n
     for name, h in header.items():
-        if not isinstance(h, dict) or h.get("dtype") not in FLOAT_DTYPES:
+        sizes = {**FLOAT_DTYPES, **_OTHER_DTYPES} if buffers and name.endswith(buffers) \
+            else FLOAT_DTYPES
+        if not isinstance(h, dict) or h.get("dtype") not in sizes:
             dt = h.get("dtype") if isinstance(h, dict) else None
             bad(f"tensor {name[:60]!r} has dtype {str(dt)[:20]}; weights are floating point")
         shape, off = h.get("shape"), h.get("data_offsets")
@@ -179,7 +188,7 @@ def read_safetensors(path, what: str, shapes: dict | None = None,
                 or not all(isinstance(o, int) for o in off)):
             bad(f"tensor {name[:60]!r}: bad shape or offsets")
         if not 0 <= off[0] <= off[1] <= body or off[1] - off[0] != math.prod(shape) * \
-                FLOAT_DTYPES[h["dtype"]]:
+                sizes[h["dtype"]]:
             bad(f"tensor {name[:60]!r}: data outside the file or of another size than its "
                 f"shape (truncated?)")
         if shapes is not None and tuple(shapes.get(name, ())) != tuple(shape):
@@ -286,3 +295,22 @@ def open_append(path, mode: int | None = None):
         raise FileReadError(f"{path} is not a regular file; refusing to write to it")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "a", encoding="utf-8")
+
+
+def truncate_file(path, size: int) -> None:
+    """Cut the regular file ``path`` to ``size`` bytes, refusing a symbolic link
+    (``O_NOFOLLOW``) or anything but a regular file (:class:`FileReadError`)."""
+    path = os.fspath(path)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        if os.path.islink(path):
+            raise FileReadError(f"{path} is a symbolic link; refusing to write through it "
+                                f"(remove it)") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise FileReadError(f"{path} is not a regular file; refusing to write to it")
+        os.ftruncate(fd, size)
+    finally:
+        os.close(fd)

@@ -32,15 +32,14 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import re
-import stat
 import statistics
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.training import configs
+from rasp_model import files
 from rasp.errors import RASPError
 
 __all__ = ["SweepError", "load_sweep", "expand", "config_tag", "RunScores", "run_scores",
@@ -83,18 +82,12 @@ def load_sweep(path: str | Path) -> tuple[dict[str, list], dict]:
             more than :data:`MAX_CONFIGURATIONS` configurations.
     """
     path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise SweepError(f"{path}: not a regular file")
-            raw = f.read(MAX_SWEEP_FILE_BYTES + 1)
-        if len(raw) > MAX_SWEEP_FILE_BYTES:
-            raise SweepError(f"{path}: larger than {MAX_SWEEP_FILE_BYTES // 1024} KiB "
-                             f"(analysis.training.sweep.MAX_SWEEP_FILE_BYTES); a sweep file is "
-                             f"a few lines")
-        text = raw.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise SweepError(f"{path}: cannot read the sweep file ({e})") from None
+    try:                       # the one reader: a regular file only (a named pipe never blocks)
+        text = files.read_text(path, "the sweep file", MAX_SWEEP_FILE_BYTES)
+    except files.FileReadError as e:
+        raise SweepError(f"{e}; a sweep file is a few lines") from None
+    except OSError as e:
+        raise SweepError(f"{path}: cannot read the sweep file ({e.strerror or e})") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -59,6 +59,7 @@ from analysis.training.runs import (RUNS_ROOT, RunDirError, RunLock, RunResult, 
                            save_checkpoint)
 from rasp_model import (PE_NAMES, Transformer, TransformerConfig, TransformerConfigError,
                    save_safetensors)
+from rasp_model.files import FileReadError, open_append, truncate_file
 from rasp.errors import RASPError
 
 __all__ = ["train", "resolve_spec", "prepare", "run_loop", "finish", "TrainingError",
@@ -256,6 +257,15 @@ class TrainState:
     early_stopped: bool = False     # the fit check (``fit_every``) stopped training
 
 
+def _never_trained(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds no trace of training: no ``DONE``, no checkpoint, no
+    weights, and an empty or missing ``metrics.jsonl`` (a start that stopped early)."""
+    metrics = run_dir / "metrics.jsonl"
+    return (not (run_dir / "DONE").exists() and not has_checkpoint(run_dir)
+            and not (run_dir / "model.safetensors").exists()
+            and (not metrics.exists() or metrics.stat().st_size == 0))
+
+
 def prepare(spec: RunSpec, run_dir: Path, device: str = "cpu", force: bool = False,
             say: Callable[[str], None] = print) -> RunResult | TrainState:
     """Reuse, resume or start the run in ``run_dir`` (which the caller has locked).
@@ -277,6 +287,11 @@ def prepare(spec: RunSpec, run_dir: Path, device: str = "cpu", force: bool = Fal
                 raise
             old = None
         if old is None or force:
+            clear_run(run_dir)
+        elif old != spec and _never_trained(run_dir):
+            # a start that stopped before its first step (a crash, Ctrl-C, a device that
+            # failed) left only config.json: nothing to lose, the corrected command starts
+            say(f"{run_dir}: replacing the configuration of a run that never trained")
             clear_run(run_dir)
         elif old != spec:
             if not force:
@@ -316,8 +331,10 @@ def prepare(spec: RunSpec, run_dir: Path, device: str = "cpu", force: bool = Fal
         if size < state["metrics_bytes"]:
             raise RunDirError(f"{metrics}: shorter ({size} bytes) than its checkpoint "
                               f"records ({state['metrics_bytes']}); rerun with --force")
-        with open(metrics, "r+b") as f:             # drop lines written after the checkpoint
-            f.truncate(state["metrics_bytes"])
+        try:                                        # drop lines written after the checkpoint
+            truncate_file(metrics, state["metrics_bytes"])
+        except FileReadError as e:
+            raise RunDirError(str(e)) from None
         say(f"resuming {run_dir} from step {st.step}")
     elif metrics.exists():
         metrics.unlink()
@@ -586,7 +603,8 @@ def train_steps(stepper: Stepper, task, progress: bool = True, stop_after: int |
     total = tr.steps
     t0 = time.time()
     base = {id(m): m.st.elapsed for m in members}
-    files = {id(m): open(m.run_dir / "metrics.jsonl", "a") for m in members}
+    # O_NOFOLLOW: a metrics.jsonl planted as a link is refused, never appended through
+    files = {id(m): open_append(m.run_dir / "metrics.jsonl") for m in members}
     stopped: list[Member] = []
     failed: dict = {}
     step0 = members[0].st.step

@@ -81,7 +81,7 @@ def verify(cm, sop, k: int, seed: int = 0) -> tuple[int, int, str | None]:
 
 def compile_command(args) -> int:
     """Compile ``args.name`` of ``args.file``; returns 0, or 1 on a verification mismatch."""
-    from rasp_cli.main import UsageError, output_dir
+    from rasp_cli.main import UsageError, output_dir, seed_flag, whole_number
     from rasp.ir import Select, SOp, topological_order
     from rasp.session import run_file
     import compiler
@@ -90,8 +90,9 @@ def compile_command(args) -> int:
         raise UsageError(f"no such file: {args.file}")
     if args.max_len < 1:
         raise UsageError("--max-len must be a positive integer")
-    if args.verify < 0:
-        raise UsageError("--verify must be >= 0")
+    from analysis.prediction.verify import MAX_SAMPLES
+    whole_number(args.verify, "--verify", 0, MAX_SAMPLES)
+    seed_flag(args.seed)
     vocab = _parse_vocab(args.vocab)
     if args.out:
         output_dir(args.out)                 # refuse a bad -o before compiling

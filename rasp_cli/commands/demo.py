@@ -54,9 +54,8 @@ def run(args) -> int:
     report_json = Path(args.out) / "report.json"
     doc = json.loads(report_json.read_text())
     doc.setdefault("meta", {})["demo_wall_seconds"] = round(wall, 1)
-    tmp = report_json.with_name(".report.json.tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
-    os.replace(tmp, report_json)
+    from analysis.training.runs import atomic_write_text
+    atomic_write_text(report_json, json.dumps(doc, indent=1), mode=0o644)   # never via a link
     if results:
         report_cmd.write_results_file(report_json, results, args.command_line)
     meta = doc["meta"]

@@ -116,10 +116,10 @@ def run_repl(args) -> int:
         return 2
     session = repl.session
     for path in files:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
+        from rasp_model.files import FileReadError, read_text
+        try:                            # a regular file only: a named pipe never blocks
+            text = read_text(path, "a RASP file")
+        except (OSError, FileReadError) as e:
             print(f"rasp repl: error: cannot read {path}: {getattr(e, 'strerror', None) or e}",
                   file=sys.stderr)
             return 2

@@ -80,9 +80,11 @@ def read_examples(path: str) -> list[tuple[list, int]]:
         ValueError: unreadable file, malformed line, mixed value types, values outside int8,
             or contradictory examples — the message names the line(s).
     """
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+    from rasp_model.files import FileReadError, read_text
+    try:                                # a regular file only: a named pipe never blocks
+        lines = read_text(path, "an examples file").splitlines()
+    except FileReadError as e:
+        raise ValueError(str(e)) from None
     except OSError as e:
         raise ValueError(f"cannot read {path}: {e.strerror}") from None
     out, kinds, nexts = [], {}, {}
@@ -140,8 +142,8 @@ def search_command(args) -> int:
     if (args.task is not None) + (args.examples is not None) + len(own) != 1:
         raise UsageError("give a TASK, --examples FILE.jsonl, --task-file FILE.py or --regex "
                          "PATTERN (one of them)")
-    if args.max_length < 0 or args.max_length > 20:
-        raise UsageError("--max-length must be between 0 and 20")
+    if args.max_length < 1 or args.max_length > 20:
+        raise UsageError("--max-length must be between 1 and 20")
     from rasp_cli.main import finite_number
     if args.seconds is not None:
         raise UsageError("--seconds is gone: the search stops on work, not seconds (a result "

@@ -69,8 +69,10 @@ def sweep_command(args) -> int:
     from rasp_cli.main import parse_seeds
     pes = parse_pes(args.pe)
     seeds = parse_seeds(args.seeds)
-    if not 0.0 <= args.fit <= 1.0:
+    if not 0.0 <= args.fit <= 1.0:                 # NaN fails this too
         raise UsageError("--fit must be in [0, 1]")
+    from rasp_cli.commands.train import check_grid_options
+    check_grid_options(args)                      # before any run is planned or Ray started
     try:
         swept, fixed = sweep.load_sweep(args.grid_file)
     except sweep.SweepError as e:

@@ -154,16 +154,35 @@ def grid_options(p) -> None:
                    help="one run per Ray task (same as --stack 1)")
 
 
+def check_grid_options(args) -> None:
+    """The grid runner's numbers, checked before any run is planned or Ray is started:
+    ``--budget`` finite >= 0, ``--cpus-per-run`` 1..1024, ``--gpus-per-run`` finite in
+    (0, 64], ``--stack`` 1..1024. UsageError (exit 2) naming the flag."""
+    from rasp_cli.main import UsageError, finite_number, whole_number
+    finite_number(args.budget, "--budget", allow_equal=True)
+    whole_number(args.cpus_per_run, "--cpus-per-run", 1, 1024)
+    if finite_number(args.gpus_per_run, "--gpus-per-run") is not None and args.gpus_per_run > 64:
+        raise UsageError(f"--gpus-per-run must be at most 64, got {args.gpus_per_run!r}")
+    whole_number(args.stack, "--stack (1 = no stacking)", 1, 1024)
+
+
+def check_train_options(args) -> None:
+    """``rasp train``'s own numbers, checked before a run directory is created: ``--seed``
+    0..2^32-1, ``--steps`` and ``--train-max-len`` >= 1, ``--threads`` 1..MAX_THREADS."""
+    from rasp_cli.main import MAX_THREADS, seed_flag, whole_number
+    seed_flag(args.seed)
+    whole_number(args.steps, "--steps", 1, 10 ** 9)
+    whole_number(args.train_max_len, "--train-max-len", 1, 100_000)
+    whole_number(args.threads, "--threads", 1, MAX_THREADS)
+
+
 def run_grid_from_args(runs, args, runs_root):
     """Run ``runs`` (``GridRun`` list) with the grid options of ``args``; GridError -> usage
     error (exit 2)."""
     from analysis.training.grid import GridError, run_grid
     from rasp_cli.main import UsageError
-    from rasp_cli.main import finite_number
-    finite_number(args.budget, "--budget", allow_equal=True)
+    check_grid_options(args)
     stack = 1 if args.no_stack else args.stack
-    if stack is not None and stack < 1:
-        raise UsageError(f"--stack must be >= 1 (1 = no stacking), got {stack}")
     try:
         return run_grid(runs, runs_root=runs_root, address=args.address, budget_s=args.budget,
                         serial=args.serial, device=args.device, num_cpus=args.cpus_per_run,
@@ -196,6 +215,9 @@ def train_command(args) -> int:
             raise UsageError(str(e)) from None
     pes = parse_pes(args.pe)
     overrides = _overrides(args.set)
+    check_train_options(args)
+    if args.grid:
+        check_grid_options(args)
     from rasp_cli.main import parse_seeds
     seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
     if not args.grid and (len(pes) > 1 or len(seeds) > 1 or len(tasks) > 1):

@@ -103,6 +103,8 @@ def verify_command(args) -> int:
         raise UsageError("--max-length must be a positive integer")
     if args.name and not args.program:
         raise UsageError("--name needs --program FILE")
+    from rasp_cli.main import seed_flag
+    seed_flag(args.seed)                 # a negative seed is a usage error, not a failing program
     try:
         if args.program:
             sop = load_program(task, args.program, args.name)
