@@ -17,11 +17,17 @@ Guarantees (tested in ``tests/test_faults_runs.py``):
 * **Locked.** A process writing a run holds an exclusive ``fcntl.flock`` on ``.lock``
   (:class:`RunLock`); a second writer fails at once with ``RunDirError: ... in use by PID n``.
   The kernel drops the lock when its process dies, so a killed run leaves no stale lock.
-* **Atomic.** Every file is written to a temporary file in the same directory and moved into
-  place with ``os.replace``; a checkpoint is written to ``checkpoint.tmp/`` and swapped in.
-* **Validated.** Every file read is checked: JSON syntax and schema, value ranges (exact match
-  and interval bounds in [0, 1], sample counts >= 1), finiteness of numbers and of weights.
-  A file that fails raises :class:`RunDirError` naming the file and what is wrong.
+* **Atomic.** Every file is written to a fresh ``mkstemp`` file in the same directory and moved
+  into place with ``os.replace`` (:func:`rasp_model.files.atomic_write`: a link planted at
+  the name is replaced, never written through); a checkpoint is written to
+  ``checkpoint.tmp/`` and swapped in.
+* **Validated.** Every file is read through :mod:`rasp_model.files` (regular files only, a named
+  pipe never blocks, a size cap per kind) and checked: JSON syntax and schema, value ranges
+  (exact match and interval bounds in [0, 1], sample counts >= 1), finiteness of numbers and of
+  weights, weights floating point, ``optimizer.pt`` against the run's own optimizer
+  (:func:`_checked_optimizer_state`), checkpoint counters bounded. A file that fails raises
+  :class:`RunDirError` naming the file and what is wrong. (Tests: also
+  ``tests/test_faults_files.py``.)
 
 Readers: the report and ``rasp probe`` use :func:`check_finished` and :func:`load_run`;
 ``rasp train`` uses :func:`read_result` to reuse a finished run.
