@@ -78,6 +78,14 @@ PAPER_ROTARY_DIM = 16
 _SCHEDULES = ("cosine", "linear", "constant")
 
 
+#: Largest value of an integer training setting (default 10^8 steps or samples): sizes of
+#: one batch or one evaluation are bounded so a setting cannot allocate without bound.
+_INT_MAX = {"batch_size": 1 << 16, "eval_batch_size": 1 << 16, "eval_samples": 1_000_000,
+            "probe_samples": 100_000, "bin_samples": 1_000_000, "eval_stride": 100_000,
+            "train_min_len": 100_000, "train_max_len": 100_000, "train_max_len_cap": 100_000,
+            "offset_span": 1_000_000}
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Training settings of one run (defaults: the ``"default"`` preset).
@@ -170,8 +178,11 @@ class TrainConfig:
             v = getattr(self, name)
             if optional and v is None:
                 return
+            hi = _INT_MAX.get(name, 10 ** 8)
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ConfigError(f"{name} must be an integer >= {lo}, got {v!r}")
+            if v > hi:
+                raise ConfigError(f"{name} must be an integer <= {hi:,}, got {v!r}")
 
         def number(name, lo, hi=math.inf, lo_open=False):
             v = getattr(self, name)
@@ -202,11 +213,12 @@ class TrainConfig:
         if self.fit_every and not self.eval_bins:
             raise ConfigError("fit_every needs eval_bins (its first bin is the in-distribution "
                               "exact match that stops training)")
-        number("lr", 0.0, lo_open=True)
-        number("weight_decay", 0.0)
+        # upper bounds: past them AdamW overflows (lr 1e308) or every weight is driven to 0
+        number("lr", 0.0, 10.0, lo_open=True)
+        number("weight_decay", 0.0, 100.0)
         number("min_lr_ratio", 0.0, 1.0)
-        number("grad_clip", 0.0)
-        number("eval_max_factor", 1.0)
+        number("grad_clip", 0.0, 1e6)
+        number("eval_max_factor", 1.0, 1000.0)
         if self.schedule not in _SCHEDULES:
             raise ConfigError(f"schedule must be cosine, linear or constant, got "
                               f"{self.schedule!r}")
