@@ -112,10 +112,11 @@ def sweep_command(args) -> int:
         for note in sel.notes:
             print(f"  note: {note}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"task": args.task, "grid_file": str(args.grid_file),
-                       "seeds": seeds, "preset": args.preset,
-                       "selections": [s.to_dict() for s in selections]}, f, indent=1)
+        from analysis.training.runs import atomic_write_text
+        atomic_write_text(Path(args.json), json.dumps(
+            {"task": args.task, "grid_file": str(args.grid_file), "seeds": seeds,
+             "preset": args.preset, "selections": [s.to_dict() for s in selections]},
+            indent=1), mode=0o644)
     return 0 if report.ok else 1
 
 

@@ -195,8 +195,10 @@ def run_grid_from_args(runs, args, runs_root):
 def train_command(args) -> int:
     """Run ``rasp train``; returns the exit code (1 when a run of a grid failed or was not
     started within the budget)."""
+    from pathlib import Path
+
     from analysis.training.grid import check_runs
-    from analysis.training.runs import RunDirError
+    from analysis.training.runs import RunDirError, atomic_write_text
     from analysis.training.trainer import TrainingError, train
     from rasp_cli.main import UsageError
 
@@ -237,8 +239,8 @@ def train_command(args) -> int:
             print()
             print(format_grid(results))
         if args.json:
-            with open(args.json, "w") as f:
-                json.dump([r.to_dict() for r in report.results], f, indent=1)
+            atomic_write_text(Path(args.json), json.dumps([r.to_dict() for r in report.results],
+                                                          indent=1), mode=0o644)
         return 0 if report.ok else 1
     try:
         r = train(tasks[0], pes[0], seed=seeds[0], out_dir=args.out, steps=args.steps,
@@ -254,6 +256,5 @@ def train_command(args) -> int:
               else a.get("note", ""))
         print(f"{a['length']:>6} {a['split']:<5} {em:>6} {a['n']:>6}   {ci}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump([r.to_dict()], f, indent=1)
+        atomic_write_text(Path(args.json), json.dumps([r.to_dict()], indent=1), mode=0o644)
     return 0
