@@ -83,7 +83,8 @@ def compile_command(args) -> int:
     """Compile ``args.name`` of ``args.file``; returns 0, or 1 on a verification mismatch."""
     from rasp_cli.main import UsageError, output_dir, seed_flag, whole_number
     from rasp.ir import Select, SOp, topological_order
-    from rasp.session import run_file
+    from rasp.session import run_source
+    from rasp_model.files import read_text
     import compiler
 
     if not os.path.isfile(args.file):
@@ -96,7 +97,8 @@ def compile_command(args) -> int:
     vocab = _parse_vocab(args.vocab)
     if args.out:
         output_dir(args.out)                 # refuse a bad -o before compiling
-    env = run_file(args.file, causal=args.causal)
+    env = run_source(read_text(args.file, "a RASP program"), filename=args.file,
+                     causal=args.causal)              # the one reader: a regular file, capped
     if args.name not in env:
         raise UsageError(f"unknown name {args.name!r} in {args.file}")
     sop = env[args.name]

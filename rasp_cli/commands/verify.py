@@ -66,7 +66,6 @@ def load_program(task, path: str, name: str | None):
     """Run a .rasp file (causal mode when the task's programs are causal) and return the s-op
     ``name``. Raises UsageError for a missing file or name, RASPError for a program error."""
     from rasp_cli.main import UsageError
-    import rasp
     from rasp.ir import SOp
     if not os.path.isfile(path):
         raise UsageError(f"no such file: {path}")
@@ -74,7 +73,10 @@ def load_program(task, path: str, name: str | None):
     if name is None:
         raise UsageError(f"task {task.name!r} has no reference program to name the s-op: give "
                          f"the s-op of {path} with --name")
-    env = rasp.run_file(path, causal=bool(task.causal))
+    from rasp.session import run_source
+    from rasp_model.files import read_text
+    env = run_source(read_text(path, "a RASP program"), filename=path,
+                     causal=bool(task.causal))        # the one reader: a regular file, capped
     if name is None or name not in env:
         own = [n for n in env.own_names() if not n.startswith("_")]
         raise UsageError(f"{path} defines no s-op {name!r}; defined: "
