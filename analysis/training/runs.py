@@ -582,6 +582,19 @@ _OPT_FLAGS = ("weight_decay", "betas", "eps", "amsgrad", "maximize")
 _ADAM_STATE = {"step", "exp_avg", "exp_avg_sq"}
 
 
+def _same_flag(mine, theirs) -> bool:
+    """Whether an optimizer setting read from a file equals the run's own: booleans equal
+    booleans, numbers equal numbers (0 and 0.0 alike), tuples of numbers elementwise."""
+    if isinstance(mine, (tuple, list)):
+        return (isinstance(theirs, (tuple, list)) and len(theirs) == len(mine)
+                and all(_same_flag(a, b) for a, b in zip(mine, theirs)))
+    if isinstance(mine, bool) or isinstance(theirs, bool):
+        return isinstance(mine, bool) and isinstance(theirs, bool) and mine == theirs
+    if isinstance(mine, (int, float)):
+        return isinstance(theirs, (int, float)) and mine == theirs
+    return mine is None and theirs is None
+
+
 def _checked_optimizer_state(blob, opt: torch.optim.Optimizer, step: int, path: Path):
     """``(optimizer state dict, torch RNG state)`` of a loaded ``optimizer.pt``, checked
     against the run's own optimizer ``opt`` before anything is loaded: the same parameter
@@ -608,11 +621,8 @@ def _checked_optimizer_state(blob, opt: torch.optim.Optimizer, step: int, path: 
         if not isinstance(g, dict) or g.get("params") != o["params"]:
             bad(f"parameter group {i} holds other parameters")
         for k in _OPT_FLAGS:
-            mine, theirs = o.get(k), g.get(k)
-            if isinstance(mine, tuple) and isinstance(theirs, (list, tuple)):
-                theirs = tuple(theirs)
-            if type(mine) is not type(theirs) or mine != theirs:
-                bad(f"parameter group {i}: {k} {str(theirs)[:40]}, the run's is {mine}")
+            if not _same_flag(o.get(k), g.get(k)):
+                bad(f"parameter group {i}: {k} {str(g.get(k))[:40]}, the run's is {o.get(k)}")
         groups.append({**o})                # the run's own settings, never the file's
     params = [p for g in opt.param_groups for p in g["params"]]
     if not all(isinstance(k, int) and 0 <= k < len(params) for k in sd["state"]):
