@@ -254,7 +254,7 @@ def test_a_registered_prediction_is_checked_on_the_farthest_bin(pred, far, label
 def test_the_report_shows_a_finished_cell_of_the_task(tmp_path):
     """``rasp report``'s rows for a task with a finished replication cell (and none for a task
     without one, or a cell still running)."""
-    from analysis.reporting.report import replication_rows
+    from analysis.evidence.replication import cell_rows as replication_rows
     cells = tmp_path / "cells" / "full"
     cells.mkdir(parents=True)
     cell = {"task": "majority", "pe": "nope", "scale": "full", "comparable": True,

@@ -53,13 +53,14 @@ from analysis.training import grid as _grid
 from analysis.training import runs as _runs
 from analysis.training.study import Study
 from rasp.errors import RASPError
+from rasp_model.positional import PE_LABELS
 
 __all__ = ["ReplicationError", "SweepConfig", "Scale", "FULL", "SMALL", "SCALES", "HUANG_PES",
            "replication_tasks", "their_n_positions", "run_overrides", "select_config",
            "Selected", "fitting_seeds", "bin_summary", "agreement", "cell_path", "read_cell",
            "replicate_cell", "CODE_NOT_PAPER", "estimate_flops", "their_numbers",
            "measured_compute", "read_cells", "THEIR_SELECTED", "prediction_check",
-           "prediction_checks", "prediction_checks_of"]
+           "prediction_checks", "prediction_checks_of", "cell_rows", "DEFAULT_CELLS_DIR"]
 
 #: The two positional encodings of their experiment: learned APE (GPT-2's, with a random
 #: position offset per training example) and NoPE.
@@ -91,6 +92,10 @@ THEIR_SELECTED = {
              "copy_unique_150": "4l4h256d", "copy_ab": "4l4h256d", "sort_150": "1l1h256d",
              "parity_bits": "bigsmalllr", "addition_binary": "big"},
 }
+
+
+#: The cell files this checkout keeps (``make replication``): ``docs/replication``.
+DEFAULT_CELLS_DIR = Path(__file__).resolve().parents[2] / "docs" / "replication"
 
 
 class ReplicationError(RASPError, ValueError):
@@ -635,3 +640,30 @@ def prediction_checks_of(cells: Sequence[dict], task: str | None = None) -> list
            if "error" not in c and c.get("status") == "done"
            and (task is None or c.get("task") == task)]
     return sorted(out, key=lambda r: (r["scale"] != "full", r["task"], r["pe"]))
+
+
+def cell_rows(task: str, cells_dir: str | os.PathLike | None = None) -> list[dict]:
+    """The finished cells of Huang et al.'s experiment for ``task`` (``rasp replicate huang``;
+    ``cells_dir`` None: ``docs/replication`` of this checkout), one row per cell: our mean
+    exact match per bin, theirs, the selected configurations and our registered prediction
+    checked against the runs (:func:`prediction_check`; ``rasp report`` shows them).
+    Empty when there is none."""
+    if task not in replication_tasks():
+        return []
+    root = Path(cells_dir) if cells_dir else DEFAULT_CELLS_DIR
+    if not root.is_dir():
+        return []
+    rows = []
+    for cell in read_cells(root):
+        if cell.get("task") != task or cell.get("status") != "done":
+            continue
+        check = prediction_check(cell)
+        bins = cell.get("bins") or []
+        rows.append({**check, "pe_label": PE_LABELS.get(cell["pe"], cell["pe"]),
+                     "bins": " / ".join(f"{b['bin'][0]}-{b['bin'][1]}: {b['mean']:.3f}"
+                                        for b in bins if b.get("mean") is not None),
+                     "theirs": " / ".join(f"{x:.4f}" for x in (cell.get("theirs") or [])),
+                     "selected": (cell.get("selection") or {}).get("config"),
+                     "their_selected": THEIR_SELECTED.get(cell["pe"], {})
+                     .get(task)})
+    return sorted(rows, key=lambda r: (r["scale"] != "full", r["pe"]))

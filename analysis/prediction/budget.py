@@ -30,7 +30,7 @@ import time
 
 __all__ = ["DEFAULT_SEARCH_BUDGET", "DEFAULT_CRASP_BUDGET", "DEEP_SEARCH_BUDGET",
            "BudgetError", "parse_budget", "format_budget", "Limits", "TIME_CAP_STOP",
-           "BUDGET_STOP"]
+           "BUDGET_STOP", "search_budgets", "budgets_text"]
 
 #: candidate programs per RASP-L search (``rasp score --search``, ``docs/predictions.md``)
 DEFAULT_SEARCH_BUDGET = 40_000_000
@@ -113,3 +113,17 @@ class Limits:
     def sub(self, budget: int) -> "Limits":
         """The same deadline with another work budget (a pass or a round of the search)."""
         return Limits(max(0, int(budget)), deadline=self.deadline, time_cap=self.time_cap)
+
+
+def search_budgets(search_budget: int | None = None, crasp_budget: int | None = None) -> dict:
+    """``predict``'s budget keywords: the given budgets, else :data:`DEFAULT_SEARCH_BUDGET`
+    and :data:`DEFAULT_CRASP_BUDGET`."""
+    return {"search_budget": search_budget or DEFAULT_SEARCH_BUDGET,
+            "crasp_budget": crasp_budget or DEFAULT_CRASP_BUDGET}
+
+
+def budgets_text(search_budget: int | None = None, crasp_budget: int | None = None) -> str:
+    """The budgets of :func:`search_budgets` as a page or a log states them."""
+    b = search_budgets(search_budget, crasp_budget)
+    return (f"RASP-L {b['search_budget']:,} candidate programs, C-RASP "
+            f"{b['crasp_budget']:,} candidate Booleans and counts")

@@ -36,6 +36,7 @@ import numpy as np
 import tasks
 from analysis.probing import alignment
 from analysis.reporting import figures
+from analysis.prediction import budget as _budget
 from analysis.prediction import predict
 from analysis.probing import capture, metrics
 from analysis.training import trainer
@@ -99,13 +100,9 @@ class ReportOptions:
     #: wall-clock budget of the whole report in seconds (training stops starting new runs
     #: RENDER_RESERVE_S before it); None = no budget (``rasp demo``'s default).
     budget_s: float | None = None
-    #: the cell files of ``rasp replicate huang`` (``analysis.evidence.replication``) whose
-    #: predictions checked at the paper's lengths the report shows for Huang et al.'s tasks;
-    #: None = ``docs/replication`` of this checkout when it exists.
+    #: cell files of ``rasp replicate huang`` to show for Huang et al.'s tasks (None: docs/)
     replication_dir: str | None = None
-    #: run the program searches where the checkers alone leave a PE's prediction ``unknown``
-    #: (``rasp demo``: on; ``rasp report``: ``--search``), with these work budgets
-    #: (``analysis.prediction.budget``: candidate programs; candidate Booleans and counts)
+    #: search where the checkers leave a PE ``unknown`` (``rasp demo``), with these budgets
     search: bool = False
     search_budget: int | None = None
     crasp_budget: int | None = None
@@ -384,7 +381,7 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
                           "size_lower_bound", "program_source")})
         except (RASPError, predict.PredictError, ValueError) as e:
             sec["problems"].append(f"prediction for {pe} unavailable: {e}")
-    sec["replication"] = replication_rows(task.name, opts.replication_dir)
+    sec["replication"] = _replication.cell_rows(task.name, opts.replication_dir)
     if records:
         try:
             sec["claims"] = _claims.claims_for_task(records, sec["predictions"],
@@ -724,57 +721,15 @@ def _section_view(sec: dict) -> dict:
 def report_prediction(task, pe: str, protocol: str | None, opts: ReportOptions):
     """The report's prediction for one PE (:func:`analysis.prediction.predict.predict` for the
     runs' offset protocol): the checkers and shipped program first; where that leaves the
-    verdict ``unknown`` and ``opts.search``, the searches with :func:`search_budgets`."""
+    verdict ``unknown`` and ``opts.search``, the searches with
+    :func:`analysis.prediction.budget.search_budgets`."""
     p = predict.predict(task, pe=pe, position_offsets=protocol)
     if opts.search and p.prediction == "unknown":
         _log(opts, f"[report] {task.name} / {pe}: no program from the checkers; searching "
-                   f"({budgets_text(opts)})")
+                   f"({_budget.budgets_text(opts.search_budget, opts.crasp_budget)})")
         p = predict.predict(task, pe=pe, position_offsets=protocol, search=True,
-                            **search_budgets(opts))
+                            **_budget.search_budgets(opts.search_budget, opts.crasp_budget))
     return p
-
-
-def search_budgets(opts: ReportOptions) -> dict:
-    """The ``predict`` keywords of the report's searches (the defaults of
-    :mod:`analysis.prediction.budget` unless ``opts`` sets them)."""
-    from analysis.prediction import budget
-    return {"search_budget": opts.search_budget or budget.DEFAULT_SEARCH_BUDGET,
-            "crasp_budget": opts.crasp_budget or budget.DEFAULT_CRASP_BUDGET}
-
-
-def budgets_text(opts: ReportOptions) -> str:
-    """The search budgets as the page states them."""
-    b = search_budgets(opts)
-    return (f"RASP-L {b['search_budget']:,} candidate programs, C-RASP "
-            f"{b['crasp_budget']:,} candidate Booleans and counts")
-
-
-def replication_rows(task: str, cells_dir: str | os.PathLike | None = None) -> list[dict]:
-    """The finished cells of Huang et al.'s experiment for ``task`` (``rasp replicate huang``;
-    ``cells_dir`` None: ``docs/replication`` of this checkout), one row per cell: our mean
-    exact match per bin, theirs, the selected configurations and our registered prediction
-    checked against the runs (:func:`analysis.evidence.replication.prediction_check`).
-    Empty when there is none."""
-    if task not in _replication.replication_tasks():
-        return []
-    root = Path(cells_dir) if cells_dir else Path(__file__).resolve().parents[2] / "docs" / \
-        "replication"
-    if not root.is_dir():
-        return []
-    rows = []
-    for cell in _replication.read_cells(root):
-        if cell.get("task") != task or cell.get("status") != "done":
-            continue
-        check = _replication.prediction_check(cell)
-        bins = cell.get("bins") or []
-        rows.append({**check, "pe_label": PE_LABELS.get(cell["pe"], cell["pe"]),
-                     "bins": " / ".join(f"{b['bin'][0]}-{b['bin'][1]}: {b['mean']:.3f}"
-                                        for b in bins if b.get("mean") is not None),
-                     "theirs": " / ".join(f"{x:.4f}" for x in (cell.get("theirs") or [])),
-                     "selected": (cell.get("selection") or {}).get("config"),
-                     "their_selected": _replication.THEIR_SELECTED.get(cell["pe"], {})
-                     .get(task)})
-    return sorted(rows, key=lambda r: (r["scale"] != "full", r["pe"]))
 
 
 def _find(d: dict, keys: Sequence[str]):
@@ -928,7 +883,8 @@ def generate_report(task_names: Sequence[str] | None = None,
         "git_commit": trainer.git_commit(),
         "finished": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "runs_root": opts.resolved()["runs_root"],
-        "searches": budgets_text(opts) if opts.search else None})
+        "searches": _budget.budgets_text(opts.search_budget, opts.crasp_budget)
+        if opts.search else None})
     return path
 
 
