@@ -434,7 +434,7 @@ def test_a_start_that_never_trained_does_not_block_the_corrected_command(tmp_pat
 def test_ctrl_c_during_start_up_is_one_line(tmp_path):
     import signal
     import time
-    for delay in (0.2, 1.0):
+    for delay in (0.6, 2.0):        # after the interpreter itself started (~0.1 s)
         p = subprocess.Popen([sys.executable, "-m", "rasp_cli.main", "train", TASK, "--pe",
                               "nope", "-o", str(tmp_path / "r"), "--no-progress"], cwd=tmp_path,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -444,3 +444,46 @@ def test_ctrl_c_during_start_up_is_one_line(tmp_path):
         out, err = p.communicate(timeout=120)
         assert "Traceback" not in err, err[-1500:]
         assert p.returncode == 130 and err.strip() == "interrupted", (p.returncode, err[-500:])
+
+
+# --------------------------------------------------------------------------------------------
+# the one reader, directly
+# --------------------------------------------------------------------------------------------
+
+def test_the_reader_refuses_virtual_files_devices_and_oversized_files(tmp_path):
+    from rasp_model.files import FileReadError, read_bytes, read_json
+    for path in ("/proc/self/environ", "/dev/zero", "/sys/kernel/mm"):
+        with pytest.raises(FileReadError, match="regular file"):
+            read_bytes(path, "a file", 1 << 20)
+    os.symlink("/dev/urandom", tmp_path / "link.json")
+    with pytest.raises(FileReadError, match="regular file"):
+        read_json(tmp_path / "link.json", "a run file")
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * 2048)
+    with pytest.raises(FileReadError, match="larger than 1 KiB"):
+        read_bytes(big, "a run file", 1024)
+    for text in ("[1e400]", "[NaN]", "[" * 100_000 + "]" * 100_000):
+        big.write_text(text)
+        with pytest.raises(FileReadError, match="corrupt"):
+            read_json(big, "a run file")
+    with pytest.raises(FileNotFoundError):
+        read_bytes(tmp_path / "missing", "a file", 10)
+
+
+def test_the_safetensors_reader_checks_the_header_before_building_tensors(tmp_path):
+    from safetensors.torch import save
+    from rasp_model.files import FileReadError, read_safetensors
+    p = tmp_path / "w.safetensors"
+    good = save({"a": torch.ones(4, 4), "b": torch.zeros(3)})
+    p.write_bytes(good)
+    tensors, _ = read_safetensors(p, "weights", shapes={"a": (4, 4), "b": (3,)})
+    assert torch.equal(tensors["a"], torch.ones(4, 4))
+    for data, says in ((good[:-8], "truncated"), (good[:5], "truncated"),
+                       (save({"a": torch.ones(2, dtype=torch.int64)}), "floating point"),
+                       ((10 ** 12).to_bytes(8, "little") + good[8:], "header length")):
+        p.write_bytes(data)
+        with pytest.raises(FileReadError, match=says):
+            read_safetensors(p, "weights")
+    p.write_bytes(good)
+    with pytest.raises(FileReadError, match="shape"):
+        read_safetensors(p, "weights", shapes={"a": (2, 8), "b": (3,)})
