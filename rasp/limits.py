@@ -28,7 +28,7 @@ MAX_EXPR_DEPTH = 200
 #: of brackets ``( [ {`` open at once (nested lists, dicts, calls, ``def`` and ``for`` bodies),
 #: and tokens of one statement (a list literal of 25,000 items is ~50,000 tokens).
 MAX_LINE_CHARS = 100_000
-MAX_BRACKET_DEPTH = 200
+MAX_BRACKET_DEPTH = 2_000
 MAX_STATEMENT_TOKENS = 50_000
 
 #: Levels of ``and``/``or``/``not`` one selector may combine (``s = s and select(...)`` in a
