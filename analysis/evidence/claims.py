@@ -130,11 +130,12 @@ def load_runs(run_dirs: Iterable[str | Path]) -> list[RunRecord]:
     for d in run_dirs:
         d = Path(d)
         try:
-            cfg = json.loads((d / "config.json").read_text())
-            acc = json.loads((d / "accuracy.json").read_text())
+            from rasp_model import files        # the one reader of files we did not write
+            cfg = files.read_json(d / "config.json", "run configuration")
+            acc = files.read_json(d / "accuracy.json", "accuracy by length")
             if not (d / "DONE").exists():
                 raise FileNotFoundError("DONE")
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, files.FileReadError) as e:
             raise ClaimError(f"{d}: not a finished run directory ({e})") from None
         except RecursionError:
             raise ClaimError(f"{d}: not a finished run directory (a file nested too "

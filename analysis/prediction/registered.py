@@ -92,8 +92,13 @@ def read_registration(path) -> dict:
             or changed since registration (its path and both hashes named).
     """
     from tasks.custom import file_sha256
+    from rasp_model import files                 # the one reader of files we did not write
     try:
-        doc = json.loads(Path(path).read_text())
+        doc = files.read_json(Path(path), "registered predictions")
+    except FileNotFoundError as e:
+        raise RegisteredError(f"cannot read {path}: {e.strerror or e}") from None
+    except files.FileReadError as e:
+        raise RegisteredError(str(e)) from None
     except OSError as e:
         raise RegisteredError(f"cannot read {path}: {e.strerror or e}") from None
     except (ValueError, RecursionError):

@@ -53,7 +53,9 @@ def save(fig, path: str | os.PathLike, dpi: float = 96,
     if min_text_px and sizes:
         dpi = max(dpi, math.ceil(min_text_px * 72 / min(sizes)))
     meta = {TEXT_PX_KEY: f"{min(sizes) * dpi / 72:.2f}"} if sizes else {}
-    fig.savefig(path, dpi=dpi, bbox_inches="tight", metadata=meta)
+    from rasp_model.files import atomic_write     # a planted link at the PNG is never followed
+    atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=dpi, bbox_inches="tight",
+                                             metadata=meta))
     plt.close(fig)
     return str(path)
 

@@ -255,9 +255,7 @@ def _task_section(task: dict) -> list[str]:
 
 def write_results(doc: dict, path: str | os.PathLike, command: str) -> Path:
     """Write :func:`results_markdown` atomically to ``path``; returns the path."""
+    from analysis.training.runs import atomic_write_text   # mkstemp + os.replace: no link
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(results_markdown(doc, command), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, results_markdown(doc, command))
     return path

@@ -81,10 +81,11 @@ def replicate_command(args) -> int:
 
     from analysis.evidence import replication as R
     from analysis.training.grid import GridError
-    from rasp_cli.commands.train import parse_pes
+    from rasp_cli.commands.train import check_grid_options, parse_pes
     from rasp_cli.main import UsageError
 
     pes = parse_pes(args.pe)
+    check_grid_options(args)              # --gpus-per-run nan etc. before anything starts
     bad = [pe for pe in pes if pe not in R.HUANG_PES]
     if bad:
         raise UsageError(f"Huang et al. trained {' and '.join(R.HUANG_PES)}; not {', '.join(bad)}")
