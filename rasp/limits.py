@@ -12,7 +12,7 @@ import os
 import sys
 
 __all__ = ["MAX_CALL_DEPTH", "MAX_COLLECTION", "MAX_EXPR_DEPTH", "MAX_SELECTOR_DEPTH", "MAX_INT_BITS", "MAX_ITERATIONS",
-           "MAX_LINE_CHARS", "MAX_BRACKET_DEPTH", "MAX_STATEMENT_TOKENS",
+           "MAX_LINE_CHARS", "MAX_BRACKET_DEPTH", "MAX_STATEMENT_TOKENS", "MAX_SOURCE_BYTES",
            "MEMORY_BUDGET_BYTES", "memory_budget_bytes", "max_int_digits", "allow_int_digits"]
 
 #: Nested user-function calls (recursion is not part of RASP).
@@ -28,6 +28,8 @@ MAX_EXPR_DEPTH = 200
 #: of brackets ``( [ {`` open at once (nested lists, dicts, calls, ``def`` and ``for`` bodies),
 #: and tokens of one statement (a list literal of 25,000 items is ~50,000 tokens).
 MAX_LINE_CHARS = 100_000
+#: Largest program file ``load`` / ``rasp run`` / ``rasp repl FILE`` reads, in bytes.
+MAX_SOURCE_BYTES = 16 * 1024 * 1024
 MAX_BRACKET_DEPTH = 2_000
 MAX_STATEMENT_TOKENS = 50_000
 

@@ -745,17 +745,41 @@ def apply_to_input(node: Node, inp: Any) -> list:
 _VIRTUAL_ROOTS = ("/proc/", "/sys/", "/dev/")
 
 
-def _read(path: str) -> str:
+def _read_bytes(path: str) -> bytes:
+    """The bytes of a program file: a regular file (opened with ``O_NONBLOCK``, so a named pipe
+    never blocks) of at most :data:`rasp.limits.MAX_SOURCE_BYTES`, never from ``/proc``,
+    ``/sys`` or ``/dev``. The one reader of ``.rasp`` files (``load``, ``rasp run``, ``rasp
+    repl FILE``)."""
+    import stat
     real = os.path.realpath(path)
     if real.startswith(_VIRTUAL_ROOTS):
         raise RASPValueError(f"cannot read {path}: a program is read from a regular file, not "
                              f"from {real.split('/')[1]}/")
+    cap = limits.MAX_SOURCE_BYTES
+    too_big = RASPValueError(f"cannot read {path}: more than the {cap:,} bytes of a program "
+                             f"(rasp.limits.MAX_SOURCE_BYTES)")
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise RASPValueError(f"cannot read {path}: not a regular file")
+            if st.st_size > cap:
+                raise too_big
+            data = f.read(cap + 1)
     except FileNotFoundError:
         raise RASPNameError(f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
+        raise RASPValueError(f"cannot read {path}: {e.strerror or e}") from None
+    if len(data) > cap:
+        raise too_big
+    return data
+
+
+def _read(path: str) -> str:
+    try:
+        return _read_bytes(path).decode("utf-8")
+    except UnicodeDecodeError as e:
         raise RASPValueError(f"cannot read {path}: {e}") from None
 
 
@@ -776,11 +800,7 @@ def _parse_cached(text: str, filename: str) -> lark.Tree:
 def read_source(path: str) -> str:
     """The text of a ``.rasp`` file to load. A file that is not text (NUL bytes, not UTF-8)
     is refused with a message that quotes none of it."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise RASPValueError(f"cannot read {path}: {e.strerror or 'unreadable'}") from None
+    data = _read_bytes(path)
     if b"\0" in data:
         raise RASPValueError(f"{path} is not RASP source (binary content); nothing loaded")
     try:

@@ -109,3 +109,20 @@ def test_a_float_literal_that_overflows_is_refused():
         rasp.run_source("x = " + "9" * 400 + ".0;")
     assert rasp.run_source("x = 2.5;")["x"] == 2.5
     assert np.isfinite(rasp.run_source("x = " + "9" * 300 + ".0;")["x"])
+
+
+def test_load_reads_regular_files_of_bounded_size_only(tmp_path):
+    """``load`` of a named pipe does not hang, of a file over MAX_SOURCE_BYTES is refused."""
+    import os
+    fifo = tmp_path / "p.rasp"
+    os.mkfifo(fifo)
+    with pytest.raises(RASPError):                   # not a regular file: no hang
+        rasp.run_source(f'load "{fifo}";')
+    big = tmp_path / "big.rasp"
+    with open(big, "wb") as f:
+        f.truncate(limits.MAX_SOURCE_BYTES + 1)
+    with pytest.raises(RASPError, match="MAX_SOURCE_BYTES"):
+        rasp.run_source(f'load "{big}";')
+    ok = tmp_path / "ok.rasp"
+    ok.write_text("x = 3;\n")
+    assert rasp.run_source(f'load "{ok}";')["x"] == 3
