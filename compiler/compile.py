@@ -37,10 +37,16 @@ from .rasp_to_graph import build_graph
 from .layer_allocation import allocate_layers
 from .residual_space import ResidualSpace
 
-__all__ = ["compile_program", "CompiledModel", "load_compiled", "DEFAULT_MAX_PARAMS"]
+__all__ = ["compile_program", "CompiledModel", "load_compiled", "DEFAULT_MAX_PARAMS",
+           "MAX_SEQ_LEN"]
 
 #: models estimated above this many parameters are refused before any weight is allocated
 DEFAULT_MAX_PARAMS = 50_000_000
+
+#: Longest max_seq_len the compiler accepts: checked before anything sized by max_seq_len is
+#: built (value sets enumerate the positions; at 4e7 they took 9 GB before the size estimate
+#: could refuse the model).
+MAX_SEQ_LEN = 1 << 16
 
 
 def _py(v):
@@ -669,6 +675,18 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params,
                     "causal mode, compile it with causal=False, or pass allow_noncausal=True "
                     "to compile its prefix semantics (rasp.evaluate(..., causal=True))",
                     None, span)
+    # before anything sized by max_seq_len: a lower bound of the parameters, the position
+    # embedding's (max_seq_len + 1) rows of at least one residual direction each
+    if max_seq_len > MAX_SEQ_LEN:
+        raise ModelTooLargeError(
+            f"max_seq_len {max_seq_len:,} is above the compiler's limit of {MAX_SEQ_LEN:,} "
+            f"positions (compiler.compile.MAX_SEQ_LEN): the value sets enumerate positions")
+    floor = max_seq_len + 1
+    if floor > max_params:
+        raise ModelTooLargeError(
+            f"max_seq_len {max_seq_len:,} needs at least {floor:,} parameters (one position "
+            f"embedding row per position), more than the limit {max_params:,}; lower "
+            f"max_seq_len or raise max_params")
     if hazards is not None and not gate_is_exhaustive(len(vocab), max_seq_len):
         hazards = None
     value_sets = infer_bases(sop, vocab, max_seq_len, causal, hazards)

@@ -126,3 +126,15 @@ def test_load_reads_regular_files_of_bounded_size_only(tmp_path):
     ok = tmp_path / "ok.rasp"
     ok.write_text("x = 3;\n")
     assert rasp.run_source(f'load "{ok}";')["x"] == 3
+
+
+@pytest.mark.parametrize("max_len", [10 ** 9, 4 * 10 ** 7])
+def test_compile_refuses_a_huge_max_len_before_building_anything(tmp_path, max_len):
+    """F2: ``rasp compile --max-len 1e9`` built value sets sized by max_seq_len (9 GB at 4e7)
+    before the size estimate refused it; now refused first, under the memory cap."""
+    p = subprocess.run([sys.executable, "-m", "rasp_cli.main", "compile",
+                        str(ROOT / "rasp" / "stdlib" / "examples.rasp"), "--name", "hist",
+                        "--vocab", "a,b", "--max-len", str(max_len), "-o", str(tmp_path / "o")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120, preexec_fn=_capped)
+    assert p.returncode == 2 and "max_seq_len" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())   # nothing written
