@@ -37,8 +37,6 @@ wherever they are shown.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import time
 from dataclasses import asdict, dataclass, field

@@ -43,7 +43,7 @@ from analysis.training import trainer
 from analysis.evidence import claims as _claims
 from analysis.evidence import replication as _replication
 from analysis.evidence import statistics as _stats
-from analysis.training.runs import (RunDirError, atomic_write_text, default_run_dir, is_finished,
+from analysis.training.runs import (RunDirError, atomic_write_text, is_finished,
                            load_run, read_accuracy, read_task_name)
 from compiler.errors import CompilerError
 from rasp import measures, raspl
