@@ -36,7 +36,7 @@ BASELINE = "79749dd"
 
 _CHILD = """
 import resource, sys, time
-from rasp.session import run_file
+from rasp.repl.session import run_file
 env = run_file(sys.argv[1])
 ru = resource.getrusage(resource.RUSAGE_SELF)
 print(ru.ru_utime + ru.ru_stime, ru.ru_maxrss, len(env.own_names()))
@@ -45,7 +45,7 @@ print(ru.ru_utime + ru.ru_stime, ru.ru_maxrss, len(env.own_names()))
 
 _REPL_CHILD = """
 import contextlib, io, os, resource, sys
-from rasp.repl import Repl
+from rasp.repl.repl import Repl
 path = sys.argv[1]
 os.chdir(os.path.dirname(path))
 with contextlib.redirect_stdout(io.StringIO()) as out:

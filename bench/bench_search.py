@@ -45,7 +45,7 @@ from bench import cpu_model  # noqa: E402
 import tasks  # noqa: E402
 from analysis.prediction import search as new_engine  # noqa: E402
 from analysis.prediction.search.storage import _default_threads  # noqa: E402
-from rasp.measures import measure  # noqa: E402
+from rasp.analyses.measures import measure  # noqa: E402
 
 DEFAULT_TASKS = ["count", "mode", "copy_unique", "sort_unique", "boolean_and",
                  "parity_scratchpad"]

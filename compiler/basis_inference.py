@@ -1,7 +1,7 @@
 """Stage 1: value sets (Tracr's ``basis_inference``), computed once per compilation.
 
-Runs :func:`rasp.value_sets.value_set_pass` over the IR and returns its
-:class:`~rasp.value_sets.ValueSets`: the sorted values of every s-op (the basis of its
+Runs :func:`rasp.analyses.value_sets.value_set_pass` over the IR and returns its
+:class:`~rasp.analyses.value_sets.ValueSets`: the sorted values of every s-op (the basis of its
 categorical residual subspace, or the known values of a numerical one), the untruncated means
 of a ``kqv`` aggregate, the maps that fail on some input values, and the numerical s-ops whose
 sets are too large to enumerate but that the compiler computes without their values (an
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from rasp.ir import Aggregate, Map, SequenceMap, SOp
-from rasp.value_sets import PrecisionError, ValueSetError, ValueSets, value_set_pass
+from rasp.analyses.value_sets import PrecisionError, ValueSetError, ValueSets, value_set_pass
 
 from .encoding import CATEGORICAL, NUMERICAL, explicit_encoding
 from .errors import FloatPrecisionError, UnsupportedError

@@ -22,7 +22,7 @@ import torch
 from rasp.interpreter import stack_sequences, to_batch
 from rasp.ops import homogeneous_array
 from rasp.ir import Length, RASPError, SOp
-from rasp.raspl import noncausal_readers
+from rasp.analyses.raspl import noncausal_readers
 
 from .basis_inference import infer_bases
 from .blocks_to_model import Assembly, assemble
@@ -420,7 +420,7 @@ class CompiledModel:
         """Jupyter's display: one row per layer (its heads, the s-ops they compute, its MLP's
         hidden units), then the totals (``self.model``'s parameters as stored, per-head widths
         unpadded; residual width ``d_model``), the output and the vocabulary."""
-        from rasp.display import html_table
+        from rasp.repl.display import html_table
         cfg = self.model.cfg
         names = self.head_nodes if len(self.head_nodes) == cfg.n_layers else [[]] * cfg.n_layers
         heads = [cfg.heads(i) for i in range(cfg.n_layers)]

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from rasp.value_sets import (apply_elementwise_table, same_result, sequence_kind,
+from rasp.analyses.value_sets import (apply_elementwise_table, same_result, sequence_kind,
                               simplest_float, sort_values)
 
 from .encoding import NUMERICAL
@@ -433,7 +433,7 @@ def _cluster(us: list[float]) -> list[list[float]]:
 
 def _simplest(group: list[float]) -> float:
     """The float of the simplest rational within ``MERGE_TOL`` of the group
-    (:func:`rasp.value_sets.simplest_float`): the exact value that its members are roundings
+    (:func:`rasp.analyses.value_sets.simplest_float`): the exact value that its members are roundings
     of (1 for ``0.9999999999999999`` and ``1``; 7/6 for ``1.1666666666666665`` and
     ``1.1666666666666667``); the group's middle member when there is none."""
     s = simplest_float(group[0], group[-1], MERGE_TOL, MAX_DENOMINATOR)

@@ -24,7 +24,7 @@ from rasp.errors import RASPError
 from rasp.ir import (Aggregate, Elementwise, Full, Indices, Length, Map, Select,
                      Selector, SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap,
                      SOp, Tokens, topological_order)
-from rasp.value_sets import (ValueSets, apply_elementwise_table, selects_at_most_one,
+from rasp.analyses.value_sets import (ValueSets, apply_elementwise_table, selects_at_most_one,
                              selects_equal_values, sort_values, values_array)
 
 from .encoding import CATEGORICAL, NUMERICAL, aggregate_encoding, explicit_encoding

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from rasp.value_sets import apply_elementwise_table, sort_values
+from rasp.analyses.value_sets import apply_elementwise_table, sort_values
 
 from .encoding import CATEGORICAL, NUMERICAL
 from .expr import Expr, affine_form, affine_reads, affine_steps, eval_expr, ternary_parts

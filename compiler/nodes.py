@@ -29,7 +29,7 @@ import networkx as nx
 import numpy as np
 
 from rasp.ir import Node
-from rasp.value_sets import kind_groups, values_array
+from rasp.analyses.value_sets import kind_groups, values_array
 
 from .encoding import CATEGORICAL
 from .expr import Expr
@@ -94,7 +94,7 @@ class CNode:
     count_check: "CNode | None" = None     # aggregate of strings: its selector width head
     is_check: bool = False                 # a head only read by the runtime checks
     #: ``{value: floats}``: the floats the interpreter may hold for a value of ``values`` (an
-    #: exact mean whose float64 sum may round; ``rasp.value_sets.ValueSets.spread``)
+    #: exact mean whose float64 sum may round; ``rasp.analyses.value_sets.ValueSets.spread``)
     spread: dict = field(default_factory=dict)
 
     def deps(self) -> list["CNode"]:

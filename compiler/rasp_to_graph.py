@@ -23,7 +23,7 @@ from __future__ import annotations
 import networkx as nx
 
 from rasp.ir import SOp
-from rasp.value_sets import ValueSets
+from rasp.analyses.value_sets import ValueSets
 
 from .errors import CompilerError
 from .graph_passes import convert_extra_numericals, fuse, numerical_where_smaller, reachable

@@ -16,12 +16,12 @@ Quick use::
 
 from .ir import *  # noqa: F401,F403
 from .ir import __all__ as _ir_all
-from .display import format_selector_value, format_sop_value
+from .repl.display import format_selector_value, format_sop_value
 from .interpreter import Evaluator, evaluate, to_batch
 
-from .draw import draw
+from .repl.draw import draw
 from .parser import RASPSyntaxError
-from .session import Session, load_library, run_file, run_source
+from .repl.session import Session, load_library, run_file, run_source
 from .tracr_import import TracrImportError, from_tracr
 
 __all__ = list(_ir_all) + ["evaluate", "Evaluator", "to_batch", "format_sop_value",
@@ -32,7 +32,7 @@ __all__ = list(_ir_all) + ["evaluate", "Evaluator", "to_batch", "format_sop_valu
 def _notebook_svg(node):
     """An s-op's or selector's computation flow on the default example, as SVG, for Jupyter's
     display (None when it cannot be drawn: Jupyter then shows the text repr)."""
-    from .draw import svg
+    from .repl.draw import svg
     try:
         return svg(node)
     except (RASPError, ValueError, TypeError):

@@ -184,7 +184,7 @@ class Node:
     Two methods come from the modules that own them (``ir`` imports neither):
     ``node(inp)``, the value on one input (``reverse("hello") == ["o", "l", "l", "e", "h"]``,
     :func:`rasp.interpreter.evaluate_one`), and ``node.draw(example, path)``, the picture
-    (:func:`rasp.draw.draw`)."""
+    (:func:`rasp.repl.draw.draw`)."""
 
     kind = "node"
 

@@ -2,7 +2,7 @@
 
 The grammar (``rasp/grammar.lark``) is LALR(1) and follows the original RASP grammar of
 Weiss et al. 2021 (tech-srl/RASP ``RASP_support/RASP.g4``), including its operator precedence;
-see ``docs/language.md``. The statement interpreter is :mod:`rasp.runtime`.
+see ``docs/language.md``. The statement interpreter is :mod:`rasp.repl.runtime`.
 
 Public API:
 

@@ -5,7 +5,7 @@ A program's values are **atoms** (``int``, ``float``, ``str``, ``bool``), **list
 (atom keys), **functions** (:class:`RASPFunction` for a ``def``, :class:`Builtin` for the
 built-ins), **s-ops** and **selectors** (IR nodes, :mod:`rasp.ir`). A comparison written bare
 in a call (``select(k, q, ==)``) is a :class:`SelOp`. Names are bound in an :class:`Environment`.
-How values are shown is :mod:`rasp.display`.
+How values are shown is :mod:`rasp.repl.display`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ decoder (:func:`rasp.decode.greedy_decode`): all unfinished prompts of one lengt
 in one batched :func:`rasp.evaluate` call.
 
 :func:`verify_program` checks a program against a task's ground truth on sampled inputs at every
-requested length. When the program is *prefix-causal* (``rasp.raspl.is_prefix_causal``: every
+requested length. When the program is *prefix-causal* (``rasp.analyses.raspl.is_prefix_causal``: every
 attention selector causal, by its flag or its comparisons, and no ``length``), the value at position i depends only on tokens 0..i, so greedy decoding reproduces
 the answer iff the program, run once on ``prompt + answer[:-1]`` (teacher forcing), predicts
 every answer token: one evaluation per batch instead of one per generated token. Other programs
@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from rasp.equality import values_equal
-from rasp.raspl import is_prefix_causal   # the one owner of prefix causality (re-exported)
+from rasp.analyses.raspl import is_prefix_causal   # the one owner of prefix causality (re-exported)
 
 from .base import Task, TaskInputError
 

@@ -1,16 +1,16 @@
 """The task catalogue page (``docs/tasks.md``), generated from the registry.
 
 ``python -m tasks.docs > docs/tasks.md`` regenerates it: per task the format example, the
-reference program with its measures (``rasp.measures.measure``) and RASP-L status
-(``rasp.raspl.check``), and what the papers report.
+reference program with its measures (``rasp.analyses.measures.measure``) and RASP-L status
+(``rasp.analyses.raspl.check``), and what the papers report.
 """
 
 from __future__ import annotations
 
 import sys
 
-from rasp.measures import measure
-from rasp.raspl import check
+from rasp.analyses.measures import measure
+from rasp.analyses.raspl import check
 
 from .base import Task
 from .catalogue import GENERALIZATION_TASKS, HUANG_TASKS, SEQUENCE_PROGRAMS, get_task
@@ -62,7 +62,7 @@ length 1..100 (1..`max_length`): see the measured table below.
 
 Measures are computed after common-subexpression elimination with library calls expanded
 (`length` = number of operations; attention = aggregates + selector widths; MLP = maps +
-sequence maps). RASP-L status from `rasp.raspl.check(sop, vocab=task.program_vocab(8),
+sequence maps). RASP-L status from `rasp.analyses.raspl.check(sop, vocab=task.program_vocab(8),
 max_seq_len=task.sequence_length(8))`.
 """
 

@@ -112,7 +112,7 @@ def graph() -> nx.DiGraph:
 def test_the_graph_sees_imports():
     """The reader finds known edges of every kind (absolute, relative, function-local)."""
     edges = set(import_edges(modules()))
-    assert ("rasp.session", "rasp.runtime") in edges               # relative, from . import
+    assert ("rasp.repl.session", "rasp.repl.runtime") in edges               # relative, from . import
     assert ("analysis.training.grid", "analysis.training.trainer") in edges   # from P import m
     assert ("rasp_cli.commands.train", "analysis.training.trainer") in edges  # function-local
     assert ("rasp.ops", "rasp.ir") not in edges                    # TYPE_CHECKING only

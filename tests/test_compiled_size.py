@@ -15,7 +15,7 @@ import tasks
 from analysis.probing.alignment import compile_reference
 from compiler import compile_program
 from rasp.equality import values_equal
-from rasp.value_sets import infer_value_sets
+from rasp.analyses.value_sets import infer_value_sets
 
 
 _same = values_equal

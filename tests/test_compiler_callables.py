@@ -12,7 +12,7 @@ import pytest
 import rasp
 from rasp.ir import (aggregate, indices, map_sop, numerical, select, selector_width,
                      sequence_map, tokens_asis, Select)
-from rasp.value_sets import infer_value_sets, selects_at_most_one
+from rasp.analyses.value_sets import infer_value_sets, selects_at_most_one
 from compiler import compile_program
 
 VOCAB = list("ab")

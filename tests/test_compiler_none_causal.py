@@ -96,7 +96,7 @@ def test_d4_kqv_with_a_none_default_compiles():
 
 
 def test_value_sets_carry_none_and_the_means():
-    from rasp.value_sets import value_set_pass
+    from rasp.analyses.value_sets import value_set_pass
     prog = aggregate(select(tokens_int, tokens_int, ">"), tokens_int, default=None)
     vs = value_set_pass(prog, VOCAB, 3)
     got = vs.sets[prog.id]

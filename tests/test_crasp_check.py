@@ -1,11 +1,11 @@
-"""C-RASP checker (rasp.crasp): hand-written programs that are and are not C-RASP (Huang et al.
+"""C-RASP checker (rasp.analyses.crasp): hand-written programs that are and are not C-RASP (Huang et al.
 2025, arXiv 2410.02140, §3), with the offending operation named at its line:column."""
 
 import numpy as np
 import pytest
 
 import rasp
-from rasp.crasp import check_crasp
+from rasp.analyses.crasp import check_crasp
 
 MAJORITY = """tokens = tokens_int;
 ones = selector_width(select(tokens, 1, ==));

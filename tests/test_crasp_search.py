@@ -13,7 +13,7 @@ import rasp
 from analysis.prediction.crasp_search import crasp_search, evaluate_recipe, recipe_size
 from analysis.prediction.crasp_search.driver import _rows
 from analysis.prediction.crasp_search.recipes import _Batch, _IRBuilder
-from rasp.crasp import check_crasp
+from rasp.analyses.crasp import check_crasp
 from tasks.decode import verify_program
 from tasks.huang import make_huang_tasks
 

@@ -3,7 +3,7 @@
 import pytest
 
 import rasp
-from rasp.draw import draw_figure, draw_file, svg
+from rasp.repl.draw import draw_figure, draw_file, svg
 from rasp.errors import RASPTypeError
 
 
@@ -90,7 +90,7 @@ def test_no_edge_passes_behind_a_box(examples, name):
     """Every route, sampled every 0.01 inch, stays outside every box; it starts on its source
     box's border and ends on its target's; boxes do not overlap; every input of every
     operation (the DAG's edges, read from the nodes' children here) has its route."""
-    from rasp.draw import flow_layout
+    from rasp.repl.draw import flow_layout
     lay = flow_layout(examples[name], PROGRAMS[name])
     want = {(c.id, n.id) for n in lay.nodes.values() for c in n.children}
     assert set(lay.routes) == want
@@ -109,7 +109,7 @@ def test_no_edge_passes_behind_a_box(examples, name):
 
 def test_each_route_is_drawn_as_an_arrow(examples):
     from matplotlib.patches import FancyArrowPatch
-    from rasp.draw import flow_layout
+    from rasp.repl.draw import flow_layout
     fig = draw_figure(examples["dyck1_ptf"], "(()")
     arrows = [p for ax in fig.axes for p in ax.patches if isinstance(p, FancyArrowPatch)]
     assert len(arrows) == len(flow_layout(examples["dyck1_ptf"], "(()").routes)

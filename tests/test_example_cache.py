@@ -1,4 +1,4 @@
-"""The REPL's running-example evaluator is reused across statements (rasp.original): values and
+"""The REPL's running-example evaluator is reused across statements (rasp.repl.original): values and
 the original's per-position types of nodes already evaluated on an example are kept. Truths:
 plain Python values of each program on each example, for chains, for alternating examples,
 and for failures (never cached)."""
@@ -6,7 +6,7 @@ and for failures (never cached)."""
 import pytest
 
 import rasp
-from rasp import original
+from rasp.repl import original
 from rasp.errors import RASPError
 
 

@@ -132,7 +132,7 @@ def partial(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def export(tmp_path_factory) -> Path:
     import compiler
-    from rasp.session import run_source
+    from rasp.repl.session import run_source
     env = run_source("x = tokens == \"a\";")
     d = tmp_path_factory.mktemp("exp") / "c"
     compiler.compile_program(env["x"], ["a", "b"], 3).save(d)

@@ -137,7 +137,7 @@ def test_many_large_strings_in_one_statement_are_refused_under_a_memory_cap():
     characters each (each within MAX_COLLECTION). Under a 1.5 GB cap it is refused with the
     memory budget's one line, the session survives, and a list of 5,000 references to one
     string (40 KB) is still built."""
-    code = ("from rasp.session import Session\n"
+    code = ("from rasp.repl.session import Session\n"
             "out = []\n"
             "s = Session(output=out.append)\n"
             "s.execute('s = \"a\" * 999999;')\n"
@@ -175,7 +175,7 @@ def test_a_value_too_big_to_write_out_is_refused_before_printing(tmp_path):
 
 
 def test_written_size_counts_shared_elements_and_stops_early():
-    from rasp.display import written_size
+    from rasp.repl.display import written_size
     s = "a" * 1000
     for v in ([s, s], [-5, 2 ** 300, -1.2345678901234567e-308, True, None, "x"],
               {"k": [1, [2, [3]]], 7: "abc"}, [[[]]], 10 ** 40):

@@ -17,7 +17,7 @@ import pytest
 import rasp
 from rasp import limits, tokens_int
 from rasp.errors import RASPError, safe_excerpt
-from rasp.reader import strip_comment
+from rasp.repl.reader import strip_comment
 
 ROOT = Path(__file__).resolve().parent.parent
 GB = 1 << 30

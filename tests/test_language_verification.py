@@ -16,7 +16,7 @@ import pytest
 
 import tasks
 from analysis.prediction.verify import verify_program_on_task
-from rasp.session import run_source
+from rasp.repl.session import run_source
 from tasks.huang import EXHAUSTIVE_STRINGS, LANGUAGES
 
 # prefix counts of a (v4) and b (v7); member iff equal at the end and never #a < #b — the

@@ -12,7 +12,7 @@ from rasp import (aggregate, evaluate, indices, length, select, selector_width, 
                   tokens_int)
 from rasp.ir import Full, Map, SequenceMap
 from rasp.ir import Elementwise
-from rasp.measures import cse, depths, format_layer_table, layer_table, measure
+from rasp.analyses.measures import cse, depths, format_layer_table, layer_table, measure
 
 
 def indicator(x):

@@ -7,7 +7,7 @@ import pytest
 
 import rasp
 from compiler import compile_program
-from rasp.display import html_table
+from rasp.repl.display import html_table
 
 VOID = {"br", "hr", "img", "meta", "link", "input", "col", "wbr"}
 

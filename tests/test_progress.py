@@ -1,5 +1,5 @@
 """Progress bars are drawn on a terminal and never into a file, a pipe or a CI log
-(rasp.progress, the one owner of that decision)."""
+(rasp.repl.progress, the one owner of that decision)."""
 
 import fcntl
 import io
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rasp.progress import progress_bar, shows_progress
+from rasp.repl.progress import progress_bar, shows_progress
 
 ROOT = Path(__file__).resolve().parents[1]
 RASP = [sys.executable, "-m", "rasp_cli.main"]
@@ -122,25 +122,25 @@ def test_the_command_line_draws_bars_only_on_a_terminal(args, desc):
     assert re.search(desc + r": \d+/\d+ \[", logged), logged[-500:]   # a log line, k/N
 
 
-# tqdm uses that do not go through rasp.progress yet (their owners' files); each passes
+# tqdm uses that do not go through rasp.repl.progress yet (their owners' files); each passes
 # disable=None, tqdm's own rule for its stream (standard error): off on a non-terminal.
 NOT_YET = {"compiler/verification.py"}
 
 
 def test_every_bar_decides_the_same_way():
-    """Every tqdm bar in the toolkit is made by rasp.progress.progress_bar, or (the files
+    """Every tqdm bar in the toolkit is made by rasp.repl.progress.progress_bar, or (the files
     above) passes disable=None; a new bar that does neither fails here."""
     bad = []
     for path in sorted(ROOT.glob("*/**/*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel.split("/")[0] in (".venv", "tests", "build") or rel == "rasp/progress.py":
+        if rel.split("/")[0] in (".venv", "tests", "build") or rel == "rasp/repl/progress.py":
             continue
         text = path.read_text()
         calls = re.findall(r"\btqdm\((.*?)\)\n", text, flags=re.S)
         if not calls:
             continue
         if rel not in NOT_YET:
-            bad.append(f"{rel}: calls tqdm directly (use rasp.progress.progress_bar)")
+            bad.append(f"{rel}: calls tqdm directly (use rasp.repl.progress.progress_bar)")
         elif not all(re.search(r"disable=None\b", c) for c in calls):
             bad.append(f"{rel}: a tqdm bar without disable=None")
     assert not bad, bad

@@ -126,7 +126,7 @@ def test_query_blocks_give_the_full_matrix_results(monkeypatch):
 
     import rasp
     from rasp import aggregate, select, tokens_int
-    from rasp.session import run_source
+    from rasp.repl.session import run_source
     env = run_source("""
         lt = select(tokens, tokens, <);
         a = aggregate(lt, indices);
@@ -152,7 +152,7 @@ def test_query_blocks_give_the_full_matrix_results(monkeypatch):
 def test_an_interrupted_statement_is_rolled_back(monkeypatch):
     """Ctrl-C (KeyboardInterrupt) inside a for loop undoes the loop's assignments, as an
     error does (issue 13 item 7)."""
-    from rasp import runtime, session
+    from rasp.repl import runtime, session
     s = session.Session()
     s.execute("x = 0;")
     calls = {"n": 0}

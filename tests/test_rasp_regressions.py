@@ -12,7 +12,7 @@ import pytest
 import rasp
 from rasp import indices, length, select, aggregate, tokens
 from rasp.ir import RASPTypeError, RASPValueError
-from rasp.session import run_source
+from rasp.repl.session import run_source
 
 
 def _reverse():
@@ -52,7 +52,7 @@ def test_compiled_size_does_not_depend_on_history():
 
 def test_raspl_rule4_hint_names_a_valid_program():
     """The hint's suggested program must run (the dialect writes TRUE as a string)."""
-    from rasp.raspl import check
+    from rasp.analyses.raspl import check
     rep = check(run_source("r = length - indices;")["r"])
     hint = [v.message for v in rep.violations if v.rule == 4][0]
     suggested = hint.split("prefix length ")[1].split(" in causal mode")[0]

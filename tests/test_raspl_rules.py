@@ -10,7 +10,7 @@ import pytest
 from rasp import (aggregate, causal_mode, evaluate, indices, kqv, length, select,
                   selector_width, tokens, tokens_int)
 from rasp.ir import Span
-from rasp.raspl import RULES, check, provably_causal
+from rasp.analyses.raspl import RULES, check, provably_causal
 
 
 def rules_of(report):

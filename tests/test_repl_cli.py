@@ -101,5 +101,5 @@ def test_the_papers_programs_run_on_the_default_example(tmp_path):
     assert f'reverse("hello") = [{", ".join(word[::-1])}] (strings)' in p.stdout
     assert f'hist("hello") = [{", ".join(str(counts[c]) for c in word)}] (ints)' in p.stdout
     assert f'sort_tokens("hello") = [{", ".join(sorted(word))}] (strings)' in p.stdout
-    from rasp.repl import Repl
+    from rasp.repl.repl import Repl
     assert 'running example: "hello"' in Repl(input=[]).banner()

@@ -21,8 +21,8 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from rasp.errors import RASPError
-from rasp.repl import Repl
-from rasp.session import Session
+from rasp.repl.repl import Repl
+from rasp.repl.session import Session
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

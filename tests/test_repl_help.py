@@ -3,7 +3,7 @@ user's own names are explained; a near miss gets "did you mean"."""
 
 import pytest
 
-from rasp.builtins import BUILTINS
+from rasp.repl.builtins import BUILTINS
 from test_repl_session import run
 
 

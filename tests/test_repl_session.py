@@ -18,8 +18,8 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from rasp.repl import Repl, ReplError, needs_more_input, parse_literal
-from rasp.session import Session
+from rasp.repl.repl import Repl, ReplError, needs_more_input, parse_literal
+from rasp.repl.session import Session
 
 REVERSE = "reverse = aggregate(select(indices, length - indices - 1, ==), tokens);\n"
 

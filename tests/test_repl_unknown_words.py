@@ -16,8 +16,8 @@ from collections import Counter
 
 import pytest
 
-from rasp.repl import Repl
-from rasp.session import Session
+from rasp.repl.repl import Repl
+from rasp.repl.session import Session
 
 UNKNOWN = "unknown command or name"
 

@@ -7,8 +7,8 @@ import pytest
 import rasp
 from analysis.prediction.search import SearchError, matches_problem, problem_from_examples, search
 from rasp.source import program_to_source
-from rasp.measures import measure
-from rasp.raspl import check
+from rasp.analyses.measures import measure
+from rasp.analyses.raspl import check
 
 
 def _examples(fn, lengths=range(1, 9), per=3, seed=0):
@@ -52,7 +52,7 @@ def test_running_max_needs_an_attention_head():
     assert (got == np.maximum.accumulate(fresh, axis=1)).all()
     rep = check(res.program, vocab=set(range(100)), max_seq_len=15, causal=True)
     assert rep.valid, rep.format()
-    # the search's length is the program length of rasp.measures (language.md §4)
+    # the search's length is the program length of rasp.analyses.measures (language.md §4)
     assert measure(res.program).length == res.length
 
 

@@ -1,5 +1,5 @@
 """The RASP-L library is RASP-L: each function, applied to integer tokens with its default
-arguments, passes rasp.raspl.check (causal selectors, int8 values, index rule, no length)."""
+arguments, passes rasp.analyses.raspl.check (causal selectors, int8 values, index rule, no length)."""
 
 import pytest
 
@@ -32,6 +32,6 @@ def test_every_library_function_is_called():
 
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_library_function_is_valid_raspl(env, name):
-    from rasp.raspl import check
+    from rasp.analyses.raspl import check
     report = check(env[f"r_{name}"], vocab=["0", "1", "2", "3"], max_seq_len=8)
     assert report.valid, [str(v) for v in report.violations]

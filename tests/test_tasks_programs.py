@@ -121,7 +121,7 @@ def test_raspl_status_of_references(name, refs):
     # addition with hints, the scratchpads and boolean AND; the natural programs of the others
     # do index arithmetic (rule 3): copy_repeat, plain addition (also non-causal), parity,
     # reverse, sum_mod10.
-    from rasp import raspl
+    from rasp.analyses import raspl
     t = tasks.get_task(name)
     rep = raspl.check(refs[name], vocab=t.program_vocab(8), max_seq_len=t.sequence_length(8),
                       causal=t.causal)

@@ -1,4 +1,4 @@
-"""Value-set inference (rasp.value_sets): exact sets for means, soundness against exhaustive
+"""Value-set inference (rasp.analyses.value_sets): exact sets for means, soundness against exhaustive
 evaluation."""
 
 import itertools
@@ -11,7 +11,7 @@ import rasp
 from rasp import (Evaluator, aggregate, indices, length, numerical, select, selector_width,
                   tokens, tokens_int)
 from rasp.ir import SOp, topological_order
-from rasp.value_sets import (ValueSetError, infer_value_sets, mean_values,
+from rasp.analyses.value_sets import (ValueSetError, infer_value_sets, mean_values,
                              selects_at_least_one, selects_at_most_one)
 
 

@@ -14,8 +14,8 @@ to which PE, and how evidence becomes a verdict, is :mod:`analysis.prediction.th
    within their work budgets (:mod:`analysis.prediction.search`,
    :mod:`analysis.prediction.crasp_search`; budgets in candidates, :mod:`analysis.prediction.
    budget`, so a verdict is a function of the task, the PE, the budgets and the code version)
-   — each checked (:func:`rasp.raspl.check` with the task's vocabulary at its training
-   lengths; :func:`rasp.crasp.check_crasp` per variant) and **verified** against the ground
+   — each checked (:func:`rasp.analyses.raspl.check` with the task's vocabulary at its training
+   lengths; :func:`rasp.analyses.crasp.check_crasp` per variant) and **verified** against the ground
    truth at every length up to the longest the protocol tests
    (:func:`analysis.prediction.verify.protocol_max_length`);
 2. per theory of the PE (:func:`analysis.prediction.theories.decide`): ``generalizes`` with a
@@ -120,7 +120,7 @@ class Prediction:
             a label) or, when none is valid and verified, the natural (shipped) program's.
         program_source: ``shipped``, ``search``, ``user`` or None.
         source: the program's text when it comes from the search, else None.
-        measures: :class:`rasp.measures.Measures` of that program, as a dict.
+        measures: :class:`rasp.analyses.measures.Measures` of that program, as a dict.
         size: expression size of the verified RASP-L program used (None when there is none).
         size_lower_bound: certified by the RASP-L search (no program of smaller expression
             size reproduces the task; 0 without search); ``size_upper_bound``: ``size``.
@@ -238,7 +238,7 @@ class Prediction:
         """Jupyter's display: the verdict, the theories it came from, each theory's verdict
         with its evidence, the RASP-L status, the program and its measures, then the
         program's source (:attr:`program_text`)."""
-        from rasp.display import html_table
+        from rasp.repl.display import html_table
         rows = [("verdict", self.prediction_label), ("theory", self.theory)]
         for key, th in self.theories.items():
             ev = self.verdict_evidence.get(key, {})
@@ -289,7 +289,7 @@ def _task(task):
 
 
 def _check(task, sop):
-    from rasp.raspl import check
+    from rasp.analyses.raspl import check
     n_train = task.default_train_max_len
     lens = task.lengths(n_train) or task.lengths(max(n_train, task.min_length))
     max_seq = max(task.sequence_length(n) for n in lens) if lens else None
@@ -299,7 +299,7 @@ def _check(task, sop):
 
 def _evaluate_program(task, sop, label, verify_max_length, samples, seed):
     """measures + check + (if valid) verification of one program."""
-    from rasp.measures import measure
+    from rasp.analyses.measures import measure
     from analysis.prediction.verify import verify_program_on_task
     m = measure(sop)
     report = _check(task, sop)
@@ -606,7 +606,7 @@ def _crasp_verdict(rec, task, variant, evaluated, verify_max_length, samples, se
     """The verdict of C-RASP ``variant`` (``crasp`` or ``crasp_pl``): the smallest candidate
     in the fragment that is verified, else the searches' program (C-RASP[] first, which serves
     C-RASP[periodic, local] too) or the variant's own search's certificate."""
-    from rasp.crasp import check_crasp
+    from rasp.analyses.crasp import check_crasp
     from analysis.prediction.search import tree_size
     from analysis.prediction.verify import verify_program_on_task
     fragment = THEORY_NAMES[variant].split(" (")[0]
@@ -656,7 +656,7 @@ def _crasp_verdict(rec, task, variant, evaluated, verify_max_length, samples, se
 def _crasp_summary(rec, evaluated, pe, position_offsets) -> None:
     """``rec.crasp``: the C-RASP check of the program used (for the PE's variant, else
     C-RASP[periodic, local]) with its violations."""
-    from rasp.crasp import check_crasp
+    from rasp.analyses.crasp import check_crasp
     variants = [t for t in theories_for(pe, position_offsets) if t != "raspl"]
     variant = variants[0] if variants else "crasp_pl"
     used = next((e for e in evaluated if e[0] == rec.program_source), None)

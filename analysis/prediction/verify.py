@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 import tasks
 from rasp.ir import RASPError
-from rasp.progress import progress_bar
+from rasp.repl.progress import progress_bar
 from tasks import LengthResult, VerifyResult
 from tasks.custom import TaskFileError
 from tasks.huang import TEST_MAX_LENGTH

@@ -46,7 +46,7 @@ from analysis.evidence import statistics as _stats
 from analysis.training.runs import (RunDirError, atomic_write_text, is_finished,
                            load_run, read_accuracy, read_task_name)
 from compiler.errors import CompilerError
-from rasp import measures, raspl
+from rasp.analyses import measures, raspl
 from rasp.ir import RASPError
 from rasp_model.positional import PE_LABELS, PE_NAMES
 
@@ -499,7 +499,7 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
                          "layer its attention heads (each with the s-op it computes), then "
                          "the MLP's hidden width.")
     if sec.get("_draw"):
-        from rasp.draw import Drawing
+        from rasp.repl.draw import Drawing
         sop, example = sec["_draw"]
         try:
             # rasp draw's own resolution (110 dpi), higher where its smallest text (a long

@@ -181,7 +181,7 @@ def evaluate_with(decode, cfg, members: int, task, lengths: list[tuple[int, str]
     ``decode(prompts, max_new_tokens)`` returns the generated ids ``[member][prompt]`` (one
     member: :func:`greedy_decode`; a stack: :func:`analysis.training.stacked.greedy_decode_stacked`).
     Returns ``[member][length]`` results."""
-    from rasp.progress import progress_bar
+    from rasp.repl.progress import progress_bar
 
     results: list[list[LengthResult]] = [[] for _ in range(members)]
     it = progress_bar(lengths, show=progress, desc="eval", leave=False)

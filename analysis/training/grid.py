@@ -503,7 +503,7 @@ def run_grid(runs: Sequence[GridRun], runs_root: str | os.PathLike = "runs",
     Raises:
         GridError: unreachable / malformed address, or impossible resources.
     """
-    from rasp.progress import progress_bar
+    from rasp.repl.progress import progress_bar
 
     t0 = time.time()
     if num_cpus < 1:

@@ -592,7 +592,7 @@ def train_steps(stepper: Stepper, task, progress: bool = True, stop_after: int |
         KeyboardInterrupt: after Ctrl-C, once every member is checkpointed.
         TrainingError: one model's loss became NaN or infinite.
     """
-    from rasp.progress import progress_bar
+    from rasp.repl.progress import progress_bar
 
     members = stepper.members
     spec0 = members[0].spec

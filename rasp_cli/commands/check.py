@@ -3,7 +3,7 @@ the s-ops of a .rasp file and check that they are valid RASP-L.
 
 For each s-op (NAME, or every s-op the file defines when ``--name`` is absent: library names
 and private names starting with ``_`` are skipped) prints its measures (length, attention /
-MLP ops, layers, heads per layer; ``rasp.measures``) and its RASP-L verdict (``rasp.raspl``):
+MLP ops, layers, heads per layer; ``rasp.analyses.measures``) and its RASP-L verdict (``rasp.analyses.raspl``):
 every violation with its rule, operation and ``file:line:col``. Rule 2 (int8 values) is
 checked when ``--vocab`` and ``--max-len`` are given, otherwise reported undecided.
 
@@ -63,12 +63,12 @@ def parse_vocab(text: str | None) -> list[str] | None:
 def check_names(env, names: list[str] | None, vocab=None, max_len=None, causal=False,
                 filename: str = "FILE") -> list[dict]:
     """Measure and check the named s-ops of an environment (every own s-op when ``names`` is
-    None). Returns one dict per name: ``name``, ``measures`` (:class:`~rasp.measures.Measures`),
-    ``report`` (:class:`~rasp.raspl.RASPLReport`). Raises UsageError for an unknown name, a name
+    None). Returns one dict per name: ``name``, ``measures`` (:class:`~rasp.analyses.measures.Measures`),
+    ``report`` (:class:`~rasp.analyses.raspl.RASPLReport`). Raises UsageError for an unknown name, a name
     that is not an s-op or selector, or a file without s-ops."""
     from rasp_cli.main import UsageError
-    from rasp.measures import measure
-    from rasp.raspl import check
+    from rasp.analyses.measures import measure
+    from rasp.analyses.raspl import check
 
     if names is None:
         names = [n for n in env.own_names()
@@ -104,7 +104,7 @@ def _text(item) -> str:
 def check_command(args) -> int:
     """Run ``args.file`` and check its s-ops; returns 0 (all valid) or 1 (some invalid)."""
     from rasp_cli.main import UsageError
-    from rasp.session import run_file
+    from rasp.repl.session import run_file
 
     if not os.path.isfile(args.file):
         raise UsageError(f"no such file: {args.file}")

@@ -83,7 +83,7 @@ def compile_command(args) -> int:
     """Compile ``args.name`` of ``args.file``; returns 0, or 1 on a verification mismatch."""
     from rasp_cli.main import UsageError, output_dir, seed_flag, whole_number
     from rasp.ir import Select, SOp, topological_order
-    from rasp.session import run_source
+    from rasp.repl.session import run_source
     from rasp_model.files import read_text
     import compiler
 

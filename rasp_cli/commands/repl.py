@@ -16,7 +16,7 @@ import os
 import sys
 
 import compiler
-from rasp.display import format_sop_value
+from rasp.repl.display import format_sop_value
 from rasp.equality import values_equal
 from rasp.ir import RASPError
 from rasp.parser import directives
@@ -52,7 +52,7 @@ def register(sub) -> None:
 def compile_command(repl, argtext: str) -> str:
     """compile to transformer weights, show the size, check on the example"""
     a = repl.parse_name_args(argtext, "compile")
-    from rasp.repl import ReplError
+    from rasp.repl.repl import ReplError
     from rasp.ir import SOp
     if not isinstance(a.value, SOp):
         raise ReplError(f"{a.name} is not an s-op; compile takes an s-op")
@@ -100,7 +100,7 @@ def run_repl(args) -> int:
     Returns 0; 2 when a FILE or the base library cannot be read, or a FILE fails; in the
     piped mode 1 when an error was reported.
     """
-    from rasp.repl import Repl
+    from rasp.repl.repl import Repl
     files = list(args.files)
     if args.base_library is not None and not os.path.isfile(args.base_library):
         print(f"rasp repl: error: cannot read the base library {args.base_library}: no such "

@@ -91,10 +91,10 @@ def run_command(args) -> int:
     """Run ``args.file`` and print ``args.name`` evaluated on ``args.input``; returns 0."""
     from rasp_cli.main import UsageError
     from rasp import limits
-    from rasp.display import format_selector_value, format_sop_value, written_size
+    from rasp.repl.display import format_selector_value, format_sop_value, written_size
     from rasp.errors import RASPResourceError
     from rasp.interpreter import evaluate
-    from rasp.session import run_file
+    from rasp.repl.session import run_file
     from rasp.values import kind_of
 
     if not os.path.isfile(args.file):

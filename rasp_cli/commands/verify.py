@@ -6,7 +6,7 @@ By default the task's reference program (``tasks/programs/<task>.rasp``) is deco
 examples at every length ``1..N`` the task allows, and compared with the task's plain-Python
 ground truth. The output names the method used: ``teacher_forcing`` (one evaluation of the
 whole reference sequence; exact for a program that reads only the prefix, which
-``rasp.raspl.is_prefix_causal`` proves) or ``greedy`` (token by token, as a model decodes). With
+``rasp.analyses.raspl.is_prefix_causal`` proves) or ``greedy`` (token by token, as a model decodes). With
 ``--program FILE`` (and ``--name NAME``, default the task's reference name) any program is
 checked on the task's format instead; ``--task-file FILE.py`` / ``--regex PATTERN`` give a
 task of your own (``tasks/custom.py``; loading a task file runs its Python code), checked with
@@ -73,7 +73,7 @@ def load_program(task, path: str, name: str | None):
     if name is None:
         raise UsageError(f"task {task.name!r} has no reference program to name the s-op: give "
                          f"the s-op of {path} with --name")
-    from rasp.session import run_source
+    from rasp.repl.session import run_source
     from rasp_model.files import read_text
     env = run_source(read_text(path, "a RASP program"), filename=path,
                      causal=bool(task.causal))        # the one reader: a regular file, capped

@@ -62,7 +62,7 @@ grows, so each round's certificate holds); so does a failure of the final verifi
 ``crasp_pl`` runs three passes: the larger grammar for 20% of the work budget, C-RASP[] (smaller, so
 it reaches larger sizes; its programs are C-RASP[periodic, local] programs) for 35%, the larger
 grammar again for the rest; the certificate is the larger grammar's. A returned program is built as IR (``selector_width`` of causal
-selects whose key predicate is the Boolean: the shape :func:`rasp.crasp.check_crasp` accepts),
+selects whose key predicate is the Boolean: the shape :func:`rasp.analyses.crasp.check_crasp` accepts),
 checked with ``check_crasp`` for the variant and verified with
 :func:`tasks.decode.verify_program` at every length 1..``verify_max_length``.
 

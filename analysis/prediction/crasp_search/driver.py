@@ -29,7 +29,7 @@ class CRaspResult:
     """Outcome of :func:`crasp_search`.
 
     Attributes:
-        found: a program was found, passed ``rasp.crasp.check_crasp`` for ``variant`` and was
+        found: a program was found, passed ``rasp.analyses.crasp.check_crasp`` for ``variant`` and was
             verified at every length 1..``verify_max_length``.
         program: the IR s-op (causal next-token program) or None.
         source: the program as RASP source (:func:`rasp.source.program_to_source`).
@@ -257,7 +257,7 @@ def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, see
                   uniform, max_memory_mb, max_rounds, nope_first, greedy, search_mutants,
                   exhaustive, search_exhaustive) -> CRaspResult:
     """:func:`crasp_search` under ``limits`` (a budget and the deadline shared by the passes)."""
-    from rasp.crasp import VARIANTS
+    from rasp.analyses.crasp import VARIANTS
     t0 = time.perf_counter()
     budget = limits.budget
     if isinstance(task, str):
@@ -287,7 +287,7 @@ def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, see
             r0.seconds = time.perf_counter() - t0
             return r0
         if r0.found:
-            from rasp.crasp import check_crasp
+            from rasp.analyses.crasp import check_crasp
             if check_crasp(r0.program, "crasp_pl").valid:
                 r0.variant = "crasp_pl"
                 r0.certified_below = rp.certified_below
@@ -484,7 +484,7 @@ def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, see
 
 def _finish(res, task, variant, entries, default, size, content, names, vmax, vsamples, seed,
             t0):
-    from rasp.crasp import check_crasp
+    from rasp.analyses.crasp import check_crasp
     from rasp.source import program_to_source
     from tasks.decode import verify_program
     prog = build_program(entries, default, content, task.vocab.values)

@@ -1,7 +1,7 @@
 """Recipes of the C-RASP search (nested tuples: ``("cnt", ("Q", 1))`` = ``#[j <= i] Q_1``), their
 size and notation, their values on a batch of examples (NumPy, every uniform construct for all
 symbols at once), decision lists of them, and the IR program they stand for (the shape
-:func:`rasp.crasp.check_crasp` accepts). Part of :mod:`analysis.prediction.crasp_search`.
+:func:`rasp.analyses.crasp.check_crasp` accepts). Part of :mod:`analysis.prediction.crasp_search`.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ shifted by a constant, no ``length``): leaves ``tokens``, ``indices``; constants
 ternaries ``x if c else y`` (``c`` 0/1); ``select(keys, queries, op)`` for the six comparisons
 and the always-true selector; selector ``and`` / ``or``; ``aggregate`` with ``mean`` (truncated,
 the RASP-L ``kqv``), ``max``, ``min`` and the constants as defaults; ``selector_width``. Values
-derived from indices (selector widths included, as :mod:`rasp.raspl` rule 3 says) are only
+derived from indices (selector widths included, as :mod:`rasp.analyses.raspl` rule 3 says) are only
 compared or shifted. **C-RASP modes** (``grammar={"mode": "crasp" | "crasp_pl"}``, Huang et al.
 §3): no aggregates; selects only on the symbols of key and query; selector widths are counts,
 which may be added, subtracted, compared and chosen by ternaries; ``crasp_pl`` adds the local

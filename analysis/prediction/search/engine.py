@@ -18,7 +18,7 @@ import numpy as np
 
 from rasp.ir import (Aggregate, Elementwise, Full, Indices, Map, Select, SelectorAnd, SelectorOr,
                      SelectorWidth, SequenceMap, Tokens)
-from rasp.progress import progress_bar
+from rasp.repl.progress import progress_bar
 from rasp.source import program_to_source
 
 from .combination import _Combination

@@ -195,7 +195,7 @@ class _Families:
         sl = self.sels.get(k - 1)
         if sl is None or not len(sl):
             return
-        # a count of positions is a position (rasp.raspl rule 3)
+        # a count of positions is a position (rasp.analyses.raspl rule 3)
         self._emit(k, sl.W, _KIND_COUNT if self.crasp else _KIND_IDX,
                    lambda i: ("sw", (k - 1, i)), checked=False)
 

@@ -285,7 +285,7 @@ def tree_size(node: Node) -> int:
 
 
 def _measured(node: Node) -> int:
-    from rasp.measures import measure
+    from rasp.analyses.measures import measure
     return measure(node).length
 
 

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from .parser import RASPSyntaxError, parse
+from ..parser import RASPSyntaxError, parse
 
 __all__ = ["Command", "match_command", "Chunk", "LineReader", "PROMPT", "CONTINUATION",
            "NEEDS_MORE", "strip_comment"]

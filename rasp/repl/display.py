@@ -6,7 +6,7 @@ the measures and the RASP-L check (descriptions of operations) and the command l
 tech-srl/RASP ``RASP_support/REPL.py`` and ``Support.py``) character for character
 (:func:`format_named`, :func:`format_application`, :func:`format_show_example`,
 :func:`format_error`, with the original's per-position int/float typing of values,
-:func:`rasp.original.original_values`): an s-op's value on an example as ``[h, e, l, l, o] (strings)``, two
+:func:`rasp.repl.original.original_values`): an s-op's value on an example as ``[h, e, l, l, o] (strings)``, two
 or more equal values as ``[0]*5 (ints)``, floats rounded to 3 digits, booleans as ``T``/``F``;
 a selector as its ``[query, key]`` matrix, ``1`` where selected and a blank where not.
 
@@ -25,14 +25,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .interpreter import Evaluator, evaluate
+from ..interpreter import Evaluator, evaluate
 from .original import original_values
 from .original import plain as _plain
-from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPError, RASPTypeError, Select,
+from ..ir import (Aggregate, Full, Indices, Length, Map, Node, RASPError, RASPTypeError, Select,
                  Selector, SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap,
                  SOp, Tokens, topological_order)
-from .ops import value_type
-from .values import Builtin, RASPFunction, SelOp, kind_of
+from ..ops import value_type
+from ..values import Builtin, RASPFunction, SelOp, kind_of
 
 __all__ = ["format_sop_value", "format_selector_value", "format_atom", "format_example",
            "format_function", "example_value", "short_value", "describe_value",

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .display import describe_node
-from .errors import RASPTypeError
-from .interpreter import Evaluator
-from .ir import Aggregate, Node, Select, Selector, topological_order
+from ..errors import RASPTypeError
+from ..interpreter import Evaluator
+from ..ir import Aggregate, Node, Select, Selector, topological_order
 
 __all__ = ["draw", "Drawing", "draw_figure", "draw_file", "svg", "flow_layout", "FlowLayout",
            "node_title", "DEFAULT_EXAMPLE"]
@@ -66,7 +66,7 @@ def node_title(n: Node) -> tuple[str, str | None]:
     """How a box names an operation: ``(title, expression)``. The title is the name for a
     named operation (its expression second, ``None`` when it is the name itself, as for
     ``tokens``), else the expression as the REPL's ``draw`` text writes it
-    (:func:`rasp.display.describe_node`), e.g. ``("length - indices", None)``."""
+    (:func:`rasp.repl.display.describe_node`), e.g. ``("length - indices", None)``."""
     expr = describe_node(n, 3)
     if n.name is not None:
         return n.name, (expr if expr != n.name else None)
@@ -225,7 +225,7 @@ def _flow(node: Node, example: Any):
     if len(order) > _MAX_NODES:
         raise RASPTypeError(f"draw: {len(order)} operations are too many for one picture "
                             f"(at most {_MAX_NODES}); draw a sub-expression, or use "
-                            "rasp.display.draw_text")
+                            "rasp.repl.display.draw_text")
     boxes = {n.id: _Box(n, np.asarray(ev.values[n.id][0]), seq) for n in order}
     edges = list(dict.fromkeys((c.id, n.id) for n in order for c in n.children))
     routes = _layout(boxes, edges)

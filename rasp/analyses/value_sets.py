@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from .ir import (Aggregate, Elementwise, Full, Indices, Length, Map, Node, RASPError, Select,
+from ..ir import (Aggregate, Elementwise, Full, Indices, Length, Map, Node, RASPError, Select,
                  SelectorAnd, SelectorOr, SelectorWidth, SequenceMap, SOp, Tokens,
                  topological_order)
 
@@ -83,7 +83,7 @@ def token_values(vocab: Iterable[Any], conversion: str) -> list:
 
     Uses the interpreter's conversion, so ``tokens_int`` of ``"3"`` is ``3``; raises
     :class:`ValueSetError` when a vocabulary item cannot be converted."""
-    from .interpreter import convert_tokens, to_batch
+    from ..interpreter import convert_tokens, to_batch
     vocab = list(vocab)
     if not vocab:
         raise ValueSetError("empty vocabulary")
@@ -124,7 +124,7 @@ def values_array(vals: Sequence[Any]) -> np.ndarray:
     """A 1-D array of values of one kind as the interpreter builds it (``[k]``); tuples (of a
     combined key/query space) as an object array. Raises :class:`~rasp.ir.RASPTypeError` for
     mixed kinds: group them with :func:`kind_groups` first."""
-    from .ops import homogeneous_array
+    from ..ops import homogeneous_array
     vals = [_py(v) for v in vals]
     if vals and isinstance(vals[0], tuple):
         arr = np.empty(len(vals), dtype=object)
@@ -594,7 +594,7 @@ def _one_key_value_per_query(sel: Select, sets: dict[int, frozenset] | None) -> 
             table = f(np.asarray(K, dtype=object)[None, :],
                       np.asarray(Q, dtype=object)[:, None]).astype(bool)
         else:
-            from .ops import compare
+            from ..ops import compare
             table = np.asarray(compare(values_array(K)[None, :], values_array(Q)[:, None],
                                        sel.op), dtype=bool)
     except _EVAL_ERRORS:
@@ -944,7 +944,7 @@ def _check_select_spread(sel: Select, vs: ValueSets) -> None:
         except _EVAL_ERRORS:
             return            # the interpreter raises: the compiler reports it
     else:
-        from .ops import compare
+        from ..ops import compare
         table = np.asarray(compare(K[None, :], Q[:, None], sel.op), dtype=bool)
     ki = np.asarray([i for i, _ in km])
     qi = np.asarray([i for i, _ in qm])

@@ -8,7 +8,7 @@ ints. This module owns that typing rule (:func:`original_values`), the original'
 of a mean of booleans, and the cache of evaluators of the last few examples that makes a
 REPL session or a ``load``ed file O(n) in its statements (:func:`original_evaluation`).
 
-Used by the display (:mod:`rasp.display`) and the statement interpreter (:mod:`rasp.runtime`).
+Used by the display (:mod:`rasp.repl.display`) and the statement interpreter (:mod:`rasp.repl.runtime`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from .interpreter import Evaluator
-from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPTypeError, SelectorWidth,
+from ..interpreter import Evaluator
+from ..ir import (Aggregate, Full, Indices, Length, Map, Node, RASPTypeError, SelectorWidth,
                  SequenceMap, SOp, Tokens, topological_order)
 
 __all__ = ["plain", "original_evaluation", "original_values"]

@@ -33,8 +33,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .display import describe_node
-from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPTypeError, Select,
+from ..repl.display import describe_node
+from ..ir import (Aggregate, Full, Indices, Length, Map, Node, RASPTypeError, Select,
                  SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap, SOp, Tokens,
                  topological_order)
 

@@ -19,7 +19,7 @@ Semantics follow the original RASP REPL (Weiss et al. 2021, tech-srl/RASP ``Eval
   are reported and the file goes on.
 * the original REPL's commands (``set example EXPR``, ``show example``, ``examples on|off``,
   ``full seq display on|off``, ``exit``) stand wherever a statement may at the top of a source;
-  sources are read in units as the original reads them (:mod:`rasp.reader`).
+  sources are read in units as the original reads them (:mod:`rasp.repl.reader`).
 * a bare expression statement stores its value as ``out``.
 * a failed or interrupted statement leaves the environment unchanged (bindings are rolled back).
 * **causal (RASP-L) mode**: a file whose leading comment lines contain ``#!causal`` (or
@@ -34,11 +34,11 @@ RASP library ``rasplib`` (``count``, ``sort``, ...), like the original REPL. Use
 override library names. The RASP-L library is loaded with ``load "rasp_l";``.
 
 Values (environments, functions, statement results) are :mod:`rasp.values`; the built-in
-functions and operators :mod:`rasp.builtins`; how values are shown :mod:`rasp.display`.
+functions and operators :mod:`rasp.repl.builtins`; how values are shown :mod:`rasp.repl.display`.
 
 Public API: :func:`apply_to_input`, :data:`STDLIB_DIR`; the session and the functions that run
 whole programs (``Session``, ``run_source``, ``run_file``, ``load_library``) are
-:mod:`rasp.session`.
+:mod:`rasp.repl.session`.
 """
 
 from __future__ import annotations
@@ -50,17 +50,17 @@ from typing import Any
 import lark
 import numpy as np
 
-from . import ir, limits, ops
+from .. import ir, limits, ops
 from .builtins import BUILTIN_NODE_IDS, BUILTINS, RESERVED, binop, need_sop_or_atom, unop
 from .display import describe_value, short_value, strdesc
-from .interpreter import evaluate_one
-from .ir import (Aggregate, Elementwise, Full, Map, Node, RASPError, RASPNameError,
+from ..interpreter import evaluate_one
+from ..ir import (Aggregate, Elementwise, Full, Map, Node, RASPError, RASPNameError,
                  RASPResourceError, RASPTypeError, RASPValueError, Select, Selector, SequenceMap,
                  SOp, Span, causal_mode)
-from .parser import RASPSyntaxError, directives, parse
+from ..parser import RASPSyntaxError, directives, parse
 from .reader import Chunk, LineReader
-from .stdlib import STDLIB_DIR, defined_in
-from .values import Builtin, Environment, RASPFunction, SelOp, StatementResult, is_atom, kind_of
+from ..stdlib import STDLIB_DIR, defined_in
+from ..values import Builtin, Environment, RASPFunction, SelOp, StatementResult, is_atom, kind_of
 
 __all__ = ["apply_to_input", "Applied", "ExitRequest", "STDLIB_DIR", "LIBRARY_ORIGIN"]
 
@@ -142,7 +142,7 @@ def _set_spans(value: Any, span: Span | None, mark: int) -> None:
 
 class _Interp:
     def __init__(self, session):
-        """``session``: the :class:`rasp.session.Session` whose example, output, reporter
+        """``session``: the :class:`rasp.repl.session.Session` whose example, output, reporter
         and base library the statements use."""
         self.session = session
         self.depth = 0

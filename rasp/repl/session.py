@@ -2,7 +2,7 @@
 
 :class:`Session` holds a console environment over the base environment (built-ins plus the
 original RASP library ``rasplib``), the running examples and the display settings; each
-statement runs through the statement interpreter (:mod:`rasp.runtime`) and a failed or
+statement runs through the statement interpreter (:mod:`rasp.repl.runtime`) and a failed or
 interrupted statement rolls back. :func:`run_source`, :func:`run_file` and
 :func:`load_library` run a program in a fresh session and return its environment.
 
@@ -15,16 +15,16 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from . import ir
+from .. import ir
 from .builtins import BUILTINS, CONSTANTS
 from .display import LIBRARY_BUILTINS, DisplaySettings, describe_value, short_value
 from .original import original_evaluation
-from .ir import RASPError, RASPNameError, RASPTypeError, RASPValueError, Span
-from .parser import directives, parse
+from ..ir import RASPError, RASPNameError, RASPTypeError, RASPValueError, Span
+from ..parser import directives, parse
 from .reader import Chunk, Command, strip_comment
 from .runtime import (LIBRARY_ORIGIN, ORIGINAL_RESERVED, STDLIB_DIR, Applied, ExitRequest,
                       _Ctx, _Interp, _nodes, _parse_cached, _read, _span, read_source)
-from .values import Builtin, Environment, SelOp, StatementResult, is_atom
+from ..values import Builtin, Environment, SelOp, StatementResult, is_atom
 
 __all__ = ["Session", "run_source", "run_file", "load_library", "base_environment"]
 
@@ -77,7 +77,7 @@ class Session:
     Attributes:
         env: the session's :class:`Environment` (named ``console``, as in the original); its
             parent is the base environment. ``base_env``, ``causal``.
-        display: the :class:`~rasp.display.DisplaySettings` (running examples of s-ops and
+        display: the :class:`~rasp.repl.display.DisplaySettings` (running examples of s-ops and
             selectors, what is shown); ``example`` is the s-op example (setting it sets both).
         check_example: reject a statement whose s-ops or selectors fail on the running
             example, as the original REPL does (default ``False``; the REPL turns it on).
@@ -250,7 +250,7 @@ class Session:
     # ---- the original REPL's commands -----------------------------------------------------
     def run_command(self, chunk: Chunk, filename: str = "<repl>",
                     env: Environment | None = None) -> list[StatementResult]:
-        """Run one of the original REPL's commands (:class:`~rasp.reader.Command`): ``set
+        """Run one of the original REPL's commands (:class:`~rasp.repl.reader.Command`): ``set
         [s-op|selector] example EXPR`` (EXPR evaluated in ``env``; it must give a non-empty
         string or list of atoms of one type, else RASPTypeError and the example is
         unchanged), ``show [s-op|selector] example`` (a result of kind ``"example"``),

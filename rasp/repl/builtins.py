@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import ir, limits
+from .. import ir, limits
 from .display import describe_value, draw_text, short_value
-from .ir import (Aggregate, Elementwise, Full, Map, Node, RASPResourceError, RASPTypeError,
+from ..ir import (Aggregate, Elementwise, Full, Map, Node, RASPResourceError, RASPTypeError,
                  RASPValueError, Select, Selector, SelectorAnd, SelectorNot, SelectorOr,
                  SelectorWidth, SequenceMap, SOp)
-from .ops import OPS, SELECT_OPS, atom_int_guard, check_int64
-from .parser import KEYWORDS
-from .values import Builtin, RASPFunction, SelOp, is_atom
+from ..ops import OPS, SELECT_OPS, atom_int_guard, check_int64
+from ..parser import KEYWORDS
+from ..values import Builtin, RASPFunction, SelOp, is_atom
 
 __all__ = ["BUILTINS", "CONSTANTS", "RESERVED", "BUILTIN_NODE_IDS", "binop", "unop",
            "need_sop_or_atom"]

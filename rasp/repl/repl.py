@@ -1,12 +1,12 @@
 """The rasp-lab REPL: the original RASP REPL (Weiss et al. 2021, ``tech-srl/RASP``,
 ``RASP_support/REPL.py``), faithfully, plus line editing, history, completion and analysis.
 
-Input is read as the original reads it (:mod:`rasp.reader`): prompt ``>> ``, continuation
+Input is read as the original reads it (:mod:`rasp.repl.reader`): prompt ``>> ``, continuation
 ``.. `` (two more spaces per ``def``) while a statement or block is unfinished; the original's
 commands (``set [s-op|selector] example EXPR``, ``show [s-op|selector] example``,
 ``[s-op|selector] examples on|off``, ``full seq display on|off``, ``exit``) stand wherever a
 statement may, in loaded files too. Values print exactly as the original prints them
-(:func:`rasp.display.format_named`)::
+(:func:`rasp.repl.display.format_named`)::
 
     >> reverse = aggregate(select(indices, length - indices - 1, ==), tokens);
          s-op: reverse
@@ -41,19 +41,19 @@ import numpy as np
 from lark import Lark, Tree
 from lark.exceptions import LarkError, UnexpectedInput
 
-from . import measures, raspl
+from ..analyses import measures, raspl
 from .builtins import BUILTINS, CONSTANTS
 from .display import (describe_value, example_value, format_application, format_atom,
                       format_error, format_example, format_function, format_named,
                       format_show_example, function_origin, short_value)
-from .ir import RASPError, Selector, SOp, Span
-from .parser import RASPSyntaxError, needs_more_input, parse
+from ..ir import RASPError, Selector, SOp, Span
+from ..parser import RASPSyntaxError, needs_more_input, parse
 from .reader import CONTINUATION, PROMPT, Chunk, LineReader, match_command
 from .runtime import ExitRequest
 from .session import Session
-from .stdlib import STDLIB_FILES
-from .ops import OPS
-from .values import RASPFunction, StatementResult, kind_of
+from ..stdlib import STDLIB_FILES
+from ..ops import OPS
+from ..values import RASPFunction, StatementResult, kind_of
 
 __all__ = ["Repl", "ReplError", "needs_more_input", "parse_literal", "default_history_path",
            "COMMANDS", "ExtraCommand", "CommandArgs"]
@@ -266,7 +266,7 @@ class Repl:
     """The RASP REPL.
 
     Args:
-        session: a :class:`rasp.session.Session` (a fresh one when ``None``, built with
+        session: a :class:`rasp.repl.session.Session` (a fresh one when ``None``, built with
             ``causal`` and ``base_library``). The REPL makes it behave as the original REPL:
             statements failing on the running example are rejected
             (``session.check_example``), the library's names are reserved
@@ -282,7 +282,7 @@ class Repl:
             ``sys.stdout``).
         history_file: path of the persistent history (default :func:`default_history_path`);
             ``False`` disables the file (in-memory history).
-        causal, base_library: for a session built here (see :class:`~rasp.session.Session`);
+        causal, base_library: for a session built here (see :class:`~rasp.repl.session.Session`);
             a broken base library reports each error and the REPL still starts.
         reserve_library: reserve the library's names, as the original (default ``True``).
 
@@ -401,7 +401,7 @@ class Repl:
         return example_value(value, self._example_tokens())
 
     def format_value(self, name: str | None, value: Any, kind: str | None = None) -> str:
-        """Text shown for a named value, as the original (:func:`rasp.display.format_named`)."""
+        """Text shown for a named value, as the original (:func:`rasp.repl.display.format_named`)."""
         return format_named(name, value, self.session.display)
 
     def show_result(self, r: StatementResult) -> None:
@@ -424,7 +424,7 @@ class Repl:
 
     # ---- one complete input -------------------------------------------------------------
     def run_chunk(self, chunk: Chunk, filename: str) -> bool:
-        """Run one unit read by the :class:`~rasp.reader.LineReader` and print what it gives.
+        """Run one unit read by the :class:`~rasp.repl.reader.LineReader` and print what it gives.
         Returns ``False`` when it asks to leave (``exit``), else ``True``. Errors are printed
         (never raised) and counted in :attr:`errors`."""
         if chunk.kind == "error":

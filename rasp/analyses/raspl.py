@@ -8,7 +8,7 @@ A program is valid RASP-L when (``docs/language.md``, "RASP-L rules and measures
    (``select(indices, indices, <=)``, ``select(indices, indices - 1, ==)``, an ``and`` with a
    causal part, ...);
 2. **int8 values** — every s-op's values are integers in [-128, 127] over the given vocabulary
-   and lengths (value-set inference, :mod:`rasp.value_sets`). Booleans count as 0/1; strings are
+   and lengths (value-set inference, :mod:`rasp.analyses.value_sets`). Booleans count as 0/1; strings are
    token symbols (a categorical value standing for a token id) and pass. Where inference cannot
    decide, or ``vocab`` / ``max_seq_len`` are not given, the rule is reported *undecided*, not
    violated;
@@ -40,10 +40,10 @@ import numpy as np
 
 from . import value_sets
 
-from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPError, RASPTypeError, Select,
+from ..ir import (Aggregate, Full, Indices, Length, Map, Node, RASPError, RASPTypeError, Select,
                  Selector, SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap,
                  SOp, Span, Tokens, topological_order)
-from .display import describe_node
+from ..repl.display import describe_node
 
 __all__ = ["check", "RASPLReport", "Violation", "RULES", "INT8_MIN", "INT8_MAX", "violation_at",
            "provably_causal", "index_offset", "reads_only_prefix", "noncausal_readers",
@@ -76,8 +76,8 @@ class Violation:
 
     @property
     def rule_name(self) -> str:
-        """The RASP-L rule's name (a C-RASP violation's name is in ``rasp.crasp.RULES``:
-        :meth:`rasp.crasp.CRASPReport.to_dict` writes it)."""
+        """The RASP-L rule's name (a C-RASP violation's name is in ``rasp.analyses.crasp.RULES``:
+        :meth:`rasp.analyses.crasp.CRASPReport.to_dict` writes it)."""
         return RULES.get(self.rule, f"rule {self.rule}")
 
     @property
@@ -286,7 +286,7 @@ def _positional_table(sel: Select, memo: dict) -> np.ndarray | None:
         return None
     key = ("t", sel.id)
     if key not in memo:
-        from .interpreter import evaluate      # the interpreter imports this module's users
+        from ..interpreter import evaluate      # the interpreter imports this module's users
         try:
             memo[key] = np.asarray(evaluate(sel, [[0] * n], causal=False)[0], dtype=bool)
         except Exception:  # noqa: BLE001 - a Python predicate may raise anything: no proof
@@ -351,7 +351,7 @@ def violation_at(rule: int, n: Node, message: str, users: dict,
                  span_from: Node | None = None) -> Violation:
     """A :class:`Violation` of ``rule`` at node ``n``, located at its own source span, else
     ``span_from``'s, else the first user's (``users``: node id -> nodes reading it); shared
-    with the C-RASP check (:mod:`rasp.crasp`)."""
+    with the C-RASP check (:mod:`rasp.analyses.crasp`)."""
     span = _span(n, span_from)
     if span is None:
         for u in users.get(n.id, []):

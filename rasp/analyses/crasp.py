@@ -28,7 +28,7 @@ Variants (:data:`VARIANTS`): ``"crasp"`` = ``C-RASP[]`` (Huang et al.: the NoPE 
 ``"crasp_pl"`` = ``C-RASP[periodic, local]`` (learned absolute positions with random offsets).
 
 Public API: :func:`check_crasp` -> :class:`CRASPReport` (``.valid``, ``.violations`` of
-:class:`rasp.raspl.Violation` with ``rule`` = the C-RASP rule number of :data:`RULES`).
+:class:`rasp.analyses.raspl.Violation` with ``rule`` = the C-RASP rule number of :data:`RULES`).
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPTypeError, Select, Selector,
+from ..ir import (Aggregate, Full, Indices, Length, Map, Node, RASPTypeError, Select, Selector,
                  SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap, Tokens,
                  topological_order)
 from .raspl import index_offset, violation_at
 
 __all__ = ["check_crasp", "CRASPReport", "RULES", "VARIANTS"]
 
-#: C-RASP rules (numbers used in :class:`rasp.raspl.Violation` ``rule``).
+#: C-RASP rules (numbers used in :class:`rasp.analyses.raspl.Violation` ``rule``).
 RULES = {
     1: "value aggregation",
     2: "selector predicate",
@@ -63,7 +63,7 @@ _COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 @dataclass
 class CRASPReport:
     """Result of :func:`check_crasp`: ``valid``, ``violations`` (list of
-    :class:`rasp.raspl.Violation`; ``rule`` indexes :data:`RULES`), ``variant``."""
+    :class:`rasp.analyses.raspl.Violation`; ``rule`` indexes :data:`RULES`), ``variant``."""
 
     valid: bool
     variant: str
