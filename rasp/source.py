@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import itertools
 
-from .ir import (Aggregate, Full, Indices, Map, Node, Select, SelectorAnd, SelectorOr,
-                 SelectorWidth, SequenceMap, Tokens, topological_order)
+from .ir import (Aggregate, Full, Indices, Length, Map, Node, Select, SelectorAnd, SelectorNot,
+                 SelectorOr, SelectorWidth, SequenceMap, Tokens, topological_order)
 from .ops import OPS
 
-__all__ = ["program_to_source"]
+__all__ = ["program_to_source", "describe_node"]
 
 
 def program_to_source(sop: Node, name: str = "program") -> str:
@@ -90,3 +90,48 @@ def _single_agg(order, sel) -> bool:
     parents = [p for p in order if sel in p.children]
     return len(parents) == 1 and isinstance(parents[0], Aggregate) and \
         parents[0].truncate == (parents[0].reduction == "mean")
+
+
+def _ref(n: Node, depth: int = 3) -> str:
+    """How an operand is shown: its name, or (unnamed) its own description, nested up to
+    ``depth`` levels; deeper unnamed operands show as ``kind_id``."""
+    if isinstance(n, Full):
+        return repr(n.value)
+    if n.name is not None or depth <= 0 or isinstance(n, (Aggregate, SelectorWidth)):
+        return n.label
+    text = describe_node(n, depth - 1)
+    if isinstance(n, (SequenceMap, SelectorAnd, SelectorOr)) or (
+            isinstance(n, Map) and n.fn.const_side is not None):
+        text = f"({text})"
+    return text
+
+
+def describe_node(n: Node, depth: int = 3) -> str:
+    """A one-line readable form of an operation, e.g. ``length - indices``,
+    ``select(tokens, tokens, ==)``, ``aggregate(flip, tokens)``, ``selector_width(same)``."""
+    if isinstance(n, (Tokens, Indices, Length)):
+        return n.label
+    if isinstance(n, Full):
+        return f"full({n.value!r})"
+    if isinstance(n, Map):
+        return n.fn.describe(_ref(n.inner, depth))
+    if isinstance(n, SequenceMap):
+        return n.fn.describe(*[_ref(c, depth) for c in n.inputs])
+    if isinstance(n, Select):
+        return f"select({_ref(n.keys, depth)}, {_ref(n.queries, depth)}, {n.op})"
+    if isinstance(n, SelectorAnd):
+        return f"{_ref(n.a, depth)} and {_ref(n.b, depth)}"
+    if isinstance(n, SelectorOr):
+        return f"{_ref(n.a, depth)} or {_ref(n.b, depth)}"
+    if isinstance(n, SelectorNot):
+        return f"not {_ref(n.a, depth)}"
+    if isinstance(n, Aggregate):
+        extra = ""
+        if n.default != 0:
+            extra += f", default={n.default!r}"
+        if n.reduction != "mean":
+            extra += f", reduction={n.reduction}"
+        return f"aggregate({_ref(n.selector, depth)}, {_ref(n.values, depth)}{extra})"
+    if isinstance(n, SelectorWidth):
+        return f"selector_width({_ref(n.selector, depth)})"
+    return n.label

@@ -186,7 +186,7 @@ def as_float(a) -> np.ndarray:
 
 def program_text(prog) -> str:
     """The program, one operation per line (shown when a property fails)."""
-    from rasp.analyses.measures import describe_node
+    from rasp.source import describe_node
     lines = []
     for node in topological_order(prog):
         extra = ""

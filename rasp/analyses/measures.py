@@ -25,7 +25,7 @@ library calls already expanded (the IR holds no calls).
 
 Public API: :func:`cse`, :func:`measure` (-> :class:`Measures`), :func:`depths`,
 :func:`layer_table` (-> list of :class:`LayerInfo`), :func:`format_layer_table`,
-:func:`describe_node`.
+and :func:`rasp.source.describe_node` (an operation in one line).
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..repl.display import describe_node
+from ..source import describe_node
 from ..ir import (Aggregate, Full, Indices, Length, Map, Node, RASPTypeError, Select,
                  SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap, SOp, Tokens,
                  topological_order)
 
 __all__ = ["cse", "measure", "Measures", "depths", "layer_table", "LayerInfo", "HeadInfo",
-           "format_layer_table", "describe_node"]
+           "format_layer_table"]
 
 
 # --------------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from . import value_sets
 from ..ir import (Aggregate, Full, Indices, Length, Map, Node, RASPError, RASPTypeError, Select,
                  Selector, SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap,
                  SOp, Span, Tokens, topological_order)
-from ..repl.display import describe_node
+from ..source import describe_node
 
 __all__ = ["check", "RASPLReport", "Violation", "RULES", "INT8_MIN", "INT8_MAX", "violation_at",
            "provably_causal", "index_offset", "reads_only_prefix", "noncausal_readers",

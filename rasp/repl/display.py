@@ -14,7 +14,7 @@ Public API: :class:`DisplaySettings`, :func:`format_named`, :func:`format_applic
 :func:`format_show_example`, :func:`format_error`,
 :func:`sequence_str`, :func:`format_sop_value`, :func:`format_selector_value`,
 :func:`format_atom`, :func:`format_example`, :func:`format_function`, :func:`short_value`,
-:func:`describe_value`, :func:`describe_node`, :func:`draw_text`, :func:`indent`,
+:func:`describe_value`, :func:`draw_text`, :func:`indent`,
 :func:`html_table` (the notebook display of compiled models and predictions).
 """
 
@@ -32,11 +32,12 @@ from ..ir import (Aggregate, Full, Indices, Length, Map, Node, RASPError, RASPTy
                  Selector, SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap,
                  SOp, Tokens, topological_order)
 from ..ops import value_type
+from ..source import describe_node
 from ..values import Builtin, RASPFunction, SelOp, kind_of
 
 __all__ = ["format_sop_value", "format_selector_value", "format_atom", "format_example",
            "format_function", "example_value", "short_value", "describe_value",
-           "describe_node", "draw_text", "indent", "DisplaySettings", "formatstr", "small_str",
+           "draw_text", "indent", "DisplaySettings", "formatstr", "small_str",
            "type_name", "sequence_str", "original_name", "strdesc", "function_origin", "format_named",
            "format_application", "format_show_example", "format_error", "written_size",
            "html_table"]
@@ -417,51 +418,6 @@ def format_error(message: str) -> str:
 # --------------------------------------------------------------------------------------------
 # Operations
 # --------------------------------------------------------------------------------------------
-
-def _ref(n: Node, depth: int = 3) -> str:
-    """How an operand is shown: its name, or (unnamed) its own description, nested up to
-    ``depth`` levels; deeper unnamed operands show as ``kind_id``."""
-    if isinstance(n, Full):
-        return repr(n.value)
-    if n.name is not None or depth <= 0 or isinstance(n, (Aggregate, SelectorWidth)):
-        return n.label
-    text = describe_node(n, depth - 1)
-    if isinstance(n, (SequenceMap, SelectorAnd, SelectorOr)) or (
-            isinstance(n, Map) and n.fn.const_side is not None):
-        text = f"({text})"
-    return text
-
-
-def describe_node(n: Node, depth: int = 3) -> str:
-    """A one-line readable form of an operation, e.g. ``length - indices``,
-    ``select(tokens, tokens, ==)``, ``aggregate(flip, tokens)``, ``selector_width(same)``."""
-    if isinstance(n, (Tokens, Indices, Length)):
-        return n.label
-    if isinstance(n, Full):
-        return f"full({n.value!r})"
-    if isinstance(n, Map):
-        return n.fn.describe(_ref(n.inner, depth))
-    if isinstance(n, SequenceMap):
-        return n.fn.describe(*[_ref(c, depth) for c in n.inputs])
-    if isinstance(n, Select):
-        return f"select({_ref(n.keys, depth)}, {_ref(n.queries, depth)}, {n.op})"
-    if isinstance(n, SelectorAnd):
-        return f"{_ref(n.a, depth)} and {_ref(n.b, depth)}"
-    if isinstance(n, SelectorOr):
-        return f"{_ref(n.a, depth)} or {_ref(n.b, depth)}"
-    if isinstance(n, SelectorNot):
-        return f"not {_ref(n.a, depth)}"
-    if isinstance(n, Aggregate):
-        extra = ""
-        if n.default != 0:
-            extra += f", default={n.default!r}"
-        if n.reduction != "mean":
-            extra += f", reduction={n.reduction}"
-        return f"aggregate({_ref(n.selector, depth)}, {_ref(n.values, depth)}{extra})"
-    if isinstance(n, SelectorWidth):
-        return f"selector_width({_ref(n.selector, depth)})"
-    return n.label
-
 
 def draw_text(node: Node, example: Any) -> str:
     """A text computation-flow summary of ``node`` on one input ``example`` (a string or list):

@@ -26,7 +26,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-from .display import describe_node
+from ..source import describe_node
 from ..errors import RASPTypeError
 from ..interpreter import Evaluator
 from ..ir import Aggregate, Node, Select, Selector, topological_order
@@ -66,7 +66,7 @@ def node_title(n: Node) -> tuple[str, str | None]:
     """How a box names an operation: ``(title, expression)``. The title is the name for a
     named operation (its expression second, ``None`` when it is the name itself, as for
     ``tokens``), else the expression as the REPL's ``draw`` text writes it
-    (:func:`rasp.repl.display.describe_node`), e.g. ``("length - indices", None)``."""
+    (:func:`rasp.source.describe_node`), e.g. ``("length - indices", None)``."""
     expr = describe_node(n, 3)
     if n.name is not None:
         return n.name, (expr if expr != n.name else None)
