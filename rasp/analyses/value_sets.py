@@ -1008,9 +1008,13 @@ def _dependent_means(node: SequenceMap, vs: ValueSets, n: int) -> list | None:
     fn = node.fn
     if fn.op not in ("add", "sub") or fn.const_side is not None or len(node.inputs) != 2:
         return None
-    a, b = node.inputs
+    (a, sa), (b, sb) = _unit_scaled(node.inputs[0]), _unit_scaled(node.inputs[1])
     if not (isinstance(a, Aggregate) and isinstance(b, Aggregate)):
         return None
+    # sa * a +- sb * b == sa * (a + sign * b): negating a float is exact, so the interpreter's
+    # float of ``-1 * a - b`` is exactly minus its float of ``a + b`` (Tracr's
+    # ``LinearSequenceMap(opens, closes, 1, -1)`` arrives as ``1 * opens + -1 * closes``)
+    sign = (1 if fn.op == "add" else -1) * sa * sb
     if a.reduction != "mean" or b.reduction != "mean" or a.truncate or b.truncate:
         return None
     da, db = _py(a.default), _py(b.default)
@@ -1036,7 +1040,6 @@ def _dependent_means(node: SequenceMap, vs: ValueSets, n: int) -> list | None:
         return None
     if not all(_is_number(x) for _, x in ra + rb):
         return None
-    sign = 1 if fn.op == "add" else -1
     diffs = sort_values(_num(x) + sign * _num(y) for (_, x), (_, y) in zip(ra, rb))
     try:
         out = mean_values(diffs, n)
@@ -1054,16 +1057,18 @@ def _dependent_means(node: SequenceMap, vs: ValueSets, n: int) -> list | None:
                 return None
             spread = {2 * k: tuple(2 * m for m in ms) for k, ms in one.items()}
         if spread:
-            vs.spread[node.id] = spread
+            vs.spread[node.id] = _negated(spread) if sa < 0 else spread
     elif vs.float_spreads:
         spread = _dependent_spread([(_num(x), _num(y)) for (_, x), (_, y) in zip(ra, rb)],
                                    sign, n)
         if spread is None:
             return None
         if spread:
-            vs.spread[node.id] = spread
+            vs.spread[node.id] = _negated(spread) if sa < 0 else spread
     if not selects_at_least_one(a.selector):
         out.append(_num(da) + sign * _num(db))
+    if sa < 0:
+        out = sort_values(-v for v in out)
     # the two means' own sets must have been within reach (the interpreter's float rounding of
     # each mean differs from the mean of the differences by an ulp: ``float_spreads`` lists
     # those floats, :func:`_dependent_spread`)
@@ -1105,6 +1110,27 @@ def _dependent_spread(pairs: list, sign: int, n: int) -> dict | None:
         if sum(len(v) for v in out.values()) > MAX_SPREAD:
             return None
     return {c: tuple(sorted(ms | {float(c)})) for c, ms in out.items()}
+
+
+def _unit_scaled(sop: SOp) -> tuple[SOp, int]:
+    """``(x, s)`` with ``sop`` computing ``s * x`` exactly, ``s`` = +-1: ``x * 1``, ``1 * x``,
+    ``x * -1``, ``-1 * x``, ``-x``, ``+x`` (nested); ``(sop, 1)`` otherwise."""
+    s = 1
+    while isinstance(sop, Map):
+        fn = sop.fn
+        if fn.op in ("neg", "pos"):
+            s *= -1 if fn.op == "neg" else 1
+        elif (fn.op == "mul" and fn.const_side in ("left", "right")
+              and type(fn.const) is int and fn.const in (1, -1)):
+            s *= fn.const
+        else:
+            break
+        sop = sop.inner
+    return sop, s
+
+
+def _negated(spread: dict) -> dict:
+    return {-k: tuple(-m for m in ms) for k, ms in spread.items()}
 
 
 def _map_chain(sop: SOp) -> list:
