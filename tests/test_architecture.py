@@ -228,3 +228,32 @@ def test_a_users_model_py_does_not_shadow_the_toolkit(tmp_path):
                        text=True, timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": ""})
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip() == "['a']"
+
+
+def test_the_rasp_command_ignores_a_users_modules_in_the_working_directory(tmp_path):
+    """The ``rasp`` console script, run from a directory holding a user's own ``tasks.py``,
+    ``analysis.py``, ``compiler.py`` and ``rasp_model.py`` (each raises when imported), imports
+    the toolkit's packages, not those files: its entry point puts its own directory on
+    ``sys.path``, never the working directory. ``rasp compile`` imports ``compiler``,
+    ``analysis`` (the verification budget) and ``tasks``; ``rasp tasks`` the catalogue. The
+    same files do shadow the packages for ``python -c`` there (the README says so; checked
+    here too, so this test cannot pass by never reading the files)."""
+    import subprocess
+    import sys
+    script = Path(sys.executable).with_name("rasp")
+    if not script.exists():
+        pytest.skip("the rasp console script is not installed in this environment")
+    for name in ("tasks", "analysis", "compiler", "rasp_model"):
+        (tmp_path / f"{name}.py").write_text(
+            f"raise ImportError('the user {name}.py was imported')\n")
+    (tmp_path / "prog.rasp").write_text("x = tokens;\n")
+    env = {"PATH": str(script.parent), "HOME": str(tmp_path)}
+    for argv in (["tasks"], ["compile", "prog.rasp", "--name", "x", "--vocab", "a,b", "--max-len", "2",
+                             "-o", "out"]):
+        p = subprocess.run([str(script), *argv], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=300, env=env)
+        assert p.returncode == 0, (argv, p.stderr[-2000:])
+        assert "was imported" not in p.stdout + p.stderr
+    shadowed = subprocess.run([sys.executable, "-c", "import tasks"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60, env=env)
+    assert "the user tasks.py was imported" in shadowed.stderr
