@@ -291,3 +291,98 @@ def test_the_report_searches_where_the_checkers_leave_unknown():
     assert searched.budgets["raspl"] == 200_000 and searched.budgets["crasp"] == 200_000
     if searched.prediction == "no program":
         assert searched.prediction_label.startswith("no program <= ")
+
+
+# ------------------------------------------------------------------------------------------
+# their formal languages (formal_lang_suite)
+# ------------------------------------------------------------------------------------------
+
+def test_a_fixed_training_set_is_read_as_pytorchs_dataloader_reads_it():
+    """Their ``DataLoader(dataset, batch_size=16)`` without shuffling: the same batches in
+    the same order every epoch, the last one smaller (PyTorch itself is the truth here)."""
+    from torch.utils.data import DataLoader
+    from analysis.training.batches import epoch_batch
+    data = list(range(37))
+    theirs = [list(map(int, b)) for _ in range(3) for b in DataLoader(data, batch_size=16)]
+    ours = [epoch_batch(data, s, 16) for s in range(len(theirs))]
+    assert ours == theirs and [len(b) for b in ours[:3]] == [16, 16, 5]
+
+
+def test_the_fixed_training_set_is_the_same_for_every_seed_and_offsets_below_the_range():
+    task = tasks.get_task("tomita4_nextchar")
+    sc = R.formal_scale("tomita4_nextchar", "small")
+    ov = R.run_overrides("tomita4_nextchar", "ape_learned", sc.configs[0], sc)
+    from analysis.training.trainer import batch_maker
+    makes = [batch_maker(resolve_spec(task, "ape_learned", s, "default", config_overrides=ov),
+                         task) for s in (0, 1)]
+    per_epoch = -(-sc.train_set // sc.batch_size)
+    for step in (0, 5, per_epoch + 5):
+        a, b = (m(seed, step).micro[0] for m, seed in zip(makes, (0, 1)))
+        assert sorted(map(tuple, a.inputs.tolist())) == sorted(map(tuple, b.inputs.tolist()))
+    # epoch 2 re-reads epoch 1's strings
+    assert makes[0](0, 5).real_tokens == makes[0](0, per_epoch + 5).real_tokens
+    # their offsets: torch.randint(n_positions / 2) for every example, whatever its length;
+    # n_positions = 2 x (the last bin's longest string + BOS + EOS) = 2 x 42 at this scale
+    assert ov["offset_range"] == 42 and ov["offset_span"] == 84
+    task_lengths = list(range(1, 21))
+    seen = set()
+    for s in range(40):
+        step = make_step(task, task_lengths, 16, np.random.default_rng([0, s, 1]), 84, "random",
+                         "padded", offset_range=42)
+        seen |= set(int(x) for x in step.micro[0].offsets[:, 0])
+    assert seen <= set(range(42)) and {0, 41} <= seen
+    with pytest.raises(ValueError, match="past the model"):
+        make_step(task, [20], 4, np.random.default_rng(0), 50, "random", "padded",
+                  offset_range=42)
+
+
+def test_their_formal_protocol_settings():
+    """formal_lang_suite: experiments/tomita-4.yaml (layers {1,2,4} x d_model {32,64} x heads
+    {1,2,4}, batch 16, 100 epochs), configs/optimizer/adamw.yaml (lr 1e-5, weight decay 0.1),
+    10,000 training strings; the lengths of their released Tomita-4 files, measured: train
+    1-100, val bins 1-100 / 101-150 / 101-150."""
+    sc = R.scale_for("tomita4_nextchar", "full")
+    assert sc.train_set == 10_000 and sc.batch_size == 16 and sc.steps == 100 * 625
+    assert sc.train_lengths == (1, 100) and sc.bins == ((1, 100), (101, 150), (101, 150))
+    assert {(c.n_layers, c.n_heads, c.d_model, c.lr) for c in sc.configs} == {
+        (l, h, d, 1e-5) for l in (1, 2, 4) for h in (1, 2, 4) for d in (32, 64)}
+    ov = R.run_overrides("tomita4_nextchar", "ape_learned", sc.configs[0], sc)
+    assert (ov["weight_decay"], ov["grad_clip"], ov["schedule"], ov["betas"]) == \
+        (0.1, 0.0, "constant", [0.9, 0.999])
+    assert ov["offset_span"] == 2 * 152 and ov["offset_range"] == 152   # randint(n_pos / 2)
+    assert "offset_range" not in R.run_overrides("tomita4_nextchar", "nope", sc.configs[0], sc)
+    assert R.their_numbers("tomita4_nextchar", "nope") == pytest.approx([1.0, 0.1645, 0.0])
+    assert R.scale_for("majority", "full") is R.FULL
+
+
+def test_formal_selection_without_a_fallback_model_takes_the_best_in_distribution():
+    rows = [(C[0], _bins(0.60, 0.10)), (C[1], _bins(0.70, 0.0)), (C[2], _bins(0.70, 0.05))]
+    sel = R.select_config(rows, fallback_model=False)
+    assert sel.config == C[2] and sel.fallback          # every seed counts
+    assert R.select_config(rows).config is None         # the algorithmic rule: 12 layers
+
+
+def test_a_language_with_one_string_per_length_is_no_test():
+    """Tomita 1 (1*) has one string per length: a guess from the answer distribution is
+    always right (chance 1), so no exact match can clear chance + 0.1."""
+    per = {s: _bins(1.0, 1.0, 1.0) for s in range(5)}
+    ag = R.agreement("tomita1_nextchar", "nope", per, list(range(5)), [1.0, 1.0, 1.0],
+                     ((1, 20), (21, 30), (31, 40)))
+    assert [a["label"] for a in ag] == ["no test (chance)"] * 2
+    assert ag[0]["chance"] == pytest.approx(1.0)
+
+
+def test_a_formal_cell_end_to_end_at_a_tiny_scale(tmp_path):
+    tiny = replace(R.formal_scale("tomita4_nextchar", "small"), name="tiny",
+                   train_lengths=(1, 6), bins=((1, 6), (7, 9)),
+                   configs=(R.SweepConfig(1, 1, 16, 1e-3),), train_set=40, epochs=2, steps=6,
+                   bin_samples=16, fitting=2, max_seeds=3, eval_stride=2, eval_samples=4)
+    cell = R.replicate_cell("tomita4_nextchar", "nope", tiny, tmp_path / "runs",
+                            tmp_path / "cells", grid_kwargs={"serial": True}, waves=1,
+                            log=lambda s: None)
+    assert cell["code_not_paper"] == list(R.FORMAL_NOT_THEIRS)
+    assert cell["their_bins"] == ["1-100", "101-150", "101-150"]
+    assert len(cell["sweep"]) == 1 and cell["selection"]["config"] == "1l1h16d"
+    assert cell["status"] == "done" and len(cell["bins"]) == 2
+    cfg = json.loads(next((tmp_path / "runs").rglob("config.json")).read_text())
+    assert cfg["train"]["train_set"] == 40 and cfg["steps"] == 6

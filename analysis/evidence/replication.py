@@ -58,7 +58,8 @@ __all__ = ["ReplicationError", "SweepConfig", "Scale", "FULL", "SMALL", "SCALES"
            "Selected", "fitting_seeds", "bin_summary", "agreement", "cell_path", "read_cell",
            "replicate_cell", "CODE_NOT_PAPER", "estimate_flops", "their_numbers",
            "measured_compute", "read_cells", "THEIR_SELECTED", "prediction_check",
-           "prediction_checks", "prediction_checks_of", "cell_rows", "DEFAULT_CELLS_DIR"]
+           "prediction_checks", "prediction_checks_of", "cell_rows", "DEFAULT_CELLS_DIR",
+           "FORMAL_NOT_THEIRS", "formal_language", "formal_scale", "scale_for", "their_bins"]
 
 #: The two positional encodings of their experiment: learned APE (GPT-2's, with a random
 #: position offset per training example) and NoPE.
@@ -136,8 +137,15 @@ class Scale:
             (theirs: 1,000).
         fallback, fallback_steps, fallback_warmup: the model used when no configuration fits
             (their ``big``: 12 layers, 12 heads, d_model 768, lr 1e-4, 60,000 steps, 3,000
-            warmup steps; every seed counts).
+            warmup steps; every seed counts). None (the formal languages): the configuration
+            with the best in-distribution exact match is selected, every seed counting.
         eval_stride, eval_samples: the per-length curve (``accuracy.json``) besides the bins.
+        train_set, epochs: the formal languages' fixed training set read ``epochs`` times in
+            order (``steps`` = ``epochs`` x its batches); 0: fresh examples every step.
+        weight_decay: AdamW's (their algorithmic ``Trainer``: 0.01; formal: 0.1).
+        sweep_stops: the sweep stops at the first configuration 100% on bins 0 and 1 (their
+            algorithmic ``language_modeling_train.py``); the formal languages' W&B grid ran
+            every configuration.
     """
 
     name: str
@@ -156,6 +164,10 @@ class Scale:
     eval_stride: int = 5
     eval_samples: int = 16
     comparable: bool = True
+    train_set: int = 0
+    epochs: int = 0
+    weight_decay: float = 0.01
+    sweep_stops: bool = True
 
     def describe(self) -> str:
         """One paragraph: what this scale trains and evaluates."""
@@ -164,10 +176,13 @@ class Scale:
                 f"{sorted({x.n_heads for x in c})} x d_model {sorted({x.d_model for x in c})} x "
                 f"lr {sorted({x.lr for x in c})})")
         bins = ", ".join(f"{max(1, lo)}-{hi}" for lo, hi in self.bins)
+        data = (f"a fixed training set of {self.train_set:,} strings read {self.epochs} times "
+                f"({self.steps:,} steps of batch {self.batch_size})" if self.train_set else
+                f"{self.steps:,} steps of batch {self.batch_size} with a fit check every "
+                f"{self.fit_every:,}")
         text = (f"scale {self.name}: training lengths {max(1, self.train_lengths[0])}-"
                 f"{self.train_lengths[1]}, bins {bins} ({self.bin_samples} examples each), "
-                f"{grid}, {self.steps:,} steps of batch {self.batch_size} with a fit check every "
-                f"{self.fit_every:,}, the mean of the first {self.fitting} fitting seeds (at most "
+                f"{grid}, {data}, the mean of the first {self.fitting} fitting seeds (at most "
                 f"{self.max_seeds} tried)")
         if not self.comparable:
             text += "; a cut of their protocol: its numbers are not theirs to compare"
@@ -196,12 +211,96 @@ SMALL = Scale("small", (0, 10), ((0, 10), (11, 20), (21, 30)),
 
 SCALES = {"full": FULL, "small": SMALL}
 
+#: Where our runs of their formal languages (``formal_lang_suite``) differ from their code.
+FORMAL_NOT_THEIRS = (
+    "their code has no selection script and logs one unseeded run per configuration to W&B; "
+    "we select as for their algorithmic tasks (best bin-1 exact match among the configurations "
+    "at 100% on bin 0, ties to sweep order; none at 100%: the best bin 0, every seed counting) "
+    "and report the mean of the first five fitting seeds",
+    "training strings drawn by our generator (uniform length over their training lengths, "
+    "uniform among the members of that length) where they read their released train_src.txt "
+    "(their generators' length distribution); bins of 2,000 strings with lengths uniform in "
+    "the bin's range (their val_src_bin*.txt)",
+    "loss and exact match over the string positions; their loss also trains the EOS and "
+    "padding positions (copies of the input token) and their exact match counts them",
+    "AdamW weight decay on the weight matrices only (theirs: every parameter)",
+    "the bins are their released files' measured length ranges (tasks/huang.py "
+    "RELEASED_FORMAL), the numbers their plotted ones (visualise/data_local.py): which epoch "
+    "and which run they plot is not in their code; ours are at the end of training",
+)
+
+
+def formal_language(task: str) -> str | None:
+    """The language of a ``<language>_nextchar`` task with their plotted numbers
+    (:data:`tasks.huang.RELEASED_FORMAL`), else None."""
+    from tasks.huang import RELEASED_FORMAL
+    lang = task[:-len("_nextchar")] if task.endswith("_nextchar") else None
+    return lang if lang in RELEASED_FORMAL else None
+
+
+def _ranges(text: str) -> list[tuple[int, int]]:
+    return [tuple(int(x) for x in part.strip().split("-")) for part in text.split("/")]
+
+
+def formal_scale(task: str, name: str = "full") -> Scale:
+    """Their formal-language protocol for one ``<language>_nextchar`` task
+    (``formal_lang_suite/train_with_ce.py``, ``configs/``, ``experiments/<language>.yaml``):
+    the W&B grid layers {1, 2, 4} x heads {1, 2, 4} x d_model {32, 64} at AdamW lr 1e-5,
+    weight decay 0.1, constant rate, no gradient clipping; 10,000 training strings at batch
+    16 for 100 epochs (62,500 steps); the lengths of their released files (train, bin 0 = the
+    in-distribution bin, bins 1 and 2). ``name`` ``"small"``: lengths 1-20, bins 1-20 /
+    21-30 / 31-40, layers {1, 2} x heads {1, 2} x d_model 32, lr 1e-3 (1e-5 learns nothing
+    in its 1,250 steps), 1,000 strings for 20 epochs, 200 examples per bin; not theirs to
+    compare.
+
+    Raises:
+        ReplicationError: not one of their formal languages, or an unknown scale.
+    """
+    from tasks.huang import RELEASED_FORMAL
+    lang = formal_language(task)
+    if lang is None:
+        raise ReplicationError(f"{task!r} is not one of Huang et al.'s formal languages: "
+                               f"{', '.join(n + '_nextchar' for n in RELEASED_FORMAL)}")
+    if name == "full":
+        train, *bins = _ranges(RELEASED_FORMAL[lang][3])
+        n, batch, epochs = 10_000, 16, 100
+        return Scale("full", train, tuple(bins), _sweep((1, 2, 4), (1, 2, 4), (32, 64), (1e-5,)),
+                     steps=epochs * -(-n // batch), fit_every=0, bin_samples=2_000,
+                     batch_size=batch, max_seeds=50, train_set=n, epochs=epochs,
+                     weight_decay=0.1, sweep_stops=False, eval_stride=10)
+    if name == "small":
+        n, batch, epochs = 1_000, 16, 20
+        return Scale("small", (1, 20), ((1, 20), (21, 30), (31, 40)),
+                     _sweep((1, 2), (1, 2), (32,), (1e-3,)), steps=epochs * -(-n // batch),
+                     fit_every=0, bin_samples=200, batch_size=batch, max_seeds=10, train_set=n,
+                     epochs=epochs, weight_decay=0.1, sweep_stops=False, eval_stride=2,
+                     comparable=False)
+    raise ReplicationError(f"unknown scale {name!r}: full or small")
+
+
+def scale_for(task: str, name: str) -> Scale:
+    """The protocol of a task at scale ``name`` (``full`` / ``small``): :data:`FULL` /
+    :data:`SMALL` for their algorithmic tasks, :func:`formal_scale` for their formal
+    languages.
+
+    Raises:
+        ReplicationError: an unknown scale or task.
+    """
+    if formal_language(task) is not None:
+        return formal_scale(task, name)
+    if name not in SCALES:
+        raise ReplicationError(f"unknown scale {name!r}: {' or '.join(SCALES)}")
+    return SCALES[name]
+
 
 def replication_tasks() -> dict:
-    """Their algorithmic tasks (catalogue name -> their task name), the ones with released
-    numbers (:data:`tasks.huang.RELEASED`)."""
-    from tasks.huang import RELEASED
-    return {name: run for name, (run, _, _) in RELEASED.items()}
+    """Their tasks with released numbers (catalogue name -> their name): the algorithmic ones
+    (:data:`tasks.huang.RELEASED`) and the formal languages in their next-character-set
+    format (:data:`tasks.huang.RELEASED_FORMAL`, ``<language>_nextchar``)."""
+    from tasks.huang import RELEASED, RELEASED_FORMAL
+    out = {name: run for name, (run, _, _) in RELEASED.items()}
+    out.update({f"{lang}_nextchar": key for lang, (key, *_rest) in RELEASED_FORMAL.items()})
+    return out
 
 
 def their_n_positions(task: str, max_test: int) -> int:
@@ -234,6 +333,8 @@ def run_overrides(task: str, pe: str, cfg: SweepConfig, scale: Scale,
     """
     if pe not in HUANG_PES:
         raise ReplicationError(f"Huang et al. trained {' and '.join(HUANG_PES)}, not {pe!r}")
+    if scale.train_set:
+        return _formal_overrides(pe, cfg, scale)
     lo, hi = scale.train_lengths
     top = scale.bins[-1][1]
     out = {"n_layers": cfg.n_layers, "n_heads": cfg.n_heads, "d_model": cfg.d_model,
@@ -254,6 +355,34 @@ def run_overrides(task: str, pe: str, cfg: SweepConfig, scale: Scale,
            "checkpoint_every": max(scale.fit_every, 500)}
     if pe == "ape_learned":
         out["offset_span"] = their_n_positions(task, top) - 1   # our inputs drop the last token
+    return out
+
+
+def _formal_overrides(pe: str, cfg: SweepConfig, scale: Scale) -> dict:
+    """:func:`run_overrides` of their formal languages (``train_with_ce.py``): HuggingFace
+    ``GPT2LMHeadModel`` with ``n_positions`` = 2 x the longest input (``$ w #``: the last
+    bin's longest string + 2), trained on a fixed set in order, AdamW (torch defaults but lr
+    and weight decay), no scheduler, no clipping; with APE each training example shifted by an
+    offset uniform in ``[0, n_positions / 2)``, none at test; NoPE without offsets."""
+    lo, hi = scale.train_lengths
+    top = scale.bins[-1][1]
+    n_positions = 2 * (top + 2)
+    out = {"n_layers": cfg.n_layers, "n_heads": cfg.n_heads, "d_model": cfg.d_model,
+           "d_head": max(1, cfg.d_model // cfg.n_heads), "d_mlp": 4 * cfg.d_model,
+           "act_fn": "gelu", "normalization_type": "LN", "tied_embeddings": True,
+           "embed_init_std": 0.02, "initializer_range": 0.02, "dropout": 0.0,
+           "lr": cfg.lr, "weight_decay": scale.weight_decay, "betas": [0.9, 0.999],
+           "warmup_steps": 0, "schedule": "constant", "min_lr_ratio": 1.0, "grad_clip": 0.0,
+           "batch_size": scale.batch_size, "steps": scale.steps,
+           "train_min_len": max(1, lo), "train_max_len": hi,
+           "train_set": scale.train_set, "train_set_seed": 0,
+           "position_offsets": "random" if pe == "ape_learned" else "none",
+           "eval_bins": [list(b) for b in scale.bins], "bin_samples": scale.bin_samples,
+           "fit_every": 0, "eval_max_factor": max(1.0, top / hi),
+           "eval_stride": scale.eval_stride, "eval_samples": scale.eval_samples,
+           "probe_every": 0, "checkpoint_every": max(500, scale.steps // 10)}
+    if pe == "ape_learned":
+        out.update(offset_span=n_positions, offset_range=n_positions // 2)
     return out
 
 
@@ -279,10 +408,12 @@ def _em(bins: list | None, i: int) -> float | None:
 
 
 def select_config(rows: Sequence[tuple[SweepConfig, list | None]],
-                  fit_em: float = 1.0) -> Selected:
+                  fit_em: float = 1.0, fallback_model: bool = True) -> Selected:
     """Their selection: among the configurations whose in-distribution exact match (bin 0)
     is >= ``fit_em`` (100%), the best exact match on bin 1 (51-100); ties to the earliest in
-    ``rows`` (their sweep order). None fits: :attr:`Selected.fallback` True.
+    ``rows`` (their sweep order). None fits: :attr:`Selected.fallback` True, and with
+    ``fallback_model`` False (the formal languages, which have no fallback model) the
+    configuration with the best bin 0, then the best bin 1, ties to sweep order.
 
     Args:
         rows: ``(config, bins.json rows or None)`` in sweep order (None: the run did not
@@ -291,6 +422,15 @@ def select_config(rows: Sequence[tuple[SweepConfig, list | None]],
     fitting = [(i, c, b) for i, (c, b) in enumerate(rows)
                if _em(b, 0) is not None and _em(b, 0) >= fit_em]
     if not fitting:
+        ran = [(i, c, b) for i, (c, b) in enumerate(rows) if _em(b, 0) is not None]
+        if not fallback_model and ran:
+            def key(t):
+                return (_em(t[2], 0), _em(t[2], 1) if _em(t[2], 1) is not None else -1.0,
+                        -t[0])
+            best = max(ran, key=key)
+            return Selected(best[1], f"none of {len(rows)} configurations reached "
+                                     f"{fit_em:.0%} in distribution: the best bin-0 exact "
+                                     f"match {_em(best[2], 0)}, every seed counts", True)
         return Selected(None, f"none of {len(rows)} configurations reached {fit_em:.0%} in "
                               f"distribution: their fallback model, every seed counts", True)
     best = max(fitting, key=lambda t: (_em(t[2], 1) if _em(t[2], 1) is not None else -1.0,
@@ -323,10 +463,23 @@ def bin_summary(per_seed: dict, seeds: Sequence[int], bins: Sequence) -> list[di
     return out
 
 
+def their_bins(task: str) -> list[str]:
+    """The length ranges of their bins (ID first) that :func:`their_numbers` are on."""
+    from tasks.huang import RELEASED_FORMAL
+    lang = formal_language(task)
+    if lang is None:
+        return ["1-50", "51-100", "101-150"]
+    return [f"{a}-{b}" for a, b in _ranges(RELEASED_FORMAL[lang][3])[1:]]
+
+
 def their_numbers(task: str, pe: str) -> list[float] | None:
     """Their released mean exact match per bin (ID, 51-100, 101-150) for a cell
     (:data:`tasks.huang.RELEASED`), or None."""
-    from tasks.huang import RELEASED
+    from tasks.huang import RELEASED, RELEASED_FORMAL
+    lang = formal_language(task)
+    if lang is not None:
+        _, ape, nope, _ = RELEASED_FORMAL[lang]
+        return [x / 100.0 for x in (ape if pe == "ape_learned" else nope)]
     if task not in RELEASED:
         return None
     _, ape, nope = RELEASED[task]
@@ -341,7 +494,9 @@ def agreement(task: str, pe: str, per_seed: dict, seeds: Sequence[int],
     (:func:`~analysis.evidence.statistics.generalization_threshold`, chance at the bin's
     lengths), theirs the side of the threshold their mean lies on; ``agrees`` /
     ``disagrees`` when ours is decided, else ``inconclusive`` (with fewer than five fitting
-    seeds the rule cannot decide)."""
+    seeds the rule cannot decide); ``no test (chance)`` where the threshold exceeds 1 (a guess
+    from the answer distribution is already right, as for a language with one string per
+    length)."""
     out = []
     for i, (lo, hi) in enumerate(bins):
         if i == 0:
@@ -353,6 +508,13 @@ def agreement(task: str, pe: str, per_seed: dict, seeds: Sequence[int],
         except (KeyError, ValueError):
             chance = None
         thr = _stats.generalization_threshold(chance)
+        if thr > 1.0:       # e.g. Tomita 1 (1*): one string per length, a guess is right
+            out.append({"bin": [max(1, lo), hi], "threshold": thr, "chance": chance,
+                        "ours": "inconclusive", "why": f"chance exact match {chance:.2f} at "
+                        f"these lengths: no exact match can clear it by the margin",
+                        "theirs": None, "their_em": None if theirs is None else theirs[i],
+                        "label": "no test (chance)"})
+            continue
         recs = []
         for s in seeds:
             row = per_seed[s][i]
@@ -388,11 +550,16 @@ def estimate_flops(task: str, scale: Scale, d_vocab: int = 160) -> dict:
     tokens`` (Kaplan et al. 2020) per run, for the sweep and for ``fitting`` seeds of the
     largest configuration, with tokens = steps x batch x the mean training sequence
     (copy and sort tasks: ~2 n + 3, the others: ~n + 4, n uniform in the training lengths)."""
+    if formal_language(task) is not None and not scale.train_set:
+        scale = formal_scale(task, scale.name)
     lo, hi = max(1, scale.train_lengths[0]), scale.train_lengths[1]
     n = (lo + hi) / 2
-    seq = 2 * n + 3 if task in ("copy_unique_150", "copy_ab", "sort_150", "addition_binary") \
-        else n + 4
-    n_ctx = their_n_positions(task, scale.bins[-1][1])
+    if scale.train_set:                              # formal: $ w, n_positions 2 x ($ w #)
+        seq, n_ctx = n + 1, 2 * (scale.bins[-1][1] + 2)
+    else:
+        seq = 2 * n + 3 if task in ("copy_unique_150", "copy_ab", "sort_150",
+                                    "addition_binary") else n + 4
+        n_ctx = their_n_positions(task, scale.bins[-1][1])
     tokens = scale.steps * scale.batch_size * seq
     sweep = sum(6 * _params(c, d_vocab, n_ctx) * tokens for c in scale.configs)
     biggest = max(scale.configs, key=lambda c: _params(c, d_vocab, n_ctx))
@@ -498,17 +665,20 @@ def replicate_cell(task: str, pe: str, scale: Scale = FULL, runs_root="runs",
         analysis.training.grid.GridError: the grid cannot run.
     """
     if task not in replication_tasks():
-        raise ReplicationError(f"{task!r} is not one of Huang et al.'s algorithmic tasks "
-                               f"({', '.join(replication_tasks())}); their formal languages use "
-                               f"another protocol (formal_lang_suite) not implemented here")
+        raise ReplicationError(f"{task!r} is not one of Huang et al.'s tasks with released "
+                               f"numbers ({', '.join(replication_tasks())})")
     if pe not in HUANG_PES:
         raise ReplicationError(f"Huang et al. trained {' and '.join(HUANG_PES)}, not {pe!r}")
+    formal = formal_language(task) is not None
+    if formal and not scale.train_set:
+        scale = formal_scale(task, scale.name)      # their formal_lang_suite protocol
     path = cell_path(out_dir, task, pe, scale)
     path.parent.mkdir(parents=True, exist_ok=True)
     old = read_cell(path) if path.exists() else {}
     from analysis.training.trainer import git_commit
     cell = {"task": task, "pe": pe, "scale": scale.name, "comparable": scale.comparable,
-            "protocol": scale.describe(), "code_not_paper": list(CODE_NOT_PAPER),
+            "protocol": scale.describe(),
+            "code_not_paper": list(FORMAL_NOT_THEIRS if formal else CODE_NOT_PAPER),
             "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "git_commit": git_commit()}
     if old.get("prediction") is not None:
@@ -541,11 +711,11 @@ def replicate_cell(task: str, pe: str, scale: Scale = FULL, runs_root="runs",
             f"{', '.join(c.tag for c in wave)}")
         train([(c, 0) for c in wave], False)
         rows += [(c, _bins_of(_run_dir(root, scale, task, pe, c.tag, 0))) for c in wave]
-        if any(_em(b, 0) == 1.0 and _em(b, 1) == 1.0 for _, b in rows):
+        if scale.sweep_stops and any(_em(b, 0) == 1.0 and _em(b, 1) == 1.0 for _, b in rows):
             log(f"[{task} {pe}] a configuration is 100% on the ID bin and bin 1: the sweep "
                 f"stops there, as theirs does")
             break
-    sel = select_config(rows)
+    sel = select_config(rows, fallback_model=scale.fallback is not None)
     cfg = sel.config if sel.config is not None else scale.fallback
     threshold = 0.0 if sel.fallback else 1.0
     log(f"[{task} {pe}] selected {cfg.tag if cfg else 'nothing'}: {sel.reason}")
@@ -581,8 +751,12 @@ def replicate_cell(task: str, pe: str, scale: Scale = FULL, runs_root="runs",
         "seeds_tried": tried, "fitting_seeds": fit,
         "seeds": {str(s): per_seed[s] for s in tried},
         "bins": bin_summary(per_seed, fit, scale.bins) if fit else [],
-        "theirs": theirs, "their_source": "tasks/huang.py RELEASED (lm-out-new-multi-run)",
+        "theirs": theirs,
+        "their_source": ("tasks/huang.py RELEASED_FORMAL (formal_lang_suite/visualise/"
+                         "data_local.py)" if formal else
+                         "tasks/huang.py RELEASED (lm-out-new-multi-run)"),
         "their_selected": THEIR_SELECTED[pe].get(task),
+        "their_bins": their_bins(task),
         "agreement": agreement(task, pe, per_seed, fit, theirs, scale.bins) if fit else [],
         "compute": measured_compute([d for d in dirs if d.exists()]),
         "wall_seconds": round(time.time() - t0, 1),

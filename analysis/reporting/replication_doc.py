@@ -4,7 +4,8 @@
 
 Reads the cell files of ``rasp replicate huang`` (:mod:`analysis.evidence.replication`) and
 writes, per (task, PE) cell: our selected configuration, our mean exact match over the fitting
-seeds per bin with its range, their released number (``tasks/huang.py`` ``RELEASED``), our
+seeds per bin with its range, their released number (``tasks/huang.py`` ``RELEASED``; formal
+languages ``RELEASED_FORMAL``), our
 prediction as registered before the runs, and whether our runs agree with theirs by the claims
 rule. Cells at their scale come first; cells of ``--scale small`` are listed apart (a cut of
 their protocol, not theirs to compare). Cells not run are listed with the command to run them
@@ -59,12 +60,16 @@ def _rate(cells: list[dict]) -> float | None:
     return flops / sec if sec > 0 and flops > 0 else None
 
 
-def _table(cells: list[dict], scale: R.Scale) -> list[str]:
-    names = [f"{max(1, lo)}-{hi}" for lo, hi in scale.bins]
+def _table(cells: list[dict], scale: R.Scale | None) -> list[str]:
+    """The cells' table; ``scale`` None: their formal languages, whose bins differ per
+    language (each value then names its lengths)."""
+    formal = scale is None
+    names = (["bin 0 (ID)", "bin 1", "bin 2"] if formal
+             else [f"{max(1, lo)}-{hi}" for lo, hi in scale.bins])
     head = (["task", "PE", "status", "selected (of sweep)", "theirs selected"]
             + [f"ours {n}" for n in names]
-            + ["theirs " + " / ".join(("1-50", "51-100", "101-150")), "our prediction",
-               "agreement (claims rule)", "seeds fit / tried", "train s"])
+            + ["theirs" if formal else "theirs " + " / ".join(("1-50", "51-100", "101-150")),
+               "our prediction", "agreement (claims rule)", "seeds fit / tried", "train s"])
     out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for c in cells:
         if "error" in c:
@@ -73,16 +78,21 @@ def _table(cells: list[dict], scale: R.Scale) -> list[str]:
             continue
         sel = c.get("selection") or {}
         bins = c.get("bins") or []
-        ours = [_bins_cell(bins[i]) if i < len(bins) else "–" for i in range(len(names))]
+        ours = [(f"{bins[i]['bin'][0]}-{bins[i]['bin'][1]}: " if formal else "")
+                + _bins_cell(bins[i]) if i < len(bins) else "–" for i in range(len(names))]
         theirs = c.get("theirs")
         th = " / ".join(_f(x) for x in theirs) if theirs else "–"
+        if formal and theirs:
+            their = c.get("their_bins") or R.their_bins(c["task"])
+            th = " / ".join(f"{b}: {_f(x)}" for b, x in zip(their, theirs))
+        n_configs = len((scale or R.scale_for(c["task"], c.get("scale", "full"))).configs)
         swept = len(c.get("sweep") or [])
         chosen = sel.get("config") or "–"
         if sel.get("fallback"):
             chosen += " (fallback: none fit)"
         out.append("| " + " | ".join(
             [c["task"], _PE_NAME.get(c["pe"], c["pe"]), c.get("status", "?"),
-             f"{chosen} ({swept} of {len(scale.configs)} configurations run)",
+             f"{chosen} ({swept} of {n_configs} configurations run)",
              c.get("their_selected") or R.THEIR_SELECTED.get(c["pe"], {}).get(c["task"], "–")]
             + ours +
             [th, _prediction(c), _agreement(c),
@@ -94,8 +104,13 @@ def _table(cells: list[dict], scale: R.Scale) -> list[str]:
 def render(cells: list[dict], command: str) -> str:
     """The markdown of the document (module docstring) from the cell files' contents."""
     by = {(c.get("scale"), c.get("task"), c.get("pe")): c for c in cells}
-    full = [c for c in cells if c.get("scale") == "full"]
-    small = [c for c in cells if c.get("scale") == "small"]
+    def formal(c):
+        return R.formal_language(c.get("task", "")) is not None
+    full = [c for c in cells if c.get("scale") == "full" and not formal(c)]
+    small = [c for c in cells if c.get("scale") == "small" and not formal(c)]
+    full_f = [c for c in cells if c.get("scale") == "full" and formal(c)]
+    small_f = [c for c in cells if c.get("scale") == "small" and formal(c)]
+    t4 = R.formal_scale("tomita4_nextchar", "full")
     tasks = list(R.replication_tasks())
     lines = [
         "# Huang et al. 2025's experiment, run as they ran it",
@@ -125,6 +140,15 @@ def render(cells: list[dict], command: str) -> str:
         "claims rule (`analysis/evidence/statistics.py` `task_outcome`: exact sign test and "
         "seed bootstrap against max(0.5, chance + 0.1)); their mean is put on the side of the "
         "same threshold. `agrees` / `disagrees` when ours is decided, else `inconclusive`.",
+        "- Their formal languages (the `_nextchar` tasks, next-character sets) follow their "
+        "`formal_lang_suite/train_with_ce.py` and `experiments/<language>.yaml`: "
+        f"{t4.describe().replace('scale full: ', '')}, with each language's lengths those of "
+        "their released files (Tomita 4 above); AdamW lr 1e-5, weight decay 0.1, constant "
+        "rate, no clipping; learned APE with an offset uniform in [0, n_positions / 2) per "
+        "training example (n_positions = 2 x the longest test input), none at test. Our CPU "
+        f"cut: {R.formal_scale('tomita4_nextchar', 'small').describe()}. Where ours differs "
+        "from their code:",
+        *[f"  - {x}" for x in R.FORMAL_NOT_THEIRS],
         "- The prediction is ours (`rasp score`'s predictor with its searches), written to the "
         "cell file before the cell's first run; their C-RASP flags and outcomes are never read "
         "by the predictor.",
@@ -136,6 +160,8 @@ def render(cells: list[dict], command: str) -> str:
         lines += _table(full, R.FULL)
     else:
         lines.append("None run yet: the full protocol is GPU work (below).")
+    if full_f:
+        lines += ["", "Their formal languages:", ""] + _table(full_f, None)
     lines += ["", "### Cells not run at their scale", ""]
     rate = _rate(small + full)
     rate_text = (f"at the throughput of the runs made here ({rate / 1e9:.2f} GFLOP/s per "
@@ -155,16 +181,13 @@ def render(cells: list[dict], command: str) -> str:
         for pe in R.HUANG_PES:
             if ("full", t, pe) in by:
                 continue
-            est = R.estimate_flops(t, R.FULL)
+            est = R.estimate_flops(t, R.scale_for(t, "full"))
             hours = f"; ~{est['total_flops_max'] / rate / 3600:,.0f} CPU-hours {rate_text}" \
                 if rate else ""
             lines.append(f"| {t} | {_PE_NAME[pe]} | `rasp replicate huang {t} --pe {pe}` | "
                          f"{est['total_flops_max']:.2e} FLOPs ({est['runs']} runs: sweep + "
                          f"{R.FULL.fitting} seeds){hours} |")
-    lines += ["", "Their formal languages (the `_nextchar` tasks) are trained by another "
-              "protocol (`formal_lang_suite/train_with_ce.py`: fixed released datasets, 100 "
-              "epochs, a W&B grid without a selection script); `rasp replicate huang` does not "
-              "run them yet.", ""]
+    lines.append("")
     lines += ["## Our registered predictions checked against these runs", ""]
     checks = R.prediction_checks_of(cells)
     if checks:
@@ -188,7 +211,10 @@ def render(cells: list[dict], command: str) -> str:
                   "the agreement column compares our small-scale bins with their bins of the "
                   "same rank (1-50 / 51-100 / 101-150).", ""]
         lines += _table(small, R.SMALL)
-    else:
+    if small_f:
+        lines += ["", "Their formal languages at the small scale (lengths 1-20, bins 21-30 / "
+                  "31-40; their bins of the same rank beside them):", ""] + _table(small_f, None)
+    if not small and not small_f:
         lines.append("None run yet: `rasp replicate huang TASK --pe PE --scale small`.")
     lines.append("")
     return "\n".join(lines)

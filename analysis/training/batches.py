@@ -61,6 +61,7 @@ import torch
 from tasks import inputs_targets
 
 __all__ = ["OFFSET_PROTOCOLS", "BATCHINGS", "MicroBatch", "Step", "sample_examples",
+           "fixed_train_set", "epoch_batch",
            "bucket_groups", "pack_rows", "make_step", "step_loss", "teacher_forced_accuracy",
            "stack_micro_batches", "static_shape", "BatchProducer"]
 
@@ -111,6 +112,26 @@ def sample_examples(task, lengths, batch_size: int, rng: np.random.Generator
     """``batch_size`` (prompt, answer) pairs, lengths uniform over ``lengths`` (seeded ``rng``)."""
     ns = rng.choice(np.asarray(lengths), size=batch_size)
     return [tuple(map(list, task.sample(int(n), rng))) for n in ns]
+
+
+def fixed_train_set(task, lengths, size: int, seed: int) -> list[tuple[list[int], list[int]]]:
+    """A fixed training set of ``size`` (prompt, answer) pairs, lengths uniform over
+    ``lengths``, drawn once from ``numpy.random.default_rng([seed, 3])`` (setting
+    ``train_set``: the same set for every run and run seed, as Huang et al.'s formal languages
+    train every configuration on one released ``train_src.txt``)."""
+    return sample_examples(task, lengths, size, np.random.default_rng([int(seed), 3]))
+
+
+def epoch_batch(train_set: list, step: int, batch_size: int) -> list:
+    """The examples of optimizer step ``step`` (0-based) when a fixed ``train_set`` is read in
+    order, ``batch_size`` at a time, epoch after epoch; the last batch of an epoch holds the
+    rest (PyTorch's ``DataLoader(dataset, batch_size)`` without shuffling, as their
+    ``formal_lang_suite/dataset_utils.py:213``). ``[]`` only for an empty set."""
+    if not train_set:
+        return []
+    per_epoch = -(-len(train_set) // batch_size)
+    b = step % per_epoch
+    return train_set[b * batch_size:(b + 1) * batch_size]
 
 
 def bucket_groups(seq_lengths, max_groups: int) -> list[list[int]]:
@@ -183,7 +204,8 @@ def pack_rows(sizes, capacity: int) -> list[list[int]]:
 
 def make_step(task, lengths, batch_size: int, rng: np.random.Generator, n_ctx: int,
               position_offsets: str = "none", batching: str = "packed",
-              length_buckets: int = 4) -> Step:
+              length_buckets: int = 4, examples: list | None = None,
+              offset_range: int | None = None) -> Step:
     """The micro-batches of one training step.
 
     Args:
@@ -196,27 +218,40 @@ def make_step(task, lengths, batch_size: int, rng: np.random.Generator, n_ctx: i
         position_offsets: ``"none"`` or ``"random"`` (:data:`OFFSET_PROTOCOLS`).
         batching: ``"packed"``, ``"bucketed"`` or ``"padded"`` (:data:`BATCHINGS`).
         length_buckets: at most this many forward passes per step with ``"bucketed"``.
+        examples: the step's (prompt, answer) pairs (a fixed training set,
+            :func:`epoch_batch`) instead of ``batch_size`` drawn from ``rng``; ``rng`` then
+            draws only the offsets.
+        offset_range: ``"random"`` offsets uniform in ``[0, offset_range)`` for every example
+            (Huang et al.'s formal languages) instead of ``[0, n_ctx - len]``.
 
     Returns:
         :class:`Step`.
 
     Raises:
-        ValueError: an unknown protocol or layout, ``length_buckets < 1``, or an example longer
-            than ``n_ctx`` positions.
+        ValueError: an unknown protocol or layout, ``length_buckets < 1``, an example longer
+            than ``n_ctx`` positions, or one that an offset below ``offset_range`` would push
+            past them.
     """
     if position_offsets not in OFFSET_PROTOCOLS:
         raise ValueError(f"position_offsets must be one of {OFFSET_PROTOCOLS}, got "
                          f"{position_offsets!r}")
     if batching not in BATCHINGS:
         raise ValueError(f"batching must be one of {BATCHINGS}, got {batching!r}")
-    examples = sample_examples(task, lengths, batch_size, rng)
+    if examples is None:
+        examples = sample_examples(task, lengths, batch_size, rng)
+    batch_size = len(examples)
     rows_io = [inputs_targets(task, p, a) for p, a in examples]   # (inputs, targets, first)
     n_in = [len(i) for i, _, _ in rows_io]         # input positions of each example
     if max(n_in) > n_ctx:
         raise ValueError(f"a training example needs {max(n_in)} positions, the model has "
                          f"{n_ctx}")
     offsets = np.zeros(batch_size, dtype=np.int64)
-    if position_offsets == "random":
+    if position_offsets == "random" and offset_range is not None:
+        if offset_range - 1 + max(n_in) > n_ctx:
+            raise ValueError(f"an offset below {offset_range} pushes a training example of "
+                             f"{max(n_in)} positions past the model's {n_ctx}")
+        offsets = rng.integers(0, offset_range, size=batch_size, dtype=np.int64)
+    elif position_offsets == "random":
         room = np.array([n_ctx - k for k in n_in])  # offsets 0..room keep it inside n_ctx
         offsets = (rng.random(batch_size) * (room + 1)).astype(np.int64)
     pad = task.vocab.pad if task.vocab.pad is not None else task.vocab.eos

@@ -83,7 +83,8 @@ _SCHEDULES = ("cosine", "linear", "constant")
 _INT_MAX = {"batch_size": 1 << 16, "eval_batch_size": 1 << 16, "eval_samples": 1_000_000,
             "probe_samples": 100_000, "bin_samples": 1_000_000, "eval_stride": 100_000,
             "train_min_len": 100_000, "train_max_len": 100_000, "train_max_len_cap": 100_000,
-            "offset_span": 1_000_000}
+            "offset_span": 1_000_000, "offset_range": 1_000_000, "train_set": 10_000_000,
+            "train_set_seed": 2 ** 32 - 1}
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,19 @@ class TrainConfig:
         offset_span: with ``"random"`` offsets, every example stays within the first
             ``offset_span`` positions (None: the model's ``n_ctx``), so the offsets can be drawn
             exactly as a paper's generator draws them (Huang et al.: uniform in
-            ``[0, n_positions - len(instance)]``).
+            ``[0, n_positions - len(instance)]``). The model has at least ``offset_span``
+            positions (``n_ctx`` grows to it).
+        offset_range: with ``"random"`` offsets, each example's offset drawn uniformly from
+            ``[0, offset_range)`` whatever its length (Huang et al.'s formal languages,
+            ``formal_lang_suite/train_with_ce.py:136-150``: ``torch.randint(n_positions / 2)``)
+            instead of ``[0, offset_span - len]``; None: the latter.
+        train_set: the size of a fixed training set (Huang et al.'s formal languages: 10,000
+            strings written once to ``train_src.txt``): drawn once (lengths uniform over the
+            training range, seeded by ``train_set_seed``, the same for every run and seed) and
+            read in order, ``batch_size`` examples a step (a smaller last batch), epoch after
+            epoch, as their ``DataLoader`` without shuffling. 0: fresh examples every step
+            (seeded by the run's seed and the step).
+        train_set_seed: the seed of the fixed training set.
         autocast: ``"none"`` (float32) or ``"bfloat16"``: the training forward under
             ``torch.autocast(device_type, torch.bfloat16)`` (weights and optimizer state stay
             float32). Both are recorded with the run; measured in docs/benchmarks.md
@@ -172,6 +185,9 @@ class TrainConfig:
     fit_every: int = 0
     fit_em: float = 1.0
     offset_span: int | None = None
+    offset_range: int | None = None
+    train_set: int = 0
+    train_set_seed: int = 0
 
     def __post_init__(self):
         def integer(name, lo, optional=False):
@@ -197,9 +213,9 @@ class TrainConfig:
                      "log_every", "checkpoint_every", "probe_samples", "train_min_len",
                      "bin_samples"):
             integer(name, 1)
-        for name in ("warmup_steps", "probe_every", "fit_every"):
+        for name in ("warmup_steps", "probe_every", "fit_every", "train_set", "train_set_seed"):
             integer(name, 0)
-        for name in ("train_max_len", "train_max_len_cap", "offset_span"):
+        for name in ("train_max_len", "train_max_len_cap", "offset_span", "offset_range"):
             integer(name, 1, optional=True)
         number("fit_em", 0.0, 1.0)
         bins = self.eval_bins

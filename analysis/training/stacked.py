@@ -61,8 +61,7 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 
 from analysis.training import trainer
-from analysis.training.batches import (BatchProducer, make_step, stack_micro_batches,
-                                       static_shape)
+from analysis.training.batches import BatchProducer, stack_micro_batches, static_shape
 from analysis.training.configs import RunSpec
 from analysis.training.evaluation import evaluate_with, label_positions, teacher_forced_em_with
 from analysis.training.runs import RunDirError, RunLock, RunResult
@@ -319,7 +318,7 @@ class StackStepper(trainer.Stepper):
     """A stack of M members (M >= 1) of one configuration (:func:`stack_key`) as one
     :class:`StackedModel`, stepped by :func:`analysis.training.trainer.train_steps`.
 
-    Batches: every member's :func:`~analysis.training.batches.make_step` (its own seed),
+    Batches: every member's :func:`~analysis.training.trainer.batch_maker` step (its own seed),
     stacked by :func:`~analysis.training.batches.stack_micro_batches`, made by a
     :class:`~analysis.training.batches.BatchProducer` ``prefetch`` steps ahead in a background
     thread (default: 2 on CUDA, 0 on a CPU, where the thread would take the core the step
@@ -353,8 +352,7 @@ class StackStepper(trainer.Stepper):
         self.capturable_on = torch.device(device) if capture else None
         self.pin = cuda
         self.prefetch = (2 if cuda else 0) if prefetch is None else int(prefetch)
-        self.lengths = trainer.train_lengths(spec, task)
-        self.n_pos = trainer.offset_positions(spec)
+        self._make = trainer.batch_maker(spec, task)
         vocab = task.vocab
         self.pad = vocab.pad if vocab.pad is not None else vocab.eos
         self.max_rows = self.tr.batch_size
@@ -366,12 +364,10 @@ class StackStepper(trainer.Stepper):
 
     # batches ---------------------------------------------------------------------------
     def _maker(self):
-        tr, task, seeds = self.tr, self.task, [m.spec.seed for m in self.members]
+        seeds = [m.spec.seed for m in self.members]
 
         def make(step: int) -> StackBatch:
-            steps = [make_step(task, self.lengths, tr.batch_size,
-                               np.random.default_rng([seed, step, 1]), self.n_pos,
-                               tr.position_offsets, tr.batching) for seed in seeds]
+            steps = [self._make(seed, step) for seed in seeds]
             mbs = [st.micro[0] for st in steps]
             shape = None
             if self.static_shapes:

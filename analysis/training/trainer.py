@@ -48,7 +48,8 @@ import torch
 
 import tasks
 from analysis.training import configs
-from analysis.training.batches import make_step, step_loss, teacher_forced_accuracy
+from analysis.training.batches import (epoch_batch, fixed_train_set, make_step, step_loss,
+                                       teacher_forced_accuracy)
 from analysis.training.configs import ConfigError, RunSpec, TrainConfig
 from analysis.training.evaluation import (EVAL_SEED, bin_set, eval_lengths, evaluate,
                                          evaluate_bins, model_answers, summarize,
@@ -225,12 +226,16 @@ def resolve_spec(task, pe: str, seed: int = 0, preset: str = "default",
     eval_pairs = eval_lengths(task, hi, lo, tr.eval_max_factor, tr.eval_stride)
     try:
         cfg = TransformerConfig(**{**model_s, "d_vocab": len(task.vocab), "pe": pe,
-                                   "n_ctx": n_ctx_for(task, eval_pairs, hi)})
+                                   "n_ctx": max(n_ctx_for(task, eval_pairs, hi),
+                                                tr.offset_span or 0)})
     except (TransformerConfigError, TypeError) as e:
         raise TrainingError(f"bad model configuration: {e}") from None
-    if tr.offset_span is not None and tr.offset_span > cfg.n_ctx:
-        raise TrainingError(f"offset_span {tr.offset_span} exceeds the model's {cfg.n_ctx} "
-                            f"positions (n_ctx)")
+    if tr.offset_range is not None and tr.position_offsets == "random":
+        longest = n_ctx_for(task, (), hi) - 3       # the longest training example's positions
+        if tr.offset_range - 1 + longest > (tr.offset_span or cfg.n_ctx):
+            raise TrainingError(f"offset_range {tr.offset_range}: an offset pushes a training "
+                                f"example of {longest} positions past the model's "
+                                f"{tr.offset_span or cfg.n_ctx} (set offset_span)")
     for lo, hi in tr.eval_bins:
         if not any(task.length_ok(n) for n in range(max(1, lo), hi + 1)):
             raise TrainingError(f"eval_bins: task {task.name!r} has no valid length in "
@@ -380,6 +385,25 @@ def train_lengths(spec: RunSpec, task) -> list[int]:
             if task.length_ok(n)]
 
 
+def batch_maker(spec: RunSpec, task) -> Callable:
+    """``make(seed, step)``: the :class:`~analysis.training.batches.Step` of optimizer step
+    ``step`` of the run of ``spec`` with seed ``seed`` (examples drawn from
+    ``default_rng([seed, step, 1])``, or read in order from the fixed training set of
+    ``train_set``, which is drawn here once; the offsets from that generator)."""
+    tr = spec.train
+    lengths, n_pos = train_lengths(spec, task), offset_positions(spec)
+    fixed = fixed_train_set(task, lengths, tr.train_set, tr.train_set_seed) \
+        if tr.train_set else None
+
+    def make(seed: int, step: int):
+        return make_step(task, lengths, tr.batch_size, np.random.default_rng([seed, step, 1]),
+                         n_pos, tr.position_offsets, tr.batching,
+                         examples=None if fixed is None else epoch_batch(fixed, step,
+                                                                        tr.batch_size),
+                         offset_range=tr.offset_range)
+    return make
+
+
 def probe_set(spec: RunSpec, task) -> list:
     """The fixed prompts of the in-training ID exact-match probe (``probe_samples`` pairs at
     the longest training length, the same for every run)."""
@@ -510,15 +534,11 @@ class SingleStepper(Stepper):
         self.tr = spec.train
         self.forward_model = (torch.compile(self.model, dynamic=True) if self.tr.torch_compile
                               else self.model)
-        self.lengths, self.n_pos, self.seed = train_lengths(spec, task), offset_positions(spec), \
-            spec.seed
+        self.seed, self._make = spec.seed, batch_maker(spec, task)
         self._loss = self._outputs = None
 
     def batch(self, step):
-        tr = self.tr
-        return make_step(self.task, self.lengths, tr.batch_size,
-                         np.random.default_rng([self.seed, step, 1]), self.n_pos,
-                         tr.position_offsets, tr.batching)
+        return self._make(self.seed, step)
 
     def real_tokens(self, batch):
         return [batch.real_tokens]

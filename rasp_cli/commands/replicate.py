@@ -33,21 +33,31 @@ def register(sub) -> None:
                     "those at 100% in distribution, and the mean of the first five seeds that "
                     "fit. The full protocol is GPU work (up to 54 configurations x 30,000 steps "
                     "per cell); --scale small cuts it to minutes on 2 CPU cores (its numbers are "
-                    "not theirs to compare). Each cell writes OUT/<scale>/<task>--<pe>.json; "
+                    "not theirs to compare). Their formal languages (TASK <language>_nextchar, "
+                    "next-character sets) follow their formal_lang_suite: a fixed training set "
+                    "of 10,000 strings for 100 epochs at batch 16, AdamW lr 1e-5, a grid over "
+                    "layers {1,2,4} x heads {1,2,4} x d_model {32,64}, the lengths of their "
+                    "released files; their code has no selection script, so the algorithmic "
+                    "rule is applied (said in every cell file). Each cell writes OUT/<scale>/<task>--<pe>.json; "
                     "`python -m analysis.reporting.replication_doc` turns them into "
                     "docs/huang-replication.md.")
     p.add_argument("paper", choices=["huang"], help="the experiment: huang (Huang et al. 2025)")
     p.add_argument("tasks", nargs="+", metavar="TASK",
-                   help="their algorithmic tasks: majority_binary, majority, "
+                   help="their algorithmic tasks (majority_binary, majority, "
                         "majority_interleave, sort_150, copy_unique_150, copy_ab, parity_bits, "
-                        "addition_binary")
+                        "addition_binary) or formal languages (tomita1_nextchar .. "
+                        "tomita7_nextchar, dyck1_depth{2,3,4,12}_nextchar, aa_star_nextchar, "
+                        "aaaa_star_nextchar, abab_star_nextchar, a_to_e_blocks_nextchar, "
+                        "ab_d_bc_nextchar, ends_02_nextchar)")
     p.add_argument("--pe", default="ape_learned,nope",
                    help="ape_learned (learned APE with random offsets) and/or nope, comma "
                         "separated (default both)")
     p.add_argument("--scale", choices=["small", "full"], default="full",
                    help="full: their protocol (default); small: training lengths 1-10, bins "
                         "11-20 / 21-30, 4 configurations, 3,000 steps, 200 examples per bin "
-                        "(minutes per cell on 2 cores; not comparable with their numbers)")
+                        "(minutes per cell on 2 cores; not comparable with their numbers); "
+                        "formal languages: lengths 1-20, bins 21-30 / 31-40, 1,000 strings for "
+                        "20 epochs")
     p.add_argument("--runs", default="runs", metavar="DIR",
                    help="runs root (default runs/; runs go to DIR/huang/<scale>/...)")
     p.add_argument("-o", "--out", default="replication", metavar="DIR",
@@ -92,17 +102,17 @@ def replicate_command(args) -> int:
     known = R.replication_tasks()
     unknown = [t for t in args.tasks if t not in known]
     if unknown:
-        raise UsageError(f"not one of Huang et al.'s algorithmic tasks: {', '.join(unknown)} "
-                         f"(known: {', '.join(known)}; their formal languages use another "
-                         f"protocol, not implemented here)")
+        raise UsageError(f"not one of Huang et al.'s tasks with released numbers: "
+                         f"{', '.join(unknown)} (known: {', '.join(known)})")
     if args.waves is not None and not 1 <= args.waves <= 1024:
         raise UsageError(f"--waves must be in 1..1024, got {args.waves}")
     waves = args.waves or (8 if args.address or str(args.device).startswith("cuda") else 2)
     if args.serial:
         waves = args.waves or 1
     stack = 1 if args.no_stack else args.stack
-    scale = R.SCALES[args.scale]
-    print(f"Huang et al. 2025, {scale.describe()}")
+    scales = {t: R.scale_for(t, args.scale) for t in args.tasks}
+    for text in dict.fromkeys(sc.describe() for sc in scales.values()):
+        print(f"Huang et al. 2025, {text}")
     grid_kwargs = {"address": args.address, "serial": args.serial, "device": args.device,
                    "num_cpus": args.cpus_per_run, "num_gpus": args.gpus_per_run,
                    "force": args.force, "progress": not args.no_progress, "stack": stack,
@@ -113,6 +123,7 @@ def replicate_command(args) -> int:
     for k, (task, pe) in enumerate(cells, 1):
         print(f"cell {k}/{len(cells)}: {task} / {pe}")
         pred = None
+        scale = scales[task]
         if not args.no_predict and not R.cell_path(args.out, task, pe, scale).exists():
             print(f"  registering our prediction for {task} / {pe} before the runs ...")
             pred = _prediction(task, pe)
@@ -132,7 +143,7 @@ def replicate_command(args) -> int:
             per = (time.time() - t0) / k
             print(f"  {k}/{len(cells)} cells in {time.time() - t0:.0f} s; ~{per * left:.0f} s "
                   f"left")
-    print(f"cell files under {args.out}/{scale.name}/; docs: python -m "
+    print(f"cell files under {args.out}/{args.scale}/; docs: python -m "
           f"analysis.reporting.replication_doc --cells {args.out} -o docs/huang-replication.md")
     return 0 if ok else 1
 
@@ -146,10 +157,11 @@ def _summary(cell: dict) -> str:
              f"  seeds tried {len(cell.get('seeds_tried', []))}, fitting "
              f"{cell.get('fitting_seeds')} ({cell['status']})"]
     theirs = cell.get("theirs") or [None] * 3
+    their_bins = cell.get("their_bins") or ["1-50", "51-100", "101-150"]
     for i, b in enumerate(cell.get("bins", [])):
         lo, hi = b["bin"]
-        their = f"  theirs (lengths {('1-50', '51-100', '101-150')[i]}) {f(theirs[i])}" \
-            if i < len(theirs) else ""
+        their = f"  theirs (lengths {their_bins[i]}) {f(theirs[i])}" \
+            if i < min(len(theirs), len(their_bins)) else ""
         lines.append(f"  bin {lo}-{hi}: mean {f(b['mean'])} [{f(b['min'])}, {f(b['max'])}] over "
                      f"{b['seeds']} seeds{their}")
     for a in cell.get("agreement", []):
