@@ -1,7 +1,8 @@
 """Stage 1: value sets (Tracr's ``basis_inference``), computed once per compilation.
 
-Runs :func:`rasp.analyses.value_sets.value_set_pass` over the IR and returns its
-:class:`~rasp.analyses.value_sets.ValueSets`: the sorted values of every s-op (the basis of its
+Runs :func:`compiler.float_spread.float_spread_pass` (the value sets of
+:mod:`rasp.analyses.value_sets` with their float spreads) over the IR and returns its
+:class:`~compiler.float_spread.FloatSpreads`: the sorted values of every s-op (the basis of its
 categorical residual subspace, or the known values of a numerical one), the untruncated means
 of a ``kqv`` aggregate, the maps that fail on some input values, and the numerical s-ops whose
 sets are too large to enumerate but that the compiler computes without their values (an
@@ -14,11 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from rasp.ir import Aggregate, Map, SequenceMap, SOp
-from rasp.analyses.value_sets import PrecisionError, ValueSetError, ValueSets, value_set_pass
+from rasp.analyses.value_sets import ValueSetError
 
 from .encoding import CATEGORICAL, NUMERICAL, explicit_encoding
 from .errors import FloatPrecisionError, UnsupportedError
 from .expr import Expr, affine_form
+from .float_spread import FloatSpreads, PrecisionError, float_spread_pass
 
 __all__ = ["infer_bases"]
 
@@ -39,7 +41,7 @@ def _accept_unbounded(node: SOp) -> bool:
 
 
 def infer_bases(sop: SOp, vocab: list[Any], max_seq_len: int, causal: bool = False,
-                hazards: list[str] | None = None) -> ValueSets:
+                hazards: list[str] | None = None) -> FloatSpreads:
     """The value sets of every s-op of the program rooted at ``sop``.
 
     ``hazards``: a list to collect the precision-sensitive operations in, instead of refusing
@@ -51,12 +53,11 @@ def infer_bases(sop: SOp, vocab: list[Any], max_seq_len: int, causal: bool = Fal
         FloatPrecisionError: (an ``UnsupportedError``) an operation whose result depends on
             how the interpreter's float64 arithmetic rounds a mean (``round(mean * 10)`` of
             non-dyadic floats): the value sets hold, per exact value, every float the
-            interpreter may compute instead (``ValueSets.spread``).
+            interpreter may compute instead (``FloatSpreads.spread``).
     """
     try:
-        return value_set_pass(sop, vocab, max_seq_len, causal,
-                              accept_unbounded=_accept_unbounded, float_spreads=True,
-                              hazards=hazards)
+        return float_spread_pass(sop, vocab, max_seq_len, causal,
+                                 accept_unbounded=_accept_unbounded, hazards=hazards)
     except PrecisionError as e:
         raise FloatPrecisionError(e.message, None, e.span) from None
     except ValueSetError as e:

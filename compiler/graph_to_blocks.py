@@ -45,11 +45,11 @@ from typing import Any
 
 import numpy as np
 
-from rasp.analyses.value_sets import (apply_elementwise_table, same_result, sequence_kind,
-                              simplest_float, sort_values)
+from rasp.analyses.value_sets import apply_elementwise_table, sequence_kind, sort_values
 
 from .encoding import NUMERICAL
 from .errors import CompilerError, FloatPrecisionError
+from .float_spread import same_result, simplest_float
 from .expr import affine_form, affine_reads, affine_steps, eval_expr, ternary_parts
 from .nodes import CNode
 from .residual_space import ResidualSpace
@@ -433,7 +433,7 @@ def _cluster(us: list[float]) -> list[list[float]]:
 
 def _simplest(group: list[float]) -> float:
     """The float of the simplest rational within ``MERGE_TOL`` of the group
-    (:func:`rasp.analyses.value_sets.simplest_float`): the exact value that its members are roundings
+    (:func:`compiler.float_spread.simplest_float`): the exact value that its members are roundings
     of (1 for ``0.9999999999999999`` and ``1``; 7/6 for ``1.1666666666666665`` and
     ``1.1666666666666667``); the group's middle member when there is none."""
     s = simplest_float(group[0], group[-1], MERGE_TOL, MAX_DENOMINATOR)

@@ -25,7 +25,8 @@ from compiler import CompilerError, FloatPrecisionError, compile_program
 from rasp import aggregate, indices, kqv, map_sop, select, selector_width, tokens_int
 from rasp.equality import values_equal
 from rasp.ir import Elementwise, Map
-from rasp.analyses.value_sets import float_mean_spread, mean_values
+from compiler.float_spread import float_mean_spread
+from rasp.analyses.value_sets import mean_values
 
 from compiler_fuzz import outcomes as _outcomes
 
