@@ -36,7 +36,7 @@ def _brute_force_min(problem, k):
     # same batch, but a target no program can meet (99 is out of reach of every program of
     # size <= 3 on these inputs): the engine lists every program and stops at none
     eng = _Engine(problem, UNLIMITED, k, False, 2**31, None, prune=False, grammar=TINY)
-    eng.tvals = np.full_like(eng.tvals, 99)
+    eng.lay.tvals = np.full_like(eng.lay.tvals, 99)
     eng.run()
     best = None
     for level, rec in eng.all_programs:
@@ -87,7 +87,7 @@ def test_stored_aggregate_values_equal_the_interpreter():
         ex += [(xs[:t] + [0], t) for t in (n,)]
     problem = problem_from_examples(ex, constants=(0, 1, 2), defaults=(0,))
     eng = _Engine(problem, UNLIMITED, 4, False, 2**31, None, grammar={"where": False})
-    eng.tvals = np.full_like(eng.tvals, 120)           # unreachable: enumerate all of size <= 4
+    eng.lay.tvals = np.full_like(eng.lay.tvals, 120)           # unreachable: enumerate all of size <= 4
     eng.run()
     from rasp.interpreter import Evaluator
     seen = {"mean": 0, "max": 0, "min": 0}
@@ -104,14 +104,14 @@ def test_stored_aggregate_values_equal_the_interpreter():
     assert min(seen.values()) >= 20
 
 
-def _entries(eng, K, Q, op):
+def _entries(lay, K, Q, op):
     """Causal entries ``[nk * nq, E]`` of ``select(K_x, Q_y, op)`` formed directly."""
     from analysis.prediction.search.storage import _SEL_OPS
-    Kf = np.zeros((len(K), eng.B * eng.T), np.int64)
-    Kf[:, eng.vflat] = K
-    Qf = np.zeros((len(Q), eng.B * eng.T), np.int64)
-    Qf[:, eng.vflat] = Q
-    return _SEL_OPS[op](Kf[:, None, eng.ek_flat], Qf[None, :, eng.eq_flat]).reshape(-1, eng.E)
+    Kf = np.zeros((len(K), lay.B * lay.T), np.int64)
+    Kf[:, lay.vflat] = K
+    Qf = np.zeros((len(Q), lay.B * lay.T), np.int64)
+    Qf[:, lay.vflat] = Q
+    return _SEL_OPS[op](Kf[:, None, lay.ek_flat], Qf[None, :, lay.eq_flat]).reshape(-1, lay.E)
 
 
 @pytest.mark.parametrize("shape", [(3, 40), (40, 3), (1, 1)])
@@ -127,25 +127,27 @@ def test_select_fingerprints_and_widths_equal_those_of_the_entries(shape, T):
     for n in (T, T - 2, 3):
         xs = [int(v) for v in rng.integers(0, 5, size=n)]
         ex.append((xs + [0], n))
-    problem = problem_from_examples(ex, constants=(0,), defaults=(0,))
-    eng = _Engine(problem, UNLIMITED, 3, False, 2**31, None)
+    from analysis.prediction.search import kernels
+    from analysis.prediction.search.storage import layout_of
+    lay = layout_of(problem_from_examples(ex, constants=(0,), defaults=(0,)))
     nk, nq = shape
-    K = rng.integers(-6, 6, size=(nk, eng.Pn)).astype(np.int16)
-    Q = rng.integers(-8, 8, size=(nq, eng.Pn)).astype(np.int16)
-    lt, le, widths_of = eng._select_hashes(K, Q)
-    tot = eng.RE_total
+    K = rng.integers(-6, 6, size=(nk, lay.Pn)).astype(np.int16)
+    Q = rng.integers(-8, 8, size=(nq, lay.Pn)).astype(np.int16)
+    lt, le, widths_of = kernels.select_hashes(lay, K, Q)
+    tot = lay.RE_total
     got = {"<": lt, "<=": le, "==": le - lt, "!=": tot - (le - lt), ">": tot - le,
            ">=": tot - lt}
     x, y = np.divmod(np.arange(nk * nq), nq)
     from analysis.prediction.search.storage import _STRUCT_OPS
     for op, h in got.items():
-        ent = _entries(eng, K, Q, op)
-        want = (ent.astype(np.uint64) * eng.RE.astype(np.uint64)).sum(axis=1, dtype=np.uint64)
+        ent = _entries(lay, K, Q, op)
+        want = (ent.astype(np.uint64) * lay.RE.astype(np.uint64)).sum(axis=1, dtype=np.uint64)
         assert np.array_equal(h.reshape(-1).astype(np.uint64), want), op
-        assert np.array_equal(eng._sel_hash(np.packbits(ent, axis=1)).astype(np.uint64), want)
+        assert np.array_equal(kernels.sel_hash(lay, np.packbits(ent, axis=1)).astype(np.uint64),
+                              want)
         if widths_of is not None:
             w = widths_of(x, y, _STRUCT_OPS.index(op))
-            assert np.array_equal(w, np.add.reduceat(ent.astype(np.int64), eng.qstarts, axis=1))
+            assert np.array_equal(w, np.add.reduceat(ent.astype(np.int64), lay.qstarts, axis=1))
 
 
 def test_selector_deduplication_keeps_every_distinct_selector():
@@ -156,20 +158,21 @@ def test_selector_deduplication_keeps_every_distinct_selector():
     entries, dropped 6 distinct size-4 selectors of this batch as duplicates.)"""
     import time
     import tasks
-    from analysis.prediction.search import problem_from_task
+    from analysis.prediction.search import families, kernels, problem_from_task
     from analysis.prediction.search.storage import _KIND_STR, _SEL_OPS
     problem = problem_from_task(tasks.get_task("mode"), range(1, 7), 3, 0)
     eng = _Engine(problem, UNLIMITED, 5, False, 2**31, None)
     eng.found = ("not checked", 0)               # enumerate every size, stop at none
     eng.start = time.perf_counter()
-    eng._leaves()
+    families.leaves(eng)
     eng.rows[0].freeze()
     kept: set = set()
     for k in range(1, 5):
-        eng._sop_level(k)
-        eng._sel_level(k)
+        families.sop_level(eng, k)
+        families.sel_level(eng, k)
         sl = eng.sels[k]
-        pats = [bytes(p) for p in np.packbits(eng._sel_entries(sl, np.arange(len(sl))), axis=1)]
+        pats = [bytes(p) for p in np.packbits(kernels.sel_entries(eng, sl, np.arange(len(sl))),
+                                              axis=1)]
         assert len(set(pats)) == len(pats) and not kept & set(pats), k
         kept |= set(pats)
         n_candidates = 0
@@ -180,7 +183,7 @@ def test_selector_deduplication_keeps_every_distinct_selector():
                 Q = lq.vals[(lq.kind == _KIND_STR) == strness]
                 for op in (("==", "!=") if strness else tuple(_SEL_OPS)):
                     for a in range(0, len(K), 64):
-                        ent = _entries(eng, K[a:a + 64], Q, op)
+                        ent = _entries(eng.lay, K[a:a + 64], Q, op)
                         n_candidates += len(ent)
                         missing = {bytes(p) for p in np.packbits(ent, axis=1)} - kept
                         assert not missing, (k, i, op, len(missing))
@@ -190,7 +193,7 @@ def test_selector_deduplication_keeps_every_distinct_selector():
 def _levels(threads, problem, k):
     """Every level of an exhaustive run to size ``k`` (no target met) with ``threads``."""
     eng = _Engine(problem, UNLIMITED, k, False, 2**31, None, threads=threads)
-    eng.tvals = np.full_like(eng.tvals, 99)          # no program meets it: every size runs
+    eng.lay.tvals = np.full_like(eng.lay.tvals, 99)          # no program meets it: every size runs
     res = eng.run()
     rows = {lev: (lv.vals.copy(), lv.kind.copy()) for lev, lv in eng.rows.items()}
     sels = {lev: (sl.W.copy(), np.stack([sl.klev, sl.krow, sl.qlev, sl.qrow, sl.opc]))
@@ -227,19 +230,19 @@ def test_selector_matrices_equal_the_entries():
     """The dense ``[B, q, k]`` selector matrices (compared directly in that layout for
     ``select(K, Q, op)`` rows, unpacked for packed rows) hold exactly the causal entries."""
     import tasks
-    from analysis.prediction.search import problem_from_task
+    from analysis.prediction.search import kernels, problem_from_task
     problem = problem_from_task(tasks.get_task("copy_unique"), range(1, 7), 3, 0)
     eng = _Engine(problem, UNLIMITED, 3, False, 2**31, None, threads=1)
-    eng.tvals = np.full_like(eng.tvals, 99)
+    eng.lay.tvals = np.full_like(eng.lay.tvals, 99)
     eng.run()
     kinds = set()
     for lev, sl in eng.sels.items():
         kinds |= set(np.sign(sl.opc).tolist())
         rows = np.arange(len(sl))
-        ent = eng._sel_entries(sl, rows)
-        want = np.zeros((len(sl), eng.B * eng.T * eng.T), np.float32)
-        want[:, eng.sel_flat] = ent
-        got = eng._sel_matrices(sl, rows)
+        ent = kernels.sel_entries(eng, sl, rows)
+        want = np.zeros((len(sl), eng.lay.B * eng.lay.T * eng.lay.T), np.float32)
+        want[:, eng.lay.sel_flat] = ent
+        got = kernels.sel_matrices(eng, sl, rows)
         assert np.array_equal(got.reshape(len(sl), -1), want), lev
     assert -1 in kinds and 1 in kinds          # packed rows (TRUE, and/or) and select rows
 

@@ -68,7 +68,10 @@ checked with ``check_crasp`` for the variant and verified with
 
 Public API: :func:`crasp_search` -> :class:`CRaspResult`. Modules: :mod:`.recipes` (recipes,
 their values on a batch, the IR they build), :mod:`.enumeration` (the enumerator and the
-decision lists), :mod:`.driver` (the entry point and the result).
+decision lists), :mod:`.driver` (:class:`~.driver.CRaspGrammar`, this grammar behind the search
+core's interface, :class:`analysis.prediction.search.core.Grammar`, whose counterexample loop
+:func:`~analysis.prediction.search.core.cegis` runs the rounds; the entry point and the
+result).
 """
 
 from .driver import CRaspResult, crasp_search

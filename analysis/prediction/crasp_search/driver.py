@@ -16,6 +16,8 @@ from tasks.base import next_token_examples
 from analysis.prediction.budget import (BUDGET_STOP, DEFAULT_CRASP_BUDGET, TIME_CAP_STOP,
                                         Limits)
 
+from analysis.prediction.search.core import Round, best_bound, cegis, program_source
+
 from .enumeration import _Budget, _Enum, _Memory, _Timeout
 from .recipes import _Batch, _decide, build_program, recipe_text
 
@@ -32,7 +34,8 @@ class CRaspResult:
         found: a program was found, passed ``rasp.analyses.crasp.check_crasp`` for ``variant`` and was
             verified at every length 1..``verify_max_length``.
         program: the IR s-op (causal next-token program) or None.
-        source: the program as RASP source (:func:`rasp.source.program_to_source`).
+        source: the program as RASP source (:func:`rasp.source.program_to_source`, through
+            :func:`analysis.prediction.search.core.program_source`).
         schema: the program in C-RASP notation (uniform constructs written once).
         size: its C-RASP size (module docstring) or None.
         certified_below: no program of the grammar (decision lists with one entry per output
@@ -350,10 +353,47 @@ def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, see
     if hard:
         vbatches.append(_Batch(hard, content, uniform))
 
-    def failing(entries, dflt):
+    g = CRaspGrammar(task, variant, limits, rows, vbatches, content, uniform, names, eos,
+                     max_size, max_memory_mb, seed, greedy, max_rounds, verify_max_length,
+                     verify_samples, res, t0)
+    loop = cegis(g, budget)
+    res.stopped = loop.stopped
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+class CRaspGrammar:
+    """The C-RASP grammar behind :class:`analysis.prediction.search.core.Grammar`: a round
+    enumerates Booleans and counts level by level on the current rows (:class:`._Enum`) and
+    tries the decision lists of each level on the validation batches (the 40 smallest exact
+    ones, then the greedy one); a program that passes them is checked with ``check_crasp`` and
+    verified (:func:`_finish`). A chance fit on the search batch, or a verification failure,
+    gives the shortest failing example as the counterexample; refinement adds it to the rows
+    (a verification failure to the first validation batch too), at most ``max_rounds`` rounds,
+    and stops when the budget is spent or the wall-clock cap has passed.
+    """
+
+    measure = "C-RASP size"
+
+    def __init__(self, task, variant, limits, rows, vbatches, content, uniform, names, eos,
+                 max_size, max_memory_mb, seed, greedy, max_rounds, verify_max_length,
+                 verify_samples, res: CRaspResult, t0: float):
+        from rasp.analyses.crasp import VARIANTS
+        self.name = VARIANTS[variant][0].split(" (")[0]
+        self.task, self.variant, self.limits = task, variant, limits
+        self.rows, self.vbatches = rows, vbatches
+        self.content, self.uniform, self.names, self.eos = content, uniform, names, eos
+        self.max_size, self.max_memory = max_size, int(max_memory_mb * 2**20)
+        self.seed, self.greedy, self.max_rounds = seed, greedy, max_rounds
+        self.verify = (verify_max_length, verify_samples)
+        self.res, self.t0 = res, t0
+        self.best_cert = None
+        self.greedy_restarts = 0
+
+    def failing(self, entries, dflt):
         """The shortest validation example a decision list gets wrong, or None."""
         best = None
-        for vb in vbatches:
+        for vb in self.vbatches:
             out = _decide(entries, dflt, vb)
             bad = ((out != vb.target) & vb.tmask).any(axis=1)
             if bad.any():
@@ -364,11 +404,9 @@ def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, see
                     best = (int(lens[r]), vb.rows[r])
         return None if best is None else best[1]
 
-    best_cert = None
-    rounds = 0
-    greedy_restarts = 0
-    while True:
-        batch = _Batch(rows, content, uniform)
+    def round(self, left: int) -> Round:
+        res, content, uniform, eos = self.res, self.content, self.uniform, self.eos
+        batch = _Batch(self.rows, content, uniform)
         tv = sorted({int(x) for x in batch.tgt})
         cset = {int(c) for c in content}
         if uniform and any(v in cset for v in tv):
@@ -385,31 +423,32 @@ def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, see
         if widest > MAX_DECISION_VALUES:
             # the enumeration keeps a requirement per (earlier values, value): 2^(n-1) per
             # value, so n = 120 (count) would need 2^119 sets; refuse before allocating
-            return done(f"refused: {widest} distinct next-token values that are not "
-                        "alphabet-uniform (a decision list over n values needs 2^(n-1) "
-                        f"requirement sets per value; at most {MAX_DECISION_VALUES})")
+            return Round(0, f"refused: {widest} distinct next-token values that are not "
+                         "alphabet-uniform (a decision list over n values needs 2^(n-1) "
+                         f"requirement sets per value; at most {MAX_DECISION_VALUES})")
         # the round's budget: what earlier rounds left (the count is of candidates evaluated)
-        en = _Enum(batch, variant, limits.sub(budget - res.explored), max_size,
-                   int(max_memory_mb * 2**20), values, names, seed)
+        en = _Enum(batch, self.variant, self.limits.sub(left), self.max_size, self.max_memory,
+                   values, self.names, self.seed)
         present = sorted({int(x) for x in batch.tok[batch.valid]})
         atoms = [("Q", v) for v in present
                  if not (uniform and v in cset and len(cset) > 8)]
         atoms.append(("content",))
         if uniform:
             atoms += [("Qa",), ("lta",), ("gta",)]
-        if variant == "crasp_pl":
+        if self.variant == "crasp_pl":
             atoms += [("per", p, r) for p in (2, 3, 4) for r in range(p)]
         atoms.append(("true",))
         en.atoms = atoms
         cand = None
         stopped = None
+        cex = []
         s = 0
         if len(values[0]) == 1 and not isinstance(values[0][0], str):
             cand = [(0, [], values[0][0])]
         try:
             while cand is None:
                 s += 1
-                if s > max_size:
+                if s > self.max_size:
                     stopped = "max_size"
                     break
                 en.level(s)
@@ -418,21 +457,21 @@ def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, see
                 good = None
                 for size, entries, default in progs[:40]:
                     dflt = default if default is not None else eos
-                    if failing(entries, dflt) is None:
+                    if self.failing(entries, dflt) is None:
                         good = (size, entries, dflt)
                         break
                 if good is not None:
                     cand = [good]
                     break
                 if not progs:
-                    best_cert = s if best_cert is None else max(best_cert, s)
+                    self.best_cert = best_bound(self.best_cert, s)
                 # also when the exact lists fit the batch only by chance
-                if greedy and s >= 3 and greedy_restarts < 10:
-                    g = en.greedy(len(values[0]) + 2, vbatches)
+                if self.greedy and s >= 3 and self.greedy_restarts < 10:
+                    g = en.greedy(len(values[0]) + 2, self.vbatches)
                     if g is not None:
                         size, entries, default = g
                         dflt = default if default is not None else eos
-                        if failing(entries, dflt) is None:
+                        if self.failing(entries, dflt) is None:
                             cand = [(size, entries, dflt)]
                             res.notes.append("found by the greedy decision list (entries "
                                              "may repeat a value): an upper bound, "
@@ -440,13 +479,12 @@ def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, see
                             break
                         if not progs:
                             progs = [g]
-                            greedy_restarts += 1
+                            self.greedy_restarts += 1
                 if progs:
                     # chance fits: the shortest failing validation example joins the batch
                     size, entries, default = progs[0]
                     dflt = default if default is not None else eos
-                    rows = rows + [failing(entries, dflt)]
-                    res.counterexamples_added += 1
+                    cex = [self.failing(entries, dflt)]
                     stopped = "refine"
                     break
         except _Budget:
@@ -457,35 +495,38 @@ def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, see
             stopped = "memory_limit"
         res.explored += en.explored
         res.distinct = max(res.distinct, en.distinct)
-        res.certified_below = best_cert
-        if cand is not None:
-            size, entries, default = cand[0]
-            fin = _finish(res, task, variant, entries, default, size, content, names,
-                          verify_max_length, verify_samples, seed, t0)
-            if fin.found or fin.stopped != "refine":
-                return fin
-            # verification found a counterexample the validation batch missed
-            rows = rows + [fin.notes.pop()]
-            vbatches[0] = _Batch(vbatches[0].rows + [rows[-1]], content, uniform)
-            res.counterexamples_added += 1
-            res.found, res.program, res.size, res.schema = False, None, None, None
-            stopped = "refine"
-        if stopped == "refine":
-            rounds += 1
-            if rounds >= max_rounds:
-                return done("rounds")
-            if res.explored >= budget:
-                return done(BUDGET_STOP)
-            if limits.over_time():
-                return done(TIME_CAP_STOP)
-            continue
-        return done(stopped)
+        res.certified_below = self.best_cert
+        if cand is None:
+            return Round(en.explored, stopped, self.best_cert, counterexamples=cex,
+                         detail="validation")
+        size, entries, default = cand[0]
+        fin = _finish(res, self.task, self.variant, entries, default, size, content,
+                      self.names, *self.verify, self.seed, self.t0)
+        if fin.found or fin.stopped != "refine":
+            return Round(en.explored, fin.stopped, self.best_cert, program=fin.program)
+        # verification found a counterexample the validation batch missed
+        res.found, res.program, res.size, res.schema = False, None, None, None
+        return Round(en.explored, "refine", self.best_cert, counterexamples=[fin.notes.pop()],
+                     detail="verification")
+
+    def refine(self, rnd: Round, spent: int, rounds: int) -> str | None:
+        self.rows = self.rows + rnd.counterexamples
+        if rnd.detail == "verification":
+            self.vbatches[0] = _Batch(self.vbatches[0].rows + rnd.counterexamples,
+                                      self.content, self.uniform)
+        self.res.counterexamples_added += len(rnd.counterexamples)
+        if rounds + 1 >= self.max_rounds:
+            return "rounds"
+        if spent >= self.limits.budget:
+            return BUDGET_STOP
+        if self.limits.over_time():
+            return TIME_CAP_STOP
+        return None
 
 
 def _finish(res, task, variant, entries, default, size, content, names, vmax, vsamples, seed,
             t0):
     from rasp.analyses.crasp import check_crasp
-    from rasp.source import program_to_source
     from tasks.decode import verify_program
     prog = build_program(entries, default, content, task.vocab.values)
     res.schema = _schema(entries, default, names)
@@ -516,7 +557,7 @@ def _finish(res, task, variant, entries, default, size, content, names, vmax, vs
     res.found = True
     res.program = prog
     try:
-        res.source = program_to_source(prog)
+        res.source = program_source(prog)
     except Exception:  # noqa: BLE001 - printing is best effort
         res.source = res.schema
     res.stopped = "found"

@@ -65,19 +65,26 @@ only where their term is right. A combined program is validated like any other a
 
 **The package, one job per module** (imports one way, top to bottom):
 
+- :mod:`.core` — the search core both grammars run on (this package's RASP-L grammar and
+  :mod:`analysis.prediction.crasp_search`'s C-RASP grammar): :class:`~.core.Certificate`,
+  :class:`~.core.Round`, the :class:`~.core.Grammar` interface and the counterexample-guided
+  loop :func:`~.core.cegis`.
 - :mod:`.problem` — :class:`SearchProblem`, :class:`SearchResult`, :class:`SearchError`, the
   problem from examples or a task, checking a program against a problem, counterexample rows.
-- :mod:`.storage` — levels of s-ops and selectors, recipes, the fingerprint seen-set, shared
-  constants and worker-thread helpers.
-- :mod:`.kernels` — selector entries and matrices, aggregate products, max/min rank tables.
+- :mod:`.storage` — the batch layout record (:class:`~.storage.Layout`), levels of s-ops and
+  selectors, recipes, the fingerprint seen-set, shared constants and worker-thread helpers.
+- :mod:`.kernels` — fingerprints, selector entries and matrices, aggregate products, max/min
+  rank tables: functions of the layout or of the engine record.
 - :mod:`.families` — the candidate families (maps, sequence maps, ternaries, widths, selects,
   aggregates), cut into jobs for the worker threads.
 - :mod:`.combination` — deep aggregates and the decision-list combination.
-- :mod:`.engine` — ``_Engine``: emit / commit, IR nodes from recipes, the level loop; the three
-  modules above are its mixins.
-- :mod:`.driver` — :func:`search` (CEGIS rounds) and :func:`search_task`.
+- :mod:`.engine` — ``_Engine``, the record of one round: emit / commit, IR nodes from
+  recipes, the level loop; the three modules above are functions of it (no mixins).
+- :mod:`.driver` — the RASP-L grammar of the core (:class:`~.driver.RaspLGrammar`: a round, its
+  refinement policy), :func:`search` (the core's loop over it) and :func:`search_task`.
 
-Printing a found program as ``.rasp`` source is :func:`rasp.source.program_to_source`.
+Found programs of both grammars are printed as ``.rasp`` source by
+:func:`rasp.source.program_to_source` (:func:`.core.program_source`).
 """
 
 from .driver import search, search_task

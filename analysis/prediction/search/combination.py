@@ -4,7 +4,8 @@ Deep aggregates complete the top operation against the target: ``aggregate(selec
 tokens, default, max|min)`` found top-down for the targets no constant gives. The combination
 (Alur et al. 2017, divide and conquer) builds a decision list ``c1 ? t1 : (c2 ? t2 : ...)`` of
 enumerated terms and 0/1 conditions; a combined program is validated like any other and is an
-upper bound, not certified shortest. A mixin of :class:`analysis.prediction.search.engine._Engine`.
+upper bound, not certified shortest. Functions of the engine record ``e``
+(:class:`analysis.prediction.search.engine._Engine`: its levels, layout and work counts).
 """
 
 from __future__ import annotations
@@ -18,264 +19,261 @@ from .problem import _term_failing_row, matches_problem, tree_size
 from .storage import _KIND_IDX, _KIND_STR
 
 
-class _Combination:
-    """Deep aggregates and the combination of :class:`~analysis.prediction.search.engine._Engine`
-    (a mixin)."""
-
-    def _deep_aggregates(self, need: np.ndarray) -> list:
-        """Aggregates ``aggregate(select(K, Q, ==), V, default, max | min)`` larger than the
-        exhaustive part reached, found top-down: on the target positions ``need`` (those where the
-        target is not its most frequent value) the value at query ``i`` must be the
-        target ``y_i``, so for every key row ``K`` the query values that give ``y_i`` are one
-        table ``allowed[i, q]`` (the reduction over the keys ``j <= i`` with ``K[j] == q``, or
-        the default where there are none), and every query row ``Q`` of the pool is checked
-        against it at once. ``K`` and ``Q`` come from the enumerated levels (sizes <=
-        ``deep_key_size`` / ``deep_query_size``, at most ``deep_key_rows`` /
-        ``deep_query_rows`` rows, smallest first), ``V`` is ``tokens``. Returns
-        ``[(IR node, expression size, values at the target positions)]``, smallest first;
-        these are terms for the combination (an upper bound, validated like any program)."""
-        if self.is_str or not need.any():
-            return []
-        key_size, query_size = int(self.g.get("deep_key_size", 3)), int(
-            self.g.get("deep_query_size", 4))
-        key_cap, query_cap = int(self.g.get("deep_key_rows", 2000)), int(
-            self.g.get("deep_query_rows", 400_000))
-        T = self.T
-        # the query positions (batch row, index) of the needed targets
-        flat = self.vflat[self.tcols[need]]
-        qb, qi = flat // T, flat % T
-        y = self.tvals[need]
-        nS = len(y)
-        def rows_upto(max_size, cap):
-            """Key / query candidates: int or index rows of levels 0..max_size, smallest
-            first, at most ``cap``; their values in the ``[row, B*T]`` layout and sizes."""
-            refs = []
-            for k in sorted(self.rows):
-                if k > max_size or len(refs) >= cap:
-                    break
-                lv = self.rows[k]
-                refs += [(k, int(i)) for i in np.flatnonzero(lv.kind != _KIND_STR)[
-                    : cap - len(refs)]]
-            full_ = np.zeros((len(refs), self.B * T), np.int16)
-            for r, (k, i) in enumerate(refs):
-                full_[r, self.vflat] = self.rows[k].vals[i]
-            return refs, full_, np.array([k for k, _ in refs], dtype=np.int64)
-
-        kpool, full, ksizes = rows_upto(key_size, key_cap)
-        # query rows: only their values at the needed query positions
-        qpool, qparts = [], []
-        cols = self.tcols[need]
-        for k in sorted(self.rows):
-            if k > query_size or len(qpool) >= query_cap:
+def deep_aggregates(e, need: np.ndarray) -> list:
+    """Aggregates ``aggregate(select(K, Q, ==), V, default, max | min)`` larger than the
+    exhaustive part reached, found top-down: on the target positions ``need`` (those where the
+    target is not its most frequent value) the value at query ``i`` must be the
+    target ``y_i``, so for every key row ``K`` the query values that give ``y_i`` are one
+    table ``allowed[i, q]`` (the reduction over the keys ``j <= i`` with ``K[j] == q``, or
+    the default where there are none), and every query row ``Q`` of the pool is checked
+    against it at once. ``K`` and ``Q`` come from the enumerated levels (sizes <=
+    ``deep_key_size`` / ``deep_query_size``, at most ``deep_key_rows`` /
+    ``deep_query_rows`` rows, smallest first), ``V`` is ``tokens``. Returns
+    ``[(IR node, expression size, values at the target positions)]``, smallest first;
+    these are terms for the combination (an upper bound, validated like any program)."""
+    if e.lay.is_str or not need.any():
+        return []
+    key_size, query_size = int(e.g.get("deep_key_size", 3)), int(
+        e.g.get("deep_query_size", 4))
+    key_cap, query_cap = int(e.g.get("deep_key_rows", 2000)), int(
+        e.g.get("deep_query_rows", 400_000))
+    T = e.lay.T
+    # the query positions (batch row, index) of the needed targets
+    flat = e.lay.vflat[e.lay.tcols[need]]
+    qb, qi = flat // T, flat % T
+    y = e.lay.tvals[need]
+    nS = len(y)
+    def rows_upto(max_size, cap):
+        """Key / query candidates: int or index rows of levels 0..max_size, smallest
+        first, at most ``cap``; their values in the ``[row, B*T]`` layout and sizes."""
+        refs = []
+        for k in sorted(e.rows):
+            if k > max_size or len(refs) >= cap:
                 break
-            lv = self.rows[k]
-            idx = np.flatnonzero(lv.kind != _KIND_STR)[: query_cap - len(qpool)]
-            qpool += [(k, int(i)) for i in idx]
-            qparts.append(lv.vals[idx][:, cols].astype(np.int64))
-        if not kpool or not qpool:
-            return []
-        qsizes = np.array([k for k, _ in qpool], dtype=np.int64)
-        Qv = np.concatenate(qparts) + 128                             # [Mq, nS] in 0..255
-        qvals = np.arange(-128, 128)
-        out, seen = [], set()
+            lv = e.rows[k]
+            refs += [(k, int(i)) for i in np.flatnonzero(lv.kind != _KIND_STR)[
+                : cap - len(refs)]]
+        full_ = np.zeros((len(refs), e.lay.B * T), np.int16)
+        for r, (k, i) in enumerate(refs):
+            full_[r, e.lay.vflat] = e.rows[k].vals[i]
+        return refs, full_, np.array([k for k, _ in refs], dtype=np.int64)
 
-        def late() -> bool:          # half the combination's work for the deep aggregates
-            return self._cwork(0, stop=False) or self.combine_work > self.combine_budget / 2
+    kpool, full, ksizes = rows_upto(key_size, key_cap)
+    # query rows: only their values at the needed query positions
+    qpool, qparts = [], []
+    cols = e.lay.tcols[need]
+    for k in sorted(e.rows):
+        if k > query_size or len(qpool) >= query_cap:
+            break
+        lv = e.rows[k]
+        idx = np.flatnonzero(lv.kind != _KIND_STR)[: query_cap - len(qpool)]
+        qpool += [(k, int(i)) for i in idx]
+        qparts.append(lv.vals[idx][:, cols].astype(np.int64))
+    if not kpool or not qpool:
+        return []
+    qsizes = np.array([k for k, _ in qpool], dtype=np.int64)
+    Qv = np.concatenate(qparts) + 128                             # [Mq, nS] in 0..255
+    qvals = np.arange(-128, 128)
+    out, seen = [], set()
 
-        values = [("tokens", self.tokens_row)]
-        for vname, vrow in values:
-            vfull = np.zeros(self.B * T, np.int64)
-            vfull[self.vflat] = vrow
-            for red in ("max", "min"):
+    def late() -> bool:          # half the combination's work for the deep aggregates
+        return e._cwork(0, stop=False) or e.combine_work > e.combine_budget / 2
+
+    values = [("tokens", e.lay.tokens_row)]
+    for vname, vrow in values:
+        vfull = np.zeros(e.lay.B * T, np.int64)
+        vfull[e.lay.vflat] = vrow
+        for red in ("max", "min"):
+            if late():
+                break
+            # per key row and needed query: which query values give the target through
+            # the selected keys (hit), and which select no key (the default decides)
+            e._cwork(len(kpool) * nS, stop=False)
+            hit = np.zeros((len(kpool), nS, 256), bool)
+            empty = np.zeros((len(kpool), nS, 256), bool)
+            for s_ in range(nS):
+                keys = full[:, qb[s_] * T: qb[s_] * T + qi[s_] + 1]         # [M, L]
+                vv = vfull[qb[s_] * T: qb[s_] * T + qi[s_] + 1]              # [L]
+                eq = keys[:, :, None] == qvals[None, None, :]               # [M, L, 256]
+                fill = -10**6 if red == "max" else 10**6
+                cand = np.where(eq, vv[None, :, None], fill)
+                r_ = cand.max(axis=1) if red == "max" else cand.min(axis=1)
+                has = eq.any(axis=1)
+                hit[:, s_] = has & (r_ == y[s_])
+                empty[:, s_] = ~has
+            for d in e.lay.defaults:
                 if late():
                     break
-                # per key row and needed query: which query values give the target through
-                # the selected keys (hit), and which select no key (the default decides)
-                self._cwork(len(kpool) * nS, stop=False)
-                hit = np.zeros((len(kpool), nS, 256), bool)
-                empty = np.zeros((len(kpool), nS, 256), bool)
-                for s_ in range(nS):
-                    keys = full[:, qb[s_] * T: qb[s_] * T + qi[s_] + 1]         # [M, L]
-                    vv = vfull[qb[s_] * T: qb[s_] * T + qi[s_] + 1]              # [L]
-                    eq = keys[:, :, None] == qvals[None, None, :]               # [M, L, 256]
-                    fill = -10**6 if red == "max" else 10**6
-                    cand = np.where(eq, vv[None, :, None], fill)
-                    r_ = cand.max(axis=1) if red == "max" else cand.min(axis=1)
-                    has = eq.any(axis=1)
-                    hit[:, s_] = has & (r_ == y[s_])
-                    empty[:, s_] = ~has
-                for d in self.defaults:
+                allowed = hit | (empty & (d == y)[None, :, None])
+                # a key row is viable when every needed query has some value to take
+                viable = np.flatnonzero(allowed.any(axis=2).all(axis=1))
+                for a in range(0, viable.size, 16):
                     if late():
                         break
-                    allowed = hit | (empty & (d == y)[None, :, None])
-                    # a key row is viable when every needed query has some value to take
-                    viable = np.flatnonzero(allowed.any(axis=2).all(axis=1))
-                    for a in range(0, viable.size, 16):
-                        if late():
-                            break
-                        kk = viable[a:a + 16]
-                        self._cwork(kk.size * len(qpool), stop=False)
-                        ok = allowed[kk][:, np.arange(nS)[:, None], Qv.T].all(axis=1)
-                        for kr, qr in zip(*np.nonzero(ok)):
-                            kr = int(kk[kr])
-                            size = 2 + int(ksizes[kr]) + int(qsizes[qr])
-                            key = (kpool[kr], qpool[int(qr)], vname, red, d)
-                            if key in seen:
-                                continue
-                            seen.add(key)
-                            out.append((size, key))
-        out.sort(key=lambda x: x[0])
-        terms = []
-        for size, (kref, qref, vname, red, d) in out[: int(self.g.get("deep_terms", 200))]:
-            if self.combine_work > 0.8 * self.combine_budget:
-                break
-            self._cwork(self.Pn, stop=False)      # one evaluation on the batch
-            K = self._node(self._ref(kref))
-            Q = self._node(self._ref(qref))
-            V = Tokens("asis").named("tokens") if vname == "tokens" else Indices()
-            node = Aggregate(Select(K, Q, "==", causal=True), V, d, red)
-            try:
-                with np.errstate(all="ignore"):
-                    val = Evaluator(self.p.inputs, causal=True)(node)
-            except (RASPError, ValueError, TypeError, OverflowError):
-                continue
-            got = val.reshape(-1)[self.vflat][self.tcols]
-            if got.dtype.kind not in "iub":
-                continue
-            bad_row = _term_failing_row(node, self.validation)
-            if bad_row is not None:
-                # a chance fit of the batch: the validation example it gets wrong joins the
-                # batch on the next round (counterexample-guided, as for whole programs)
-                if bad_row not in self.counterexample_rows and len(
-                        self.counterexample_rows) < 3:
-                    self.counterexample_rows.append(bad_row)
-                continue
-            terms.append((node, size, got.astype(np.int64)))
-        return terms
+                    kk = viable[a:a + 16]
+                    e._cwork(kk.size * len(qpool), stop=False)
+                    ok = allowed[kk][:, np.arange(nS)[:, None], Qv.T].all(axis=1)
+                    for kr, qr in zip(*np.nonzero(ok)):
+                        kr = int(kk[kr])
+                        size = 2 + int(ksizes[kr]) + int(qsizes[qr])
+                        key = (kpool[kr], qpool[int(qr)], vname, red, d)
+                        if key in seen:
+                            continue
+                        seen.add(key)
+                        out.append((size, key))
+    out.sort(key=lambda x: x[0])
+    terms = []
+    for size, (kref, qref, vname, red, d) in out[: int(e.g.get("deep_terms", 200))]:
+        if e.combine_work > 0.8 * e.combine_budget:
+            break
+        e._cwork(e.lay.Pn, stop=False)      # one evaluation on the batch
+        K = e._node(e._ref(kref))
+        Q = e._node(e._ref(qref))
+        V = Tokens("asis").named("tokens") if vname == "tokens" else Indices()
+        node = Aggregate(Select(K, Q, "==", causal=True), V, d, red)
+        try:
+            with np.errstate(all="ignore"):
+                val = Evaluator(e.p.inputs, causal=True)(node)
+        except (RASPError, ValueError, TypeError, OverflowError):
+            continue
+        got = val.reshape(-1)[e.lay.vflat][e.lay.tcols]
+        if got.dtype.kind not in "iub":
+            continue
+        bad_row = _term_failing_row(node, e.validation)
+        if bad_row is not None:
+            # a chance fit of the batch: the validation example it gets wrong joins the
+            # batch on the next round (counterexample-guided, as for whole programs)
+            if bad_row not in e.counterexample_rows and len(
+                    e.counterexample_rows) < 3:
+                e.counterexample_rows.append(bad_row)
+            continue
+        terms.append((node, size, got.astype(np.int64)))
+    return terms
 
-    def _combine(self):
-        """Divide and conquer (Alur et al. 2017, "Scaling enumerative program synthesis via
-        divide and conquer"): terms of the pool that are right on part of the targets are
-        joined by ``where(c, term, rest)`` with conditions ``c`` (0/1 s-ops of the pool) that
-        are true only where the term is right. The program found is validated like any other;
-        it is an upper bound, not certified shortest."""
-        levels = sorted(k for k in self.rows if len(self.rows[k]))
-        refs, covs, costs = [], [], []
-        crefs, conds, ccosts = [], [], []
-        for k in levels:
-            lv = self.rows[k]
-            kind_ok = (lv.kind == _KIND_STR) == self.target_str
-            cov = (lv.vals[:, self.tcols] == self.tvals) & kind_ok[:, None]
-            nz = np.flatnonzero(cov.any(axis=1))
-            refs += [(k, int(i)) for i in nz]
-            covs.append(cov[nz])
-            costs += [k] * nz.size
-            b = np.flatnonzero(lv.binary)
-            crefs += [(k, int(i)) for i in b]
-            conds.append(lv.vals[b][:, self.tcols].astype(bool))
-            ccosts += [k] * b.size
-        if not refs or not crefs:
+
+def combine(e):
+    """Divide and conquer (Alur et al. 2017, "Scaling enumerative program synthesis via
+    divide and conquer"): terms of the pool that are right on part of the targets are
+    joined by ``where(c, term, rest)`` with conditions ``c`` (0/1 s-ops of the pool) that
+    are true only where the term is right. The program found is validated like any other;
+    it is an upper bound, not certified shortest."""
+    levels = sorted(k for k in e.rows if len(e.rows[k]))
+    refs, covs, costs = [], [], []
+    crefs, conds, ccosts = [], [], []
+    for k in levels:
+        lv = e.rows[k]
+        kind_ok = (lv.kind == _KIND_STR) == e.target_str
+        cov = (lv.vals[:, e.lay.tcols] == e.lay.tvals) & kind_ok[:, None]
+        nz = np.flatnonzero(cov.any(axis=1))
+        refs += [(k, int(i)) for i in nz]
+        covs.append(cov[nz])
+        costs += [k] * nz.size
+        b = np.flatnonzero(lv.binary)
+        crefs += [(k, int(i)) for i in b]
+        conds.append(lv.vals[b][:, e.lay.tcols].astype(bool))
+        ccosts += [k] * b.size
+    if not refs or not crefs:
+        return
+    if e.g.get("deep_aggregates", True) and not e.crasp:
+        # the targets the most frequent target value (one constant term) does not give
+        vals_, counts_ = np.unique(e.lay.tvals, return_counts=True)
+        for node, size, vals in deep_aggregates(e, 
+                e.lay.tvals != vals_[np.argmax(counts_)]):
+            c = (vals == e.lay.tvals) & True
+            if c.any():
+                refs.append(("ir", node, vals))
+                covs.append(c[None, :])
+                costs.append(size)
+    cov = np.concatenate(covs)
+    costs = np.array(costs)
+    # conditions one size up, made lazily: comparisons of the best terms with constants
+    # (term == c, term > c, term < c), on the target positions only
+    top = np.lexsort((costs, -cov.sum(axis=1)))[:e.g.get("combine_terms", 4000)]
+    consts = [int(c) for c in e.lay.int_consts]
+    for t in top.tolist():
+        if refs[t][0] == "ir":
+            if e.lay.is_str:
+                continue
+            v = refs[t][2]
+        else:
+            k, i = refs[t]
+            lv = e.rows[k]
+            if lv.kind[i] == _KIND_STR or lv.binary[i] or (
+                    e.crasp and lv.kind[i] == _KIND_IDX):
+                continue
+            v = lv.vals[i, e.lay.tcols]
+        for c in consts:
+            for op, f in (("eq", np.equal), ("gt", np.greater), ("lt", np.less)):
+                crefs.append(("cmp", op, c, refs[t]))
+                conds.append(f(v, c)[None, :])
+                ccosts.append(int(costs[t]) + 1)
+    C = np.concatenate(conds)
+    ccosts = np.array(ccosts)
+    nT = len(e.lay.tcols)
+    beam = e.g.get("combine_beam", 6)
+
+    def solve(S, depth):
+        e._cwork(cov.shape[0])             # one step scans every term once
+        gain = cov[:, S].sum(axis=1)
+        full = np.flatnonzero(gain == S.sum())
+        if full.size:
+            t = full[np.argmin(costs[full])]
+            yield ("term", refs[t])
             return
-        if self.g.get("deep_aggregates", True) and not self.crasp:
-            # the targets the most frequent target value (one constant term) does not give
-            vals_, counts_ = np.unique(self.tvals, return_counts=True)
-            for node, size, vals in self._deep_aggregates(
-                    self.tvals != vals_[np.argmax(counts_)]):
-                c = (vals == self.tvals) & True
-                if c.any():
-                    refs.append(("ir", node, vals))
-                    covs.append(c[None, :])
-                    costs.append(size)
-        cov = np.concatenate(covs)
-        costs = np.array(costs)
-        # conditions one size up, made lazily: comparisons of the best terms with constants
-        # (term == c, term > c, term < c), on the target positions only
-        top = np.lexsort((costs, -cov.sum(axis=1)))[:self.g.get("combine_terms", 4000)]
-        consts = [int(c) for c in self.int_consts]
-        for t in top.tolist():
-            if refs[t][0] == "ir":
-                if self.is_str:
+        if depth == 0:
+            return
+        order = np.lexsort((costs, -gain))[:beam * 4]
+        options = []
+        for t in order:
+            if gain[t] == 0:
+                break
+            bad = S & ~cov[t]
+            good = S & cov[t]
+            for neg in (False, True):
+                Cv = ~C if neg else C
+                okc = ~(Cv[:, bad].any(axis=1))
+                if not okc.any():
                     continue
-                v = refs[t][2]
-            else:
-                k, i = refs[t]
-                lv = self.rows[k]
-                if lv.kind[i] == _KIND_STR or lv.binary[i] or (
-                        self.crasp and lv.kind[i] == _KIND_IDX):
+                g = (Cv[:, good]).sum(axis=1)
+                g[~okc] = -1
+                best = np.flatnonzero(g == g.max())
+                ci = best[np.argmin(ccosts[best])]
+                if g[ci] <= 0:
                     continue
-                v = lv.vals[i, self.tcols]
-            for c in consts:
-                for op, f in (("eq", np.equal), ("gt", np.greater), ("lt", np.less)):
-                    crefs.append(("cmp", op, c, refs[t]))
-                    conds.append(f(v, c)[None, :])
-                    ccosts.append(int(costs[t]) + 1)
-        C = np.concatenate(conds)
-        ccosts = np.array(ccosts)
-        nT = len(self.tcols)
-        beam = self.g.get("combine_beam", 6)
+                options.append((-int(g[ci]), int(costs[t] + ccosts[ci]), t, ci, neg))
+        options.sort()
+        for _g, _c, t, ci, neg in options[:beam]:
+            Cv = ~C[ci] if neg else C[ci]
+            rest_S = S & ~Cv
+            for rest in solve(rest_S, depth - 1):
+                yield ("where", crefs[ci], neg, ("term", refs[t]), rest)
 
-        def solve(S, depth):
-            self._cwork(cov.shape[0])             # one step scans every term once
-            gain = cov[:, S].sum(axis=1)
-            full = np.flatnonzero(gain == S.sum())
-            if full.size:
-                t = full[np.argmin(costs[full])]
-                yield ("term", refs[t])
-                return
-            if depth == 0:
-                return
-            order = np.lexsort((costs, -gain))[:beam * 4]
-            options = []
-            for t in order:
-                if gain[t] == 0:
-                    break
-                bad = S & ~cov[t]
-                good = S & cov[t]
-                for neg in (False, True):
-                    Cv = ~C if neg else C
-                    okc = ~(Cv[:, bad].any(axis=1))
-                    if not okc.any():
-                        continue
-                    g = (Cv[:, good]).sum(axis=1)
-                    g[~okc] = -1
-                    best = np.flatnonzero(g == g.max())
-                    ci = best[np.argmin(ccosts[best])]
-                    if g[ci] <= 0:
-                        continue
-                    options.append((-int(g[ci]), int(costs[t] + ccosts[ci]), t, ci, neg))
-            options.sort()
-            for _g, _c, t, ci, neg in options[:beam]:
-                Cv = ~C[ci] if neg else C[ci]
-                rest_S = S & ~Cv
-                for rest in solve(rest_S, depth - 1):
-                    yield ("where", crefs[ci], neg, ("term", refs[t]), rest)
+    def term(ref):
+        return ref[1] if ref[0] == "ir" else e._node(e._ref(ref))
 
-        def term(ref):
-            return ref[1] if ref[0] == "ir" else self._node(self._ref(ref))
+    def build(tree):
+        if tree[0] == "term":
+            return term(tree[1])
+        _, cref, neg, a, rest = tree
+        if cref[0] == "cmp":
+            _, op, const, tref = cref
+            c = Map(Elementwise(op, const=const, const_side="right"), term(tref))
+        else:
+            c = e._node(e._ref(cref))
+        a, r = build(a), build(rest)
+        if neg:
+            a, r = r, a
+        return SequenceMap(Elementwise("ternary"), (c, a, r))
 
-        def build(tree):
-            if tree[0] == "term":
-                return term(tree[1])
-            _, cref, neg, a, rest = tree
-            if cref[0] == "cmp":
-                _, op, const, tref = cref
-                c = Map(Elementwise(op, const=const, const_side="right"), term(tref))
-            else:
-                c = self._node(self._ref(cref))
-            a, r = build(a), build(rest)
-            if neg:
-                a, r = r, a
-            return SequenceMap(Elementwise("ternary"), (c, a, r))
-
-        tried = 0
-        for tree in solve(np.ones(nT, bool), self.g.get("combine_depth", 4)):
-            node = build(tree)
-            tried += 1
-            self._cwork(self.Pn)                  # one evaluation on the batch
-            if not matches_problem(node, self.p):
-                continue
-            if self.validate is None or self.validate(node):
-                self.found = (node, tree_size(node))
-                return
-            if tried > 200:
-                return
+    tried = 0
+    for tree in solve(np.ones(nT, bool), e.g.get("combine_depth", 4)):
+        node = build(tree)
+        tried += 1
+        e._cwork(e.lay.Pn)                  # one evaluation on the batch
+        if not matches_problem(node, e.p):
+            continue
+        if e.validate is None or e.validate(node):
+            e.found = (node, tree_size(node))
+            return
+        if tried > 200:
+            return

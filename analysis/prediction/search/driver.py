@@ -1,6 +1,7 @@
-"""The search's entry points: :func:`search` (rounds of enumeration with counterexample-guided
-refinement, the best certificate of any round kept) and :func:`search_task` (a task's next-token
-function as a problem).
+"""The RASP-L grammar of the search core (:class:`RaspLGrammar`: a round of the enumeration
+engine, its refinement policy) and the entry points: :func:`search` (the core's
+counterexample-guided loop, :func:`.core.cegis`, over that grammar) and :func:`search_task` (a
+task's next-token function as a problem).
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from typing import Iterable
 
 from threadpoolctl import threadpool_limits
 
-from analysis.prediction.budget import (BUDGET_STOP, DEFAULT_SEARCH_BUDGET, TIME_CAP_STOP,
-                                        BudgetError, Limits)
+from analysis.prediction.budget import BUDGET_STOP, DEFAULT_SEARCH_BUDGET, BudgetError, Limits
 
+from .core import Loop, Round, cegis
 from .engine import _Engine
 from .problem import (SearchError, SearchProblem, SearchResult, _first_failing_row, _with_row,
                       matches_problem, problem_from_task)
@@ -66,70 +67,114 @@ def search(problem: SearchProblem, max_length: int = 6,
         raise SearchError(str(e)) from None
     if limits.budget < 1:
         raise SearchError("budget must be at least 1 candidate program")
-    validate = (lambda node: matches_problem(node, validation)) if validation else None
     start = time.perf_counter()
-    explored = 0
-    work = 0                    # what the budget counts: candidates and combination work
-    added = 0
-    cap = max_length            # sizes this round enumerates exhaustively
-    best_cert = -1              # the best certificate of any round (each batch contains the
-    # the combination's share of the work: a unit of it (a term scanned) costs about 2.8
-    # enumerated candidates of CPU time (count: 869k candidates / CPU-s, 312k units / CPU-s),
-    # so 15% of the work is the 30% of the time it had when the search stopped on seconds
-    comb_share = 0.15           # ones before it, so each round's certificate holds)
-    while True:
-        left = budget - work
-        comb = int(comb_share * left if combine is None else min(combine, 0.9 * left))
-        g = dict(grammar or {})
+    g = RaspLGrammar(problem, limits, max_length, progress, max_memory_mb, validation, prune,
+                     grammar, combine, threads)
+    loop = cegis(g, limits.budget)
+    return g.result(loop, time.perf_counter() - start)
+
+
+class RaspLGrammar:
+    """The RASP-L search grammar behind :class:`~analysis.prediction.search.core.Grammar`: a
+    round is one run of the enumeration engine (:class:`~.engine._Engine`) on the current
+    batch, then the combination; refinement adds validation examples to the batch.
+
+    Policy (the arguments of :func:`search`): a program that fits the batch but not
+    ``validation`` gives its shortest failing validation example (20 at most, and none once
+    the budget is spent: ``stopped == "budget"``); terms of the combination that fit the batch
+    by chance give theirs while the rounds have spent under 70% of the budget, and the next
+    round only rebuilds the pool of terms (it enumerates the sizes already certified: no
+    program of those sizes fits the larger batch) and gives the combination 35% of what is
+    left instead of 15%.
+    """
+
+    name = "the RASP-L search grammar"
+    measure = "expression size"
+
+    def __init__(self, problem: SearchProblem, limits: Limits, max_length: int, progress: bool,
+                 max_memory_mb: float, validation: SearchProblem | None, prune: bool,
+                 grammar: dict | None, combine: int | None, threads: int | None):
+        self.problem, self.limits, self.max_length = problem, limits, max_length
+        self.progress, self.max_bytes = progress, int(max_memory_mb * 2**20)
+        self.validation, self.prune, self.grammar = validation, prune, grammar
+        self.combine, self.threads = combine, threads
+        self.validate = (lambda node: matches_problem(node, validation)) if validation else None
+        self.explored = 0           # the enumeration's candidates over the rounds
+        self.added = 0              # counterexamples added to the batch
+        self.cap = max_length       # sizes a round enumerates exhaustively
+        # the combination's share of the work: a unit of it (a term scanned) costs about 2.8
+        # enumerated candidates of CPU time (count: 869k candidates / CPU-s, 312k units /
+        # CPU-s), so 15% of the work is the 30% of the time it had when the search stopped on
+        # seconds
+        self.comb_share = 0.15
+
+    def round(self, left: int) -> Round:
+        comb = int(self.comb_share * left if self.combine is None else
+                   min(self.combine, 0.9 * left))
+        g = dict(self.grammar or {})
         g["combine_budget"] = comb
-        res = _Engine(problem, limits.sub(max(left - comb, 1)), cap, progress,
-                      int(max_memory_mb * 2**20), validate, prune=prune, grammar=g,
-                      threads=threads)
-        res.validation = validation
+        eng = _Engine(self.problem, self.limits.sub(max(left - comb, 1)), self.cap,
+                      self.progress, self.max_bytes, self.validate, prune=self.prune, grammar=g,
+                      threads=self.threads)
+        eng.validation = self.validation
         # one BLAS thread: the products are many and small; OpenBLAS's extra threads spin
         # and cost CPU time without saving wall time (bench/bench_search.py measures it)
         with threadpool_limits(limits=1, user_api="blas"):
-            out = res.run()
-        explored += out.explored
-        work += out.work
-        if not out.found:
-            best_cert = max(best_cert, out.certified_below)
-        if out.stopped == TIME_CAP_STOP:
-            break
-        if res.spurious_node is None:
-            if out.found or not res.counterexample_rows or added >= 20 or \
-                    work >= 0.7 * budget:
-                break
+            out = eng.run()
+        self.explored += out.explored
+        rows = list(eng.counterexample_rows)
+        if eng.spurious_node is not None:
+            # a chance fit: the shortest validation example it gets wrong
+            row = _first_failing_row(eng.spurious_node, self.validation)
+            rows = [] if row is None else [row]
+            if row is None:
+                out.stopped = "spurious"
+        elif out.found:
+            rows = []
+        return Round(out.work, out.stopped, None if out.found else out.certified_below,
+                     out.program if out.found else None, rows,
+                     (out, eng.spurious_node is not None))
+
+    def refine(self, rnd: Round, spent: int, rounds: int) -> str | None:
+        out, spurious = rnd.detail
+        budget = self.limits.budget
+        if not spurious:
+            if self.added >= 20 or spent >= 0.7 * budget:
+                return out.stopped
             # terms of the combination that fit the batch by chance: their counterexamples
             # join the batch (the certificate stays sound: more examples, same grammar). The
             # next round only rebuilds the pool of terms for the combination: no program of
             # the sizes this round certified fits the smaller batch, so none fits the new one
             # and enumerating past them again (to the memory limit) would find nothing new;
             # the combination gets the time instead
-            for row in res.counterexample_rows:
-                problem = _with_row(problem, validation, row)
-                added += 1
-            cap = min(cap, max(out.certified_below, 1))
-            comb_share = 0.35       # (60% of the time)
-            continue
+            for row in rnd.counterexamples:
+                self.problem = _with_row(self.problem, self.validation, row)
+                self.added += 1
+            self.cap = min(self.cap, max(out.certified_below, 1))
+            self.comb_share = 0.35       # (60% of the time)
+            return None
         # counterexample-guided refinement: add the shortest validation example that the
         # chance fit gets wrong, so that the batch separates it from the task; start again
-        row = _first_failing_row(res.spurious_node, validation)
-        if row is None or added >= 20 or work >= budget:
-            out.stopped = BUDGET_STOP if row is not None else "spurious"
-            out.certified_below = max(out.certified_below, -1)
-            break
-        problem = _with_row(problem, validation, row)
-        added += 1
-    out.explored = explored
-    out.combine_work = work - explored
-    out.budget = limits.budget
-    out.seconds = time.perf_counter() - start
-    out.counterexamples_added = added
-    out.max_length = max_length
-    if out.found_by != "enumeration":
-        out.certified_below = max(out.certified_below, best_cert)
-    return out
+        if self.added >= 20 or spent >= budget:
+            return BUDGET_STOP
+        self.problem = _with_row(self.problem, self.validation, rnd.counterexamples[0])
+        self.added += 1
+        return None
+
+    def result(self, loop: Loop, seconds: float) -> SearchResult:
+        """The last round's :class:`SearchResult` with the loop's totals and certificate."""
+        out = loop.last.detail[0]
+        out.stopped = loop.stopped
+        out.explored = self.explored
+        out.combine_work = loop.spent - self.explored
+        out.budget = self.limits.budget
+        out.seconds = seconds
+        out.counterexamples_added = self.added
+        out.max_length = self.max_length
+        if out.found_by != "enumeration":
+            out.certified_below = max(out.certified_below,
+                                      -1 if loop.certified is None else loop.certified)
+        return out
 
 
 def search_task(task, max_length: int = 6, budget: int = DEFAULT_SEARCH_BUDGET,

@@ -5,7 +5,9 @@ Leaves and constants; maps (``x + 1``, ``x == c``, ...); sequence maps of two le
 widths; ``select(K, Q, op)`` of a key row against every query row; aggregates of a block of
 selectors over every value row (one batched matrix product for means, a masked reduction for
 max/min). Each family is cut into jobs for the worker threads and committed in emission order
-(``_Engine._families``). A mixin of :class:`analysis.prediction.search.engine._Engine`.
+(``_Engine._families``). Functions of the engine record ``e``
+(:class:`analysis.prediction.search.engine._Engine`: ``e.lay`` the batch layout, ``e.rows`` /
+``e.sels`` the levels kept so far; emissions go through ``e._emit`` / ``e._prep``).
 """
 
 from __future__ import annotations
@@ -14,350 +16,363 @@ import itertools
 
 import numpy as np
 
-from .kernels import agg_gemm, agg_maxmin
+from .kernels import (agg_gemm, agg_maxmin, cached_rank_table, dense_cache, dense_sels,
+                      full_layout, sel_entries)
 from .storage import _CHUNK, _KIND_COUNT, _KIND_IDX, _KIND_INT, _KIND_STR, _SEL_OPS
 
 
-class _Families:
-    """The candidate families of :class:`~analysis.prediction.search.engine._Engine` (a mixin:
-    the engine's state lives on the engine)."""
+def leaves(e):
+    e._emit(0, e.lay.tokens_row[None, :], _KIND_STR if e.lay.is_str else _KIND_INT,
+            lambda i: ("tokens",))
+    e._emit(0, e.lay.index_row[None, :], _KIND_IDX, lambda i: ("indices",))
 
-    def _leaves(self):
-        self._emit(0, self.tokens_row[None, :], _KIND_STR if self.is_str else _KIND_INT,
-                   lambda i: ("tokens",))
-        self._emit(0, self.index_row[None, :], _KIND_IDX, lambda i: ("indices",))
 
-    def _constants(self):
-        if self.is_str:
-            cs = [c for c in self.str_consts]
-            vals = np.array([[self.code[c]] * self.Pn for c in cs], np.int64).reshape(-1, self.Pn)
-            self._emit(1, vals, _KIND_STR, lambda i: ("full", cs[i]))
-        cs = [int(c) for c in self.int_consts]
-        vals = np.array([[c] * self.Pn for c in cs], np.int64).reshape(-1, self.Pn)
-        self._emit(1, vals, _KIND_INT, lambda i: ("full", cs[i]))
+def constants(e):
+    if e.lay.is_str:
+        cs = [c for c in e.lay.str_consts]
+        vals = np.array([[e.lay.code[c]] * e.lay.Pn for c in cs], np.int64).reshape(-1, e.lay.Pn)
+        e._emit(1, vals, _KIND_STR, lambda i: ("full", cs[i]))
+    cs = [int(c) for c in e.lay.int_consts]
+    vals = np.array([[c] * e.lay.Pn for c in cs], np.int64).reshape(-1, e.lay.Pn)
+    e._emit(1, vals, _KIND_INT, lambda i: ("full", cs[i]))
 
-    def _maps(self, k):
-        self._families(self._map_jobs(k))
 
-    def _map_jobs(self, k):
-        """Jobs (:meth:`_families`) of the maps of level k - 1: one per operation and
-        constant."""
-        lv = self._lv(k - 1)
-        if lv is None:
-            return
-        X = lv.vals.astype(np.int16)
-        kind = lv.kind
-        arith = (kind != _KIND_STR) & ~((kind == _KIND_IDX) & self.crasp)
-        num = np.flatnonzero(arith & ~lv.binary)
-        ids = [(k - 1, int(i)) for i in range(len(lv))]
-        if self.pl and k == 2:
-            self._periodic(k)      # on this thread, before the jobs (the same order)
-        def job(vals, kinds, rec, checked=True):
-            return lambda: [(k, self._prep(k, vals(), kinds, checked), rec)]
-        sub = np.flatnonzero(arith)
-        for c in (1, -1):
-            yield job(lambda c=c: X[sub] + c, kind[sub],
-                      lambda i, c=c: ("map", "add", c, ids[sub[i]]))
-        for c in self.int_consts:
-            for op, f in (("eq", np.equal), ("lt", np.less), ("gt", np.greater)):
-                yield job(lambda c=c, f=f: f(X[num], c).astype(np.int8), _KIND_INT,
-                          lambda i, c=c, op=op: ("map", op, int(c), ids[num[i]]), False)
-        b = np.flatnonzero(lv.binary)
-        yield job(lambda: 1 - X[b], _KIND_INT, lambda i: ("map", "not", None, ids[b[i]]),
-                  False)
-        if self.is_str:
-            s = np.flatnonzero(kind == _KIND_STR)
-            for c in self.str_consts:
-                yield job(lambda code=self.code[c]: (X[s] == code).astype(np.int16), _KIND_INT,
-                          lambda i, c=c: ("map", "eq", c, ids[s[i]]))
+def maps(e, k):
+    e._families(map_jobs(e, k))
 
-    def _periodic(self, k):
-        """``indices % p == r`` (C-RASP[periodic, local] only; size 2)."""
-        pr = [(p, r) for p in (2, 3, 4) for r in range(p)]
-        vals = np.stack([(self.index_row % p == r) for p, r in pr]).astype(np.int8)
-        self._emit(k, vals, _KIND_INT, lambda i: ("periodic", pr[i][0], pr[i][1]),
-                   checked=False)
 
-    def _pair_blocks(self, nx, ny):
-        step = max(1, _CHUNK // max(1, ny * self.Pn))
-        for a in range(0, nx, step):
-            yield a, min(nx, a + step)
+def map_jobs(e, k):
+    """Jobs (:meth:`~.engine._Engine._families`) of the maps of level k - 1: one per operation and
+    constant."""
+    lv = e._lv(k - 1)
+    if lv is None:
+        return
+    X = lv.vals.astype(np.int16)
+    kind = lv.kind
+    arith = (kind != _KIND_STR) & ~((kind == _KIND_IDX) & e.crasp)
+    num = np.flatnonzero(arith & ~lv.binary)
+    ids = [(k - 1, int(i)) for i in range(len(lv))]
+    if e.pl and k == 2:
+        periodic(e, k)      # on this thread, before the jobs (the same order)
+    def job(vals, kinds, rec, checked=True):
+        return lambda: [(k, e._prep(k, vals(), kinds, checked), rec)]
+    sub = np.flatnonzero(arith)
+    for c in (1, -1):
+        yield job(lambda c=c: X[sub] + c, kind[sub],
+                  lambda i, c=c: ("map", "add", c, ids[sub[i]]))
+    for c in e.lay.int_consts:
+        for op, f in (("eq", np.equal), ("lt", np.less), ("gt", np.greater)):
+            yield job(lambda c=c, f=f: f(X[num], c).astype(np.int8), _KIND_INT,
+                      lambda i, c=c, op=op: ("map", op, int(c), ids[num[i]]), False)
+    b = np.flatnonzero(lv.binary)
+    yield job(lambda: 1 - X[b], _KIND_INT, lambda i: ("map", "not", None, ids[b[i]]),
+              False)
+    if e.lay.is_str:
+        s = np.flatnonzero(kind == _KIND_STR)
+        for c in e.lay.str_consts:
+            yield job(lambda code=e.lay.code[c]: (X[s] == code).astype(np.int16), _KIND_INT,
+                      lambda i, c=c: ("map", "eq", c, ids[s[i]]))
 
-    def _seqmaps(self, k):
-        self._families(self._seqmap_jobs(k))
 
-    def _seqmap_jobs(self, k):
-        """Jobs (:meth:`_families`) of the sequence maps of size k: one per operation, level
-        pair and block of x rows."""
-        for i in range(0, k):
-            j = k - 1 - i
-            lx, ly = self._lv(i), self._lv(j)
+def periodic(e, k):
+    """``indices % p == r`` (C-RASP[periodic, local] only; size 2)."""
+    pr = [(p, r) for p in (2, 3, 4) for r in range(p)]
+    vals = np.stack([(e.lay.index_row % p == r) for p, r in pr]).astype(np.int8)
+    e._emit(k, vals, _KIND_INT, lambda i: ("periodic", pr[i][0], pr[i][1]),
+            checked=False)
+
+
+def pair_blocks(e, nx, ny):
+    step = max(1, _CHUNK // max(1, ny * e.lay.Pn))
+    for a in range(0, nx, step):
+        yield a, min(nx, a + step)
+
+
+def seqmaps(e, k):
+    e._families(seqmap_jobs(e, k))
+
+
+def seqmap_jobs(e, k):
+    """Jobs (:meth:`~.engine._Engine._families`) of the sequence maps of size k: one per operation, level
+    pair and block of x rows."""
+    for i in range(0, k):
+        j = k - 1 - i
+        lx, ly = e._lv(i), e._lv(j)
+        if lx is None or ly is None:
+            continue
+        X, Y = lx.vals.astype(np.int16), ly.vals.astype(np.int16)
+        kx, ky = lx.kind, ly.kind
+        fams = []
+        # arithmetic: neither index-derived (rule 3) nor strings
+        arith = (_KIND_INT, _KIND_COUNT) if e.crasp else (_KIND_INT,)
+        xa, ya = np.flatnonzero(np.isin(kx, arith)), np.flatnonzero(np.isin(ky, arith))
+        fams.append(("add", xa, ya, np.add, True))
+        fams.append(("sub", xa, ya, np.subtract, False))
+        cmp_ok = (_KIND_INT, _KIND_COUNT) if e.crasp else (_KIND_INT, _KIND_IDX)
+        xn, yn = np.flatnonzero(np.isin(kx, cmp_ok)), np.flatnonzero(np.isin(ky, cmp_ok))
+        fams.append(("eq", xn, yn, np.equal, True))
+        fams.append(("lt", xn, yn, np.less, False))
+        if e.lay.is_str:
+            xs, ys = np.flatnonzero(kx == _KIND_STR), np.flatnonzero(ky == _KIND_STR)
+            fams.append(("eq", xs, ys, np.equal, True))
+        xb, yb = np.flatnonzero(lx.binary), np.flatnonzero(ly.binary)
+        fams.append(("and", xb, yb, np.minimum, True))
+        fams.append(("or", xb, yb, np.maximum, True))
+        for op, xs_, ys_, f, comm in fams:
+            if xs_.size == 0 or ys_.size == 0:
+                continue
+            Yv = Y[ys_]
+            for a, b in pair_blocks(e, xs_.size, ys_.size):
+                xi = xs_[a:b]
+                ny = ys_.size
+                # x op y == y op x: only pairs with x <= y
+                tri = xi[:, None] <= ys_[None, :] if comm and i == j else None
+                pairs = np.argwhere(tri) if tri is not None else None
+
+                def rec(r, xi=xi, op=op, pairs=pairs, ny=ny, ys_=ys_, i=i, j=j):
+                    if pairs is not None:
+                        a_, b_ = pairs[r]
+                    else:
+                        a_, b_ = divmod(r, ny)
+                    return ("seq", op, (i, int(xi[a_])), (j, int(ys_[b_])))
+
+                def job(xi=xi, tri=tri, f=f, X=X, Yv=Yv, kx=kx, ky=ky, ys_=ys_, op=op,
+                        rec=rec):
+                    out = f(X[xi][:, None, :], Yv[None, :, :])
+                    out = out[tri] if tri is not None else out.reshape(-1, e.lay.Pn)
+                    kinds = _KIND_INT
+                    if op in ("add", "sub") and e.crasp:
+                        kk = np.maximum(kx[xi][:, None], ky[ys_][None, :])
+                        kinds = kk[tri] if tri is not None else kk.reshape(-1)
+                    return [(k, e._prep(k, out.astype(np.int16, copy=False), kinds,
+                                        op in ("add", "sub")), rec)]
+                yield job
+
+
+def wheres(e, k):
+    if e.g["where"]:
+        e._families(where_jobs(e, k))
+
+
+def where_jobs(e, k):
+    """Jobs (:meth:`~.engine._Engine._families`) of the ternaries of size k: one per condition row and
+    block of x rows."""
+    for a in range(1, k):
+        lc = e._lv(a)
+        if lc is None:
+            continue
+        cs = np.flatnonzero(lc.binary)
+        if cs.size == 0:
+            continue
+        for b in range(0, k - a):
+            c_ = k - 1 - a - b
+            lx, ly = e._lv(b), e._lv(c_)
             if lx is None or ly is None:
                 continue
             X, Y = lx.vals.astype(np.int16), ly.vals.astype(np.int16)
-            kx, ky = lx.kind, ly.kind
-            fams = []
-            # arithmetic: neither index-derived (rule 3) nor strings
-            arith = (_KIND_INT, _KIND_COUNT) if self.crasp else (_KIND_INT,)
-            xa, ya = np.flatnonzero(np.isin(kx, arith)), np.flatnonzero(np.isin(ky, arith))
-            fams.append(("add", xa, ya, np.add, True))
-            fams.append(("sub", xa, ya, np.subtract, False))
-            cmp_ok = (_KIND_INT, _KIND_COUNT) if self.crasp else (_KIND_INT, _KIND_IDX)
-            xn, yn = np.flatnonzero(np.isin(kx, cmp_ok)), np.flatnonzero(np.isin(ky, cmp_ok))
-            fams.append(("eq", xn, yn, np.equal, True))
-            fams.append(("lt", xn, yn, np.less, False))
-            if self.is_str:
-                xs, ys = np.flatnonzero(kx == _KIND_STR), np.flatnonzero(ky == _KIND_STR)
-                fams.append(("eq", xs, ys, np.equal, True))
-            xb, yb = np.flatnonzero(lx.binary), np.flatnonzero(ly.binary)
-            fams.append(("and", xb, yb, np.minimum, True))
-            fams.append(("or", xb, yb, np.maximum, True))
-            for op, xs_, ys_, f, comm in fams:
+            for strness in ((False, True) if e.lay.is_str else (False,)):
+                xs_ = np.flatnonzero(((lx.kind == _KIND_STR) == strness) &
+                                     ~((lx.kind == _KIND_IDX) & e.crasp))
+                ys_ = np.flatnonzero(((ly.kind == _KIND_STR) == strness) &
+                                     ~((ly.kind == _KIND_IDX) & e.crasp))
                 if xs_.size == 0 or ys_.size == 0:
                     continue
-                Yv = Y[ys_]
-                for a, b in self._pair_blocks(xs_.size, ys_.size):
-                    xi = xs_[a:b]
-                    ny = ys_.size
-                    # x op y == y op x: only pairs with x <= y
-                    tri = xi[:, None] <= ys_[None, :] if comm and i == j else None
-                    pairs = np.argwhere(tri) if tri is not None else None
+                Xs, Ys = X[xs_], Y[ys_]
+                kx, ky = lx.kind[xs_], ly.kind[ys_]
+                kind = np.maximum(kx[:, None], ky[None, :]).reshape(-1)
+                for ci in cs:
+                    cond = lc.vals[ci].astype(bool)
+                    for x0, x1 in pair_blocks(e, xs_.size, ys_.size):
+                        ny = ys_.size
 
-                    def rec(r, xi=xi, op=op, pairs=pairs, ny=ny, ys_=ys_, i=i, j=j):
-                        if pairs is not None:
-                            a_, b_ = pairs[r]
-                        else:
-                            a_, b_ = divmod(r, ny)
-                        return ("seq", op, (i, int(xi[a_])), (j, int(ys_[b_])))
+                        def rec(r, x0=x0, ci=ci, ny=ny, xs_=xs_, ys_=ys_, b=b, c_=c_,
+                                a=a):
+                            p_, q_ = divmod(r, ny)
+                            return ("where", (a, int(ci)), (b, int(xs_[x0 + p_])),
+                                    (c_, int(ys_[q_])))
 
-                    def job(xi=xi, tri=tri, f=f, X=X, Yv=Yv, kx=kx, ky=ky, ys_=ys_, op=op,
-                            rec=rec):
-                        out = f(X[xi][:, None, :], Yv[None, :, :])
-                        out = out[tri] if tri is not None else out.reshape(-1, self.Pn)
-                        kinds = _KIND_INT
-                        if op in ("add", "sub") and self.crasp:
-                            kk = np.maximum(kx[xi][:, None], ky[ys_][None, :])
-                            kinds = kk[tri] if tri is not None else kk.reshape(-1)
-                        return [(k, self._prep(k, out.astype(np.int16, copy=False), kinds,
-                                               op in ("add", "sub")), rec)]
-                    yield job
+                        def job(cond=cond, x0=x0, x1=x1, Xs=Xs, Ys=Ys, kind=kind, ny=ny,
+                                rec=rec):
+                            out = np.where(cond[None, None, :], Xs[x0:x1, None, :],
+                                           Ys[None, :, :]).reshape(-1, e.lay.Pn)
+                            return [(k, e._prep(k, out, kind[x0 * ny:x1 * ny], False),
+                                     rec)]
+                        yield job
 
-    def _wheres(self, k):
-        if self.g["where"]:
-            self._families(self._where_jobs(k))
 
-    def _where_jobs(self, k):
-        """Jobs (:meth:`_families`) of the ternaries of size k: one per condition row and
-        block of x rows."""
-        for a in range(1, k):
-            lc = self._lv(a)
-            if lc is None:
+def widths(e, k):
+    sl = e.sels.get(k - 1)
+    if sl is None or not len(sl):
+        return
+    # a count of positions is a position (rasp.analyses.raspl rule 3)
+    e._emit(k, sl.W, _KIND_COUNT if e.crasp else _KIND_IDX,
+            lambda i: ("sw", (k - 1, i)), checked=False)
+
+
+def aggregates(e, k):
+    """All aggregates of a selector level with a value level, many selectors at once:
+    mean = one gemm per batch row ``[M, k] @ [k, s*q]`` (:func:`.kernels.agg_gemm`); max /
+    min = the same product over ``2^(b * rank)`` (:func:`.kernels.agg_maxmin`)."""
+    BTT = e.lay.B * e.lay.T * e.lay.T
+    if e.crasp:
+        return            # C-RASP has no value aggregation
+    pairs = [(i, k - 1 - i) for i in range(1, k)]
+    e._families(itertools.chain.from_iterable(
+        aggregate_jobs(e, k, i, j, e.sels[i], e.rows[j], BTT) for i, j in pairs
+        if e.sels.get(i) is not None and len(e.sels[i]) and e._lv(j) is not None))
+
+
+def aggregate_jobs(e, k, i, j, sl, lv, BTT):
+    """The jobs of :func:`aggregates` for selector level i and value level j: blocks of
+    selectors, each one gemm (mean) or one rank gemm (max / min). Shared caches (dense
+    selector matrices, layouts, rank tables) are made here, on the main thread."""
+    M = len(lv)
+    kinds = lv.kind
+    num = np.flatnonzero(kinds != _KIND_STR)
+    multi = sl.maxw > 1
+    V = full_layout(e, j)                  # [B, M, T] float32
+    Vi = V[:, num].astype(np.int16)
+    dense_cache(e, sl)
+    for red in ("mean", "max", "min"):
+        if red != "mean" and not e.g["maxmin"]:
+            continue
+        # a selector that never selects two keys: mean = max = min (only mean);
+        # strings only move (mean of one key)
+        srows = np.arange(len(sl)) if red == "mean" else np.flatnonzero(multi)
+        if srows.size == 0:
+            continue
+        if red != "mean":
+            cached_rank_table(e, lv, num, red)
+        cols = np.arange(M) if red == "mean" else num
+        # per selector: its matrix (bool + float) and the output rows (float)
+        per = cols.size * e.lay.B * e.lay.T * 8 + BTT * 9
+        step = max(1, (_CHUNK * 8) // per)
+        for a in range(0, srows.size, step):
+            def job(rows=srows[a:a + step], red=red, cols=cols):
+                S = dense_sels(e, sl, rows)              # [s, B, q, k] float32
+                if red == "mean":
+                    sums = agg_gemm(V, S, e.lay.vflat)               # [s, M, P]
+                    wq = np.maximum(sl.W[rows], 1).astype(np.float32)[:, None, :]
+                    # exact quotients of integers are exact in IEEE division, and the
+                    # cast truncates towards zero: the RASP-L mean (trunc) in one pass
+                    out = np.divide(sums, wq, out=sums).astype(np.int16)
+                else:
+                    out = agg_maxmin(cached_rank_table(e, lv, num, red), Vi, S, red,
+                                     e.lay.vflat)                    # [s, M', P]
+                return agg_emissions(e, k, sl, rows, out, kinds, cols, multi, i, j, red)
+            yield job
+
+
+def agg_emissions(e, k, sl, rows, out, kinds, cols, multi, i, j, red) -> list:
+    """The emissions ``[(level, prep, recipe)]`` of the aggregates ``out`` ``[s, len(cols),
+    P]`` of selectors ``rows`` (level i) over value rows ``cols`` (level j), once per
+    default (a default other than the first only for selectors with an empty selection
+    somewhere)."""
+    ems = []
+    ns = len(rows)
+    if red == "mean":
+        okc = (kinds[cols] != _KIND_STR)[None, :] | ~multi[rows][:, None]
+    else:
+        okc = np.ones((ns, cols.size), bool)
+    empty = sl.W[rows] == 0                               # [s, P]
+    he = sl.has_empty[rows]
+    for di, d in enumerate(e.lay.defaults):
+        sub = np.flatnonzero(he) if di else np.arange(ns)
+        if sub.size == 0:
+            continue
+        dv = e.lay.code[d] if e.lay.is_str else d
+        o = out if di == 0 else out[sub]
+        if he.any():                  # one pass: the default where nothing is selected
+            o = np.where(empty[sub][:, None, :], np.int16(dv), o)
+        sel_ok = okc[sub].reshape(-1)
+        o = o.reshape(-1, e.lay.Pn)
+        if not sel_ok.all():
+            o = o[sel_ok]
+        pairs = np.argwhere(okc[sub])
+        nc = len(cols)
+
+        def rec(r_, sub=sub, rows=rows, pairs=pairs, d=d, red=red, cols=cols, i=i, j=j):
+            s_, c_ = pairs[r_]
+            return ("agg", (i, int(rows[sub[s_]])), (j, int(cols[c_])), d, red)
+        kk = np.broadcast_to(kinds[cols][None, :], (sub.size, nc)).reshape(-1)
+        ems.append((k, e._prep(k, o, kk[sel_ok], checked=False), rec))
+    return ems
+
+
+def selects(e, k):
+    if k == 1:
+        ent = np.ones((1, e.lay.E), bool)
+        e._emit_sels(1, ent, lambda i: ("true",))
+    if k == 2 and e.pl:
+        # the local selectors of C-RASP[periodic, local]: key j = i - c (size 2:
+        # select(indices, indices - c, ==))
+        qpos = e.lay.index_row_full[e.lay.eq_flat]
+        kpos = e.lay.index_row_full[e.lay.ek_flat]
+        cs = (1, 2)
+        ent = np.stack([kpos == qpos - c for c in cs])
+        e._emit_sels(2, ent, lambda i: ("local", cs[i]))
+    for i in range(0, k):
+        j = k - 1 - i
+        lk, lq = e._lv(i), e._lv(j)
+        if lk is None or lq is None:
+            continue
+        for strness in ((False, True) if e.lay.is_str else (False,)):
+            kk = np.flatnonzero((lk.kind == _KIND_STR) == strness)
+            qq = np.flatnonzero((lq.kind == _KIND_STR) == strness)
+            if e.crasp:     # predicates of the key's (and query's) symbols only
+                kk = kk[np.isin(lk.kind[kk], (_KIND_INT, _KIND_STR))]
+                qq = qq[np.isin(lq.kind[qq], (_KIND_INT, _KIND_STR))]
+            if kk.size == 0 or qq.size == 0:
                 continue
-            cs = np.flatnonzero(lc.binary)
-            if cs.size == 0:
-                continue
-            for b in range(0, k - a):
-                c_ = k - 1 - a - b
-                lx, ly = self._lv(b), self._lv(c_)
-                if lx is None or ly is None:
-                    continue
-                X, Y = lx.vals.astype(np.int16), ly.vals.astype(np.int16)
-                for strness in ((False, True) if self.is_str else (False,)):
-                    xs_ = np.flatnonzero(((lx.kind == _KIND_STR) == strness) &
-                                         ~((lx.kind == _KIND_IDX) & self.crasp))
-                    ys_ = np.flatnonzero(((ly.kind == _KIND_STR) == strness) &
-                                         ~((ly.kind == _KIND_IDX) & self.crasp))
-                    if xs_.size == 0 or ys_.size == 0:
-                        continue
-                    Xs, Ys = X[xs_], Y[ys_]
-                    kx, ky = lx.kind[xs_], ly.kind[ys_]
-                    kind = np.maximum(kx[:, None], ky[None, :]).reshape(-1)
-                    for ci in cs:
-                        cond = lc.vals[ci].astype(bool)
-                        for x0, x1 in self._pair_blocks(xs_.size, ys_.size):
-                            ny = ys_.size
+            ops = ("==", "!=") if strness else tuple(_SEL_OPS)
+            Qv = lq.vals[qq].astype(np.int16)
+            nq = qq.size
+            # key rows in blocks whose one-hot values and gathers fit in _CHUNK elements
+            step = max(1, _CHUNK // max(1, nq * e.lay.Pn))
 
-                            def rec(r, x0=x0, ci=ci, ny=ny, xs_=xs_, ys_=ys_, b=b, c_=c_,
-                                    a=a):
-                                p_, q_ = divmod(r, ny)
-                                return ("where", (a, int(ci)), (b, int(xs_[x0 + p_])),
-                                        (c_, int(ys_[q_])))
-
-                            def job(cond=cond, x0=x0, x1=x1, Xs=Xs, Ys=Ys, kind=kind, ny=ny,
-                                    rec=rec):
-                                out = np.where(cond[None, None, :], Xs[x0:x1, None, :],
-                                               Ys[None, :, :]).reshape(-1, self.Pn)
-                                return [(k, self._prep(k, out, kind[x0 * ny:x1 * ny], False),
-                                         rec)]
-                            yield job
-
-    def _widths(self, k):
-        sl = self.sels.get(k - 1)
-        if sl is None or not len(sl):
-            return
-        # a count of positions is a position (rasp.analyses.raspl rule 3)
-        self._emit(k, sl.W, _KIND_COUNT if self.crasp else _KIND_IDX,
-                   lambda i: ("sw", (k - 1, i)), checked=False)
-
-    def _aggregates(self, k):
-        """All aggregates of a selector level with a value level, many selectors at once:
-        mean = one gemm per batch row ``[M, k] @ [k, s*q]`` (:func:`.kernels.agg_gemm`); max /
-        min = the same product over ``2^(b * rank)`` (:func:`.kernels.agg_maxmin`)."""
-        BTT = self.B * self.T * self.T
-        if self.crasp:
-            return            # C-RASP has no value aggregation
-        pairs = [(i, k - 1 - i) for i in range(1, k)]
-        self._families(itertools.chain.from_iterable(
-            self._aggregate_jobs(k, i, j, self.sels[i], self.rows[j], BTT) for i, j in pairs
-            if self.sels.get(i) is not None and len(self.sels[i]) and self._lv(j) is not None))
-
-    def _aggregate_jobs(self, k, i, j, sl, lv, BTT):
-        """The jobs of :meth:`_aggregates` for selector level i and value level j: blocks of
-        selectors, each one gemm (mean) or one rank gemm (max / min). Shared caches (dense
-        selector matrices, layouts, rank tables) are made here, on the main thread."""
-        M = len(lv)
-        kinds = lv.kind
-        num = np.flatnonzero(kinds != _KIND_STR)
-        multi = sl.maxw > 1
-        V = self._full_layout(j)                  # [B, M, T] float32
-        Vi = V[:, num].astype(np.int16)
-        self._dense_cache(sl)
-        for red in ("mean", "max", "min"):
-            if red != "mean" and not self.g["maxmin"]:
-                continue
-            # a selector that never selects two keys: mean = max = min (only mean);
-            # strings only move (mean of one key)
-            srows = np.arange(len(sl)) if red == "mean" else np.flatnonzero(multi)
-            if srows.size == 0:
-                continue
-            if red != "mean":
-                self._rank_table(lv, num, red)
-            cols = np.arange(M) if red == "mean" else num
-            # per selector: its matrix (bool + float) and the output rows (float)
-            per = cols.size * self.B * self.T * 8 + BTT * 9
-            step = max(1, (_CHUNK * 8) // per)
-            for a in range(0, srows.size, step):
-                def job(rows=srows[a:a + step], red=red, cols=cols):
-                    S = self._dense_sels(sl, rows)              # [s, B, q, k] float32
-                    if red == "mean":
-                        sums = agg_gemm(V, S, self.vflat)               # [s, M, P]
-                        wq = np.maximum(sl.W[rows], 1).astype(np.float32)[:, None, :]
-                        # exact quotients of integers are exact in IEEE division, and the
-                        # cast truncates towards zero: the RASP-L mean (trunc) in one pass
-                        out = np.divide(sums, wq, out=sums).astype(np.int16)
-                    else:
-                        out = agg_maxmin(self._rank_table(lv, num, red), Vi, S, red,
-                                         self.vflat)                    # [s, M', P]
-                    return self._agg_emissions(k, sl, rows, out, kinds, cols, multi, i, j, red)
-                yield job
-
-    def _agg_emissions(self, k, sl, rows, out, kinds, cols, multi, i, j, red) -> list:
-        """The emissions ``[(level, prep, recipe)]`` of the aggregates ``out`` ``[s, len(cols),
-        P]`` of selectors ``rows`` (level i) over value rows ``cols`` (level j), once per
-        default (a default other than the first only for selectors with an empty selection
-        somewhere)."""
-        ems = []
-        ns = len(rows)
-        if red == "mean":
-            okc = (kinds[cols] != _KIND_STR)[None, :] | ~multi[rows][:, None]
-        else:
-            okc = np.ones((ns, cols.size), bool)
-        empty = sl.W[rows] == 0                               # [s, P]
-        he = sl.has_empty[rows]
-        for di, d in enumerate(self.defaults):
-            sub = np.flatnonzero(he) if di else np.arange(ns)
-            if sub.size == 0:
-                continue
-            dv = self.code[d] if self.is_str else d
-            o = out if di == 0 else out[sub]
-            if he.any():                  # one pass: the default where nothing is selected
-                o = np.where(empty[sub][:, None, :], np.int16(dv), o)
-            sel_ok = okc[sub].reshape(-1)
-            o = o.reshape(-1, self.Pn)
-            if not sel_ok.all():
-                o = o[sel_ok]
-            pairs = np.argwhere(okc[sub])
-            nc = len(cols)
-
-            def rec(r_, sub=sub, rows=rows, pairs=pairs, d=d, red=red, cols=cols, i=i, j=j):
-                s_, c_ = pairs[r_]
-                return ("agg", (i, int(rows[sub[s_]])), (j, int(cols[c_])), d, red)
-            kk = np.broadcast_to(kinds[cols][None, :], (sub.size, nc)).reshape(-1)
-            ems.append((k, self._prep(k, o, kk[sel_ok], checked=False), rec))
-        return ems
-
-    def _selects(self, k):
-        if k == 1:
-            ent = np.ones((1, self.E), bool)
-            self._emit_sels(1, ent, lambda i: ("true",))
-        if k == 2 and self.pl:
-            # the local selectors of C-RASP[periodic, local]: key j = i - c (size 2:
-            # select(indices, indices - c, ==))
-            qpos = self.index_row_full[self.eq_flat]
-            kpos = self.index_row_full[self.ek_flat]
-            cs = (1, 2)
-            ent = np.stack([kpos == qpos - c for c in cs])
-            self._emit_sels(2, ent, lambda i: ("local", cs[i]))
-        for i in range(0, k):
+            def jobs(kk=kk, qq=qq, Qv=Qv, nq=nq, ops=ops, lk=lk, i=i, j=j, step=step):
+                for a in range(0, kk.size, step):
+                    if not e.storing:
+                        return
+                    yield lambda kb=kk[a:a + step]: e._select_emissions(
+                        k, i, j, lk.vals[kb].astype(np.int16), Qv, kb, qq, ops)
+            e._families(jobs())
+            if not e.storing:
+                return
+    if e.g["sel_andor"]:
+        for i in range(1, k):
             j = k - 1 - i
-            lk, lq = self._lv(i), self._lv(j)
-            if lk is None or lq is None:
+            if j < i:
                 continue
-            for strness in ((False, True) if self.is_str else (False,)):
-                kk = np.flatnonzero((lk.kind == _KIND_STR) == strness)
-                qq = np.flatnonzero((lq.kind == _KIND_STR) == strness)
-                if self.crasp:     # predicates of the key's (and query's) symbols only
-                    kk = kk[np.isin(lk.kind[kk], (_KIND_INT, _KIND_STR))]
-                    qq = qq[np.isin(lq.kind[qq], (_KIND_INT, _KIND_STR))]
-                if kk.size == 0 or qq.size == 0:
-                    continue
-                ops = ("==", "!=") if strness else tuple(_SEL_OPS)
-                Qv = lq.vals[qq].astype(np.int16)
-                nq = qq.size
-                # key rows in blocks whose one-hot values and gathers fit in _CHUNK elements
-                step = max(1, _CHUNK // max(1, nq * self.Pn))
+            a_, b_ = e.sels.get(i), e.sels.get(j)
+            if a_ is None or b_ is None or not len(a_) or not len(b_):
+                continue
+            bstep = max(1, _CHUNK // e.lay.E)
+            for b0 in range(0, len(b_), bstep):
+                eb = sel_entries(e, b_, np.arange(b0, min(b0 + bstep, len(b_))))
+                for x in range(len(a_)):
+                    ex = sel_entries(e, a_, np.array([x]))
+                    for name, f in (("and", np.logical_and), ("or", np.logical_or)):
+                        ent = f(ex, eb)
+                        e._emit_sels(k, ent, lambda r, x=x, name=name, i=i, j=j, b0=b0:
+                                        (name, (i, x), (j, b0 + r)))
 
-                def jobs(kk=kk, qq=qq, Qv=Qv, nq=nq, ops=ops, lk=lk, i=i, j=j, step=step):
-                    for a in range(0, kk.size, step):
-                        if not self.storing:
-                            return
-                        yield lambda kb=kk[a:a + step]: self._select_emissions(
-                            k, i, j, lk.vals[kb].astype(np.int16), Qv, kb, qq, ops)
-                self._families(jobs())
-                if not self.storing:
-                    return
-        if self.g["sel_andor"]:
-            for i in range(1, k):
-                j = k - 1 - i
-                if j < i:
-                    continue
-                a_, b_ = self.sels.get(i), self.sels.get(j)
-                if a_ is None or b_ is None or not len(a_) or not len(b_):
-                    continue
-                bstep = max(1, _CHUNK // self.E)
-                for b0 in range(0, len(b_), bstep):
-                    eb = self._sel_entries(b_, np.arange(b0, min(b0 + bstep, len(b_))))
-                    for x in range(len(a_)):
-                        ex = self._sel_entries(a_, np.array([x]))
-                        for name, f in (("and", np.logical_and), ("or", np.logical_or)):
-                            ent = f(ex, eb)
-                            self._emit_sels(k, ent, lambda r, x=x, name=name, i=i, j=j, b0=b0:
-                                            (name, (i, x), (j, b0 + r)))
 
-    def _sop_level(self, k):
-        if k == 1:
-            self._constants()
-        # attention first (aggregates and widths), then the elementwise families: the order
-        # inside a size changes nothing certified, only which program of that size is met first
-        self._maps(k)
-        self._widths(k)
-        self._aggregates(k)
-        self._seqmaps(k)
-        self._wheres(k)
-        if k in self.rows:
-            self.rows[k].freeze()
+def sop_level(e, k):
+    if k == 1:
+        constants(e)
+    # attention first (aggregates and widths), then the elementwise families: the order
+    # inside a size changes nothing certified, only which program of that size is met first
+    maps(e, k)
+    widths(e, k)
+    aggregates(e, k)
+    seqmaps(e, k)
+    wheres(e, k)
+    if k in e.rows:
+        e.rows[k].freeze()
 
-    def _sel_level(self, k):
-        self._selects(k)
-        if k in self.sels:
-            self.sels[k].freeze(self.nbytes, self.Pn)
+
+def sel_level(e, k):
+    selects(e, k)
+    if k in e.sels:
+        e.sels[k].freeze(e.lay.nbytes, e.lay.Pn)

@@ -191,3 +191,147 @@ class _Prep:
     v: np.ndarray | None
     k: np.ndarray | None
     h: tuple | None
+
+
+@dataclass
+class Layout:
+    """The batch as the kernels read it: one explicit record, made once per round by
+    :func:`layout_of` and never changed by the enumeration (a test may overwrite ``tvals``).
+
+    Positions: ``B`` examples of ``T`` positions; the ``Pn`` valid ones in compact order are
+    ``vflat`` (indices into the flat ``[B * T]`` layout); ``row_first`` / ``row_last`` ``[Pn]``
+    the compact index of the first / last position of each one's example. Values:
+    ``tokens_row`` ``[Pn]`` (string tokens as order-preserving codes: ``code``, ``decode``),
+    ``index_row`` ``[Pn]`` (``index_row_full`` ``[B * T]``); the target: ``tvals`` at the
+    compact columns ``tcols``. Causal entries: the ``E`` pairs (query, key <= query) of valid
+    positions, grouped by query (``qstarts``), as flat positions ``eq_flat`` / ``ek_flat``,
+    compact ``eq_c`` / ``ek_c``, indices ``sel_flat`` into ``[B, q, k]``, and ``causal_f32``
+    ``[B, T, T]``; ``nbytes`` = bytes of a packed entry row. Fingerprints: ``R`` ``[Pn]`` for
+    s-op rows; ``RE[(q, k)] = qa[q] * kb[k]`` (mod 2^64) for selector entries, ``RE_total``
+    their sum, ``sel_byte_hash`` ``[nbytes, 256]`` the same from packed bytes. Constants:
+    ``int_consts``, ``str_consts``, aggregate ``defaults``.
+    """
+
+    B: int
+    T: int
+    Pn: int
+    vflat: np.ndarray
+    is_str: bool
+    code: dict
+    decode: list
+    tokens_row: np.ndarray
+    index_row_full: np.ndarray
+    index_row: np.ndarray
+    tcols: np.ndarray
+    tvals: np.ndarray
+    eq_flat: np.ndarray
+    ek_flat: np.ndarray
+    E: int
+    nbytes: int
+    qstarts: np.ndarray
+    sel_flat: np.ndarray
+    causal_f32: np.ndarray
+    R: np.ndarray
+    eq_c: np.ndarray
+    ek_c: np.ndarray
+    qa: np.ndarray
+    kb: np.ndarray
+    RE: np.ndarray
+    RE_total: np.int64
+    sel_byte_hash: np.ndarray
+    row_first: np.ndarray
+    row_last: np.ndarray
+    int_consts: list
+    str_consts: list
+    defaults: list
+
+
+def layout_of(problem) -> Layout:
+    """The :class:`Layout` of a :class:`~.problem.SearchProblem` (seeded fingerprint
+    coefficients: the same batch gives the same record).
+
+    Raises:
+        SearchError: more than 120 distinct string values, or numeric tokens outside int8.
+    """
+    from .problem import INT8
+    B, T = problem.inputs.shape
+    valid = problem.valid
+    vflat = np.flatnonzero(valid.reshape(-1))
+    P = len(vflat)
+    is_str = problem.inputs.dtype.kind == "U"
+    code, decode = {}, []
+    # string values become order-preserving codes (only compared, never computed with)
+    if is_str:
+        alphabet = sorted(set(problem.inputs[valid].tolist()) |
+                          set(problem.target[problem.target_mask].tolist()) |
+                          {c for c in problem.constants if isinstance(c, str)} |
+                          {d for d in problem.defaults if isinstance(d, str)})
+        if len(alphabet) > 120:
+            raise SearchError("too many distinct string values (at most 120)")
+        code = {s: i for i, s in enumerate(alphabet)}
+        decode = alphabet
+        toks = np.vectorize(code.get, otypes=[np.int64])(problem.inputs)
+        tvals = np.array([code[s] for s in problem.target.reshape(-1)[vflat][
+            problem.target_mask.reshape(-1)[vflat]].tolist()], np.int64)
+    else:
+        toks = problem.inputs.astype(np.int64)
+        tvals = problem.target.reshape(-1)[vflat][
+            problem.target_mask.reshape(-1)[vflat]].astype(np.int64)
+        if toks[valid].size and (toks[valid].min() < INT8[0] or toks[valid].max() > INT8[1]):
+            raise SearchError("token values outside the int8 range [-128, 127]")
+    tcols = np.flatnonzero(problem.target_mask.reshape(-1)[vflat])
+    # causal entries (b, q, k<=q) over valid queries, grouped by query in compact order
+    qs, ks = [], []
+    for b in range(B):
+        n = int(valid[b].sum())
+        qq, kk = np.tril_indices(n)
+        qs.append(b * T + qq)
+        ks.append(b * T + kk)
+    eq_flat = np.concatenate(qs)          # flat query position of each entry
+    ek_flat = np.concatenate(ks)
+    E = len(eq_flat)
+    nbytes = (E + 7) // 8
+    lens = valid.sum(axis=1)
+    counts = np.concatenate([np.arange(1, n + 1) for n in lens])
+    qstarts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    sel_flat = (eq_flat // T) * T * T + (eq_flat % T) * T + (ek_flat % T)
+    causal = np.zeros(B * T * T, np.float32)            # the causal valid entries, [B, q, k]
+    causal[sel_flat] = 1
+    rng = np.random.default_rng(12345)
+    R = rng.integers(1, 2**62, size=P, dtype=np.int64) | 1
+    # selector fingerprints: a random linear hash of the causal entries modulo 2^64 with
+    # rank-one coefficients RE[(q, k)] = a[q] * b[k] (a degree-2 polynomial identity test:
+    # distinct selectors collide with probability about 2^-62), the same function whether
+    # computed from packed bits (a byte table) or, for ``select(K, Q, op)``, from running
+    # sums without forming the entries (:func:`.kernels.select_hashes`)
+    comp = np.full(B * T, -1, np.int64)
+    comp[vflat] = np.arange(P)
+    eq_c, ek_c = comp[eq_flat], comp[ek_flat]             # compact query / key
+    qa = rng.integers(1, 2**63 - 1, size=P, dtype=np.int64)
+    kb = rng.integers(1, 2**63 - 1, size=P, dtype=np.int64)
+    RE = qa[eq_c] * kb[ek_c]                              # mod 2^64
+    re_pad = np.zeros(nbytes * 8, np.int64)
+    re_pad[:E] = RE
+    bits = ((np.arange(256)[:, None] >> (7 - np.arange(8))[None, :]) & 1).astype(np.int64)
+    # compact positions: index of the first / last position of each one's batch row
+    row_of = vflat // T
+    index_row_full = np.tile(np.arange(T), B)
+    # constants: numbers (and string codes) the grammar may use
+    if is_str:
+        defaults = [d for d in problem.defaults if isinstance(d, str)] or [decode[0]]
+    else:
+        defaults = [int(d) for d in problem.defaults if isinstance(d, (int, np.integer))] or [0]
+    return Layout(
+        B=B, T=T, Pn=P, vflat=vflat, is_str=is_str, code=code, decode=decode,
+        tokens_row=toks.reshape(-1)[vflat], index_row_full=index_row_full,
+        index_row=index_row_full[vflat], tcols=tcols, tvals=tvals, eq_flat=eq_flat,
+        ek_flat=ek_flat, E=E, nbytes=nbytes, qstarts=qstarts, sel_flat=sel_flat,
+        causal_f32=causal.reshape(B, T, T), R=R, eq_c=eq_c, ek_c=ek_c, qa=qa, kb=kb, RE=RE,
+        RE_total=RE.sum(),
+        sel_byte_hash=(re_pad.reshape(nbytes, 1, 8) * bits[None]).sum(axis=2),
+        row_first=np.searchsorted(row_of, row_of, side="left"),
+        row_last=np.searchsorted(row_of, row_of, side="right") - 1,
+        int_consts=[c for c in problem.constants
+                    if isinstance(c, (int, np.integer)) and not isinstance(c, bool)],
+        str_consts=[c for c in problem.constants if isinstance(c, str)],
+        defaults=defaults)
