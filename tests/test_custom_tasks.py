@@ -242,3 +242,29 @@ def test_registered_predictions_are_checked_as_written(tmp_path, monkeypatch):
     assert V._registered({"prediction": "generalizes", "prediction_label": "generalizes",
                           "theories": {"raspl": {}}, "in_catalogue": False},
                          "ape_learned", "none")["prediction"] == "no theory"
+
+
+def test_a_run_of_an_edited_task_file_is_not_reused(tmp_path):
+    """A run records what defines a task outside the catalogue (the task file's sha256), so
+    editing the file cannot reuse a run trained on the old file under the same name."""
+    from analysis.training.runs import RunDirError
+    from analysis.training.trainer import resolve_spec, train
+    f = _file(tmp_path, RUNNING_AND.format(name="edited_and"))
+    task = load_task_file(f)
+    ov = {"eval_samples": 2, "probe_every": 0}
+    kw = dict(steps=2, train_max_len=4, config_overrides=ov, progress=False, preset="quick",
+              verbose=False)
+    spec = resolve_spec(task, "nope", 0, "quick", steps=2, train_max_len=4,
+                        config_overrides=ov)
+    assert spec.task_source == {"name": "edited_and", "sha256": task.sha256}
+    out = tmp_path / "run"
+    train(task, "nope", out_dir=out, **kw)
+    assert json.loads((out / "config.json").read_text())["task_source"]["sha256"] == task.sha256
+    assert train(task, "nope", out_dir=out, **kw).reused            # the same file: reused
+    f.write_text(RUNNING_AND.format(name="edited_and").replace("acc and t", "acc or t"))
+    edited = load_task_file(f)
+    with pytest.raises(RunDirError, match="task's definition changed"):
+        train(edited, "nope", out_dir=out, **kw)
+    # a catalogue task's runs carry no task_source (their config.json is unchanged)
+    assert resolve_spec(tasks.get_task("parity"), "nope", 0, "quick",
+                        config_overrides=ov).task_source is None

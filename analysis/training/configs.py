@@ -293,6 +293,12 @@ def _legacy_train(d: dict) -> dict:
     return d
 
 
+def _task_source(v) -> dict | None:
+    if v is not None and not isinstance(v, dict):
+        raise ConfigError(f"task_source must be an object, got {v!r}")
+    return dict(v) if v else None
+
+
 MODEL_KEYS = frozenset(f.name for f in dataclasses.fields(TransformerConfig))
 
 PER_RUN_KEYS = frozenset({"pe", "d_vocab", "d_vocab_out", "n_ctx"})
@@ -393,6 +399,10 @@ class RunSpec:
         train: the resolved :class:`TrainConfig` (``train_max_len`` set).
         train_lengths: ``(min, max)`` training input length.
         eval_lengths: ``((length, "id"|"ood"), ...)`` evaluated lengths.
+        task_source: for a task defined outside the catalogue, what defines it
+            (``{"name", "sha256"}`` of a task file, the specification of a regular
+            expression: :func:`tasks.custom.task_source`), so a run of an edited task file is
+            not mistaken for one of the file it was trained on; None for catalogue tasks.
     """
 
     task: str
@@ -403,6 +413,7 @@ class RunSpec:
     train: TrainConfig
     train_lengths: tuple
     eval_lengths: tuple = field(default_factory=tuple)
+    task_source: dict | None = None
 
     def to_dict(self) -> dict:
         """The JSON form written to ``config.json`` (``optimizer`` and ``steps`` repeat
@@ -416,7 +427,8 @@ class RunSpec:
                               "grad_clip": tr.grad_clip},
                 "train": tr.to_dict(), "steps": tr.steps,
                 "train_lengths": list(self.train_lengths),
-                "eval_lengths": [[n, s] for n, s in self.eval_lengths]}
+                "eval_lengths": [[n, s] for n, s in self.eval_lengths],
+                **({"task_source": dict(self.task_source)} if self.task_source else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunSpec":
@@ -445,7 +457,8 @@ class RunSpec:
             return cls(task=d["task"], pe=d["pe"], seed=seed, preset=d.get("preset", "default"),
                        model=TransformerConfig.from_dict(dict(d["model"])),
                        train=TrainConfig.from_dict(dict(d["train"])),
-                       train_lengths=tuple(lengths), eval_lengths=evals)
+                       train_lengths=tuple(lengths), eval_lengths=evals,
+                       task_source=_task_source(d.get("task_source")))
         except KeyError as e:
             raise ConfigError(f"missing field {e.args[0]!r}") from None
         except (TransformerConfigError, TypeError, ValueError, OverflowError) as e:

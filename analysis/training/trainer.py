@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 import tasks
+from tasks.custom import task_source
 from analysis.training import configs
 from analysis.training.batches import (epoch_batch, fixed_train_set, make_step, step_loss,
                                        teacher_forced_accuracy)
@@ -241,7 +242,19 @@ def resolve_spec(task, pe: str, seed: int = 0, preset: str = "default",
             raise TrainingError(f"eval_bins: task {task.name!r} has no valid length in "
                                 f"{lo}..{hi}")
     return RunSpec(task=task.name, pe=pe, seed=int(seed), preset=preset, model=cfg, train=tr,
-                   train_lengths=(min(lengths), max(lengths)), eval_lengths=tuple(eval_pairs))
+                   train_lengths=(min(lengths), max(lengths)), eval_lengths=tuple(eval_pairs),
+                   task_source=run_task_source(task))
+
+
+def run_task_source(task) -> dict | None:
+    """What defines a task outside the catalogue, as its runs record it
+    (:attr:`~analysis.training.configs.RunSpec.task_source`): a task file's name and sha256
+    (not its path: a moved file is the same task), a regular expression's specification;
+    None for a catalogue task."""
+    src = task_source(task)
+    if "catalogue" in src:
+        return None
+    return {k: v for k, v in src.items() if k != "task_file"}
 
 
 # ------------------------------------------------------------------------------------------
@@ -300,8 +313,12 @@ def prepare(spec: RunSpec, run_dir: Path, device: str = "cpu", force: bool = Fal
             clear_run(run_dir)
         elif old != spec:
             if not force:
+                why = ""
+                if old.task_source != spec.task_source:
+                    why = (f" (the task's definition changed: {old.task_source or 'catalogue'} "
+                           f"-> {spec.task_source or 'catalogue'})")
                 raise RunDirError(
-                    f"{run_dir} holds a run with a different configuration; use another "
+                    f"{run_dir} holds a run with a different configuration{why}; use another "
                     f"output directory or force=True (--force) to replace it")
         elif (run_dir / "DONE").exists():
             result = read_result(run_dir, reused=True, spec=spec)
