@@ -94,3 +94,27 @@ def test_pe_preset_trains_one_pe_under_its_own_preset(tmp_path, capsys):
     rows = {r["pe"]: r for r in out["rows"]}
     assert set(rows["ape_learned"]["theories"]) == {"raspl", "crasp_pl"}
     assert main(["validate-predictor", "sort_unique", "--pe-preset", "ape_learned=nosuch"]) == 2
+
+
+def test_a_prediction_checked_against_a_replication_says_so(tmp_path):
+    """A replication cell (``rasp replicate huang``) holding a registered prediction and five
+    fitting seeds far below the threshold on its farthest bin: validate-predictor's
+    replication section labels the prediction contradicted, at the paper's scale."""
+    from analysis.prediction.validate import format_validation, replication_checks
+    bins = [{"bin": [1, 50], "em": 1.0, "n": 2000}, {"bin": [51, 100], "em": 0.1, "n": 2000},
+            {"bin": [101, 150], "em": 0.0, "n": 2000}]
+    from analysis.evidence.replication import agreement
+    per = {s: bins for s in range(5)}
+    cell = {"task": "copy_ab", "pe": "nope", "scale": "full", "comparable": True,
+            "status": "done", "prediction": {"prediction": "generalizes",
+                                             "registered": "2026-11-26T00:00:00Z"},
+            "agreement": agreement("copy_ab", "nope", per, list(range(5)), None,
+                                   ((0, 50), (51, 100), (101, 150)))}
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "copy_ab--nope.json").write_text(json.dumps(cell))
+    (check,) = replication_checks(["copy_ab"], ["nope"], str(tmp_path))
+    assert (check["measured"], check["label"]) == ("fails", "contradicted")
+    assert replication_checks(["copy_ab"], ["ape_learned"], str(tmp_path)) == []
+    from analysis.prediction.validate import _tally
+    text = format_validation({"rows": [], "replications": [check], **_tally([])})
+    assert "replications of Huang et al.'s experiment" in text and "contradicted" in text

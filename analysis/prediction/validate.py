@@ -95,7 +95,8 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
              progress: bool = True, log: Callable[[str], None] | None = None,
              address: str | None = None, budget_s: float | None = None,
              overrides: dict | None = None, pe_presets: dict | None = None,
-             registered: dict | None = None) -> dict:
+             registered: dict | None = None,
+             replication_dir: str | None = None) -> dict:
     """Predict, train (reusing runs) and compare for every task x PE.
 
     Training goes through the grid runner (:func:`analysis.training.grid.run_grid`: one Ray task per
@@ -118,10 +119,16 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
         pe_presets: PE -> training preset replacing ``preset`` for that PE (``--pe-preset``),
             e.g. ``{"ape_learned": "demo_random_offsets"}`` as the main job trains it, so the
             runs checked here are the runs of ``docs/results.md``.
+        replication_dir: cell files of ``rasp replicate huang`` (None: ``docs/replication`` of
+            this checkout): the prediction registered in each finished cell of these tasks and
+            PEs, checked against the cell's runs at the paper's lengths
+            (:func:`analysis.evidence.replication.prediction_checks`), listed apart under
+            ``"replications"`` (another protocol than the rows').
 
     Returns:
         ``{"rows": [ValidationRow.to_dict()...], "confusion": {predicted: {measured: n}},
-        "agreement": supported / (supported + contradicted) or None, "counts": {label: n}}``.
+        "agreement": supported / (supported + contradicted) or None, "counts": {label: n},
+        "replications": [prediction check...]}``.
 
     Raises:
         analysis.training.trainer.TrainingError / RunDirError: bad settings or an unusable run
@@ -187,6 +194,7 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
     out = _tally([r for r in rows if r.in_catalogue])
     outside = [r for r in rows if not r.in_catalogue]
     return {"rows": [r.to_dict() for r in rows], **out,
+            "replications": replication_checks(task_names, pes, replication_dir),
             "outside": _tally(outside) if outside else None,
             "settings": {"preset": preset, "pe_presets": dict(pe_presets or {}),
                          "steps": steps, "seeds": list(seeds),
@@ -195,6 +203,21 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
                          "registered": registered is not None,
                          "budgets": {"raspl": search_budget, "crasp": crasp_budget,
                                      "unit": "candidates"} if search else None}}
+
+
+def replication_checks(task_names: Sequence[str], pes: Sequence[str],
+                       cells_dir: str | None = None) -> list[dict]:
+    """The predictions registered in the finished cells of Huang et al.'s experiment
+    (``rasp replicate huang``) for these tasks and PEs, checked against each cell's runs on
+    its farthest bin (:func:`analysis.evidence.replication.prediction_check`); ``cells_dir``
+    None: ``docs/replication`` of this checkout (none there: ``[]``)."""
+    from pathlib import Path
+    from analysis.evidence import replication as R
+    root = Path(cells_dir) if cells_dir else R.DEFAULT_CELLS_DIR
+    if not root.is_dir():
+        return []
+    return [c for c in R.prediction_checks(root)
+            if c["task"] in set(task_names) and c["pe"] in set(pes)]
 
 
 def _registered(rec: dict, pe: str, protocol) -> dict:
@@ -233,6 +256,16 @@ def format_validation(out: dict) -> str:
     inside = [r for r in out["rows"] if r.get("in_catalogue", True)]
     outside = [r for r in out["rows"] if not r.get("in_catalogue", True)]
     lines = _table(inside, out) if inside or not outside else []
+    reps = out.get("replications") or []
+    if reps:
+        lines += ["", "Checked against replications of Huang et al.'s experiment (`rasp "
+                  "replicate huang`: their lengths, sweep and selection; the prediction "
+                  "registered in each cell before its runs; counted apart):", "",
+                  "| task | PE | scale | predicted (registered) | measured (farthest bin) | "
+                  "label |", "| --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {r['task']} | {r['pe']} | {r['scale']}"
+                  f"{'' if r['comparable'] else ' (a cut: not their lengths)'} | "
+                  f"{r['predicted'] or '–'} | {r['measured']} | {r['label']} |" for r in reps]
     if outside:
         lines += ["" if lines else "", "Registered predictions on tasks outside the catalogue "
                   "(out of sample: counted apart from the catalogue's):", ""]
