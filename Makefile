@@ -44,7 +44,7 @@ predictions: install
 # cells of Huang et al.'s experiment this 2-core machine affords at their scale, and the CPU cut
 # (--scale small) of four tasks. The other cells are GPU work: the doc lists their commands.
 REPLICATION_FULL ?= majority_binary
-REPLICATION_SMALL ?= majority_binary majority sort_150 copy_unique_150
+REPLICATION_SMALL ?= majority_binary majority sort_150 copy_unique_150 tomita4_nextchar dyck1_depth2_nextchar tomita7_nextchar ends_02_nextchar
 replication: install
 	$(VENV)/bin/rasp replicate huang $(REPLICATION_FULL) --pe ape_learned,nope -o docs/replication
 	$(VENV)/bin/rasp replicate huang $(REPLICATION_SMALL) --pe ape_learned,nope --scale small -o docs/replication

@@ -89,7 +89,7 @@ def _table(cells: list[dict], scale: R.Scale | None) -> list[str]:
         swept = len(c.get("sweep") or [])
         chosen = sel.get("config") or "–"
         if sel.get("fallback"):
-            chosen += " (fallback: none fit)"
+            chosen += " (none fit: the best ID)" if formal else " (fallback: none fit)"
         out.append("| " + " | ".join(
             [c["task"], _PE_NAME.get(c["pe"], c["pe"]), c.get("status", "?"),
              f"{chosen} ({swept} of {n_configs} configurations run)",
