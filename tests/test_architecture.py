@@ -173,6 +173,15 @@ def test_the_language_rooms_are_groups():
         "rasp.__init__", "rasp", "rasp.repl", "rasp.repl", "rasp.analyses", "analysis.training"]
 
 
+def test_no_subcommand_imports_another(graph):
+    """A command module of ``rasp_cli/commands/`` imports no other command and not
+    ``rasp_cli.main``: what commands share is in ``rasp_cli.common``."""
+    bad = sorted(f"{a} -> {b}" for a, b in graph.edges()
+                 if a.startswith("rasp_cli.commands.")
+                 and (b.startswith("rasp_cli.commands.") or b == "rasp_cli.main"))
+    assert not bad, bad
+
+
 def test_rasp_model_uses_only_the_error_root(graph):
     """The one Transformer imports nothing of ours but the error root (``rasp.errors``)."""
     outside = {b for a, b in graph.edges() if group(a) == "rasp_model" and group(b) != "rasp_model"}

@@ -27,7 +27,8 @@ def test_seeds_means_the_same_in_every_subcommand():
     """`--seeds` names the seeds themselves (a comma list and inclusive ranges) in train,
     sweep and validate-predictor; a count is never meant (issue 28 item 5)."""
     import pytest as _pytest
-    from rasp_cli.main import UsageError, build_parser, parse_seeds
+    from rasp_cli.common import UsageError, parse_seeds
+    from rasp_cli.main import build_parser
     assert parse_seeds("0-4") == [0, 1, 2, 3, 4]
     assert parse_seeds("3") == [3]
     assert parse_seeds("0,2, 5-6") == [0, 2, 5, 6]

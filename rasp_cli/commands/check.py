@@ -20,19 +20,18 @@ import json
 import os
 
 from rasp.ir import Indices, Selector, SOp, Tokens
+from rasp_cli.common import UsageError
 
 #: the one-line help of `rasp check` (shown by `rasp --help` without importing the command)
 HELP = "measure a .rasp file's s-ops and check they are valid RASP-L"
 
 
-def register(sub) -> None:
-    """Add the ``check`` subcommand to the CLI's subparsers."""
-    p = sub.add_parser(
-        "check", help=HELP,
-        description="Print the measures (length, layers, heads) and the RASP-L verdict "
-                    "(rules 1-5, each violation with rule, operation and line:column) of the "
-                    "s-ops defined in a .rasp file. Exit 0 all valid, 1 some invalid, 2 bad "
-                    "input.")
+def add_arguments(p) -> None:
+    p.description = (
+        "Print the measures (length, layers, heads) and the RASP-L verdict "
+        "(rules 1-5, each violation with rule, operation and line:column) of the "
+        "s-ops defined in a .rasp file. Exit 0 all valid, 1 some invalid, 2 bad "
+        "input.")
     p.add_argument("file", metavar="FILE", help="the .rasp program")
     p.add_argument("--name", "-n", action="append", default=None,
                    help="the s-op to check (repeatable; default: every s-op the file defines)")
@@ -43,14 +42,12 @@ def register(sub) -> None:
                    help="the input token values, comma-separated (for rule 2, int8 values)")
     p.add_argument("--max-len", type=int, default=None, metavar="N",
                    help="the largest input length (for rules 2 and 5)")
-    p.set_defaults(func=check_command)
 
 
 def parse_vocab(text: str | None) -> list[str] | None:
     """The vocabulary of ``--vocab``: comma-separated token values (kept as strings, as
     ``rasp.evaluate`` receives characters; ``tokens_int`` converts them). Raises UsageError for
     an empty vocabulary."""
-    from rasp_cli.main import UsageError
     if text is None:
         return None
     items = [s.strip() for s in text.split(",")]
@@ -66,7 +63,6 @@ def check_names(env, names: list[str] | None, vocab=None, max_len=None, causal=F
     None). Returns one dict per name: ``name``, ``measures`` (:class:`~rasp.analyses.measures.Measures`),
     ``report`` (:class:`~rasp.analyses.raspl.RASPLReport`). Raises UsageError for an unknown name, a name
     that is not an s-op or selector, or a file without s-ops."""
-    from rasp_cli.main import UsageError
     from rasp.analyses.measures import measure
     from rasp.analyses.raspl import check
 
@@ -101,9 +97,8 @@ def _text(item) -> str:
     return "\n".join(lines)
 
 
-def check_command(args) -> int:
+def run(args) -> int:
     """Run ``args.file`` and check its s-ops; returns 0 (all valid) or 1 (some invalid)."""
-    from rasp_cli.main import UsageError
     from rasp.repl.session import run_file
 
     if not os.path.isfile(args.file):

@@ -23,24 +23,25 @@ from __future__ import annotations
 
 import os
 
+from rasp_cli.common import UsageError, output_dir, seed_flag, whole_number
+
 #: the one-line help of `rasp compile` (shown by `rasp --help` without importing the command)
 HELP = 'compile an s-op of a .rasp file into transformer weights'
 
 
-def register(sub) -> None:
-    """Add the ``compile`` subcommand to the CLI's subparsers."""
-    p = sub.add_parser(
-        "compile", help=HELP,
-        description="Compile an s-op into the weights of a transformer (safetensors + JSON), "
-                    "print its size, optionally verify it against the interpreter. Exit 0 ok, "
-                    "1 verification mismatch, 2 bad input.",
-        epilog="TransformerLens: -o DIR also writes DIR/tl_config.json and "
-               "DIR/tl_model.safetensors, which TransformerLens loads strictly: "
-               "cfg = json.load(open('DIR/tl_config.json')); cfg['dtype'] = getattr(torch, "
-               "cfg['dtype']); model = HookedTransformer(HookedTransformerConfig(**cfg)); "
-               "model.load_state_dict(safetensors.torch.load_file('DIR/tl_model.safetensors'), "
-               "strict=True). Token ids: BOS 0, vocabulary values 1..n in --vocab order, PAD "
-               "n+1 (DIR/model.json). In Python: compiler.to_transformer_lens(model).")
+def add_arguments(p) -> None:
+    p.description = (
+        "Compile an s-op into the weights of a transformer (safetensors + JSON), "
+        "print its size, optionally verify it against the interpreter. Exit 0 ok, "
+        "1 verification mismatch, 2 bad input.")
+    p.epilog = (
+        "TransformerLens: -o DIR also writes DIR/tl_config.json and "
+        "DIR/tl_model.safetensors, which TransformerLens loads strictly: "
+        "cfg = json.load(open('DIR/tl_config.json')); cfg['dtype'] = getattr(torch, "
+        "cfg['dtype']); model = HookedTransformer(HookedTransformerConfig(**cfg)); "
+        "model.load_state_dict(safetensors.torch.load_file('DIR/tl_model.safetensors'), "
+        "strict=True). Token ids: BOS 0, vocabulary values 1..n in --vocab order, PAD "
+        "n+1 (DIR/model.json). In Python: compiler.to_transformer_lens(model).")
     p.add_argument("file", metavar="FILE", help="the .rasp program")
     p.add_argument("--name", "-n", required=True, help="the s-op to compile")
     p.add_argument("--vocab", required=True, metavar="a,b,c",
@@ -58,11 +59,9 @@ def register(sub) -> None:
                         "all inputs when few), check K random inputs per length against the "
                         "interpreter")
     p.add_argument("--seed", type=int, default=0, help="seed of --verify's inputs")
-    p.set_defaults(func=compile_command)
 
 
 def _parse_vocab(text: str) -> list[str]:
-    from rasp_cli.main import UsageError
     items = [s.strip() for s in (text or "").split(",")]
     items = [s for s in items if s]
     if not items:
@@ -79,9 +78,8 @@ def verify(cm, sop, k: int, seed: int = 0) -> tuple[int, int, str | None]:
     return res.mismatches, res.checked, res.counterexample
 
 
-def compile_command(args) -> int:
+def run(args) -> int:
     """Compile ``args.name`` of ``args.file``; returns 0, or 1 on a verification mismatch."""
-    from rasp_cli.main import UsageError, output_dir, seed_flag, whole_number
     from rasp.ir import Select, SOp, topological_order
     from rasp.repl.session import run_source
     from rasp_model.files import read_text

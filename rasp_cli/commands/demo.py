@@ -29,27 +29,24 @@ import os
 import time
 from pathlib import Path
 
+from rasp_cli.common import add_report_arguments, generate_report_from_args, write_results_file
+
 #: the one-line help of `rasp demo` (shown by `rasp --help` without importing the command)
 HELP = 'the main job: the default report (2 tasks, 6 PEs x 5 seeds)'
 
-def register(sub) -> None:
-    """Add the ``demo`` subcommand."""
-    p = sub.add_parser("demo", help=HELP,
-                       description=__doc__.split("\n", 1)[1].strip())
-    from rasp_cli.commands.report import add_arguments
-    add_arguments(p, default_preset="main")
-    p.set_defaults(func=run)
+def add_arguments(p) -> None:
+    p.description = (__doc__.split("\n", 1)[1].strip())
+    add_report_arguments(p, default_preset="main")
 
 
 def run(args) -> int:
-    from rasp_cli.commands import report as report_cmd
 
     if args.preset == "confirmation" and not args.tasks:
         from analysis.reporting.presets import FULL_TASKS
         args.tasks = list(FULL_TASKS)
     t0 = time.time()
     results, args.results = args.results, None
-    rc = report_cmd.run(args)
+    rc = generate_report_from_args(args)
     wall = time.time() - t0
     report_json = Path(args.out) / "report.json"
     doc = json.loads(report_json.read_text())
@@ -57,7 +54,7 @@ def run(args) -> int:
     from analysis.training.runs import atomic_write_text
     atomic_write_text(report_json, json.dumps(doc, indent=1), mode=0o644)   # never via a link
     if results:
-        report_cmd.write_results_file(report_json, results, args.command_line)
+        write_results_file(report_json, results, args.command_line)
     meta = doc["meta"]
     print(f"demo finished in {wall:.0f} s wall ({meta.get('trained_now', 0)} runs trained now, "
           f"{meta.get('run_seconds_trained_now', 0):.0f} run-seconds in the Ray workers, "

@@ -14,16 +14,15 @@ from __future__ import annotations
 import json
 import sys
 
+from rasp_cli.common import UsageError
+
 #: the one-line help of `rasp probe` (shown by `rasp --help` without importing the command)
 HELP = ('compare attention of trained runs with each other, the compiled '
         'program and relative-position references')
 
 
-def register(sub) -> None:
-    """Add the ``probe`` subcommand."""
-    p = sub.add_parser(
-        "probe", help=HELP,
-        description=__doc__.split("\n", 1)[1].strip())
+def add_arguments(p) -> None:
+    p.description = (__doc__.split("\n", 1)[1].strip())
     p.add_argument("runs", nargs="+", metavar="RUN_DIR",
                    help="finished run directories (runs/<task>/<pe>/seed<k>), compiled "
                         "model directories, or TransformerLens model directories "
@@ -38,7 +37,6 @@ def register(sub) -> None:
     p.add_argument("--no-compile", action="store_true",
                    help="do not compile the task's reference program")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
-    p.set_defaults(func=run)
 
 
 #: Longest probe length and most probe sequences (``--lengths`` x ``--per-length``): the
@@ -48,7 +46,6 @@ MAX_PROBE_SEQUENCES = 10_000
 
 
 def _lengths(text):
-    from rasp_cli.main import UsageError
     if not text:
         return None
     try:
@@ -64,7 +61,6 @@ def _lengths(text):
 
 
 def run(args) -> int:
-    from rasp_cli.main import UsageError
     from analysis.probing import alignment
     from analysis.probing import metrics
     from analysis.training.runs import RunDirError

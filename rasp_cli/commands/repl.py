@@ -25,14 +25,12 @@ from rasp.parser import directives
 HELP = 'the interactive RASP REPL (the default when no subcommand is given)'
 
 
-def register(sub) -> None:
-    """Add the ``repl`` subcommand to the CLI's subparsers."""
-    p = sub.add_parser(
-        "repl", help=HELP,
-        description="The interactive RASP REPL: prompt '>> ', continuation '.. ', running "
-                    "example \"hello\", history in $RASP_HISTORY or ~/.rasp_history. Type "
-                    "'help' inside for the commands. Reads statements from stdin when it is "
-                    "not a terminal.")
+def add_arguments(p) -> None:
+    p.description = (
+        "The interactive RASP REPL: prompt '>> ', continuation '.. ', running "
+        "example \"hello\", history in $RASP_HISTORY or ~/.rasp_history. Type "
+        "'help' inside for the commands. Reads statements from stdin when it is "
+        "not a terminal.")
     p.add_argument("files", nargs="*", metavar="FILE",
                    help=".rasp files to run into the session before the REPL starts")
     p.add_argument("--causal", action="store_true",
@@ -46,7 +44,6 @@ def register(sub) -> None:
                    help="a .rasp file to use as the base library instead of rasplib (run as "
                         "the original runs its library: every error is reported, then the "
                         "REPL starts)")
-    p.set_defaults(func=run_repl)
 
 
 def compile_command(repl, argtext: str) -> str:
@@ -94,7 +91,7 @@ def _is_causal_file(text: str) -> bool:
     return "causal" in directives(text)
 
 
-def run_repl(args) -> int:
+def run(args) -> int:
     """Start the REPL (``args``: this subcommand's options).
 
     Returns 0; 2 when a FILE or the base library cannot be read, or a FILE fails; in the

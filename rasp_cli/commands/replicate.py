@@ -14,33 +14,33 @@ Exit codes: 0 every cell done, 1 a cell incomplete (fewer than five seeds fit, a
 
 from __future__ import annotations
 
+from rasp_cli.common import (UsageError, add_device_option, check_grid_options, grid_options,
+                             parse_pes)
+
 #: the one-line help of `rasp replicate` (shown by `rasp --help` without importing the command)
 HELP = "run a paper's experiment as its authors did (huang: Huang et al. 2025)"
 
 
-def register(sub) -> None:
-    """Add the ``replicate`` subcommand to the CLI's subparsers."""
-    from rasp_cli.commands.train import grid_options
-    p = sub.add_parser(
-        "replicate", help=HELP,
-        description="Run Huang et al. 2025's length-generalization experiment (ICLR 2025, "
-                    "arXiv 2410.02140; their code github.com/lacoco-lab/length_generalization) "
-                    "for their algorithmic tasks: train lengths 1-50, test bins 51-100 and "
-                    "101-150 (2,000 examples each), learned APE with a random position offset "
-                    "per example or NoPE, their sweep over layers {1,2,4} x heads {1,2,4} x "
-                    "d_model {16,64,256} x lr {1e-3,1e-4} (one seed, early stop at 100% in "
-                    "distribution), the configuration with the best 51-100 exact match among "
-                    "those at 100% in distribution, and the mean of the first five seeds that "
-                    "fit. The full protocol is GPU work (up to 54 configurations x 30,000 steps "
-                    "per cell); --scale small cuts it to minutes on 2 CPU cores (its numbers are "
-                    "not theirs to compare). Their formal languages (TASK <language>_nextchar, "
-                    "next-character sets) follow their formal_lang_suite: a fixed training set "
-                    "of 10,000 strings for 100 epochs at batch 16, AdamW lr 1e-5, a grid over "
-                    "layers {1,2,4} x heads {1,2,4} x d_model {32,64}, the lengths of their "
-                    "released files; their code has no selection script, so the algorithmic "
-                    "rule is applied (said in every cell file). Each cell writes OUT/<scale>/<task>--<pe>.json; "
-                    "`python -m analysis.reporting.replication_doc` turns them into "
-                    "docs/huang-replication.md.")
+def add_arguments(p) -> None:
+    p.description = (
+        "Run Huang et al. 2025's length-generalization experiment (ICLR 2025, "
+        "arXiv 2410.02140; their code github.com/lacoco-lab/length_generalization) "
+        "for their algorithmic tasks: train lengths 1-50, test bins 51-100 and "
+        "101-150 (2,000 examples each), learned APE with a random position offset "
+        "per example or NoPE, their sweep over layers {1,2,4} x heads {1,2,4} x "
+        "d_model {16,64,256} x lr {1e-3,1e-4} (one seed, early stop at 100% in "
+        "distribution), the configuration with the best 51-100 exact match among "
+        "those at 100% in distribution, and the mean of the first five seeds that "
+        "fit. The full protocol is GPU work (up to 54 configurations x 30,000 steps "
+        "per cell); --scale small cuts it to minutes on 2 CPU cores (its numbers are "
+        "not theirs to compare). Their formal languages (TASK <language>_nextchar, "
+        "next-character sets) follow their formal_lang_suite: a fixed training set "
+        "of 10,000 strings for 100 epochs at batch 16, AdamW lr 1e-5, a grid over "
+        "layers {1,2,4} x heads {1,2,4} x d_model {32,64}, the lengths of their "
+        "released files; their code has no selection script, so the algorithmic "
+        "rule is applied (said in every cell file). Each cell writes OUT/<scale>/<task>--<pe>.json; "
+        "`python -m analysis.reporting.replication_doc` turns them into "
+        "docs/huang-replication.md.")
     p.add_argument("paper", choices=["huang"], help="the experiment: huang (Huang et al. 2025)")
     p.add_argument("tasks", nargs="+", metavar="TASK",
                    help="their algorithmic tasks (majority_binary, majority, "
@@ -69,11 +69,10 @@ def register(sub) -> None:
     p.add_argument("--no-predict", action="store_true",
                    help="do not register our prediction before the runs (faster; the cell "
                         "then has none)")
-    p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda")
+    add_device_option(p)
     p.add_argument("--force", action="store_true", help="retrain finished runs")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     grid_options(p)
-    p.set_defaults(func=replicate_command)
 
 
 def _prediction(task: str, pe: str) -> dict:
@@ -85,14 +84,12 @@ def _prediction(task: str, pe: str) -> dict:
             or rec.prediction, "theory": rec.theory, "budgets": getattr(rec, "budgets", None)}
 
 
-def replicate_command(args) -> int:
+def run(args) -> int:
     """Run ``rasp replicate``; returns the exit code."""
     import time
 
     from analysis.evidence import replication as R
     from analysis.training.grid import GridError
-    from rasp_cli.commands.train import check_grid_options, parse_pes
-    from rasp_cli.main import UsageError
 
     pes = parse_pes(args.pe)
     check_grid_options(args)              # --gpus-per-run nan etc. before anything starts

@@ -20,17 +20,16 @@ import os
 import numpy as np
 
 from rasp.ir import Selector, SOp
+from rasp_cli.common import UsageError
 
 #: the one-line help of `rasp run` (shown by `rasp --help` without importing the command)
 HELP = 'run a .rasp file and evaluate a name on an input'
 
 
-def register(sub) -> None:
-    """Add the ``run`` subcommand to the CLI's subparsers."""
-    p = sub.add_parser(
-        "run", help=HELP,
-        description="Run a .rasp program and evaluate NAME on an input: an s-op gives its "
-                    "values per position, a selector its [query, key] matrix, an atom itself.")
+def add_arguments(p) -> None:
+    p.description = (
+        "Run a .rasp program and evaluate NAME on an input: an s-op gives its "
+        "values per position, a selector its [query, key] matrix, an atom itself.")
     p.add_argument("file", metavar="FILE", help="the .rasp program")
     p.add_argument("--name", "-n", default="out",
                    help="the name to evaluate (default: out, the last bare expression)")
@@ -40,13 +39,11 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--causal", action="store_true",
                    help="run the file in RASP-L causal mode (every select is causal)")
-    p.set_defaults(func=run_command)
 
 
 def parse_input(word: str) -> list:
     """The input tokens of WORD: a list literal (``[1, 2, 3]``; atoms only) or the characters
     of a string. Raises ``UsageError`` for an empty or malformed input."""
-    from rasp_cli.main import UsageError
     text = word.strip()
     if text.startswith("["):
         try:
@@ -87,9 +84,8 @@ def _show_input(word: str, seq: list) -> str:
     return json.dumps("".join(seq), ensure_ascii=False)
 
 
-def run_command(args) -> int:
+def run(args) -> int:
     """Run ``args.file`` and print ``args.name`` evaluated on ``args.input``; returns 0."""
-    from rasp_cli.main import UsageError
     from rasp import limits
     from rasp.repl.display import format_selector_value, format_sop_value, written_size
     from rasp.errors import RASPResourceError

@@ -44,21 +44,24 @@ from __future__ import annotations
 import json
 import textwrap
 
+from rasp_cli.common import (UsageError, add_search_args, add_task_source_args, load_program,
+                             parse_pes, search_settings, tasks_from_args)
+
 #: the one-line help of `rasp score` (shown by `rasp --help` without importing the command)
 HELP = 'length-generalization prediction per task and positional encoding, with its evidence'
 
 
-def register(sub) -> None:
-    """Add the ``score`` subcommand to the CLI's subparsers."""
-    p = sub.add_parser(
-        "score", help=HELP,
-        description="For each task (and --pe): the prediction (generalizes | no program <= s "
-                    "| fails | unknown | no theory) with the theory it comes from and its "
-                    "evidence (a verified program and its expression size, or a bounded search "
-                    "certificate, which is not a decision), the RASP-L status of the program "
-                    "used and what the papers report. Without --search only the shipped "
-                    "program is evidence; the searches stop on work budgets (candidates), so a "
-                    "row is the same on any machine.")
+def add_arguments(p) -> None:
+    """Tasks and PEs, the verification size, the searches (:func:`rasp_cli.common.add_search_args`),
+    a program of your own, your own tasks and ``--register``."""
+    p.description = (
+        "For each task (and --pe): the prediction (generalizes | no program <= s "
+        "| fails | unknown | no theory) with the theory it comes from and its "
+        "evidence (a verified program and its expression size, or a bounded search "
+        "certificate, which is not a decision), the RASP-L status of the program "
+        "used and what the papers report. Without --search only the shipped "
+        "program is evidence; the searches stop on work budgets (candidates), so a "
+        "row is the same on any machine.")
     p.add_argument("tasks", metavar="TASK", nargs="*",
                    help="task names (default: every generalization task, or none with "
                         "--task-file / --regex; 'huang' = Huang et al.'s tasks)")
@@ -79,7 +82,6 @@ def register(sub) -> None:
     p.add_argument("--name", default=None,
                    help="the s-op of --program (default: the task's reference name)")
     from analysis.prediction.budget import DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET
-    from rasp_cli.main import add_task_source_args
     add_task_source_args(p)
     p.add_argument("--no-search", action="store_true",
                    help="with --task-file / --regex: do not run the searches (by default they "
@@ -89,57 +91,6 @@ def register(sub) -> None:
     p.add_argument("--register", metavar="FILE.json", default=None,
                    help="register the predictions in FILE.json (code commit, budgets, each "
                         "task file's sha256, time) for `rasp validate-predictor --registered`")
-    p.set_defaults(func=score_command)
-
-
-def add_search_args(p) -> None:
-    """The search flags of ``rasp score`` and ``rasp validate-predictor``: budgets in work."""
-    from analysis.prediction.budget import (DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET,
-                                            parse_budget)
-    # nargs="?": an old "--search SECONDS" reaches search_settings (a clear error); a task
-    # name right after --search is a task
-    p.add_argument("--search", nargs="?", const=True, default=False, metavar="",
-                   help="run the shortest-program searches with their default work budgets: "
-                        "a found program or a certificate becomes evidence")
-    p.add_argument("--search-budget", type=parse_budget, default=None, metavar="N",
-                   help="candidate programs per RASP-L search (implies --search; default "
-                        f"{DEFAULT_SEARCH_BUDGET:,}; 40M, 500k also read)")
-    p.add_argument("--crasp-budget", type=parse_budget, default=None, metavar="N",
-                   help="candidate Booleans and counts per C-RASP search (implies --search; "
-                        f"default {DEFAULT_CRASP_BUDGET:,})")
-    p.add_argument("--search-time-cap", type=float, default=None, metavar="S",
-                   help="a wall-clock safety stop per search in seconds (default none): a "
-                        "search that hits it gives 'unknown (time cap)', never another verdict")
-
-
-def search_settings(args, names: list) -> dict:
-    """``predict``'s search keywords from :func:`add_search_args`' flags. An old ``--search
-    SECONDS`` gets a clear error; a task name right after ``--search`` joins ``names``.
-
-    Raises:
-        rasp_cli.main.UsageError: ``--search`` with a number, or a bad time cap.
-    """
-    from rasp_cli.main import UsageError, finite_number
-    from analysis.prediction.budget import DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET
-    if isinstance(args.search, str):
-        try:
-            float(args.search)
-        except ValueError:
-            names.insert(0, args.search)        # "--search TASK": a flag, then a task
-        else:
-            raise UsageError(f"--search {args.search}: --search no longer takes seconds "
-                             "(searches stop on work, so a verdict does not depend on the "
-                             "machine's load); use --search for the default budgets, or "
-                             "--search-budget N / --crasp-budget N (candidates), and "
-                             "optionally --search-time-cap S")
-    finite_number(args.search_time_cap, "--search-time-cap")
-    on = bool(args.search or args.search_budget is not None or args.crasp_budget is not None)
-    return {"search": on,
-            "search_budget": DEFAULT_SEARCH_BUDGET if args.search_budget is None
-            else args.search_budget,
-            "crasp_budget": DEFAULT_CRASP_BUDGET if args.crasp_budget is None
-            else args.crasp_budget,
-            "search_time_cap": args.search_time_cap}
 
 
 #: the text table's columns, printed under it
@@ -161,12 +112,10 @@ def _row(p) -> str:
             f"{status:28s} {p.prediction_label:18s} {paper:17s} {agree}")
 
 
-def score_command(args) -> int:
+def run(args) -> int:
     """Predict and print each task; returns 0."""
-    from rasp_cli.main import UsageError
     import tasks
     from analysis.prediction.predict import PredictError, predict
-    from rasp_cli.main import tasks_from_args
     found = search_settings(args, args.tasks)
     own = tasks_from_args(args)
     if own and not args.no_search:
@@ -180,7 +129,6 @@ def score_command(args) -> int:
         names = list(tasks.HUANG_TASKS)
     pes = [None]
     if args.pe:
-        from rasp_cli.commands.train import parse_pes
         pes = [pe for x in args.pe for pe in parse_pes(x)]
     if args.max_length is not None and args.max_length < 1:
         raise UsageError("--max-length must be a positive integer")
@@ -202,7 +150,6 @@ def score_command(args) -> int:
         try:
             if args.program:
                 from analysis.prediction.predict import predict_program
-                from rasp_cli.commands.verify import load_program
                 if t.kind != "next_token":
                     raise PredictError(f"task {t.name!r} is a {t.kind} task; --program "
                                        "scores a next-token program (next_token tasks)")

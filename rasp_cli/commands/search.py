@@ -31,17 +31,17 @@ from __future__ import annotations
 import argparse
 import json
 
+from rasp_cli.common import UsageError, add_task_source_args, finite_number, tasks_from_args
+
 #: the one-line help of `rasp search` (shown by `rasp --help` without importing the command)
 HELP = 'shortest-program search for a task (RASP-L or C-RASP)'
 
 
-def register(sub) -> None:
-    """Add the ``search`` subcommand."""
-    p = sub.add_parser(
-        "search", help=HELP,
-        description="Enumerate programs smallest first (families of candidates evaluated as "
-                    "array operations) until one reproduces the task's next-token function; "
-                    "print the certified lower bound and the program found.")
+def add_arguments(p) -> None:
+    p.description = (
+        "Enumerate programs smallest first (families of candidates evaluated as "
+        "array operations) until one reproduces the task's next-token function; "
+        "print the certified lower bound and the program found.")
     p.add_argument("task", metavar="TASK", nargs="?", default=None,
                    help="a next-token task of the catalogue (or use --examples, --task-file, "
                         "--regex)")
@@ -67,9 +67,7 @@ def register(sub) -> None:
                         "$RASP_SEARCH_THREADS, else the usable cores, at most 2); the result "
                         "does not depend on it")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    from rasp_cli.main import add_task_source_args
     add_task_source_args(p, many=False)
-    p.set_defaults(func=search_command)
 
 
 def read_examples(path: str) -> list[tuple[list, int]]:
@@ -134,17 +132,14 @@ def read_examples(path: str) -> list[tuple[list, int]]:
     return out
 
 
-def search_command(args) -> int:
-    from rasp_cli.main import UsageError
+def run(args) -> int:
     from analysis.prediction.search import SearchError, problem_from_examples, search, search_task
-    from rasp_cli.main import tasks_from_args
     own = tasks_from_args(args)
     if (args.task is not None) + (args.examples is not None) + len(own) != 1:
         raise UsageError("give a TASK, --examples FILE.jsonl, --task-file FILE.py or --regex "
                          "PATTERN (one of them)")
     if args.max_length < 1 or args.max_length > 20:
         raise UsageError("--max-length must be between 1 and 20")
-    from rasp_cli.main import finite_number
     if args.seconds is not None:
         raise UsageError("--seconds is gone: the search stops on work, not seconds (a result "
                          "must not depend on the machine's load); use --budget N (candidate "

@@ -18,21 +18,21 @@ import hashlib
 import json
 from pathlib import Path
 
+from rasp_cli.common import (PE_HELP, UsageError, add_device_option, check_grid_options,
+                             grid_options, parse_pes, parse_seeds, run_grid_from_args)
+
 #: the one-line help of `rasp sweep` (shown by `rasp --help` without importing the command)
 HELP = 'sweep training settings per (task, PE) and select as Huang et al.'
 
 
-def register(sub) -> None:
-    """Add the ``sweep`` subcommand to the CLI's subparsers."""
-    from rasp_cli.commands.train import PE_HELP, grid_options
-    p = sub.add_parser(
-        "sweep", help=HELP,
-        description="Train every configuration of a TOML sweep file (every key a training "
-                    "setting; a list is swept, a scalar fixed) for the seeds named and each PE, then "
-                    "select as Huang et al. 2025: among configurations that fit the training "
-                    "lengths, the best on the validation lengths (OOD up to 1.5x the training "
-                    "length); report its test exact match (OOD above 1.5x) and the median and "
-                    "range across fitting configurations.")
+def add_arguments(p) -> None:
+    p.description = (
+        "Train every configuration of a TOML sweep file (every key a training "
+        "setting; a list is swept, a scalar fixed) for the seeds named and each PE, then "
+        "select as Huang et al. 2025: among configurations that fit the training "
+        "lengths, the best on the validation lengths (OOD up to 1.5x the training "
+        "length); report its test exact match (OOD above 1.5x) and the median and "
+        "range across fitting configurations.")
     p.add_argument("task", metavar="TASK", help="task name (see `rasp tasks`)")
     p.add_argument("--pe", required=True, help=PE_HELP)
     p.add_argument("--grid-file", required=True, metavar="SWEEP.toml",
@@ -44,12 +44,11 @@ def register(sub) -> None:
     p.add_argument("--fit", type=float, default=1.0,
                    help="ID exact match a seed needs to count as fitting (Huang et al.: 1.0)")
     p.add_argument("-o", "--out", default="runs", metavar="DIR", help="runs root (default runs/)")
-    p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda")
+    add_device_option(p)
     p.add_argument("--force", action="store_true", help="retrain finished runs")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", default=None, metavar="FILE", help="write the selection as JSON")
     grid_options(p)
-    p.set_defaults(func=sweep_command)
 
 
 def _slug(tag: str) -> str:
@@ -58,20 +57,16 @@ def _slug(tag: str) -> str:
     return f"{safe}-{hashlib.sha1(tag.encode()).hexdigest()[:6]}"
 
 
-def sweep_command(args) -> int:
+def run(args) -> int:
     """Run ``rasp sweep``; returns the exit code."""
     from analysis.training import sweep
     from analysis.training.grid import check_runs
     from analysis.training.trainer import TrainingError
-    from rasp_cli.commands.train import parse_pes, run_grid_from_args
-    from rasp_cli.main import UsageError
 
-    from rasp_cli.main import parse_seeds
     pes = parse_pes(args.pe)
     seeds = parse_seeds(args.seeds)
     if not 0.0 <= args.fit <= 1.0:                 # NaN fails this too
         raise UsageError("--fit must be in [0, 1]")
-    from rasp_cli.commands.train import check_grid_options
     check_grid_options(args)                      # before any run is planned or Ray started
     try:
         swept, fixed = sweep.load_sweep(args.grid_file)

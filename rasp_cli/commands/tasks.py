@@ -20,14 +20,11 @@ GROUPS = {"A": "generalization (next-token, trainable)", "B": "sequence program 
           "H": "Huang et al. 2025 (next-token; *_nextchar: next-character sets; trainable)"}
 
 
-def register(sub) -> None:
-    """Add the ``tasks`` subcommand."""
-    p = sub.add_parser("tasks", help=HELP,
-                       description=__doc__.split("\n", 1)[1].strip())
+def add_arguments(p) -> None:
+    p.description = (__doc__.split("\n", 1)[1].strip())
     p.add_argument("--group", choices=sorted(GROUPS), default=None,
                    help="only part A (trainable next-token tasks) or part B (sequence programs)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
-    p.set_defaults(func=run)
 
 
 def rows(group: str | None = None) -> list[dict]:

@@ -18,26 +18,30 @@ from __future__ import annotations
 
 import json
 
+from rasp_cli.common import (MAX_THREADS, PE_HELP, UsageError, add_device_option,
+                             add_task_source_args, check_grid_options, grid_options,
+                             parse_overrides, parse_pes, parse_seeds, run_grid_from_args,
+                             seed_flag, tasks_from_args, whole_number)
+
 #: the one-line help of `rasp train` (shown by `rasp --help` without importing the command)
 HELP = 'train transformers with a positional encoding on a task'
 
-PE_HELP = "nope, ape_learned, ape_sinusoidal, t5, alibi, rope, or 'all' (comma-separated list ok)"
 
-
-def register(sub) -> None:
-    """Add the ``train`` subcommand to the CLI's subparsers."""
+def add_arguments(p) -> None:
+    """One run (TASK) or a grid (``--grid``), the training settings (``--set``), your own tasks
+    and the grid runner's options; the epilog lists the ``--set`` keys."""
     from analysis.training.configs import MODEL_KEYS, PER_RUN_KEYS, TRAIN_KEYS, TRAIN_PRESETS
-    p = sub.add_parser(
-        "train", help=HELP,
-        description="Train a small decoder transformer on a generalization task with one of six "
-                    "positional encodings, evaluate exact match per length (ID and OOD up to 2x "
-                    "the training length), and write a run directory (default "
-                    "runs/TASK/PE/seed<k>/; locked while training, resumed after an interrupt, "
-                    "reused when finished). --grid trains several tasks x PEs x seeds and prints "
-                    "a table.",
-        epilog=f"--set keys: model {', '.join(sorted(MODEL_KEYS - PER_RUN_KEYS))}; training "
-               f"{', '.join(sorted(TRAIN_KEYS))} (docs/training.md). Exit codes: 0 done, "
-               f"2 bad input or an unusable run directory, 130 interrupted (checkpoint saved).")
+    p.description = (
+        "Train a small decoder transformer on a generalization task with one of six "
+        "positional encodings, evaluate exact match per length (ID and OOD up to 2x "
+        "the training length), and write a run directory (default "
+        "runs/TASK/PE/seed<k>/; locked while training, resumed after an interrupt, "
+        "reused when finished). --grid trains several tasks x PEs x seeds and prints "
+        "a table.")
+    p.epilog = (
+        f"--set keys: model {', '.join(sorted(MODEL_KEYS - PER_RUN_KEYS))}; training "
+        f"{', '.join(sorted(TRAIN_KEYS))} (docs/training.md). Exit codes: 0 done, "
+        f"2 bad input or an unusable run directory, 130 interrupted (checkpoint saved).")
     p.add_argument("task", nargs="?", metavar="TASK",
                    help="task name: a part-A task of `rasp tasks --group A`")
     p.add_argument("--grid", metavar="TASKS", default=None,
@@ -50,7 +54,7 @@ def register(sub) -> None:
     p.add_argument("--steps", type=int, default=None, help="optimizer steps (default: config)")
     p.add_argument("--train-max-len", type=int, default=None, metavar="L",
                    help="train on lengths 1..L (default: the task's)")
-    p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda")
+    add_device_option(p)
     p.add_argument("--preset", default="default",
                    help=f"training preset: {' or '.join(TRAIN_PRESETS)} (quick: ~30 s per run "
                         f"on 2 cores)")
@@ -63,42 +67,8 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default 1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON")
-    from rasp_cli.main import add_task_source_args
     add_task_source_args(p)
     grid_options(p)
-    p.set_defaults(func=train_command)
-
-
-def parse_pes(text):
-    """PE names from ``--pe`` text (comma list or ``all``); UsageError for an unknown one."""
-    from rasp_model import PE_NAMES
-    from rasp_cli.main import UsageError
-    if not text:
-        raise UsageError(f"--pe is required: {PE_HELP}")
-    if text == "all":
-        return list(PE_NAMES)
-    pes = [s.strip() for s in text.split(",") if s.strip()]
-    bad = [s for s in pes if s not in PE_NAMES]
-    if bad:
-        raise UsageError(f"unknown positional encoding {bad[0]!r}; known: "
-                         f"{', '.join(PE_NAMES)} (or 'all')")
-    return pes
-
-
-def _overrides(items):
-    from rasp_cli.main import UsageError
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        try:
-            out[k.strip()] = json.loads(v)
-        except json.JSONDecodeError:
-            out[k.strip()] = v  # a bare string such as act=gelu
-        except RecursionError:
-            raise UsageError(f"--set {k.strip()}: the value is nested too deeply") from None
-    return out
 
 
 def format_grid(results) -> str:
@@ -130,69 +100,16 @@ def format_grid(results) -> str:
     return "\n".join(lines)
 
 
-def grid_options(p) -> None:
-    """Add the options of the grid runner (``analysis.training.grid``) to a subcommand's parser."""
-    g = p.add_argument_group("grid runner (Ray)")
-    g.add_argument("--address", default=None, metavar="HOST:PORT",
-                   help="Ray cluster to run on (default: $RAY_ADDRESS, else a local Ray "
-                        "instance sized to this machine); run directories (-o) must then be "
-                        "on a path every node sees")
-    g.add_argument("--serial", action="store_true",
-                   help="train the runs in this process, one at a time (debugging)")
-    g.add_argument("--budget", type=float, default=None, metavar="SECONDS",
-                   help="wall-clock budget: no new run starts when it would not finish in "
-                        "time; the rest is listed and trained by the next call")
-    g.add_argument("--cpus-per-run", type=int, default=1, metavar="N",
-                   help="CPUs (and torch threads) each run declares (default 1)")
-    g.add_argument("--gpus-per-run", type=float, default=None, metavar="F",
-                   help="GPU fraction each run declares with --device cuda (default 0.25)")
-    g.add_argument("--stack", type=int, default=None, metavar="N",
-                   help="train up to N seeds of one configuration as one stacked model per "
-                        "Ray task (each still its own run directory; default: 16 with "
-                        "--device cuda, 1 on a CPU, where it does not pay)")
-    g.add_argument("--no-stack", action="store_true",
-                   help="one run per Ray task (same as --stack 1)")
-
-
-def check_grid_options(args) -> None:
-    """The grid runner's numbers, checked before any run is planned or Ray is started:
-    ``--budget`` finite >= 0, ``--cpus-per-run`` 1..1024, ``--gpus-per-run`` finite in
-    (0, 64], ``--stack`` 1..1024. UsageError (exit 2) naming the flag."""
-    from rasp_cli.main import UsageError, finite_number, whole_number
-    finite_number(args.budget, "--budget", allow_equal=True)
-    whole_number(args.cpus_per_run, "--cpus-per-run", 1, 1024)
-    if finite_number(args.gpus_per_run, "--gpus-per-run") is not None and args.gpus_per_run > 64:
-        raise UsageError(f"--gpus-per-run must be at most 64, got {args.gpus_per_run!r}")
-    whole_number(args.stack, "--stack (1 = no stacking)", 1, 1024)
-
-
 def check_train_options(args) -> None:
     """``rasp train``'s own numbers, checked before a run directory is created: ``--seed``
     0..2^32-1, ``--steps`` and ``--train-max-len`` >= 1, ``--threads`` 1..MAX_THREADS."""
-    from rasp_cli.main import MAX_THREADS, seed_flag, whole_number
     seed_flag(args.seed)
     whole_number(args.steps, "--steps", 1, 10 ** 9)
     whole_number(args.train_max_len, "--train-max-len", 1, 100_000)
     whole_number(args.threads, "--threads", 1, MAX_THREADS)
 
 
-def run_grid_from_args(runs, args, runs_root):
-    """Run ``runs`` (``GridRun`` list) with the grid options of ``args``; GridError -> usage
-    error (exit 2)."""
-    from analysis.training.grid import GridError, run_grid
-    from rasp_cli.main import UsageError
-    check_grid_options(args)
-    stack = 1 if args.no_stack else args.stack
-    try:
-        return run_grid(runs, runs_root=runs_root, address=args.address, budget_s=args.budget,
-                        serial=args.serial, device=args.device, num_cpus=args.cpus_per_run,
-                        num_gpus=args.gpus_per_run, force=args.force,
-                        progress=not args.no_progress, stack=stack)
-    except GridError as e:
-        raise UsageError(str(e)) from None
-
-
-def train_command(args) -> int:
+def run(args) -> int:
     """Run ``rasp train``; returns the exit code (1 when a run of a grid failed or was not
     started within the budget)."""
     from pathlib import Path
@@ -200,9 +117,7 @@ def train_command(args) -> int:
     from analysis.training.grid import check_runs
     from analysis.training.runs import RunDirError, atomic_write_text
     from analysis.training.trainer import TrainingError, train
-    from rasp_cli.main import UsageError
 
-    from rasp_cli.main import tasks_from_args
     own = [t.name for t in tasks_from_args(args)]      # your own tasks, found by name
     if args.grid and args.task:
         raise UsageError("give either TASK or --grid TASKS, not both")
@@ -216,11 +131,10 @@ def train_command(args) -> int:
         except _catalogue.UnknownTaskError as e:
             raise UsageError(str(e)) from None
     pes = parse_pes(args.pe)
-    overrides = _overrides(args.set)
+    overrides = parse_overrides(args.set)
     check_train_options(args)
     if args.grid:
         check_grid_options(args)
-    from rasp_cli.main import parse_seeds
     seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
     if not args.grid and (len(pes) > 1 or len(seeds) > 1 or len(tasks) > 1):
         raise UsageError("several tasks, PEs or seeds need --grid")

@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import json
 
+from rasp_cli.common import (UsageError, add_search_args, add_task_source_args, parse_overrides,
+                             parse_pes, parse_seeds, search_settings, tasks_from_args)
+
 #: the one-line help of `rasp validate-predictor` (shown by `rasp --help` without importing the command)
 HELP = 'predicted vs measured length generalization per task and PE'
 
 
-def register(sub) -> None:
-    p = sub.add_parser("validate-predictor",
-                       help=HELP,
-                       description=__doc__.split("\n\n")[1])
+def add_arguments(p) -> None:
+    p.description = (__doc__.split("\n\n")[1])
     p.add_argument("tasks", metavar="TASK", nargs="*", help="tasks (default: count, copy_unique, sort_unique, copy_repeat, "
                         "parity, reverse)")
     p.add_argument("--pe", action="append", default=None, metavar="PE",
@@ -54,9 +55,7 @@ def register(sub) -> None:
                         "APE assume (without it a learned APE has no theory)")
     p.add_argument("--runs", default="runs", metavar="DIR",
                    help="run directories of the grid (default runs/)")
-    from rasp_cli.commands.score import add_search_args
     add_search_args(p)         # default: no search, shipped programs only
-    from rasp_cli.main import add_task_source_args
     add_task_source_args(p)
     p.add_argument("--registered", metavar="FILE.json", default=None,
                    help="check the runs against the predictions registered in FILE.json "
@@ -66,12 +65,10 @@ def register(sub) -> None:
     p.add_argument("--address", default=None, metavar="HOST:PORT",
                    help="train on this Ray cluster (default: $RAY_ADDRESS, else a local Ray "
                         "instance; analysis.training.grid)")
-    p.set_defaults(func=validate_command)
 
 
-def validate_command(args) -> int:
+def run(args) -> int:
     import sys
-    from rasp_cli.main import UsageError
     import tasks
     from analysis.evidence.claims import ClaimError
     from analysis.prediction.predict import PredictError
@@ -79,8 +76,6 @@ def validate_command(args) -> int:
     from analysis.training.trainer import RunDirError, TrainingError
     from analysis.training.grid import GridError
     from analysis.prediction.validate import format_validation, validate
-    from rasp_cli.commands.score import search_settings
-    from rasp_cli.main import tasks_from_args
     found = search_settings(args, args.tasks)
     own = [t.name for t in tasks_from_args(args)]
     registered = None
@@ -97,17 +92,14 @@ def validate_command(args) -> int:
         if t.kind not in ("next_token", "next_set"):
             raise UsageError(f"task {n!r} is a part-B sequence program; predictions are for "
                              "next-token tasks")
-    from rasp_cli.commands.train import parse_pes
     pes = [pe for x in args.pe or ([",".join(reg_pes)] if registered else ["nope,ape_learned"])
            for pe in parse_pes(x)]
-    from rasp_cli.main import parse_seeds
     seeds = parse_seeds(args.seeds)
     if args.steps is not None and args.steps < 1:
         raise UsageError("--steps must be positive")
-    from rasp_cli.commands.train import _overrides
     from analysis.training.configs import TRAIN_PRESETS
     from rasp_model.positional import PE_NAMES
-    overrides = _overrides(args.set)
+    overrides = parse_overrides(args.set)
     pe_presets = {}
     for item in args.pe_preset:
         pe, sep, preset = item.partition("=")
@@ -134,7 +126,6 @@ def validate_command(args) -> int:
 def _registered(args, found) -> tuple[dict, list, list]:
     """The registered predictions of ``--registered`` (checked: refused when a task file
     changed), their tasks (registered so that runs find them) and PEs."""
-    from rasp_cli.main import UsageError
     from analysis.prediction.registered import (read_registration, registered_predictions,
                                                 registered_tasks)
     if found["search"]:

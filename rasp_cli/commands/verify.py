@@ -20,20 +20,20 @@ program file that does not exist or parse, an unknown name).
 from __future__ import annotations
 
 import json
-import os
+
+from rasp_cli.common import (UsageError, add_task_source_args, load_program, seed_flag,
+                             tasks_from_args)
 
 #: the one-line help of `rasp verify` (shown by `rasp --help` without importing the command)
 HELP = "check a task's program against the ground truth at every length"
 
 
-def register(sub) -> None:
-    """Add the ``verify`` subcommand to the CLI's subparsers."""
-    p = sub.add_parser(
-        "verify", help=HELP,
-        description="Greedy decoding with the task's reference RASP program (or --program) "
-                    "on K seeded examples at every length 1..N the task allows, compared with "
-                    "the plain-Python ground truth. Exit 0 all correct, 1 a mismatch (the first "
-                    "counterexample is printed), 2 bad input.")
+def add_arguments(p) -> None:
+    p.description = (
+        "Greedy decoding with the task's reference RASP program (or --program) "
+        "on K seeded examples at every length 1..N the task allows, compared with "
+        "the plain-Python ground truth. Exit 0 all correct, 1 a mismatch (the first "
+        "counterexample is printed), 2 bad input.")
     p.add_argument("task", metavar="TASK", nargs="?", default=None,
                    help="a task name (see `rasp tasks`), or --task-file / --regex")
     p.add_argument("--max-length", "-N", type=int, default=100, metavar="N",
@@ -48,13 +48,10 @@ def register(sub) -> None:
                         "name)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    from rasp_cli.main import add_task_source_args
     add_task_source_args(p, many=False)
-    p.set_defaults(func=verify_command)
 
 
 def _load_task(name: str):
-    from rasp_cli.main import UsageError
     import tasks
     try:
         return tasks.get_task(name)
@@ -62,36 +59,9 @@ def _load_task(name: str):
         raise UsageError(str(e)) from None
 
 
-def load_program(task, path: str, name: str | None):
-    """Run a .rasp file (causal mode when the task's programs are causal) and return the s-op
-    ``name``. Raises UsageError for a missing file or name, RASPError for a program error."""
-    from rasp_cli.main import UsageError
-    from rasp.ir import SOp
-    if not os.path.isfile(path):
-        raise UsageError(f"no such file: {path}")
-    name = name or task.reference_name
-    if name is None:
-        raise UsageError(f"task {task.name!r} has no reference program to name the s-op: give "
-                         f"the s-op of {path} with --name")
-    from rasp.repl.session import run_source
-    from rasp_model.files import read_text
-    env = run_source(read_text(path, "a RASP program"), filename=path,
-                     causal=bool(task.causal))        # the one reader: a regular file, capped
-    if name is None or name not in env:
-        own = [n for n in env.own_names() if not n.startswith("_")]
-        raise UsageError(f"{path} defines no s-op {name!r}; defined: "
-                         + (", ".join(own) if own else "(nothing)") + " (choose with --name)")
-    sop = env[name]
-    if not isinstance(sop, SOp):
-        raise UsageError(f"{name!r} in {path} is not an s-op (it is {type(sop).__name__})")
-    return sop
-
-
-def verify_command(args) -> int:
+def run(args) -> int:
     """Verify and print; returns 0 (all correct) or 1 (a mismatch or program failure)."""
-    from rasp_cli.main import UsageError
     from analysis.prediction.verify import VerifyError, verify_program_on_task, verify_task
-    from rasp_cli.main import tasks_from_args
     own = tasks_from_args(args)
     if (args.task is not None) + len(own) != 1:
         raise UsageError("give a TASK, --task-file FILE.py or --regex PATTERN (one of them)")
@@ -105,7 +75,6 @@ def verify_command(args) -> int:
         raise UsageError("--max-length must be a positive integer")
     if args.name and not args.program:
         raise UsageError("--name needs --program FILE")
-    from rasp_cli.main import seed_flag
     seed_flag(args.seed)                 # a negative seed is a usage error, not a failing program
     try:
         if args.program:
