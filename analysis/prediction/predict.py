@@ -9,8 +9,10 @@ to which PE, and how evidence becomes a verdict, is :mod:`analysis.prediction.th
 
 :func:`predict` looks only at programs, never at task names:
 
-1. the candidates: the task's shipped program (``tasks/programs/<task>.rasp``), a program of
-   your own (``program=``) and, with ``search=True``, what the shortest-program searches find
+1. the evidence, a fold of *evidence providers* over one pool (:class:`_Pool`), in order: the
+   task's shipped program (``tasks/programs/<task>.rasp``), a program of your own
+   (``program=``) and, with ``search=True``, each search (RASP-L, then C-RASP per theory of
+   the PE: only without a verified program of its fragment so far) -- what they find
    within their work budgets (:mod:`analysis.prediction.search`,
    :mod:`analysis.prediction.crasp_search`; budgets in candidates, :mod:`analysis.prediction.
    budget`, so a verdict is a function of the task, the PE, the budgets and the code version)
@@ -41,6 +43,7 @@ verdict.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -460,7 +463,7 @@ def predict(task, verify_max_length: int | None = None, samples: int = 5, seed: 
     """
     from rasp_model.positional import PE_NAMES
     from analysis.prediction.budget import BudgetError, Limits
-    from analysis.prediction.search import SearchError, tree_size
+    from analysis.prediction.search import tree_size
     if search_seconds is not None:
         raise PredictError("search_seconds is gone: searches stop on work, not seconds (a "
                            "verdict must not depend on the machine's load); use search=True "
@@ -478,25 +481,25 @@ def predict(task, verify_max_length: int | None = None, samples: int = 5, seed: 
     verify_max_length, need = _verify_length(task, verify_max_length)
     budgets = ({"raspl": int(search_budget), "crasp": int(crasp_budget),
                 "unit": "candidates", "time_cap_s": search_time_cap} if search else None)
-    cands = []                           # (source, label, sop, text)
+    ctx = _Context(task, verify_max_length, samples, seed, search, search_budget, crasp_budget,
+                   search_time_cap, search_max_length, progress)
+    theories = theories_for(pe, position_offsets)
+    # the evidence: a fold of the providers over one pool, in this order (each may read what
+    # the earlier ones gave: a C-RASP search runs only without a verified program of its
+    # fragment among the programs before it)
+    providers = []
     if use_shipped and task.reference_file:
-        cands.append(("shipped", f"{task.reference_file}:{task.reference_name}",
-                      task.load_reference(), None))
+        providers.append(_program_provider("shipped", f"{task.reference_file}:"
+                                           f"{task.reference_name}", task.load_reference()))
     if program is not None:
-        cands.append(("user", program_label, program, None))
-    search_dict, cert = None, None
+        providers.append(_program_provider("user", program_label, program))
     if search:
-        try:
-            res = _search(task, "raspl", search_max_length, search_budget, search_time_cap,
-                          progress)
-            search_dict = res.to_dict()
-            cert = res.certified_below
-            if res.found:
-                cands.append(("search", "search", res.program, res.source))
-        except SearchError as e:
-            search_dict = {"error": str(e)}
-    evaluated = [(src, label, sop, text) + _evaluate_program(
-        task, sop, label, verify_max_length, samples, seed) for src, label, sop, text in cands]
+        providers.append(_raspl_search_provider)
+    providers += [_crasp_provider(th) for th in theories if th != "raspl"]
+    pool = functools.reduce(lambda pool, provider: provider(pool, ctx) or pool, providers,
+                            _Pool())
+    evaluated = pool.programs
+    search_dict, cert = pool.searches.get("raspl"), pool.certified.get("raspl")
     order = ("search", "shipped", "user")
     ok = [e for e in evaluated if e[5].valid and e[6] is not None and e[6].ok]
     best = min(ok, key=lambda e: (tree_size(e[2]), order.index(e[0]))) if ok else next(
@@ -514,7 +517,7 @@ def predict(task, verify_max_length: int | None = None, samples: int = 5, seed: 
     rec.pe = pe
     rec.budgets = budgets
     verdicts = []
-    for th in theories_for(pe, position_offsets):
+    for th in theories:
         if th == "raspl":
             ev = (_program_evidence(best[0], best[1], best[3], rec.size, best[6], "RASP-L")
                   if ok else None)
@@ -523,11 +526,75 @@ def predict(task, verify_max_length: int | None = None, samples: int = 5, seed: 
                                    not_decided=_not_decided(search_dict, search),
                                    needed_length=need, time_cap=_time_cap(search_dict)))
         else:
-            verdicts.append(_crasp_verdict(rec, task, th, evaluated, verify_max_length,
-                                           samples, seed, search, crasp_budget,
-                                           search_time_cap, need))
+            verdicts.append(_crasp_verdict(rec, task, th, pool, search, need))
     _crasp_summary(rec, evaluated, pe, position_offsets)
     return _with_verdicts(rec, pe, position_offsets, verdicts)
+
+
+@dataclass
+class _Context:
+    """The settings every evidence provider reads (:func:`predict`'s arguments)."""
+
+    task: object
+    verify_max_length: int
+    samples: int
+    seed: int
+    search: bool
+    search_budget: int
+    crasp_budget: int
+    time_cap: float | None
+    search_max_length: int
+    progress: bool
+
+
+@dataclass
+class _Pool:
+    """The fold's accumulator: what the evidence providers have given so far.
+
+    Attributes:
+        programs: the candidate programs, each evaluated once: ``(source, label, sop, text,
+            measures, RASP-L check, verification or None)`` (source ``"shipped"``, ``"user"``
+            or ``"search"``: the RASP-L search's program).
+        searches: per theory, its search's record (a result's ``to_dict``, or ``{"error":
+            ...}``); ``searches_used``: per C-RASP theory, every search it ran when more than
+            one (the C-RASP[] search serves C-RASP[periodic, local]).
+        certified: per theory, its search certificate's bound (no program of size <= it).
+        fragment: per C-RASP theory, its smallest verified program ``(size, source, label,
+            text, verification)`` or None; ``capped``: per theory, the ``unknown (time cap)``
+            sentence of a search stopped by its wall-clock cap, or None.
+    """
+
+    programs: list = field(default_factory=list)
+    searches: dict = field(default_factory=dict)
+    searches_used: dict = field(default_factory=dict)
+    certified: dict = field(default_factory=dict)
+    fragment: dict = field(default_factory=dict)
+    capped: dict = field(default_factory=dict)
+
+
+def _program_provider(src: str, label: str, sop):
+    """An evidence provider that offers one program (shipped or given), evaluated once."""
+    def provide(pool: _Pool, ctx: _Context) -> None:
+        pool.programs.append((src, label, sop, None) + _evaluate_program(
+            ctx.task, sop, label, ctx.verify_max_length, ctx.samples, ctx.seed))
+    return provide
+
+
+def _raspl_search_provider(pool: _Pool, ctx: _Context) -> None:
+    """The RASP-L search (:func:`_search`) as an evidence provider: its record and certificate
+    for ``raspl`` and, when it finds one, its program among the candidates."""
+    from analysis.prediction.search import SearchError
+    try:
+        res = _search(ctx.task, "raspl", ctx.search_max_length, ctx.search_budget,
+                      ctx.time_cap, ctx.progress)
+    except SearchError as e:
+        pool.searches["raspl"] = {"error": str(e)}
+        return
+    pool.searches["raspl"] = res.to_dict()
+    pool.certified["raspl"] = res.certified_below
+    if res.found:
+        pool.programs.append(("search", "search", res.program, res.source) + _evaluate_program(
+            ctx.task, res.program, "search", ctx.verify_max_length, ctx.samples, ctx.seed))
 
 
 def _with_verdicts(rec: Prediction, pe, position_offsets, verdicts) -> Prediction:
@@ -601,56 +668,72 @@ def _crasp_search_cached(task, variant, budget, time_cap):
 _CRASP_SEARCH_ORDER = {"crasp": ("crasp",), "crasp_pl": ("crasp", "crasp_pl")}
 
 
-def _crasp_verdict(rec, task, variant, evaluated, verify_max_length, samples, seed,
-                   search, budget, time_cap, need) -> TheoryVerdict:
-    """The verdict of C-RASP ``variant`` (``crasp`` or ``crasp_pl``): the smallest candidate
-    in the fragment that is verified, else the searches' program (C-RASP[] first, which serves
-    C-RASP[periodic, local] too) or the variant's own search's certificate."""
-    from rasp.analyses.crasp import check_crasp
-    from analysis.prediction.search import tree_size
-    from analysis.prediction.verify import verify_program_on_task
+def _crasp_provider(variant: str):
+    """The evidence of C-RASP ``variant`` (``crasp`` or ``crasp_pl``) as a provider: the
+    smallest verified program of the fragment among the candidates so far, else (with
+    searches) the searches' program (C-RASP[] first, which serves C-RASP[periodic, local]
+    too) and the variant's own search's certificate."""
+    def provide(pool: _Pool, ctx: _Context) -> None:
+        from rasp.analyses.crasp import check_crasp
+        from analysis.prediction.search import tree_size
+        from analysis.prediction.verify import verify_program_on_task
+        task = ctx.task
+        best = None
+        for src, label, sop, text, m, rep, ver in pool.programs:
+            if not check_crasp(sop, variant).valid:
+                continue
+            v = ver if ver is not None else verify_program_on_task(
+                task, sop, max_length=ctx.verify_max_length, samples=ctx.samples,
+                seed=ctx.seed, program_label=label)
+            if v.ok and (best is None or tree_size(sop) < best[0]):
+                best = (tree_size(sop), src, label, text, v)
+        searches, cert, capped = {}, None, None
+        for searched in (_CRASP_SEARCH_ORDER[variant] if best is None and ctx.search else ()):
+            # the C-RASP search in C-RASP's own terms (alphabet-uniform constructs once)
+            res = _crasp_search_cached(task, searched, ctx.crasp_budget, ctx.time_cap)
+            d = res.to_dict()
+            if res.stopped.startswith("refused"):
+                d["error"] = res.stopped
+            searches[searched] = d
+            if res.found and check_crasp(res.program, variant).valid:
+                v = verify_program_on_task(task, res.program, max_length=ctx.verify_max_length,
+                                           samples=ctx.samples, seed=ctx.seed,
+                                           program_label="search")
+                if v.ok:
+                    what = (f"C-RASP size {res.size}" if searched == variant else
+                            f"C-RASP size {res.size}, found by the C-RASP[] search: a C-RASP[] "
+                            "program is a C-RASP[periodic, local] program")
+                    best = (tree_size(res.program), "search", what, res.schema or res.source,
+                            v)
+                    break
+            capped = capped or _time_cap(d)     # a capped search anywhere: no certificate
+            if searched == variant:
+                cert = res.certified_below
+        pool.searches[variant] = searches.get(variant) or next(iter(searches.values()), None)
+        if len(searches) > 1:
+            pool.searches_used[variant] = searches
+        pool.fragment[variant], pool.certified[variant] = best, cert
+        pool.capped[variant] = capped
+    return provide
+
+
+def _crasp_verdict(rec, task, variant, pool: _Pool, search, need) -> TheoryVerdict:
+    """The verdict of C-RASP ``variant`` from its provider's evidence in ``pool``; the
+    searches' records go to ``rec.crasp``."""
     fragment = THEORY_NAMES[variant].split(" (")[0]
-    best = None
-    for src, label, sop, text, m, rep, ver in evaluated:
-        if not check_crasp(sop, variant).valid:
-            continue
-        v = ver if ver is not None else verify_program_on_task(
-            task, sop, max_length=verify_max_length, samples=samples, seed=seed,
-            program_label=label)
-        if v.ok and (best is None or tree_size(sop) < best[0]):
-            best = (tree_size(sop), src, label, text, v)
-    searches, cert, capped = {}, None, None
-    for searched in (_CRASP_SEARCH_ORDER[variant] if best is None and search else ()):
-        # the C-RASP search in C-RASP's own terms (alphabet-uniform constructs once)
-        res = _crasp_search_cached(task, searched, budget, time_cap)
-        d = res.to_dict()
-        if res.stopped.startswith("refused"):
-            d["error"] = res.stopped
-        searches[searched] = d
-        if res.found and check_crasp(res.program, variant).valid:
-            v = verify_program_on_task(task, res.program, max_length=verify_max_length,
-                                       samples=samples, seed=seed, program_label="search")
-            if v.ok:
-                what = (f"C-RASP size {res.size}" if searched == variant else
-                        f"C-RASP size {res.size}, found by the C-RASP[] search: a C-RASP[] "
-                        "program is a C-RASP[periodic, local] program")
-                best = (tree_size(res.program), "search", what, res.schema or res.source, v)
-                break
-        capped = capped or _time_cap(d)     # a capped search anywhere: no certificate
-        if searched == variant:
-            cert = res.certified_below
-    search_dict = searches.get(variant) or next(iter(searches.values()), None)
+    search_dict = pool.searches.get(variant)
     rec.crasp = dict(rec.crasp or {})
     rec.crasp.setdefault("searches", {})[variant] = search_dict
-    if len(searches) > 1:
-        rec.crasp.setdefault("searches_used", {})[variant] = searches
+    if variant in pool.searches_used:
+        rec.crasp.setdefault("searches_used", {})[variant] = pool.searches_used[variant]
+    best = pool.fragment.get(variant)
     ev = _program_evidence(best[1], best[2], best[3], best[0], best[4], fragment) \
         if best else None
-    return decide(variant, task.name, program=ev, certified_below=cert,
+    return decide(variant, task.name, program=ev, certified_below=pool.certified.get(variant),
                   grammar=f"the {fragment} search grammar",
                   not_decided=_not_decided(search_dict, search),
                   measure="C-RASP size (Booleans and counts; an alphabet-uniform construct "
-                          "counted once)", needed_length=need, time_cap=capped)
+                          "counted once)", needed_length=need, time_cap=pool.capped.get(variant))
 
 
 def _crasp_summary(rec, evaluated, pe, position_offsets) -> None:
