@@ -69,6 +69,15 @@ class CRaspResult:
     verification: str | None = None
     notes: list = field(default_factory=list)
 
+    @property
+    def certificate(self):
+        """The search certificate (:class:`analysis.prediction.search.core.Certificate`): no
+        program of C-RASP size <= ``certified_below`` in the variant's grammar."""
+        from rasp.analyses.crasp import VARIANTS
+        from analysis.prediction.search.core import Certificate
+        return Certificate(self.certified_below, VARIANTS[self.variant][0].split(" (")[0],
+                           "C-RASP size")
+
     def to_dict(self) -> dict:
         return {"task": self.task, "variant": self.variant, "found": self.found,
                 "size": self.size, "certified_below": self.certified_below,

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from analysis.prediction.budget import TIME_CAP_STOP
 
-__all__ = ["Certificate", "Round", "Grammar", "Loop", "cegis", "program_source",
+__all__ = ["Certificate", "Round", "Grammar", "Result", "Loop", "cegis", "program_source",
            "best_bound"]
 
 
@@ -114,6 +114,31 @@ class Grammar(Protocol):
     def round(self, left: int) -> Round: ...
 
     def refine(self, rnd: Round, spent: int, rounds: int) -> str | None: ...
+
+
+class Result(Protocol):
+    """What every search returns (:class:`~analysis.prediction.search.problem.SearchResult`,
+    :class:`~analysis.prediction.crasp_search.driver.CRaspResult`): whether a program was
+    found, the program (an IR s-op) and its ``.rasp`` source, its size in the grammar's
+    measure, the certificate, why it stopped, the work spent (``explored``, candidates) of
+    its ``budget``, the counterexamples added and the wall seconds (reported, never a
+    stopping rule)."""
+
+    found: bool
+    program: Any
+    source: str | None
+    certified_below: int | None
+    stopped: str
+    explored: int
+    budget: int | None
+    seconds: float
+    counterexamples_added: int
+
+    @property
+    def size(self) -> int | None: ...
+
+    @property
+    def certificate(self) -> Certificate: ...
 
 
 @dataclass

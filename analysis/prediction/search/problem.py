@@ -241,6 +241,20 @@ class SearchResult:
         return self.explored + self.combine_work
 
     @property
+    def size(self) -> int | None:
+        """The found program's expression size (``length``), None for none."""
+        return self.length
+
+    @property
+    def certificate(self):
+        """The search certificate (:class:`analysis.prediction.search.core.Certificate`):
+        no program of expression size <= ``certified_below`` in the RASP-L search grammar
+        (bound None when no size completed)."""
+        from .core import Certificate
+        return Certificate(self.certified_below if self.certified_below >= 0 else None,
+                           "the RASP-L search grammar", "expression size")
+
+    @property
     def programs_per_s(self) -> float:
         return self.explored / self.seconds if self.seconds > 0 else float("nan")
 

@@ -1,0 +1,82 @@
+"""The one search core (analysis/prediction/search/core.py): the counterexample-guided loop on
+a scripted grammar (its rules stated here, not read from the code), and both grammars' results
+through the one interface."""
+
+from __future__ import annotations
+
+from analysis.prediction.budget import TIME_CAP_STOP
+from analysis.prediction.search.core import Certificate, Round, cegis
+
+
+class Scripted:
+    """A grammar whose rounds are given: ``rounds[i]`` is what round i returns; refinement
+    records what it was given and stops after ``max_rounds`` refinements."""
+
+    name, measure = "toy", "toy size"
+
+    def __init__(self, rounds, max_rounds=10):
+        self.rounds, self.max_rounds = list(rounds), max_rounds
+        self.lefts, self.batch = [], []
+
+    def round(self, left):
+        self.lefts.append(left)
+        return self.rounds[len(self.lefts) - 1]
+
+    def refine(self, rnd, spent, rounds):
+        self.batch += rnd.counterexamples
+        return "rounds" if rounds + 1 >= self.max_rounds else None
+
+
+def test_rounds_refine_until_a_program_and_keep_the_best_certificate():
+    g = Scripted([Round(10, "refine", 3, counterexamples=["x"]),
+                  Round(5, "refine", 2, counterexamples=["y"]),
+                  Round(7, "found", None, program="P")])
+    loop = cegis(g, 100)
+    # every round gets what the earlier ones left; the work is their sum
+    assert g.lefts == [100, 90, 85] and loop.spent == 22
+    assert g.batch == ["x", "y"] and loop.rounds == 2
+    # the batch only grows, so every round's certificate holds: the best is kept
+    assert loop.certified == 3 and loop.stopped == "found" and loop.last.program == "P"
+    assert loop.certificate(g) == Certificate(3, "toy", "toy size")
+
+
+def test_a_round_without_counterexample_ends_the_search_with_its_reason():
+    g = Scripted([Round(4, "budget", 5), Round(1, "found", program="P")])
+    loop = cegis(g, 4)
+    assert loop.stopped == "budget" and loop.certified == 5 and g.lefts == [4]
+    assert loop.last.program is None
+
+
+def test_the_time_cap_is_never_refined_and_the_policy_can_stop():
+    g = Scripted([Round(3, TIME_CAP_STOP, None, counterexamples=["x"])])
+    loop = cegis(g, 10)
+    assert loop.stopped == TIME_CAP_STOP and g.batch == [] and loop.certified is None
+    g = Scripted([Round(1, "refine", 1, counterexamples=[i]) for i in range(5)], max_rounds=2)
+    loop = cegis(g, 10)
+    assert loop.stopped == "rounds" and g.batch == [0, 1] and loop.spent == 2
+
+
+def test_certificate_text():
+    assert Certificate(4, "C-RASP[]", "C-RASP size").text() == \
+        "no program <= 4 (C-RASP[], C-RASP size)"
+    assert Certificate(None, "g", "m").text() == "nothing certified"
+    assert not Certificate(0, "g", "m").holds and Certificate(1, "g", "m").holds
+
+
+def test_both_grammars_answer_through_the_one_result_interface():
+    """Running max has no program of size 1 (no single operation of the grammar computes it)
+    and one of size 2, ``aggregate(select(tokens, tokens, TRUE), tokens, max)``; a C-RASP
+    next-token program for the constant language (aa)* over {a} needs no condition."""
+    from analysis.prediction.crasp_search import crasp_search
+    from analysis.prediction.search import problem_from_examples, search
+    seqs = [[3, 1, 4, 1, 5], [2, 7, 1, 8, 2], [9, 9, 0, 1, 0]]
+    ex = [(xs[:t] + [max(xs[:t])], t) for xs in seqs for t in range(1, len(xs) + 1)]
+    r = search(problem_from_examples(ex), max_length=3, budget=10_000_000, combine=0)
+    assert r.found and r.size == 2 == r.length and r.source
+    assert r.certificate == Certificate(1, "the RASP-L search grammar", "expression size")
+    assert r.certificate.holds
+    from tasks.huang import make_huang_tasks
+    c = crasp_search(make_huang_tasks()["majority_binary"], "crasp", budget=2_000_000)
+    assert c.found and c.source and c.size is not None
+    assert c.certificate.grammar == "C-RASP[]" and c.certificate.measure == "C-RASP size"
+    assert c.certificate.bound == c.certified_below and c.certified_below < c.size
