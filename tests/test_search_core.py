@@ -80,3 +80,10 @@ def test_both_grammars_answer_through_the_one_result_interface():
     assert c.found and c.source and c.size is not None
     assert c.certificate.grammar == "C-RASP[]" and c.certificate.measure == "C-RASP size"
     assert c.certificate.bound == c.certified_below and c.certified_below < c.size
+
+
+def test_the_counterexample_is_the_shortest_failing_example_first_on_ties():
+    from analysis.prediction.search.core import shortest_failing
+    assert shortest_failing([False, True, True, True], [1, 5, 3, 3]) == 2
+    assert shortest_failing([False, False], [1, 2]) is None
+    assert shortest_failing([True], [7]) == 0

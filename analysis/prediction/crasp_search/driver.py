@@ -16,7 +16,8 @@ from tasks.base import next_token_examples
 from analysis.prediction.budget import (BUDGET_STOP, DEFAULT_CRASP_BUDGET, TIME_CAP_STOP,
                                         Limits)
 
-from analysis.prediction.search.core import Round, best_bound, cegis, program_source
+from analysis.prediction.search.core import (Round, best_bound, cegis, program_source,
+                                             shortest_failing)
 
 from .enumeration import _Budget, _Enum, _Memory, _Timeout
 from .recipes import _Batch, _decide, build_program, recipe_text
@@ -404,13 +405,10 @@ class CRaspGrammar:
         best = None
         for vb in self.vbatches:
             out = _decide(entries, dflt, vb)
-            bad = ((out != vb.target) & vb.tmask).any(axis=1)
-            if bad.any():
-                lens = vb.valid.sum(axis=1)
-                rb = np.flatnonzero(bad)
-                r = int(rb[np.argmin(lens[rb])])
-                if best is None or lens[r] < best[0]:
-                    best = (int(lens[r]), vb.rows[r])
+            lens = vb.valid.sum(axis=1)
+            r = shortest_failing(((out != vb.target) & vb.tmask).any(axis=1), lens)
+            if r is not None and (best is None or lens[r] < best[0]):
+                best = (int(lens[r]), vb.rows[r])
         return None if best is None else best[1]
 
     def round(self, left: int) -> Round:

@@ -31,10 +31,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
+
 from analysis.prediction.budget import TIME_CAP_STOP
 
 __all__ = ["Certificate", "Round", "Grammar", "Result", "Loop", "cegis", "program_source",
-           "best_bound"]
+           "best_bound", "shortest_failing"]
 
 
 def best_bound(a: int | None, b: int | None) -> int | None:
@@ -180,6 +182,20 @@ def cegis(grammar: Grammar, budget: int) -> Loop:
         if stop is not None:
             return Loop(rnd, spent, rounds, cert, stop)
         rounds += 1
+
+
+def shortest_failing(bad, lengths) -> int | None:
+    """The counterexample both grammars take: the index of the shortest example with
+    ``bad[i]`` (the first of equal length), or None when none is bad.
+
+    Args:
+        bad: ``[n]`` bool, the examples a candidate gets wrong.
+        lengths: ``[n]`` their lengths (valid positions).
+    """
+    rows = np.flatnonzero(bad)
+    if rows.size == 0:
+        return None
+    return int(rows[np.argmin(np.asarray(lengths)[rows])])
 
 
 def program_source(program) -> str | None:

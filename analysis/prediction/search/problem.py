@@ -19,6 +19,8 @@ import numpy as np
 from rasp.interpreter import Evaluator
 from rasp.ir import Indices, Node, RASPError, SOp, Tokens
 
+from .core import shortest_failing
+
 INT8 = (-128, 127)
 
 
@@ -340,8 +342,7 @@ def _term_failing_row(term: Node, problem: SearchProblem | None) -> int | None:
     need = problem.target_mask & (problem.target != vals[np.argmax(counts)])
     if val.dtype.kind == "U" or problem.target.dtype.kind == "U":
         return int(np.argmin(lens))
-    rows = np.flatnonzero(((val != problem.target) & need).any(axis=1))
-    return int(rows[np.argmin(lens[rows])]) if rows.size else None
+    return shortest_failing(((val != problem.target) & need).any(axis=1), lens)
 
 
 def _first_failing_row(sop: Node, problem: SearchProblem) -> int | None:
@@ -350,12 +351,8 @@ def _first_failing_row(sop: Node, problem: SearchProblem) -> int | None:
         val = Evaluator(problem.inputs, causal=True)(sop)
     except (RASPError, ValueError, TypeError, OverflowError):
         return int(np.argmin(problem.valid.sum(axis=1)))
-    wrong = ((val != problem.target) & problem.target_mask).any(axis=1)
-    rows = np.flatnonzero(wrong)
-    if rows.size == 0:
-        return None
-    lens = problem.valid.sum(axis=1)[rows]
-    return int(rows[np.argmin(lens)])
+    return shortest_failing(((val != problem.target) & problem.target_mask).any(axis=1),
+                            problem.valid.sum(axis=1))
 
 
 def _with_row(problem: SearchProblem, other: SearchProblem, row: int) -> SearchProblem:
