@@ -14,6 +14,8 @@ Quick use::
 (``rasp.run_file(path)``, ``rasp.Session`` for the REPL, ``rasp.load_library(name)``).
 """
 
+import sys
+
 from .ir import *  # noqa: F401,F403
 from .ir import __all__ as _ir_all
 from .repl.display import format_selector_value, format_sop_value
@@ -23,6 +25,7 @@ from .repl.draw import draw
 from .parser import RASPSyntaxError
 from .repl.session import Session, load_library, run_file, run_source
 from .tracr_import import TracrImportError, from_tracr
+from .repl.draw import svg
 
 __all__ = list(_ir_all) + ["evaluate", "Evaluator", "to_batch", "format_sop_value",
                            "format_selector_value", "run_source", "run_file", "load_library",
@@ -32,7 +35,6 @@ __all__ = list(_ir_all) + ["evaluate", "Evaluator", "to_batch", "format_sop_valu
 def _notebook_svg(node):
     """An s-op's or selector's computation flow on the default example, as SVG, for Jupyter's
     display (None when it cannot be drawn: Jupyter then shows the text repr)."""
-    from .repl.draw import svg
     try:
         return svg(node)
     except (RASPError, ValueError, TypeError):
@@ -42,9 +44,9 @@ def _notebook_svg(node):
 def _register_notebook_display() -> None:
     """In IPython / Jupyter, s-ops and selectors render as their computation-flow picture
     (IPython's formatter registry; nothing happens outside IPython)."""
-    import sys
     if "IPython" not in sys.modules:
         return
+    # start-up: IPython loads only when this runs
     from IPython import get_ipython
     shell = get_ipython()
     if shell is None:

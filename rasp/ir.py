@@ -31,6 +31,7 @@ import numpy as np
 from . import ops  # the op table
 from .errors import (RASPError, RASPNameError, RASPResourceError, RASPTypeError,  # re-exported
                      RASPValueError, Span)
+from .limits import MAX_SELECTOR_DEPTH
 
 __all__ = [
     "Span", "RASPError", "RASPTypeError", "RASPValueError", "RASPNameError", "RASPResourceError",
@@ -295,7 +296,6 @@ def _selector_depth(*children: "Selector") -> int:
     Raises:
         RASPResourceError: above ``limits.MAX_SELECTOR_DEPTH``.
     """
-    from .limits import MAX_SELECTOR_DEPTH
     depth = 1 + max(c.selector_depth for c in children)
     if depth > MAX_SELECTOR_DEPTH:
         raise RASPResourceError(

@@ -79,7 +79,6 @@ def _budget_from_environment(default_mb: float = 1024.0) -> int:
     except ValueError:
         mb = float("nan")
     if not (mb > 0 and mb < float("inf")):
-        import sys
         print(f"rasp: RASP_MEMORY_BUDGET_MB={text!r} is not a positive number of megabytes; "
               f"using {default_mb:g}", file=sys.stderr)
         mb = default_mb

@@ -84,6 +84,7 @@ def from_tracr(expr: Any) -> Node:
             an unknown subclass) — the message names it and its Tracr label.
     """
     try:
+        # start-up: tracr loads only when this runs
         from tracr.rasp import rasp as tr
     except ImportError:
         raise TracrImportError("tracr is not installed; pip install tracr-pypi==1.0.0"

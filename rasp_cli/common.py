@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from rasp.ir import RASPError
+from rasp.repl.session import run_source
 
 
 class UsageError(RASPError):
@@ -203,6 +204,7 @@ def tasks_from_args(args) -> list:
         tasks.custom.TaskFileError: a broken task file or bad expression (one line, exit 2).
         UsageError: regex-only options without ``--regex``.
     """
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from tasks.catalogue import register_task
     from tasks.custom import load_task_file, regex_task
     files = getattr(args, "task_file", None) or []
@@ -227,6 +229,7 @@ def tasks_from_args(args) -> list:
 def load_program(task, path: str, name: str | None):
     """Run a .rasp file (causal mode when the task's programs are causal) and return the s-op
     ``name``. Raises UsageError for a missing file or name, RASPError for a program error."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from rasp.ir import SOp
     if not os.path.isfile(path):
         raise UsageError(f"no such file: {path}")
@@ -234,7 +237,7 @@ def load_program(task, path: str, name: str | None):
     if name is None:
         raise UsageError(f"task {task.name!r} has no reference program to name the s-op: give "
                          f"the s-op of {path} with --name")
-    from rasp.repl.session import run_source
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from rasp_model.files import read_text
     env = run_source(read_text(path, "a RASP program"), filename=path,
                      causal=bool(task.causal))        # the one reader: a regular file, capped
@@ -258,6 +261,7 @@ PE_HELP = "nope, ape_learned, ape_sinusoidal, t5, alibi, rope, or 'all' (comma-s
 
 def parse_pes(text):
     """PE names from ``--pe`` text (comma list or ``all``); UsageError for an unknown one."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from rasp_model import PE_NAMES
     if not text:
         raise UsageError(f"--pe is required: {PE_HELP}")
@@ -326,6 +330,7 @@ def check_grid_options(args) -> None:
 def run_grid_from_args(runs, args, runs_root):
     """Run ``runs`` (``GridRun`` list) with the grid options of ``args``; GridError -> usage
     error (exit 2)."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.training.grid import GridError, run_grid
     check_grid_options(args)
     stack = 1 if args.no_stack else args.stack
@@ -345,6 +350,7 @@ def run_grid_from_args(runs, args, runs_root):
 
 def add_search_args(p) -> None:
     """The search flags of ``rasp score`` and ``rasp validate-predictor``: budgets in work."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.prediction.budget import (DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET,
                                             parse_budget)
     # nargs="?": an old "--search SECONDS" reaches search_settings (a clear error); a task
@@ -370,6 +376,7 @@ def search_settings(args, names: list) -> dict:
     Raises:
         UsageError: ``--search`` with a number, or a bad time cap.
     """
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.prediction.budget import DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET
     if isinstance(args.search, str):
         try:
@@ -400,6 +407,7 @@ def search_settings(args, names: list) -> dict:
 def add_report_arguments(p, default_preset: str = "tour") -> None:
     """Options shared by ``rasp report`` and ``rasp demo`` (whose default study preset is
     ``"main"``; the presets are :data:`analysis.reporting.presets.REPORT_PRESETS`)."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.reporting.presets import DEFAULT_TASKS
     p.add_argument("tasks", nargs="*", metavar="TASK",
                    help=f"tasks to report on (default: {' '.join(DEFAULT_TASKS)})")
@@ -445,6 +453,7 @@ def add_report_arguments(p, default_preset: str = "tour") -> None:
                    help="cell files of `rasp replicate huang` whose checked predictions the "
                         "report shows for Huang et al.'s tasks (default: docs/replication of "
                         "this checkout)")
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.prediction.budget import DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET
     search = default_preset == "main"
     p.add_argument("--search", dest="search", action="store_true", default=search,
@@ -466,6 +475,7 @@ def add_report_arguments(p, default_preset: str = "tour") -> None:
 def report_options(args):
     """The report's options (``ReportOptions``) from :func:`add_report_arguments`' flags;
     :class:`UsageError` for an unknown PE, ``--jobs`` < 1 or a bad ``--budget``."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.reporting.report import ReportOptions
     from rasp_model.positional import PE_NAMES
 
@@ -488,6 +498,7 @@ def report_options(args):
 
 def generate_report_from_args(args) -> int:
     """Write the report of :func:`add_report_arguments`' flags (and ``--results``); 0."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.reporting.report import ReportError, generate_report
 
     own = [t.name for t in tasks_from_args(args)]      # your own tasks, found by name
@@ -505,6 +516,7 @@ def generate_report_from_args(args) -> int:
 
 def write_results_file(report_json, results_path, command: str) -> None:
     """Write the results document of a report (``--results``), naming the command line."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.reporting.results import write_results
 
     doc = json.loads(Path(report_json).read_text())

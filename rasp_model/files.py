@@ -32,6 +32,9 @@ import math
 import os
 import stat
 import tempfile
+import pickle
+import warnings
+import zipfile
 
 from rasp.errors import RASPError
 
@@ -59,6 +62,7 @@ class FileReadError(RASPError, ValueError):
 def max_weights_bytes() -> int:
     """Largest weights file: the model budget (``rasp_model.config.MAX_MODEL_BYTES`` of
     float32) stored as float64 (compiled models), plus a header."""
+    # breaks an import cycle: rasp_model.config imports this module
     from rasp_model.config import MAX_MODEL_BYTES
     return 2 * MAX_MODEL_BYTES + (16 << 20)
 
@@ -197,6 +201,7 @@ def read_safetensors(path, what: str, shapes: dict | None = None,
         missing = sorted(set(shapes) - set(header))[:3]
         extra = sorted(set(header) - set(shapes))[:3]
         bad(f"other tensors than expected (missing {missing}, unexpected {extra})")
+    # start-up: safetensors loads only when this runs
     from safetensors.torch import load
     try:
         tensors = load(data)
@@ -209,10 +214,7 @@ def read_torch(path, what: str, max_bytes: int):
     """``torch.load(weights_only=True)`` of a file through :func:`read_bytes` (a regular file
     within ``max_bytes``), its zip members first checked: stored uncompressed (a few MB of
     deflate would inflate to gigabytes) and within ``max_bytes`` in all."""
-    import pickle
-    import warnings
-    import zipfile
-
+    # start-up: torch loads only when this runs
     import torch
     path = os.fspath(path)
     data = read_bytes(path, what, max_bytes)
@@ -265,7 +267,7 @@ def atomic_write(path, write, mode: int | None = None, suffix: str = ".tmp") -> 
             os.fsync(f.fileno())
             os.fchmod(f.fileno(), file_mode(mode))
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException:      # any failure, Ctrl-C included: no temp file left, re-raise
         try:
             os.remove(tmp)
         except OSError:

@@ -35,6 +35,7 @@ def save_safetensors(model: Transformer, path, metadata: dict | None = None) -> 
     The config is stored as JSON under metadata key ``"config"``; other ``metadata`` values are
     stored as JSON strings under their keys.
     """
+    # start-up: safetensors loads only when this runs
     from safetensors.torch import save
 
     meta = {"config": json.dumps(model.cfg.to_dict(), sort_keys=True),

@@ -29,6 +29,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 from rasp.errors import RASPError
+import rasp
 
 __all__ = ["BOS", "SEP", "EOS", "PAD", "PLUS", "SPECIAL_VALUES", "Vocab", "Task",
            "UnknownTaskError", "TaskInputError", "PROGRAMS_DIR", "inputs_targets",
@@ -367,7 +368,6 @@ class Task:
 
         Raises :class:`rasp.ir.RASPError` subclasses for a program error.
         """
-        import rasp
         env = rasp.run_file(str(self.reference_path), causal=self.causal)
         try:
             return env[self.reference_name]

@@ -83,6 +83,8 @@ _USER: dict[str, Task] = {}
 def task_from_source(spec: dict) -> Task:
     """The task a :func:`task_source` record describes (a task file is loaded: its code
     runs). Raises TaskFileError / UnknownTaskError."""
+    # breaks an import cycle: .custom imports this module
+    from .custom import load_task_file, regex_task
     if "task_file" in spec:
         return load_task_file(spec["task_file"])
     if "regex" in spec:
@@ -100,6 +102,7 @@ def register_task(task: Task) -> Task:
     Raises:
         TaskFileError: the name is a catalogue task's, or another registered task's.
     """
+    # breaks an import cycle: .custom imports this module
     from .custom import TaskFileError, task_source
     if task.name in TASKS:
         where = getattr(task, "path", None) or f"regular expression {task.spec.get('regex')!r}"

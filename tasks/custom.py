@@ -56,6 +56,7 @@ import sys
 import traceback
 from pathlib import Path
 from typing import Any, Callable
+import ast
 
 import numpy as np
 from rasp.errors import RASPError
@@ -109,7 +110,6 @@ def _where(path: str, e: BaseException | None = None, fn: Callable | None = None
 
 def _assign_lines(source: str) -> dict:
     """Top-level name -> the line that assigns or defines it (for messages)."""
-    import ast
     out = {}
     try:
         tree = ast.parse(source)
@@ -449,6 +449,7 @@ def regex_dfa(pattern: str, alphabet: list[str] | None = None) -> tuple[list[str
         TaskFileError: a pattern ``interegular`` cannot parse, a symbol of the expression not
             in ``alphabet``, an alphabet entry that is not one character, or an empty language.
     """
+    # start-up: interegular loads only when this runs
     import interegular
     try:
         fsm = interegular.parse_pattern(pattern).to_fsm().reduce()

@@ -25,6 +25,8 @@ from rasp.equality import values_equal
 from rasp.analyses.raspl import is_prefix_causal   # the one owner of prefix causality (re-exported)
 
 from .base import Task, TaskInputError
+from rasp.decode import NO_TOKEN, greedy_decode
+import rasp
 
 __all__ = ["decode_with_program", "decode_batch", "verify_program", "VerifyResult",
            "LengthResult", "is_prefix_causal", "evaluate_sequence_program"]
@@ -69,8 +71,6 @@ def decode_batch(task: Task, sop, prompts: Sequence[Sequence[int]], max_new_toke
         TaskInputError: an empty prompt.
         rasp.ir.RASPError subclasses when the program fails to evaluate.
     """
-    import rasp
-    from rasp.decode import NO_TOKEN, greedy_decode
     if on_invalid not in ("stop", "raise"):
         raise ValueError("on_invalid is 'stop' or 'raise'")
     if any(len(p) == 0 for p in prompts):
@@ -105,7 +105,6 @@ def decode_with_program(task: Task, sop, prompt: Sequence[int], max_new_tokens: 
 def evaluate_sequence_program(task: Task, sop, prompts: Sequence[Sequence[int]]) -> list[list]:
     """Run a part-B (per-position) program on prompts (``BOS x_1..x_n`` ids); returns the output
     values per position (Python scalars), batching prompts of equal length."""
-    import rasp
     outs: list[list] = [None] * len(prompts)  # type: ignore[list-item]
     by_len: dict[int, list[int]] = {}
     for i, p in enumerate(prompts):
@@ -278,7 +277,6 @@ def verify_program(task: Task, sop, lengths: Sequence[int], samples: int = 10, s
         ValueError: a next-set program that is not prefix-causal; a length the task cannot
             produce.
     """
-    import rasp
     rng = np.random.default_rng(seed)
     if task.kind == "next_set":
         if not is_prefix_causal(sop):

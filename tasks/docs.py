@@ -14,6 +14,7 @@ from rasp.analyses.raspl import check
 
 from .base import Task
 from .catalogue import GENERALIZATION_TASKS, HUANG_TASKS, SEQUENCE_PROGRAMS, get_task
+from .decode import verify_program
 
 INTRO = """\
 # Task catalogue
@@ -84,7 +85,6 @@ def _raspl(task: Task, sop) -> str:
 
 def task_section(name: str, verify_to: int | None = None, samples: int = 2) -> str:
     """The Markdown section of one task (example, listing, measures, papers)."""
-    from .decode import verify_program
     t = get_task(name)
     lines = [f"### `{t.name}`", "", t.description + ".", ""]
     lines.append(f"* source: {t.source}")

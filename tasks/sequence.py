@@ -16,6 +16,7 @@ from fractions import Fraction
 from typing import Any, Callable
 
 from .base import Task, TaskInputError, Vocab
+import rasp
 
 WEISS = "Weiss et al. 2021 (original RASP, paper_examples.rasp / rasplib.rasp)"
 TRACR = "Lindner et al. 2023 (Tracr, tracr/compiler/lib.py)"
@@ -47,7 +48,6 @@ class SequenceTask(Task):
         is called with the task's parameter (validated int / alphabet token)."""
         if self.reference_call is None:
             return super().load_reference()
-        import rasp
         text = self.reference_source() + f"\nreference_instance = {self.reference_call};\n"
         env = rasp.run_source(text, filename=str(self.reference_path), causal=self.causal)
         return env["reference_instance"]

@@ -268,3 +268,12 @@ def test_a_run_of_an_edited_task_file_is_not_reused(tmp_path):
     # a catalogue task's runs carry no task_source (their config.json is unchanged)
     assert resolve_spec(tasks.get_task("parity"), "nope", 0, "quick",
                         config_overrides=ov).task_source is None
+
+
+def test_a_registered_task_file_is_rebuilt_from_its_source_record():
+    """A child process (a Ray worker) rebuilds a registered task from its source record
+    (``task_from_source``): a task file is loaded again by path (this raised NameError before
+    issue 40, item 4)."""
+    from tasks.catalogue import task_from_source
+    path = Path(__file__).resolve().parent.parent / "tasks" / "examples" / "more_a_than_b.py"
+    assert task_from_source({"task_file": str(path)}).name == "more_a_than_b"

@@ -40,6 +40,8 @@ from analysis.evidence import statistics as _stats
 from analysis.evidence.statistics import ID_FIT, MIN_SEEDS, OOD_GENERALIZES
 from rasp_model.positional import PE_LABELS
 from rasp.errors import RASPError
+from analysis.probing.metrics import AGGREGATIONS, JSD_UNITS
+from analysis.training.configs import ConfigError, RunSpec, TrainConfig
 
 __all__ = ["LABELS", "ID_FIT", "OOD_GENERALIZES", "MIN_SEEDS", "ClaimError", "RunRecord",
            "Claim", "run_record", "load_runs", "resolved_config", "config_fingerprint",
@@ -153,7 +155,6 @@ def resolved_config(config: dict) -> dict:
     cannot read (a partial one, e.g. in tests) has its ``train`` section resolved with
     :meth:`~analysis.training.configs.TrainConfig.from_dict` where possible and is otherwise
     kept as it is."""
-    from analysis.training.configs import ConfigError, RunSpec, TrainConfig
     try:
         out = {**config, **RunSpec.from_dict(dict(config)).to_dict()}
     except ConfigError:
@@ -531,8 +532,6 @@ def cross_seed_summary(probe: Any) -> dict[str, dict[str, dict]]:
         aggregation -> PE (NoPE = the other-seed baseline) -> ``{"seeds", "values" (per seed),
         "mean", "interval" (95%, seeds resampled as units and probe sequences within), "units"}``.
     """
-    from analysis.probing.metrics import AGGREGATIONS
-
     out: dict[str, dict[str, dict]] = {}
     for agg in AGGREGATIONS:
         rng = np.random.default_rng(_stats._BOOTSTRAP_SEED)
@@ -676,8 +675,6 @@ def claims_for_task(records: Sequence[RunRecord], predicted: str | dict | None =
         "pes"}], "note": str or None}`` — the note says when runs of several protocols or
         configurations were found and compared only within each group.
     """
-    from analysis.probing.metrics import AGGREGATIONS, JSD_UNITS
-
     groups = comparison_groups(records)
     probed = set()
     if probe is not None:

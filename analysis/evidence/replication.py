@@ -52,6 +52,8 @@ from analysis.training import runs as _runs
 from analysis.training.study import Study
 from rasp.errors import RASPError
 from rasp_model.positional import PE_LABELS
+from analysis.training.trainer import git_commit
+from tasks.huang import RELEASED_FORMAL, RELEASED
 
 __all__ = ["ReplicationError", "SweepConfig", "Scale", "FULL", "SMALL", "SCALES", "HUANG_PES",
            "replication_tasks", "their_n_positions", "run_overrides", "select_config",
@@ -233,7 +235,6 @@ FORMAL_NOT_THEIRS = (
 def formal_language(task: str) -> str | None:
     """The language of a ``<language>_nextchar`` task with their plotted numbers
     (:data:`tasks.huang.RELEASED_FORMAL`), else None."""
-    from tasks.huang import RELEASED_FORMAL
     lang = task[:-len("_nextchar")] if task.endswith("_nextchar") else None
     return lang if lang in RELEASED_FORMAL else None
 
@@ -256,7 +257,6 @@ def formal_scale(task: str, name: str = "full") -> Scale:
     Raises:
         ReplicationError: not one of their formal languages, or an unknown scale.
     """
-    from tasks.huang import RELEASED_FORMAL
     lang = formal_language(task)
     if lang is None:
         raise ReplicationError(f"{task!r} is not one of Huang et al.'s formal languages: "
@@ -297,7 +297,6 @@ def replication_tasks() -> dict:
     """Their tasks with released numbers (catalogue name -> their name): the algorithmic ones
     (:data:`tasks.huang.RELEASED`) and the formal languages in their next-character-set
     format (:data:`tasks.huang.RELEASED_FORMAL`, ``<language>_nextchar``)."""
-    from tasks.huang import RELEASED, RELEASED_FORMAL
     out = {name: run for name, (run, _, _) in RELEASED.items()}
     out.update({f"{lang}_nextchar": key for lang, (key, *_rest) in RELEASED_FORMAL.items()})
     return out
@@ -465,7 +464,6 @@ def bin_summary(per_seed: dict, seeds: Sequence[int], bins: Sequence) -> list[di
 
 def their_bins(task: str) -> list[str]:
     """The length ranges of their bins (ID first) that :func:`their_numbers` are on."""
-    from tasks.huang import RELEASED_FORMAL
     lang = formal_language(task)
     if lang is None:
         return ["1-50", "51-100", "101-150"]
@@ -475,7 +473,6 @@ def their_bins(task: str) -> list[str]:
 def their_numbers(task: str, pe: str) -> list[float] | None:
     """Their released mean exact match per bin (ID, 51-100, 101-150) for a cell
     (:data:`tasks.huang.RELEASED`), or None."""
-    from tasks.huang import RELEASED, RELEASED_FORMAL
     lang = formal_language(task)
     if lang is not None:
         _, ape, nope, _ = RELEASED_FORMAL[lang]
@@ -675,7 +672,6 @@ def replicate_cell(task: str, pe: str, scale: Scale = FULL, runs_root="runs",
     path = cell_path(out_dir, task, pe, scale)
     path.parent.mkdir(parents=True, exist_ok=True)
     old = read_cell(path) if path.exists() else {}
-    from analysis.training.trainer import git_commit
     cell = {"task": task, "pe": pe, "scale": scale.name, "comparable": scale.comparable,
             "protocol": scale.describe(),
             "code_not_paper": list(FORMAL_NOT_THEIRS if formal else CODE_NOT_PAPER),

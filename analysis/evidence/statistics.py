@@ -329,6 +329,7 @@ def paired_comparison(a_runs: Sequence[Any], b_runs: Sequence[Any], names: tuple
 
 @lru_cache(maxsize=256)
 def _chance_at(task_name: str, length: int, samples: int, seed: int) -> float:
+    # start-up: lark loads only when this runs
     import tasks
     task = tasks.get_task(task_name)
     rng = np.random.default_rng([seed, length])
@@ -351,6 +352,7 @@ def chance_em(task: Any, lengths: Sequence[int], samples: int = _CHANCE_SAMPLES,
     Raises:
         KeyError: an unknown task (``tasks.UnknownTaskError``); ValueError: no usable length.
     """
+    # start-up: lark loads only when this runs
     import tasks
     t = tasks.get_task(task) if isinstance(task, str) else task
     ls = sorted({int(n) for n in lengths if t.length_ok(int(n))})

@@ -25,6 +25,9 @@ import time
 from pathlib import Path
 
 from rasp.errors import RASPError
+from rasp_model import files  # the one reader of files we did not write
+from tasks.catalogue import register_task, task_from_source
+from tasks.custom import task_source, file_sha256
 
 __all__ = ["FORMAT", "VERSION", "RegisteredError", "write_registration", "read_registration",
            "registered_tasks", "registered_predictions"]
@@ -60,8 +63,8 @@ def write_registration(path, preds, task_objects, search: dict, command: str | N
     Raises:
         RegisteredError: the file cannot be written (the message names it).
     """
+    # start-up: torch loads only when this runs
     from analysis.training.trainer import git_commit
-    from tasks.custom import task_source
     doc = {"format": FORMAT, "version": VERSION,
            "registered_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "commit": git_commit(), "command": command,
@@ -91,8 +94,6 @@ def read_registration(path) -> dict:
         RegisteredError: unreadable or not a registration file; a task file that is missing
             or changed since registration (its path and both hashes named).
     """
-    from tasks.custom import file_sha256
-    from rasp_model import files                 # the one reader of files we did not write
     try:
         doc = files.read_json(Path(path), "registered predictions")
     except FileNotFoundError as e:
@@ -128,7 +129,6 @@ def read_registration(path) -> dict:
 def registered_tasks(doc: dict) -> list:
     """The tasks of a checked document (:func:`read_registration`), loaded and registered
     (:func:`tasks.catalogue.register_task`; a task file's code runs) so runs can find them."""
-    from tasks.catalogue import register_task, task_from_source
     out = []
     for t in doc["tasks"]:
         task = task_from_source(t["source"])

@@ -28,10 +28,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
 from analysis.prediction.theories import CERTIFICATE
+from analysis.prediction.budget import DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET
+from analysis.prediction.theories import theories_for
 
 __all__ = ["ValidationRow", "validate", "measure", "format_validation"]
 
@@ -76,6 +79,7 @@ def measure(records, prediction: str) -> tuple[str, str, str, float | None, tupl
     Raises:
         analysis.evidence.claims.ClaimError: the runs cannot be pooled (different configurations).
     """
+    # start-up: lark and torch load only when this runs
     from analysis.evidence.claims import prediction_claim
     claim = prediction_claim(records, prediction)
     (pe_numbers,) = claim.numbers["per_pe"].values()
@@ -135,9 +139,9 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
         directory; analysis.prediction.predict.PredictError: a task the predictor cannot handle,
         or a (task, PE) without a registered prediction.
     """
+    # start-up: lark and torch load only when this runs
     from analysis.evidence.claims import load_runs
     from analysis.training.grid import check_runs, run_grid
-    from analysis.prediction.budget import DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET
     from analysis.prediction.predict import predict
     from analysis.training.trainer import TrainingError
     from analysis.prediction.predict import PredictError
@@ -147,6 +151,7 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
             raise PredictError(f"no registered prediction for {', '.join(missing)}")
     search_budget = DEFAULT_SEARCH_BUDGET if search_budget is None else search_budget
     crasp_budget = DEFAULT_CRASP_BUDGET if crasp_budget is None else crasp_budget
+    # start-up: lark and torch load only when this runs
     from analysis.training.study import Study
     runs = Study(tasks=list(task_names), pes=list(pes), seeds=list(seeds), train_preset=preset,
                  pe_train_presets=dict(pe_presets or {}), overrides=dict(overrides or {}),
@@ -211,7 +216,7 @@ def replication_checks(task_names: Sequence[str], pes: Sequence[str],
     (``rasp replicate huang``) for these tasks and PEs, checked against each cell's runs on
     its farthest bin (:func:`analysis.evidence.replication.prediction_check`); ``cells_dir``
     None: ``docs/replication`` of this checkout (none there: ``[]``)."""
-    from pathlib import Path
+    # start-up: lark and torch load only when this runs
     from analysis.evidence import replication as R
     root = Path(cells_dir) if cells_dir else R.DEFAULT_CELLS_DIR
     if not root.is_dir():
@@ -223,7 +228,6 @@ def replication_checks(task_names: Sequence[str], pes: Sequence[str],
 def _registered(rec: dict, pe: str, protocol) -> dict:
     """A registered prediction for runs of ``protocol``: as written, unless the runs' protocol
     leaves the PE without the registered theories (then ``no theory``, saying why)."""
-    from analysis.prediction.theories import theories_for
     if tuple(theories_for(pe, protocol)) == tuple(theories_for(pe, None)):
         return rec
     return {**rec, "prediction": "no theory", "prediction_label": "no theory",

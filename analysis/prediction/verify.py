@@ -18,6 +18,7 @@ with ``tasks.decode_with_program`` so the reported output is the real greedy out
 from __future__ import annotations
 
 from typing import Any, Iterable
+import re
 
 import tasks
 from rasp.ir import RASPError
@@ -67,7 +68,7 @@ def protocol_max_length(task) -> int:
     Raises:
         tasks.UnknownTaskError: unknown name.
     """
-    import re
+    # start-up: torch loads only when this runs
     from analysis.training.configs import TrainConfig
     task = _task(task)
     factor = TrainConfig.__dataclass_fields__["eval_max_factor"].default

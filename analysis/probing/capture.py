@@ -14,10 +14,14 @@ probabilities, zero rows for padding (the format of :mod:`analysis.probing.metri
 from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
+import copy
 
 import numpy as np
 
 from analysis.probing.metrics import ProbingError, to_numpy
+from rasp_model import Transformer
+from torch.func import functional_call, stack_module_state, vmap
+import torch
 
 __all__ = ["pad_patterns", "capture_trained", "capture_trained_stacked", "stack_groups",
            "capture_compiled", "probe_sequences"]
@@ -66,8 +70,6 @@ def capture_trained(model: Any, sequences: Sequence[Sequence[int]]) -> list[np.n
     Returns:
         list over layers of ``[example, head, seq_max, seq_max]`` (zero-padded).
     """
-    import torch
-
     per_example: list = [None] * len(sequences)
     with torch.no_grad():
         for n, idx in _group_by_length(sequences).items():
@@ -82,7 +84,6 @@ def stack_groups(models: dict[str, Any]) -> list[list[str]]:
     """Labels of ``models`` grouped so that each group can be captured in one stacked pass:
     ``rasp_model.Transformer`` instances of one configuration (equal ``cfg``) together, every
     other model (a compiled model, a TransformerLens model) alone; first-seen order."""
-    from rasp_model import Transformer
     groups: dict[Any, list[str]] = {}
     for label, m in models.items():
         key = ("cfg", repr(m.cfg)) if type(m) is Transformer else ("one", label)
@@ -104,10 +105,7 @@ def capture_trained_stacked(models: Sequence[Any], sequences: Sequence[Sequence[
     Raises:
         ValueError: the models do not share one configuration.
     """
-    import copy
 
-    import torch
-    from torch.func import functional_call, stack_module_state, vmap
 
     models = list(models)
     if len({repr(m.cfg) for m in models}) != 1:

@@ -468,6 +468,7 @@ def match_heads(trained: Any, compiled: Any, variant: str = "standard",
     Raises:
         ProbingError: the patterns come from different inputs.
     """
+    # start-up: scipy loads only when this runs
     from scipy.optimize import linear_sum_assignment
 
     matrix = head_distance_matrix(trained, compiled, variant, first_query)
@@ -539,6 +540,7 @@ def relative_position_fit(pattern: Any, causal: bool = True, num_buckets: int = 
     Raises:
         ProbingError: the pattern is not 2- or 3-dimensional or has no valid row.
     """
+    # start-up: scipy loads only when this runs
     from scipy.optimize import minimize
 
     p = to_numpy(pattern)

@@ -16,6 +16,8 @@ import shutil
 import subprocess
 import tempfile
 import time
+import base64
+import select
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",
@@ -53,7 +55,6 @@ class PipeBrowser:
         self.events: list[dict] = []
 
     def _read_message(self, deadline: float) -> dict:
-        import select
         while b"\0" not in self._buf:
             left = deadline - time.time()
             if left <= 0:
@@ -97,7 +98,7 @@ class PipeBrowser:
     def close(self):
         try:
             self.send("Browser.close")
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - best effort: a dead browser is killed below
             pass
         try:
             self.proc.wait(timeout=10)
@@ -127,7 +128,7 @@ class Page:
                        "mobile": False})
             self.send("Page.navigate", {"url": url})
             self.browser.wait_event("Page.loadEventFired")
-        except BaseException:
+        except BaseException:          # any failure, Ctrl-C included: close Chromium, re-raise
             self.browser.close()
             raise
 
@@ -150,7 +151,6 @@ class Page:
 
     def screenshot(self, height: int | None = None) -> bytes:
         """PNG bytes of the page from its top, ``height`` CSS pixels tall (default: all)."""
-        import base64
         if height is None:
             height = self.eval("document.documentElement.scrollHeight")
         shot = self.send("Page.captureScreenshot", {

@@ -22,6 +22,7 @@ from matplotlib.text import Text  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from rasp_model.positional import PE_LABELS, PE_NAMES  # noqa: E402
+from rasp_model.files import atomic_write  # a planted link at the PNG is never followed
 
 __all__ = ["PE_COLORS", "accuracy_figure", "accuracy_bands", "heatmap_figure",
            "distance_chart", "layer_diagram", "save", "text_px", "wrap_label"]
@@ -53,7 +54,6 @@ def save(fig, path: str | os.PathLike, dpi: float = 96,
     if min_text_px and sizes:
         dpi = max(dpi, math.ceil(min_text_px * 72 / min(sizes)))
     meta = {TEXT_PX_KEY: f"{min(sizes) * dpi / 72:.2f}"} if sizes else {}
-    from rasp_model.files import atomic_write     # a planted link at the PNG is never followed
     atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=dpi, bbox_inches="tight",
                                              metadata=meta))
     plt.close(fig)
@@ -68,6 +68,7 @@ def _done(fig, path: str | os.PathLike | None):
 def text_px(path: str | os.PathLike) -> float | None:
     """The smallest font size of a PNG written by :func:`save`, in the PNG's pixels (None for
     a PNG without the record)."""
+    # start-up: PIL loads only when this runs
     from PIL import Image
     with Image.open(path) as im:
         v = (getattr(im, "text", None) or {}).get(TEXT_PX_KEY)

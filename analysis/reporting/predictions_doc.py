@@ -27,6 +27,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from analysis.prediction.budget import (DEEP_SEARCH_BUDGET, DEFAULT_CRASP_BUDGET,
+                                        DEFAULT_SEARCH_BUDGET, BudgetError, parse_budget)
+from analysis.prediction.theories import CERTIFICATE, DECIDED
+from analysis.prediction.validate import format_validation, validate
+from analysis.reporting.presets import REPORT_PRESETS, VALIDATION_TASKS
 
 __all__ = ["build", "main"]
 
@@ -150,7 +155,6 @@ def huang_comparison(preds) -> str:
     ``unknown`` are counted apart."""
     rows = ["| task | PE | Huang et al. EM, OOD bin 1 / bin 2 | their outcome | our verdict | "
             "agrees |", "| --- | --- | --- | --- | --- | --- |"]
-    from analysis.prediction.theories import CERTIFICATE, DECIDED
     n = {"agree": 0, "disagree": 0, "unknown": 0}
     certs = {"generalizes": 0, "fails": 0}
     for p in preds:
@@ -188,6 +192,7 @@ def _log(msg: str) -> None:
 
 
 def _per_pe(names, pes, budget_of, crasp_budget, n, k):
+    # start-up: lark loads only when this runs
     from analysis.prediction.predict import clear_search_caches, predict
     out = []
     for name in names:
@@ -210,9 +215,9 @@ def build(args: argparse.Namespace, command: str) -> str:
         analysis.prediction.predict.PredictError, analysis.training.trainer.TrainingError, analysis.training.grid.GridError:
             as the commands it runs (a bad task or PE, an unusable run directory).
     """
+    # start-up: lark loads only when this runs
     import tasks
     from analysis.prediction.predict import markdown_pe_report, markdown_report, predict_all
-    from analysis.prediction.validate import format_validation, validate
     pes = [p for p in args.pe.split(",") if p]
     deep = {t for t in args.deep_tasks.split(",") if t}
     secs = {}
@@ -227,13 +232,11 @@ def build(args: argparse.Namespace, command: str) -> str:
     secs["per-PE, Huang et al."] = time.perf_counter() - t0
     t0 = time.perf_counter()
     if args.validate_tasks is None:
-        from analysis.reporting.presets import VALIDATION_TASKS
         vtasks = list(VALIDATION_TASKS)
     else:
         vtasks = [t for t in args.validate_tasks.split(",") if t]
     # the main job's per-PE presets (the learned APE with random offsets, its theories'
     # protocol), so that these are the runs of docs/results.md, never other runs of one name
-    from analysis.reporting.presets import REPORT_PRESETS
     pe_presets = dict(REPORT_PRESETS["main"].get("pe_train_presets") or {}) \
         if args.validate_preset == REPORT_PRESETS["main"]["train_preset"] else {}
     val = validate(vtasks, pes, list(range(args.validate_seeds)), preset=args.validate_preset,
@@ -296,8 +299,6 @@ def main(argv=None) -> int:
     [--search-budget N] [--deep-search-budget N] [--crasp-budget N] [--deep-tasks a,b]
     [--pe nope,ape_learned] [-N LEN] [-K 3] [--validate-tasks a,b] [--validate-seeds N]
     [--validate-preset P] [--runs DIR]``. Exit 0 written; 2 bad input (one line on stderr)."""
-    from analysis.prediction.budget import (DEEP_SEARCH_BUDGET, DEFAULT_CRASP_BUDGET,
-                                            DEFAULT_SEARCH_BUDGET, BudgetError, parse_budget)
     ap = argparse.ArgumentParser(
         prog="python -m analysis.reporting.predictions_doc",
         description="Regenerate docs/predictions.md from runs of the predictor: per-PE "
@@ -335,6 +336,7 @@ def main(argv=None) -> int:
                          "600)")
     ap.add_argument("--runs", default="runs", help="run directories of the grid (runs/)")
     args = ap.parse_args(argv)
+    # start-up: lark and torch load only when this runs
     from analysis.training.grid import GridError
     from analysis.prediction.predict import PredictError
     from analysis.training.trainer import RunDirError, TrainingError

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from analysis.evidence import replication as R
+from analysis.training.runs import atomic_write_text
 
 __all__ = ["render", "main"]
 
@@ -235,7 +236,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     command = f"python -m analysis.reporting.replication_doc --cells {args.cells} -o {args.out}"
     text = render(R.read_cells(args.cells), command)
-    from analysis.training.runs import atomic_write_text
     atomic_write_text(Path(args.out), text)
     print(f"wrote {args.out}")
     return 0

@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
+import resource
 
 import numpy as np
 
@@ -52,6 +53,10 @@ from rasp_model.positional import PE_LABELS, PE_NAMES
 
 from analysis.reporting.presets import (CONFIRMATION_TASKS, DEFAULT_TASKS, FULL_TASKS,
                                        REPORT_PRESETS, SELECTED_TASK, study_preset)
+from analysis.training.grid import GridError, train_pending
+from analysis.training.runs import read_spec
+from analysis.training.study import Study
+from rasp.repl.draw import Drawing
 
 __all__ = ["ReportError", "ReportOptions", "collect_task", "render_report", "generate_report",
            "check_overwrite", "DEFAULT_TASKS", "FULL_TASKS", "REPORT_PRESETS", "wanted_runs",
@@ -149,7 +154,6 @@ def report_study(task_names: Sequence[str], opts: ReportOptions):
     """The :class:`~analysis.training.study.Study` of a report: its tasks, the PEs asked for
     (``task_pes`` of the preset), the preset's seeds plus NoPE's ``nope_seeds``, its training
     presets and ``opts.train_overrides``."""
-    from analysis.training.study import Study
     preset = opts.resolved()
     return Study(tasks=list(task_names), pes=list(opts.pes), seeds=list(preset["seeds"]),
                  train_preset=preset["train_preset"],
@@ -171,7 +175,6 @@ def wanted_runs(task_name: str, opts: ReportOptions) -> list[tuple[str, int, Pat
 def _stale(run) -> bool:
     """Whether the finished run directory of ``run`` (a ``GridRun``) holds another
     configuration than ``run`` resolves to now."""
-    from analysis.training.runs import read_spec
     try:
         spec = trainer.resolve_spec(trainer.resolve_task(run.task), run.pe, run.seed,
                                     run.preset, run.steps, run.train_max_len,
@@ -203,8 +206,6 @@ def train_missing(task_names: Sequence[str], opts: ReportOptions,
     Raises:
         ReportError: a run directory holds another task's run; the cluster cannot be reached.
     """
-    from analysis.training.grid import GridError, train_pending
-
     preset = opts.resolved()
     runs = report_study(task_names, opts).runs()
     for r in runs:
@@ -499,7 +500,6 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
                          "layer its attention heads (each with the s-op it computes), then "
                          "the MLP's hidden width.")
     if sec.get("_draw"):
-        from rasp.repl.draw import Drawing
         sop, example = sec["_draw"]
         try:
             # rasp draw's own resolution (110 dpi), higher where its smallest text (a long
@@ -768,6 +768,7 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
     Raises:
         ReportError: the directory cannot be written.
     """
+    # start-up: jinja2 loads only when this runs
     import jinja2
 
     out = Path(out_dir)
@@ -891,7 +892,6 @@ def generate_report(task_names: Sequence[str] | None = None,
 def _cpu_seconds() -> float:
     """User + system CPU seconds of this process and its finished child processes (the driver:
     Ray's workers are not counted here; their runs' seconds are ``run_seconds_trained_now``)."""
-    import resource
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
         resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime

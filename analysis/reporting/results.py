@@ -19,6 +19,7 @@ import numpy as np
 from analysis.evidence import statistics as _st
 from analysis.reporting.figures import PAPER_DISTANCE_FROM_NOPE
 from rasp_model.positional import PE_LABELS, PE_NAMES
+from analysis.training.runs import atomic_write_text  # mkstemp + os.replace: no link
 
 __all__ = ["results_markdown", "write_results"]
 
@@ -255,7 +256,6 @@ def _task_section(task: dict) -> list[str]:
 
 def write_results(doc: dict, path: str | os.PathLike, command: str) -> Path:
     """Write :func:`results_markdown` atomically to ``path``; returns the path."""
-    from analysis.training.runs import atomic_write_text   # mkstemp + os.replace: no link
     path = Path(path)
     atomic_write_text(path, results_markdown(doc, command))
     return path

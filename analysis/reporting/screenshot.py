@@ -16,6 +16,7 @@ import argparse
 import io
 import sys
 from pathlib import Path
+from analysis.reporting.browser import Page, find_chromium
 
 __all__ = ["PARTS", "part_positions", "annotate", "main"]
 
@@ -60,6 +61,7 @@ def annotate(png: bytes, parts: list[tuple[int, float]], finding: tuple | None,
              width: int = 760, margin: int = 56):
     """The screenshot scaled to ``width`` pixels plus a ``margin`` on the left, with a
     numbered disc at each part's heading and an "F" at the finding; returns a PIL image."""
+    # start-up: PIL and matplotlib load only when this runs
     from PIL import Image, ImageDraw, ImageFont
     from matplotlib import font_manager
 
@@ -84,7 +86,6 @@ def annotate(png: bytes, parts: list[tuple[int, float]], finding: tuple | None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from analysis.reporting.browser import Page, find_chromium
 
     ap = argparse.ArgumentParser(prog="python -m analysis.reporting.screenshot",
                                  description=__doc__.split("\n\n")[1])

@@ -44,6 +44,7 @@ from ..ir import (Aggregate, Full, Indices, Length, Map, Node, RASPError, RASPTy
                  Selector, SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap,
                  SOp, Span, Tokens, topological_order)
 from ..source import describe_node
+from ..interpreter import evaluate
 
 __all__ = ["check", "RASPLReport", "Violation", "RULES", "INT8_MIN", "INT8_MAX", "violation_at",
            "provably_causal", "index_offset", "reads_only_prefix", "noncausal_readers",
@@ -286,7 +287,6 @@ def _positional_table(sel: Select, memo: dict) -> np.ndarray | None:
         return None
     key = ("t", sel.id)
     if key not in memo:
-        from ..interpreter import evaluate      # the interpreter imports this module's users
         try:
             memo[key] = np.asarray(evaluate(sel, [[0] * n], causal=False)[0], dtype=bool)
         except Exception:  # noqa: BLE001 - a Python predicate may raise anything: no proof

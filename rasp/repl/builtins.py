@@ -194,6 +194,7 @@ def _bi_draw(it, args):
         if not isinstance(path, str):
             raise RASPTypeError(f"draw's third argument is a .svg or .png file name, got "
                                 f"{describe_value(path)}")
+        # breaks an import cycle: .draw imports this module
         from .draw import draw_file
         try:
             draw_file(node, path, example)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Sequence
+from html import escape
 
 import numpy as np
 
@@ -504,7 +505,6 @@ def html_table(rows: Sequence[Sequence[Any]], header: Sequence[str] | None = Non
         well-formed HTML: one ``<div>`` holding the ``<table>`` (and the ``<pre>``); every
         cell's text is escaped, so a value such as ``"<b>"`` shows as written.
     """
-    from html import escape
     out = ['<div class="rasp-lab"><table>']
     if caption is not None:
         out.append(f"<caption>{escape(str(caption))}</caption>")

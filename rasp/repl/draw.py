@@ -30,6 +30,7 @@ from ..source import describe_node
 from ..errors import RASPTypeError
 from ..interpreter import Evaluator
 from ..ir import Aggregate, Node, Select, Selector, topological_order
+import numpy as np
 
 __all__ = ["draw", "Drawing", "draw_figure", "draw_file", "svg", "flow_layout", "FlowLayout",
            "node_title", "DEFAULT_EXAMPLE"]
@@ -140,6 +141,7 @@ def _layout(boxes: dict[int, _Box], edges: list[tuple[int, int]]) -> dict:
     in a straight line, passes a layer it spans straight down through the slot grandalf
     reserved there, and enters its target straight down from the top of the target's layer:
     its slanted parts lie in the gaps between layers, where no box is."""
+    # start-up: grandalf loads only when this runs
     from grandalf.graphs import Edge, Graph, Vertex
     from grandalf.layouts import SugiyamaLayout
 
@@ -214,8 +216,6 @@ class FlowLayout:
 
 def _flow(node: Node, example: Any):
     """Evaluate ``node`` on ``example`` and lay its DAG out: ``(seq, boxes, layout)``."""
-    import numpy as np
-
     if not isinstance(node, Node):
         raise RASPTypeError(f"draw expects an s-op or selector, got {type(node).__name__}")
     seq = _sequence(example)
@@ -267,7 +267,7 @@ def draw_figure(node: Node, example: Any = DEFAULT_EXAMPLE):
             program has more than 60 operations.
         RASPError: the program fails on the example (as the interpreter raises).
     """
-    import numpy as np
+    # start-up: matplotlib loads only when this runs
     from matplotlib.figure import Figure
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
     from matplotlib.path import Path

@@ -73,6 +73,7 @@ def progress_bar(iterable: Iterable | None = None, *, show: bool = True, **kwarg
     Returns:
         the tqdm object (a disabled one still iterates and accepts ``update``/``close``).
     """
+    # start-up: tqdm loads only when this runs
     from tqdm.auto import tqdm
     if "disable" in kwargs:
         raise TypeError("progress_bar decides 'disable' itself; pass show=False for no bar")
@@ -102,6 +103,7 @@ def _log_lines_class():
     global _LOG_CLASS
     if _LOG_CLASS is not None:
         return _LOG_CLASS
+    # start-up: tqdm loads only when this runs
     from tqdm.std import tqdm as std_tqdm
 
     class LogLines(std_tqdm):
@@ -149,6 +151,7 @@ def _in_notebook() -> bool:
     """Whether the code runs in a Jupyter (IPython) kernel."""
     if "ipykernel" not in sys.modules:
         return False
+    # start-up: IPython loads only when this runs
     from IPython import get_ipython
     shell = get_ipython()
     return shell is not None and "IPKernelApp" in shell.config

@@ -238,6 +238,7 @@ class CommandArgs:
 # --------------------------------------------------------------------------------------------
 
 def _make_completer(repl: "Repl"):
+    # start-up: prompt_toolkit loads only when this runs
     from prompt_toolkit.completion import Completer, Completion
 
     class _ReplCompleter(Completer):
@@ -804,6 +805,7 @@ class Repl:
         so far (or interrupts a running statement, which is then rolled back); Ctrl-D on an
         empty ``>>`` line leaves, on a ``..`` line drops the pending input as Ctrl-C does.
         Returns 0."""
+        # start-up: prompt_toolkit loads only when this runs
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory, InMemoryHistory
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 import os
 import re
 from typing import Any
+import stat
 
 import lark
 import numpy as np
@@ -750,7 +751,6 @@ def _read_bytes(path: str) -> bytes:
     never blocks) of at most :data:`rasp.limits.MAX_SOURCE_BYTES`, never from ``/proc``,
     ``/sys`` or ``/dev``. The one reader of ``.rasp`` files (``load``, ``rasp run``, ``rasp
     repl FILE``)."""
-    import stat
     real = os.path.realpath(path)
     if real.startswith(_VIRTUAL_ROOTS):
         raise RASPValueError(f"cannot read {path}: a program is read from a regular file, not "

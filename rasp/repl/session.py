@@ -210,7 +210,7 @@ class Session:
             results = self._interp.exec_stmt(st, env, ctx)
             if self.check_example:
                 self._check_on_example(results, ctx, st)
-        except BaseException as exc:
+        except BaseException as exc:    # any failure, Ctrl-C included: roll back, re-raise
             for scope in chain:
                 scope.rollback()
             if isinstance(exc, RecursionError):

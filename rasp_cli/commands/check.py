@@ -21,6 +21,7 @@ import os
 
 from rasp.ir import Indices, Selector, SOp, Tokens
 from rasp_cli.common import UsageError
+from rasp.repl.session import run_file
 
 #: the one-line help of `rasp check` (shown by `rasp --help` without importing the command)
 HELP = "measure a .rasp file's s-ops and check they are valid RASP-L"
@@ -63,6 +64,7 @@ def check_names(env, names: list[str] | None, vocab=None, max_len=None, causal=F
     None). Returns one dict per name: ``name``, ``measures`` (:class:`~rasp.analyses.measures.Measures`),
     ``report`` (:class:`~rasp.analyses.raspl.RASPLReport`). Raises UsageError for an unknown name, a name
     that is not an s-op or selector, or a file without s-ops."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from rasp.analyses.measures import measure
     from rasp.analyses.raspl import check
 
@@ -99,8 +101,6 @@ def _text(item) -> str:
 
 def run(args) -> int:
     """Run ``args.file`` and check its s-ops; returns 0 (all valid) or 1 (some invalid)."""
-    from rasp.repl.session import run_file
-
     if not os.path.isfile(args.file):
         raise UsageError(f"no such file: {args.file}")
     if args.max_len is not None and args.max_len < 1:

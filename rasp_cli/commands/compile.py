@@ -24,6 +24,9 @@ from __future__ import annotations
 import os
 
 from rasp_cli.common import UsageError, output_dir, seed_flag, whole_number
+from rasp.ir import Select, SOp, topological_order
+from rasp.repl.session import run_source
+import compiler
 
 #: the one-line help of `rasp compile` (shown by `rasp --help` without importing the command)
 HELP = 'compile an s-op of a .rasp file into transformer weights'
@@ -73,6 +76,7 @@ def verify(cm, sop, k: int, seed: int = 0) -> tuple[int, int, str | None]:
     """The compiler's verification gate with ``k`` random inputs per length
     (:func:`compiler.verification.verify_compiled`; exhaustive when the input space is small).
     Returns ``(mismatches, total, first mismatch description or None)``."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from compiler.verification import verify_compiled
     res = verify_compiled(cm, sop, samples=k, seed=seed, progress=True, token_budget=None)
     return res.mismatches, res.checked, res.counterexample
@@ -80,15 +84,14 @@ def verify(cm, sop, k: int, seed: int = 0) -> tuple[int, int, str | None]:
 
 def run(args) -> int:
     """Compile ``args.name`` of ``args.file``; returns 0, or 1 on a verification mismatch."""
-    from rasp.ir import Select, SOp, topological_order
-    from rasp.repl.session import run_source
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from rasp_model.files import read_text
-    import compiler
 
     if not os.path.isfile(args.file):
         raise UsageError(f"no such file: {args.file}")
     if args.max_len < 1:
         raise UsageError("--max-len must be a positive integer")
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.prediction.verify import MAX_SAMPLES
     whole_number(args.verify, "--verify", 0, MAX_SAMPLES)
     seed_flag(args.seed)

@@ -42,6 +42,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
 
     if args.preset == "confirmation" and not args.tasks:
+        # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
         from analysis.reporting.presets import FULL_TASKS
         args.tasks = list(FULL_TASKS)
     t0 = time.time()
@@ -51,6 +52,7 @@ def run(args) -> int:
     report_json = Path(args.out) / "report.json"
     doc = json.loads(report_json.read_text())
     doc.setdefault("meta", {})["demo_wall_seconds"] = round(wall, 1)
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.training.runs import atomic_write_text
     atomic_write_text(report_json, json.dumps(doc, indent=1), mode=0o644)   # never via a link
     if results:

@@ -61,6 +61,7 @@ def _lengths(text):
 
 
 def run(args) -> int:
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.probing import alignment
     from analysis.probing import metrics
     from analysis.training.runs import RunDirError

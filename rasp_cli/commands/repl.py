@@ -49,6 +49,7 @@ def add_arguments(p) -> None:
 def compile_command(repl, argtext: str) -> str:
     """compile to transformer weights, show the size, check on the example"""
     a = repl.parse_name_args(argtext, "compile")
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from rasp.repl.repl import ReplError
     from rasp.ir import SOp
     if not isinstance(a.value, SOp):
@@ -97,6 +98,7 @@ def run(args) -> int:
     Returns 0; 2 when a FILE or the base library cannot be read, or a FILE fails; in the
     piped mode 1 when an error was reported.
     """
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from rasp.repl.repl import Repl
     files = list(args.files)
     if args.base_library is not None and not os.path.isfile(args.base_library):
@@ -113,6 +115,7 @@ def run(args) -> int:
         return 2
     session = repl.session
     for path in files:
+        # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
         from rasp_model.files import FileReadError, read_text
         try:                            # a regular file only: a named pipe never blocks
             text = read_text(path, "a RASP file")

@@ -21,6 +21,12 @@ import numpy as np
 
 from rasp.ir import Selector, SOp
 from rasp_cli.common import UsageError
+from rasp import limits
+from rasp.errors import RASPResourceError
+from rasp.interpreter import evaluate
+from rasp.repl.display import format_selector_value, format_sop_value, written_size
+from rasp.repl.session import run_file
+from rasp.values import kind_of
 
 #: the one-line help of `rasp run` (shown by `rasp --help` without importing the command)
 HELP = 'run a .rasp file and evaluate a name on an input'
@@ -86,13 +92,6 @@ def _show_input(word: str, seq: list) -> str:
 
 def run(args) -> int:
     """Run ``args.file`` and print ``args.name`` evaluated on ``args.input``; returns 0."""
-    from rasp import limits
-    from rasp.repl.display import format_selector_value, format_sop_value, written_size
-    from rasp.errors import RASPResourceError
-    from rasp.interpreter import evaluate
-    from rasp.repl.session import run_file
-    from rasp.values import kind_of
-
     if not os.path.isfile(args.file):
         raise UsageError(f"no such file: {args.file}")
     seq = parse_input(args.input)

@@ -81,6 +81,7 @@ def add_arguments(p) -> None:
                         "the shipped one")
     p.add_argument("--name", default=None,
                    help="the s-op of --program (default: the task's reference name)")
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.prediction.budget import DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET
     add_task_source_args(p)
     p.add_argument("--no-search", action="store_true",
@@ -114,6 +115,7 @@ def _row(p) -> str:
 
 def run(args) -> int:
     """Predict and print each task; returns 0."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     import tasks
     from analysis.prediction.predict import PredictError, predict
     found = search_settings(args, args.tasks)
@@ -149,6 +151,7 @@ def run(args) -> int:
     for t in resolved:
         try:
             if args.program:
+                # start-up: a command's own dependencies load when it runs (`rasp --help` loads n...
                 from analysis.prediction.predict import predict_program
                 if t.kind != "next_token":
                     raise PredictError(f"task {t.name!r} is a {t.kind} task; --program "
@@ -173,6 +176,7 @@ def run(args) -> int:
         except PredictError as e:
             raise UsageError(str(e)) from None
     if args.register:
+        # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
         from analysis.prediction.registered import write_registration
         write_registration(args.register, preds, resolved, found,
                            getattr(args, "command_line", None))

@@ -50,6 +50,7 @@ def add_arguments(p) -> None:
                         "{\"prompt\": [...], \"answer\": [...]})")
     p.add_argument("--max-length", "-K", type=int, default=8, metavar="K",
                    help="largest expression size to enumerate (default 8)")
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.prediction.budget import DEFAULT_SEARCH_BUDGET, parse_budget
     p.add_argument("--budget", "-b", type=parse_budget, default=DEFAULT_SEARCH_BUDGET,
                    metavar="N",
@@ -78,6 +79,7 @@ def read_examples(path: str) -> list[tuple[list, int]]:
         ValueError: unreadable file, malformed line, mixed value types, values outside int8,
             or contradictory examples — the message names the line(s).
     """
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from rasp_model.files import FileReadError, read_text
     try:                                # a regular file only: a named pipe never blocks
         lines = read_text(path, "an examples file").splitlines()
@@ -133,6 +135,7 @@ def read_examples(path: str) -> list[tuple[list, int]]:
 
 
 def run(args) -> int:
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.prediction.search import SearchError, problem_from_examples, search, search_task
     own = tasks_from_args(args)
     if (args.task is not None) + (args.examples is not None) + len(own) != 1:
@@ -165,6 +168,7 @@ def run(args) -> int:
                          max_memory_mb=args.memory_mb, grammar=grammar,
                          threads=args.threads, time_cap=args.time_cap)
         else:
+            # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
             import tasks
             try:
                 t = own[0] if own else tasks.get_task(args.task)

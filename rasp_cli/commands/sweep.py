@@ -59,6 +59,7 @@ def _slug(tag: str) -> str:
 
 def run(args) -> int:
     """Run ``rasp sweep``; returns the exit code."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.training import sweep
     from analysis.training.grid import check_runs
     from analysis.training.trainer import TrainingError
@@ -74,6 +75,7 @@ def run(args) -> int:
         raise UsageError(str(e)) from None
     configs = sweep.expand(swept, fixed)
     root = Path(args.out) / "sweeps" / Path(args.grid_file).stem / args.task
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.training.study import Study
     runs, index = [], []
     for pe in pes:
@@ -107,6 +109,7 @@ def run(args) -> int:
         for note in sel.notes:
             print(f"  note: {note}")
     if args.json:
+        # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
         from analysis.training.runs import atomic_write_text
         atomic_write_text(Path(args.json), json.dumps(
             {"task": args.task, "grid_file": str(args.grid_file), "seeds": seeds,

@@ -29,6 +29,7 @@ def add_arguments(p) -> None:
 
 def rows(group: str | None = None) -> list[dict]:
     """One dict per task: ``name, group, length, lengths, raspl, source``."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     import tasks
     out = []
     for name in tasks.list_tasks():

@@ -17,6 +17,7 @@ cluster, a run directory holding another configuration without ``--force``).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from rasp_cli.common import (MAX_THREADS, PE_HELP, UsageError, add_device_option,
                              add_task_source_args, check_grid_options, grid_options,
@@ -30,6 +31,7 @@ HELP = 'train transformers with a positional encoding on a task'
 def add_arguments(p) -> None:
     """One run (TASK) or a grid (``--grid``), the training settings (``--set``), your own tasks
     and the grid runner's options; the epilog lists the ``--set`` keys."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.training.configs import MODEL_KEYS, PER_RUN_KEYS, TRAIN_KEYS, TRAIN_PRESETS
     p.description = (
         "Train a small decoder transformer on a generalization task with one of six "
@@ -73,6 +75,7 @@ def add_arguments(p) -> None:
 
 def format_grid(results) -> str:
     """Table task x PE of mean ID / OOD exact match over seeds (``RunResult`` list)."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from rasp_model import PE_NAMES
     cells = {}
     for r in results:
@@ -112,8 +115,7 @@ def check_train_options(args) -> None:
 def run(args) -> int:
     """Run ``rasp train``; returns the exit code (1 when a run of a grid failed or was not
     started within the budget)."""
-    from pathlib import Path
-
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.training.grid import check_runs
     from analysis.training.runs import RunDirError, atomic_write_text
     from analysis.training.trainer import TrainingError, train
@@ -124,6 +126,7 @@ def run(args) -> int:
     if not args.grid and not args.task and not own:
         raise UsageError("give a TASK (or --grid TASKS); `rasp tasks --group A` lists them")
     tasks = [s.strip() for s in (args.grid or args.task or "").split(",") if s.strip()] + own
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     import tasks as _catalogue
     for name in tasks:               # the task names first: the most likely typo
         try:
@@ -139,6 +142,7 @@ def run(args) -> int:
     if not args.grid and (len(pes) > 1 or len(seeds) > 1 or len(tasks) > 1):
         raise UsageError("several tasks, PEs or seeds need --grid")
     if args.grid:
+        # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
         from analysis.training.study import Study
         runs = Study(tasks=tasks, pes=pes, seeds=seeds, train_preset=args.preset,
                      overrides=overrides, steps=args.steps, train_max_len=args.train_max_len,

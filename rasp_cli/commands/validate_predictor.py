@@ -25,6 +25,7 @@ registration file that does not match its task files).
 from __future__ import annotations
 
 import json
+import sys
 
 from rasp_cli.common import (UsageError, add_search_args, add_task_source_args, parse_overrides,
                              parse_pes, parse_seeds, search_settings, tasks_from_args)
@@ -68,7 +69,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    import sys
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     import tasks
     from analysis.evidence.claims import ClaimError
     from analysis.prediction.predict import PredictError
@@ -97,6 +98,7 @@ def run(args) -> int:
     seeds = parse_seeds(args.seeds)
     if args.steps is not None and args.steps < 1:
         raise UsageError("--steps must be positive")
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.training.configs import TRAIN_PRESETS
     from rasp_model.positional import PE_NAMES
     overrides = parse_overrides(args.set)
@@ -126,6 +128,7 @@ def run(args) -> int:
 def _registered(args, found) -> tuple[dict, list, list]:
     """The registered predictions of ``--registered`` (checked: refused when a task file
     changed), their tasks (registered so that runs find them) and PEs."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.prediction.registered import (read_registration, registered_predictions,
                                                 registered_tasks)
     if found["search"]:

@@ -52,6 +52,7 @@ def add_arguments(p) -> None:
 
 
 def _load_task(name: str):
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     import tasks
     try:
         return tasks.get_task(name)
@@ -61,6 +62,7 @@ def _load_task(name: str):
 
 def run(args) -> int:
     """Verify and print; returns 0 (all correct) or 1 (a mismatch or program failure)."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.prediction.verify import VerifyError, verify_program_on_task, verify_task
     own = tasks_from_args(args)
     if (args.task is not None) + len(own) != 1:
