@@ -92,7 +92,7 @@ def test_stored_aggregate_values_equal_the_interpreter():
     from rasp.interpreter import Evaluator
     seen = {"mean": 0, "max": 0, "min": 0}
     for level in (3,):              # stored: sizes below max_length
-        lv = eng.rows[level]
+        lv = eng.store.rows[level]
         for i in range(len(lv)):
             rec = lv.recipes[i]
             if rec[0] != "agg" or seen[rec[4]] >= 40:
@@ -165,19 +165,19 @@ def test_selector_deduplication_keeps_every_distinct_selector():
     eng.found = ("not checked", 0)               # enumerate every size, stop at none
     eng.start = time.perf_counter()
     families.leaves(eng)
-    eng.rows[0].freeze()
+    eng.store.rows[0].freeze()
     kept: set = set()
     for k in range(1, 5):
         families.sop_level(eng, k)
         families.sel_level(eng, k)
-        sl = eng.sels[k]
+        sl = eng.store.sels[k]
         pats = [bytes(p) for p in np.packbits(kernels.sel_entries(eng, sl, np.arange(len(sl))),
                                               axis=1)]
         assert len(set(pats)) == len(pats) and not kept & set(pats), k
         kept |= set(pats)
         n_candidates = 0
         for i in range(k):
-            lk, lq = eng.rows[i], eng.rows[k - 1 - i]
+            lk, lq = eng.store.rows[i], eng.store.rows[k - 1 - i]
             for strness in (False, True):
                 K = lk.vals[(lk.kind == _KIND_STR) == strness]
                 Q = lq.vals[(lq.kind == _KIND_STR) == strness]
@@ -195,9 +195,9 @@ def _levels(threads, problem, k):
     eng = _Engine(problem, UNLIMITED, k, False, 2**31, None, threads=threads)
     eng.lay.tvals = np.full_like(eng.lay.tvals, 99)          # no program meets it: every size runs
     res = eng.run()
-    rows = {lev: (lv.vals.copy(), lv.kind.copy()) for lev, lv in eng.rows.items()}
+    rows = {lev: (lv.vals.copy(), lv.kind.copy()) for lev, lv in eng.store.rows.items()}
     sels = {lev: (sl.W.copy(), np.stack([sl.klev, sl.krow, sl.qlev, sl.qrow, sl.opc]))
-            for lev, sl in eng.sels.items()}
+            for lev, sl in eng.store.sels.items()}
     return res, rows, sels
 
 
@@ -236,7 +236,7 @@ def test_selector_matrices_equal_the_entries():
     eng.lay.tvals = np.full_like(eng.lay.tvals, 99)
     eng.run()
     kinds = set()
-    for lev, sl in eng.sels.items():
+    for lev, sl in eng.store.sels.items():
         kinds |= set(np.sign(sl.opc).tolist())
         rows = np.arange(len(sl))
         ent = kernels.sel_entries(eng, sl, rows)

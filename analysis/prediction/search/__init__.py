@@ -71,8 +71,10 @@ only where their term is right. A combined program is validated like any other a
   loop :func:`~.core.cegis`.
 - :mod:`.problem` — :class:`SearchProblem`, :class:`SearchResult`, :class:`SearchError`, the
   problem from examples or a task, checking a program against a problem, counterexample rows.
-- :mod:`.storage` — the batch layout record (:class:`~.storage.Layout`), levels of s-ops and
-  selectors, recipes, the fingerprint seen-set, shared constants and worker-thread helpers.
+- :mod:`.storage` — two explicit records: the batch layout (:class:`~.storage.Layout`) and
+  what the enumeration keeps (:class:`~.storage.Store`: levels of s-ops and selectors, the
+  fingerprint seen-sets, bytes stored; :func:`~.storage.keep_sops`,
+  :func:`~.storage.keep_sels`); recipes, shared constants and worker-thread helpers.
 - :mod:`.kernels` — fingerprints, selector entries and matrices, aggregate products, max/min
   rank tables: functions of the layout or of the engine record.
 - :mod:`.families` — the candidate families (maps, sequence maps, ternaries, widths, selects,

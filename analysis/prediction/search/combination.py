@@ -47,25 +47,25 @@ def deep_aggregates(e, need: np.ndarray) -> list:
         """Key / query candidates: int or index rows of levels 0..max_size, smallest
         first, at most ``cap``; their values in the ``[row, B*T]`` layout and sizes."""
         refs = []
-        for k in sorted(e.rows):
+        for k in sorted(e.store.rows):
             if k > max_size or len(refs) >= cap:
                 break
-            lv = e.rows[k]
+            lv = e.store.rows[k]
             refs += [(k, int(i)) for i in np.flatnonzero(lv.kind != _KIND_STR)[
                 : cap - len(refs)]]
         full_ = np.zeros((len(refs), e.lay.B * T), np.int16)
         for r, (k, i) in enumerate(refs):
-            full_[r, e.lay.vflat] = e.rows[k].vals[i]
+            full_[r, e.lay.vflat] = e.store.rows[k].vals[i]
         return refs, full_, np.array([k for k, _ in refs], dtype=np.int64)
 
     kpool, full, ksizes = rows_upto(key_size, key_cap)
     # query rows: only their values at the needed query positions
     qpool, qparts = [], []
     cols = e.lay.tcols[need]
-    for k in sorted(e.rows):
+    for k in sorted(e.store.rows):
         if k > query_size or len(qpool) >= query_cap:
             break
-        lv = e.rows[k]
+        lv = e.store.rows[k]
         idx = np.flatnonzero(lv.kind != _KIND_STR)[: query_cap - len(qpool)]
         qpool += [(k, int(i)) for i in idx]
         qparts.append(lv.vals[idx][:, cols].astype(np.int64))
@@ -157,11 +157,11 @@ def combine(e):
     joined by ``where(c, term, rest)`` with conditions ``c`` (0/1 s-ops of the pool) that
     are true only where the term is right. The program found is validated like any other;
     it is an upper bound, not certified shortest."""
-    levels = sorted(k for k in e.rows if len(e.rows[k]))
+    levels = sorted(k for k in e.store.rows if len(e.store.rows[k]))
     refs, covs, costs = [], [], []
     crefs, conds, ccosts = [], [], []
     for k in levels:
-        lv = e.rows[k]
+        lv = e.store.rows[k]
         kind_ok = (lv.kind == _KIND_STR) == e.target_str
         cov = (lv.vals[:, e.lay.tcols] == e.lay.tvals) & kind_ok[:, None]
         nz = np.flatnonzero(cov.any(axis=1))
@@ -197,7 +197,7 @@ def combine(e):
             v = refs[t][2]
         else:
             k, i = refs[t]
-            lv = e.rows[k]
+            lv = e.store.rows[k]
             if lv.kind[i] == _KIND_STR or lv.binary[i] or (
                     e.crasp and lv.kind[i] == _KIND_IDX):
                 continue

@@ -1,9 +1,9 @@
 """The enumeration engine: bottom-up by expression size, one level at a time (one round of the
 search core's loop, :mod:`.core`).
 
-:class:`_Engine` is the explicit record of a round: the batch layout (``lay``, a
-:class:`.storage.Layout`), the levels and fingerprints kept (:mod:`.storage`), the work counts
-and the worker threads; it emits candidates (``_prep`` on a worker: range check, target hits,
+:class:`_Engine` is the record of a round: the batch layout (``lay``, a
+:class:`.storage.Layout`), what it keeps (``store``, a :class:`.storage.Store`: levels,
+fingerprints, bytes), the work counts and the worker threads; it emits candidates (``_prep`` on a worker: range check, target hits,
 fingerprints; ``_commit`` on the calling thread: dedup, keep, stop on a hit), rebuilds IR nodes
 from recipes and runs the levels in order (``run``). The candidate families (:mod:`.families`),
 the array kernels (:mod:`.kernels`) and the deep aggregates and combination
@@ -31,7 +31,7 @@ from .problem import (_GRAMMAR, INT8, SearchError, SearchProblem, SearchResult, 
 from analysis.prediction.budget import BUDGET_STOP, TIME_CAP_STOP
 
 from .storage import (_CHUNK, _KIND_STR, _OP_COEF, _STRUCT_OPS, _Budget, _default_threads,
-                      _Found, _Level, _Prep, _quiet, _Seen, _SelLevel, layout_of)
+                      _Found, _Level, _Prep, _quiet, Store, keep_sels, keep_sops, layout_of)
 
 
 class _Engine:
@@ -56,7 +56,6 @@ class _Engine:
         self.limits = limits
         self.max_length = max_length
         self.progress = progress
-        self.max_bytes = max_bytes
         self.validate = validate
         self.prune = prune
         g = dict(_GRAMMAR)
@@ -67,9 +66,6 @@ class _Engine:
         self.counterexample_rows: list[int] = []        # validation rows chance-fit terms miss
         self.found = None
         self.explored = 0
-        self.stored_bytes = 0
-        self.dense_bytes = 0
-        self.storing = True
         self.all_programs: list | None = [] if not prune else None
         # the combination's work budget, in the same unit (:meth:`_cwork`)
         self.combine_budget = int(g.get("combine_budget", 0))
@@ -86,11 +82,9 @@ class _Engine:
         # the batch's arrays and fingerprint coefficients (an explicit record, storage.Layout)
         self.lay = layout_of(problem)
         self.target_str = self.lay.is_str
-        # what the enumeration keeps (storage): levels of s-ops and selectors, fingerprints
-        self.rows: dict[int, _Level] = {}
-        self.sels: dict[int, _SelLevel] = {}
-        self.seen = _Seen()
-        self.sel_seen = _Seen()
+        # what the enumeration keeps (an explicit record, storage.Store): levels of s-ops and
+        # selectors, fingerprints, bytes stored
+        self.store = Store(max_bytes, self.lay.Pn)
         self.start = 0.0
         self.bar = None
         self._nodes: dict = {}
@@ -174,21 +168,17 @@ class _Engine:
                 if self.found is not None or self.spurious_node is not None:
                     raise _Found
         self._tick(prep.M)
-        if not self.storing or prep.v is None or prep.v.shape[0] == 0:
+        if not self.store.storing or prep.v is None or prep.v.shape[0] == 0:
             return
         v, k, idx = prep.v, prep.k, prep.idx
         if self.prune:
-            keep = self.seen.add_new_unique(*prep.h)
+            keep = self.store.seen.add_new_unique(*prep.h)
             if keep.size == 0:
                 return
         else:
             keep = np.arange(v.shape[0])
-        lv = self.rows.setdefault(level, _Level(self.lay.Pn))
-        src = keep if idx is None else idx[keep]
-        lv.add(v[keep], k[keep], recipe, src)
-        self.stored_bytes += keep.size * self.lay.Pn
-        if self.stored_bytes > self.max_bytes:
-            self.storing = False
+        keep_sops(self.store, level, v[keep], k[keep], recipe,
+                  keep if idx is None else idx[keep])
 
     def _families(self, jobs):
         """Run family jobs on the engine's worker threads, at most a few ahead, and commit
@@ -233,20 +223,19 @@ class _Engine:
         if M == 0:
             return
         self._tick(M)
-        if not self.storing:
+        if not self.store.storing:
             return
         packed = None
         if h is None:
             packed = np.packbits(ent, axis=1)
             h = sel_hash(self.lay, packed) if self.prune else None
         if self.prune:
-            keep = self.sel_seen.add_new_unique(*unique) if unique is not None else \
-                self.sel_seen.add_new(h)
+            keep = self.store.sel_seen.add_new_unique(*unique) if unique is not None else \
+                self.store.sel_seen.add_new(h)
             if keep.size == 0:
                 return
         else:
             keep = np.arange(M)
-        lv = self.sels.setdefault(level, _SelLevel())
         st = np.full((keep.size, 5), -1, np.int64)
         if ent is None:
             klev, krows, qlev, qrows, opc, widths_of = struct
@@ -256,24 +245,18 @@ class _Engine:
             if widths_of is not None:
                 widths = widths_of(x_, y_, opc)
             else:
-                K, Q = self.rows[klev].vals, self.rows[qlev].vals
+                K, Q = self.store.rows[klev].vals, self.store.rows[qlev].vals
                 step = max(1, _CHUNK // self.lay.E)
                 widths = np.concatenate([
                     np.add.reduceat(select_entries(self.lay, K[krows[x_[a:a + step]]],
-                                                         Q[qrows[y_[a:a + step]]], opc),
+                                                   Q[qrows[y_[a:a + step]]], opc),
                                     self.lay.qstarts, axis=1, dtype=np.int16)
                     for a in range(0, keep.size, step)])
-            self.stored_bytes += keep.size * (40 + 2 * self.lay.Pn)
+            keep_sels(self.store, level, st, widths, recipe, keep, None, 40)
         else:
-            e = ent[keep]
-            widths = np.add.reduceat(e, self.lay.qstarts, axis=1, dtype=np.int16)
-            lv.packed.append(packed[keep])
-            self.stored_bytes += keep.size * (self.lay.nbytes + 2 * self.lay.Pn)
-        lv.widths.append(widths)
-        lv.structs.append(st)
-        lv.recipes.extend(recipe, keep)
-        if self.stored_bytes > self.max_bytes:
-            self.storing = False
+            widths = np.add.reduceat(ent[keep], self.lay.qstarts, axis=1, dtype=np.int16)
+            keep_sels(self.store, level, st, widths, recipe, keep, packed[keep],
+                      self.lay.nbytes)
 
     def _select_emissions(self, k, i, j, Kv, Qv, kb, qq, ops) -> list:
         """A job of :func:`.families.selects` (worker thread): the fingerprints of ``select(K, Q, op)``
@@ -293,7 +276,7 @@ class _Engine:
             hu = np.unique(h, return_index=True) if self.prune else None
 
             def commit(h=h, hu=hu, rec=rec, opc=opc):
-                if self.storing:          # a sequential run stops the family there
+                if self.store.storing:          # a sequential run stops the family there
                     self._emit_sels(k, None, rec, h=h, struct=(i, kb, j, qq, opc, widths_of),
                                     unique=hu)
             out.append(commit)
@@ -310,11 +293,11 @@ class _Engine:
 
     def _ref(self, ref):
         level, i = ref
-        return (level, self.rows[level].recipes[i])
+        return (level, self.store.rows[level].recipes[i])
 
     def _sel_ref(self, ref):
         level, i = ref
-        return self.sels[level].recipes[i]
+        return self.store.sels[level].recipes[i]
 
     def _node(self, item, fresh=False):
         level, rec = item
@@ -380,10 +363,10 @@ class _Engine:
         return n
 
     def node_of(self, level, i):
-        return self._node((level, self.rows[level].recipes[i]))
+        return self._node((level, self.store.rows[level].recipes[i]))
 
     def _lv(self, k) -> _Level | None:
-        lv = self.rows.get(k)
+        lv = self.store.rows.get(k)
         return lv if lv is not None and len(lv) else None
 
     def run(self) -> SearchResult:
@@ -401,19 +384,19 @@ class _Engine:
             with np.errstate(all="ignore"):
                 try:
                     leaves(self)
-                    self.rows[0].freeze()
+                    self.store.rows[0].freeze()
                     certified = 0
                     for k in range(1, self.max_length + 1):
                         if bar is not None:
                             bar.set_postfix(size=k)
                         sop_level(self, k)
                         certified = k
-                        if not self.storing:
+                        if not self.store.storing:
                             stopped = "memory_limit"
                             break
                         if k < self.max_length:
                             sel_level(self, k)
-                            if not self.storing:
+                            if not self.store.storing:
                                 stopped = "memory_limit"
                                 break
                 except _Found:
@@ -447,7 +430,7 @@ class _Engine:
         return SearchResult(
             name=self.p.name, found=f is not None, program=f[0] if f else None,
             length=f[1] if f else None, certified_below=certified, stopped=stopped,
-            explored=self.explored, distinct=len(self.seen), seconds=seconds,
+            explored=self.explored, distinct=len(self.store.seen), seconds=seconds,
             combine_work=self.combine_work,
             lengths=list(self.p.lengths), n_targets=self.p.n_targets,
             max_length=self.max_length,

@@ -6,8 +6,8 @@ widths; ``select(K, Q, op)`` of a key row against every query row; aggregates of
 selectors over every value row (one batched matrix product for means, a masked reduction for
 max/min). Each family is cut into jobs for the worker threads and committed in emission order
 (``_Engine._families``). Functions of the engine record ``e``
-(:class:`analysis.prediction.search.engine._Engine`: ``e.lay`` the batch layout, ``e.rows`` /
-``e.sels`` the levels kept so far; emissions go through ``e._emit`` / ``e._prep``).
+(:class:`analysis.prediction.search.engine._Engine`: ``e.lay`` the batch layout, ``e.store.rows`` /
+``e.store.sels`` the levels kept so far; emissions go through ``e._emit`` / ``e._prep``).
 """
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ def where_jobs(e, k):
 
 
 def widths(e, k):
-    sl = e.sels.get(k - 1)
+    sl = e.store.sels.get(k - 1)
     if sl is None or not len(sl):
         return
     # a count of positions is a position (rasp.analyses.raspl rule 3)
@@ -218,8 +218,8 @@ def aggregates(e, k):
         return            # C-RASP has no value aggregation
     pairs = [(i, k - 1 - i) for i in range(1, k)]
     e._families(itertools.chain.from_iterable(
-        aggregate_jobs(e, k, i, j, e.sels[i], e.rows[j], BTT) for i, j in pairs
-        if e.sels.get(i) is not None and len(e.sels[i]) and e._lv(j) is not None))
+        aggregate_jobs(e, k, i, j, e.store.sels[i], e.store.rows[j], BTT) for i, j in pairs
+        if e.store.sels.get(i) is not None and len(e.store.sels[i]) and e._lv(j) is not None))
 
 
 def aggregate_jobs(e, k, i, j, sl, lv, BTT):
@@ -332,19 +332,19 @@ def selects(e, k):
 
             def jobs(kk=kk, qq=qq, Qv=Qv, nq=nq, ops=ops, lk=lk, i=i, j=j, step=step):
                 for a in range(0, kk.size, step):
-                    if not e.storing:
+                    if not e.store.storing:
                         return
                     yield lambda kb=kk[a:a + step]: e._select_emissions(
                         k, i, j, lk.vals[kb].astype(np.int16), Qv, kb, qq, ops)
             e._families(jobs())
-            if not e.storing:
+            if not e.store.storing:
                 return
     if e.g["sel_andor"]:
         for i in range(1, k):
             j = k - 1 - i
             if j < i:
                 continue
-            a_, b_ = e.sels.get(i), e.sels.get(j)
+            a_, b_ = e.store.sels.get(i), e.store.sels.get(j)
             if a_ is None or b_ is None or not len(a_) or not len(b_):
                 continue
             bstep = max(1, _CHUNK // e.lay.E)
@@ -368,11 +368,11 @@ def sop_level(e, k):
     aggregates(e, k)
     seqmaps(e, k)
     wheres(e, k)
-    if k in e.rows:
-        e.rows[k].freeze()
+    if k in e.store.rows:
+        e.store.rows[k].freeze()
 
 
 def sel_level(e, k):
     selects(e, k)
-    if k in e.sels:
-        e.sels[k].freeze(e.lay.nbytes, e.lay.Pn)
+    if k in e.store.sels:
+        e.store.sels[k].freeze(e.lay.nbytes, e.lay.Pn)

@@ -9,7 +9,7 @@ Functions, no state of their own: the aggregate kernels of arrays (:func:`agg_ge
 :func:`rank_table`, :func:`agg_maxmin`); the fingerprints and selector entries of the batch
 layout record (:class:`.storage.Layout`: :func:`row_hash`, :func:`sel_hash`,
 :func:`select_hashes`, :func:`select_entries`); and those that read the levels kept and the
-caches on them, of the engine record ``e`` (``e.lay``, ``e.rows``, ``e.sels``:
+caches on them, of the engine record ``e`` (``e.lay``, ``e.store.rows``, ``e.store.sels``:
 :func:`sel_entries`, :func:`sel_matrices`, :func:`dense_cache`, :func:`dense_sels`,
 :func:`cached_rank_table`, :func:`full_layout`).
 """
@@ -52,7 +52,7 @@ def rows_of(e, levels: np.ndarray, rows: np.ndarray) -> np.ndarray:
     out = np.empty((len(rows), e.lay.Pn), np.int16)
     for lev in np.unique(levels).tolist():
         w = np.flatnonzero(levels == lev)
-        out[w] = e.rows[lev].vals[rows[w]]
+        out[w] = e.store.rows[lev].vals[rows[w]]
     return out
 
 
@@ -95,7 +95,7 @@ def dense_cache(e, sl: _SelLevel):
     level) while they fit in ``_DENSE_BYTES``; main thread only (the blocks are filled
     on the worker threads)."""
     if getattr(sl, "_dense", None) is None and len(sl) * e.lay.B * e.lay.T * e.lay.T * 4 <= \
-            _DENSE_BYTES - e.dense_bytes:
+            _DENSE_BYTES - e.store.dense_bytes:
         dense = np.empty((len(sl), e.lay.B, e.lay.T, e.lay.T), np.float32)
         step = max(1, _CHUNK // (e.lay.B * e.lay.T * e.lay.T))
         blocks = [np.arange(a, min(a + step, len(sl))) for a in range(0, len(sl), step)]
@@ -108,7 +108,7 @@ def dense_cache(e, sl: _SelLevel):
             for r in blocks:
                 fill(r)
         sl._dense = dense
-        e.dense_bytes += dense.nbytes
+        e.store.dense_bytes += dense.nbytes
 
 
 def dense_sels(e, sl: _SelLevel, rows: np.ndarray) -> np.ndarray:
@@ -305,7 +305,7 @@ def select_hashes(lay, K: np.ndarray, Q: np.ndarray):
 
 def full_layout(e, k) -> np.ndarray:
     """``[B, M, T]`` float32 values of level k (padded positions 0), cached."""
-    lv = e.rows[k]
+    lv = e.store.rows[k]
     if lv._full is None:
         f = np.zeros((len(lv), e.lay.B * e.lay.T), np.float32)
         f[:, e.lay.vflat] = lv.vals

@@ -4,13 +4,16 @@ Every s-op kept at a size is a row of an ``[M, P]`` int8 array (P = valid positi
 batch) in a :class:`_Level`; every selector a structured or entry row of a :class:`_SelLevel`;
 each row remembers the recipe that made it (:class:`_Recipes`) so its IR node is built only
 when needed. :class:`_Seen` holds the 64-bit fingerprints already kept (observational
-equivalence). Also the engine's shared constants (value kinds, select operators, block sizes)
-and the worker-thread helpers.
+equivalence). Two explicit records hold a round's state: :class:`Store` (the levels, the
+seen-sets and the bytes stored; :func:`keep_sops` and :func:`keep_sels` add to it) and
+:class:`Layout` (the batch's arrays and fingerprint coefficients, :func:`layout_of`). Also
+the engine's shared constants (value kinds, select operators, block sizes) and the
+worker-thread helpers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import os
 
 import numpy as np
@@ -335,3 +338,52 @@ def layout_of(problem) -> Layout:
                     if isinstance(c, (int, np.integer)) and not isinstance(c, bool)],
         str_consts=[c for c in problem.constants if isinstance(c, str)],
         defaults=defaults)
+
+
+@dataclass
+class Store:
+    """What the enumeration keeps, one explicit record: the distinct s-ops (``rows``: size ->
+    :class:`_Level`) and selectors (``sels``: size -> :class:`_SelLevel`) by expression size,
+    their fingerprints (``seen``, ``sel_seen``), the bytes stored (``stored_bytes``, at most
+    ``max_bytes``; past it ``storing`` is False and the current size finishes without storing)
+    and the dense selector matrices cached (``dense_bytes``). ``Pn`` = valid positions of the
+    batch (a row's length)."""
+
+    max_bytes: int
+    Pn: int
+    rows: dict = field(default_factory=dict)
+    sels: dict = field(default_factory=dict)
+    seen: _Seen = field(default_factory=_Seen)
+    sel_seen: _Seen = field(default_factory=_Seen)
+    stored_bytes: int = 0
+    dense_bytes: int = 0
+    storing: bool = True
+
+
+def _count_bytes(store: Store, n: int) -> None:
+    store.stored_bytes += n
+    if store.stored_bytes > store.max_bytes:
+        store.storing = False
+
+
+def keep_sops(store: Store, level: int, vals: np.ndarray, kinds: np.ndarray, recipe,
+              rows: np.ndarray) -> None:
+    """Keep new distinct s-ops at ``level``: values ``[m, Pn]``, kinds ``[m]``, row ``i``'s
+    recipe ``recipe(rows[i])``; counts ``m * Pn`` bytes."""
+    lv = store.rows.setdefault(level, _Level(store.Pn))
+    lv.add(vals, kinds, recipe, rows)
+    _count_bytes(store, len(rows) * store.Pn)
+
+
+def keep_sels(store: Store, level: int, structs: np.ndarray, widths: np.ndarray, recipe,
+              rows: np.ndarray, packed: np.ndarray | None, row_bytes: int) -> None:
+    """Keep new distinct selectors at ``level``: structures ``[m, 5]`` (``-1``: packed),
+    widths ``[m, Pn]`` int16, recipes ``recipe(rows[i])``, packed causal entries ``[m,
+    nbytes]`` or None (structured selectors); counts ``m * (row_bytes + 2 * Pn)`` bytes."""
+    lv = store.sels.setdefault(level, _SelLevel())
+    if packed is not None:
+        lv.packed.append(packed)
+    lv.widths.append(widths)
+    lv.structs.append(structs)
+    lv.recipes.extend(recipe, rows)
+    _count_bytes(store, len(rows) * (row_bytes + 2 * store.Pn))
