@@ -18,10 +18,8 @@ arrays, selectors ``[batch, query, key]`` boolean arrays. Semantics follow the o
 Public entry points: :func:`evaluate` (a batch, returns an array) and :class:`Evaluator`
 (memoised evaluation of several nodes on one batch).
 
-Size: one evaluator owns every node kind's semantics, their fast paths (grouped aggregates,
-sorted selector widths, query blocks within the memory budget) and the original's corners
-(``None`` values, one-key means, batches split per sequence); split, each part would need the
-others' private helpers.
+The NumPy kernels over a selector matrix (counts, sums, first key, grouped and masked max /
+min) are :mod:`rasp.selection`.
 """
 
 from __future__ import annotations
@@ -37,6 +35,8 @@ from .ir import (Aggregate, Full, Indices, Length, Map, Node, RASPError, RASPRes
                  SelectorWidth, SequenceMap, SOp, Tokens, topological_order)
 from .ops import compare, homogeneous_array
 from .errors import MixedBatchError
+from .selection import (ORDER_SIDE, compact, count_selected, first_selected, grouped_reduce,
+                        masked_reduce, selected_sums)
 
 __all__ = ["evaluate", "evaluate_one", "ragged_sequences", "Evaluator", "to_batch",
            "convert_tokens", "stack_sequences", "MixedBatchError"]
@@ -334,9 +334,9 @@ class Evaluator:
                     return fast
                 blocks = self._query_blocks()
                 if blocks is not None:
-                    return np.concatenate([_count_selected(self._selector_rows(n.selector, a, b))
+                    return np.concatenate([count_selected(self._selector_rows(n.selector, a, b))
                                            for a, b in blocks], axis=1)
-            return _count_selected(self._sel(n.selector))
+            return count_selected(self._sel(n.selector))
         if isinstance(n, Aggregate):
             if n.default is None:
                 return self._aggregate_none_default(n)
@@ -395,7 +395,7 @@ class Evaluator:
         stand_in = n.copy()
         stand_in.default = neutral
         out = self._aggregate(stand_in)
-        empty = _count_selected(self._sel(n.selector)) == 0
+        empty = count_selected(self._sel(n.selector)) == 0
         if not np.any(empty):
             return out
         res = np.empty(out.shape, dtype=object)
@@ -456,7 +456,7 @@ class Evaluator:
                 inv = inv.reshape(-1)
                 keys, queries = inv[:keys.size].reshape(keys.shape), \
                     inv[keys.size:].reshape(queries.shape)
-            got = cache[n.id] = _compact(keys, queries)
+            got = cache[n.id] = compact(keys, queries)
         return got
 
     def _selector_rows(self, n: Selector, q0: int, q1: int) -> np.ndarray:
@@ -500,7 +500,7 @@ class Evaluator:
                 m = pred(v[n.keys.id][:b][:, None, :], v[n.queries.id][:b][:, :, None]
                          ).astype(bool)
             else:
-                keys, queries = _compact(v[n.keys.id][:b], v[n.queries.id][:b])
+                keys, queries = compact(v[n.keys.id][:b], v[n.queries.id][:b])
                 m = compare(keys[:, None, :], queries[:, :, None], n.op)
         elif isinstance(n, SelectorAnd):
             m = self._sel(n.a)[:b] & self._sel(n.b)[:b]
@@ -528,7 +528,7 @@ class Evaluator:
             if blocks is not None:
                 return self._aggregate_blocks(n, vals, blocks)
         sel = self._sel(n.selector)                            # [B, Q, K]
-        count = _count_selected(sel)                           # [B, Q]
+        count = count_selected(sel)                           # [B, Q]
         other = _other_type_default(n, vals, count)
         if other is not None:
             return other
@@ -538,7 +538,7 @@ class Evaluator:
         """An aggregate computed over blocks of queries (memory bounded by the budget)."""
         counts = None
         if _is_str(n.default) != (vals.dtype.kind == "U"):      # needs every row's count
-            counts = np.concatenate([_count_selected(self._selector_rows(n.selector, a, b))
+            counts = np.concatenate([count_selected(self._selector_rows(n.selector, a, b))
                                      for a, b in blocks], axis=1)
             other = _other_type_default(n, vals, counts)
             if other is not None:
@@ -546,7 +546,7 @@ class Evaluator:
         parts = []
         for a, b in blocks:
             sel = self._selector_rows(n.selector, a, b)
-            count = counts[:, a:b] if counts is not None else _count_selected(sel)
+            count = counts[:, a:b] if counts is not None else count_selected(sel)
             parts.append(self._aggregate_matrix(n, vals, sel, count, a))
         return np.concatenate(parts, axis=1)
 
@@ -557,7 +557,7 @@ class Evaluator:
         kind = vals.dtype.kind
         if n.reduction == "mean" and kind != "U" and count.size and count.max() <= 1:
             # every query selects at most one key: a gather, no [B, Q, K] float product
-            moved = np.take_along_axis(vals, _first_selected(sel), axis=-1)
+            moved = np.take_along_axis(vals, first_selected(sel), axis=-1)
             return self._finish_mean(n, vals, count, moved, lambda: self._move_single(
                 sel, vals, count, default))
         if n.reduction == "mean":
@@ -569,7 +569,7 @@ class Evaluator:
                         f"query position {q + q0} (selected keys "
                         f"{np.flatnonzero(sel[b, q]).tolist()}); a mean needs numbers")
                 return self._move_single(sel, vals, count, default)
-            sums = _selected_sums(sel, vals)
+            sums = selected_sums(sel, vals)
             with np.errstate(invalid="ignore", divide="ignore"):
                 mean = sums / np.maximum(count, 1)
             return self._finish_mean(n, vals, count, mean, lambda: self._move_single(
@@ -578,9 +578,9 @@ class Evaluator:
         if kind == "U":
             uniq, inv = np.unique(vals, return_inverse=True)
             ranks = inv.reshape(vals.shape).astype(np.int64)
-            r = _masked_reduce(sel, ranks, n.reduction)
+            r = masked_reduce(sel, ranks, n.reduction)
             return _with_string_default(n, uniq[np.where(count == 0, 0, r)], count)
-        r = _masked_reduce(sel, vals, n.reduction)
+        r = masked_reduce(sel, vals, n.reduction)
         if np.any(count == 0):
             r = np.where(count == 0, default, r)
         return r
@@ -630,7 +630,7 @@ class Evaluator:
                 return np.broadcast_to(np.arange(1, self.n + 1, dtype=np.int64),
                                        (self.batch, self.n)).copy()
             return np.full((self.batch, self.n), self.n, dtype=np.int64)
-        if isinstance(sel, Select) and sel.op in _ORDER_SIDE and self.n >= 256 and \
+        if isinstance(sel, Select) and sel.op in ORDER_SIDE and self.n >= 256 and \
                 not (self.causal or sel.causal):
             return self._width_sorted(sel)
         codes = self._eq_codes(sel)
@@ -650,7 +650,7 @@ class Evaluator:
                 keys.dtype.kind, queries.dtype.kind):
             return None          # the matrix path compares these (or reports the type error)
         out = np.empty((self.batch, self.n), dtype=np.int64)
-        side, below = _ORDER_SIDE[sel.op]
+        side, below = ORDER_SIDE[sel.op]
         for b in range(self.batch):
             c = np.searchsorted(np.sort(keys[b]), queries[b], side=side)
             out[b] = c if below else self.n - c
@@ -708,11 +708,11 @@ class Evaluator:
         if kind == "U":
             uniq, inv = np.unique(vals, return_inverse=True)
             ranks = inv.reshape(-1).astype(np.int64)
-            r = _grouped_reduce(flat_k, m, ranks, qc, count, n.reduction)
+            r = grouped_reduce(flat_k, m, ranks, qc, count, n.reduction)
             return _with_string_default(n, uniq[np.where(count == 0, 0, r)], count)
         back = bool if kind == "b" else None
         work = flat_vals.astype(np.int64) if kind == "b" else flat_vals
-        r = _grouped_reduce(flat_k, m, work, qc, count, n.reduction).astype(work.dtype)
+        r = grouped_reduce(flat_k, m, work, qc, count, n.reduction).astype(work.dtype)
         if back is not None:
             r = r.astype(back)
         if np.any(count == 0):
@@ -743,7 +743,7 @@ class Evaluator:
         return res
 
     def _move_single(self, sel, vals, count, default):
-        idx = _first_selected(sel)                             # [B, Q] first selected key
+        idx = first_selected(sel)                             # [B, Q] first selected key
         moved = np.take_along_axis(vals, idx, axis=-1)
         return np.where(count == 0, default, moved) if np.any(count == 0) else moved
 
@@ -798,98 +798,6 @@ def _is_index_shift(node: Node) -> bool:
             return False
         node = node.inner
     return False
-
-
-# select comparison -> (searchsorted side, whether the count is of keys below the query)
-_ORDER_SIDE = {"<": ("left", True), "<=": ("right", True), ">": ("right", False),
-               ">=": ("left", False)}
-
-
-def _first_selected(sel: np.ndarray) -> np.ndarray:
-    """Index of the first selected key per query (0 where none), ``[B, Q]``."""
-    if sel.ndim == 3 and sel.shape[0] > 1 and sel.strides[0] == 0:
-        return np.broadcast_to(np.argmax(sel[:1], axis=-1), sel.shape[:2])
-    return np.argmax(sel, axis=-1)
-
-
-def _count_selected(sel: np.ndarray) -> np.ndarray:
-    """Number of selected keys per query of a ``[B, Q, K]`` bool matrix, as int64 ``[B, Q]``.
-    Sums bytes when no count can exceed 255 (several times faster than an int64 sum)."""
-    if sel.ndim == 3 and sel.shape[0] > 1 and sel.strides[0] == 0:   # batch-invariant
-        one = _count_selected(sel[:1])
-        return np.broadcast_to(one, sel.shape[:2]).copy()
-    if sel.shape[-1] <= 255 and sel.dtype == np.bool_:
-        return np.einsum("bqk->bq", sel.view(np.uint8)).astype(np.int64)
-    return sel.sum(axis=-1, dtype=np.int64)
-
-
-def _selected_sums(sel: np.ndarray, vals: np.ndarray) -> np.ndarray:
-    """``sum_k sel[b, q, k] * vals[b, k]`` as float64 ``[B, Q]``. Small integer values are
-    summed in float32, which is exact while ``max |v| * K < 2**24``; others in float64."""
-    shared = sel.ndim == 3 and sel.shape[0] > 1 and sel.strides[0] == 0
-    if vals.dtype.kind in "iub" and vals.size:
-        v = vals.astype(np.int64, copy=False)
-        big = max(abs(int(v.min())), abs(int(v.max())))
-        if big * sel.shape[-1] < 2 ** 24:
-            if shared:      # one [query, key] matrix for the whole batch
-                # (einsum's own loop: a BLAS matmul this small is slower when cores are busy)
-                return np.einsum("qk,bk->bq", sel[0].astype(np.float32),
-                                 v.astype(np.float32)).astype(np.float64)
-            return np.einsum("bqk,bk->bq", sel.astype(np.float32),
-                             v.astype(np.float32)).astype(np.float64)
-    if shared:
-        return np.einsum("qk,bk->bq", sel[0].astype(np.float64), vals.astype(np.float64))
-    return np.einsum("bqk,bk->bq", sel.astype(np.float64), vals.astype(np.float64))
-
-
-def _compact(keys: np.ndarray, queries: np.ndarray):
-    """Integer keys / queries in the smallest common dtype (int8 / int16 / int32) when their
-    values fit: a [batch, query, key] comparison then moves less memory. Same results."""
-    if keys.dtype.kind in "iu" and queries.dtype.kind in "iu" and keys.size:
-        lo = min(int(keys.min()), int(queries.min()))
-        hi = max(int(keys.max()), int(queries.max()))
-        for dt in (np.int8, np.int16, np.int32):
-            info = np.iinfo(dt)
-            if info.min <= lo and hi <= info.max:
-                if keys.dtype != dt:
-                    keys = keys.astype(dt)
-                if queries.dtype != dt:
-                    queries = queries.astype(dt)
-                break
-    return keys, queries
-
-
-def _grouped_reduce(flat_codes, n_codes, flat_vals, qc, count, reduction):
-    """max / min of the values of each code, read at the queries' codes; 0 where empty."""
-    if flat_vals.dtype.kind == "f":
-        fill = -np.inf if reduction == "max" else np.inf
-    else:
-        info = np.iinfo(np.int64)
-        fill = info.min if reduction == "max" else info.max
-    table = np.full(n_codes, fill, dtype=np.float64 if flat_vals.dtype.kind == "f"
-                    else np.int64)
-    ufunc = np.maximum if reduction == "max" else np.minimum
-    ufunc.at(table, flat_codes, flat_vals)
-    return np.where(count == 0, 0, table[qc])
-
-
-def _masked_reduce(sel: np.ndarray, vals: np.ndarray, reduction: str) -> np.ndarray:
-    """max / min of ``vals[b, k]`` over selected keys ``sel[b, q, k]``; arbitrary where none."""
-    if vals.dtype.kind == "b":
-        vals = vals.astype(np.int64)
-        back = bool
-    else:
-        back = None
-    if vals.dtype.kind == "f":
-        fill = -np.inf if reduction == "max" else np.inf
-    else:
-        info = np.iinfo(np.int64)
-        fill = info.min if reduction == "max" else info.max
-    expanded = np.where(sel, vals[:, None, :], fill)
-    out = expanded.max(axis=-1) if reduction == "max" else expanded.min(axis=-1)
-    count = sel.sum(axis=-1)
-    out = np.where(count == 0, 0, out).astype(vals.dtype)
-    return out.astype(back) if back is not None else out
 
 
 # Batches are evaluated in chunks of about this many selector entries (chunk * seq * seq).
