@@ -14,6 +14,8 @@ Exit codes: 0 every cell done, 1 a cell incomplete (fewer than five seeds fit, a
 
 from __future__ import annotations
 
+import time
+
 from rasp_cli.common import (UsageError, add_device_option, check_grid_options, grid_options,
                              parse_pes)
 
@@ -77,6 +79,7 @@ def add_arguments(p) -> None:
 
 def _prediction(task: str, pe: str) -> dict:
     """Our prediction for a cell, as registered in the cell file (verdict, label, theory)."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.prediction.predict import predict
     rec = predict(task, pe=pe, search=True,
                   position_offsets="random" if pe == "ape_learned" else "none")
@@ -86,8 +89,7 @@ def _prediction(task: str, pe: str) -> dict:
 
 def run(args) -> int:
     """Run ``rasp replicate``; returns the exit code."""
-    import time
-
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.evidence import replication as R
     from analysis.training.grid import GridError
 
