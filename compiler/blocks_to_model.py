@@ -14,29 +14,57 @@
   compensated in ``W_Q``;
 * explicit unembedding ``W_U [d_model, d_vocab_out]`` onto the output s-op's directions.
 
-The BOS position's residual is tracked layer by layer (it attends only to itself and MLPs
-write 0 there), so every head's ``bos`` key row and value row can be set to give exactly the
-BOS dimension as key and the default as value.
+The BOS position's residual is tracked layer by layer (it attends only to itself), so every
+head's ``bos`` key row and value row can be set to give exactly the BOS dimension as key and the
+default as value (issue 38 item 4: non-zero weights):
+
+* **MLPs at BOS** are computed, not switched off: BOS's residual is the same on every input,
+  so an MLP's output there is a constant that later heads' ``bos`` rows absorb. Only a unit
+  whose pre-activation at BOS sits within the tracking error of its kink, or whose MLP would
+  amplify that error beyond ``BOS_TOLERANCE`` (a steep ramp), reads ``-BIG`` from ``bos``; a
+  whole MLP at BOS costs nothing where it used to cost two weights per unit (``bos``, ``pad``).
+  PAD positions need no switch-off: their outputs are never read, and heads mask PAD keys.
+* **The BOS query's ``+F``** (``W_Q[bos]``, which makes BOS attend to itself) is dropped where
+  BOS's own logit already exceeds every real key's by ``BOS_MARGIN`` (a real query's margin
+  for its default) and the resulting error stays within ``BOS_TOLERANCE``; always in a causal
+  model (the mask does it).
+* **Heads of one layer with the same query/key weights** (``opens`` and ``closes`` of
+  ``pair_balance``: one selector) are one head whose value space is both heads' values.
+
+The tracking error ``delta`` bounds how far the model's BOS residual may be from the one
+computed here (float64 rounding, the BOS query's weight on real keys), per direction; a unit's
+output moves by its local Jacobian times ``delta``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 from rasp_model import Transformer, TransformerConfig
 from rasp.interpreter import convert_tokens, to_batch
 
-from .graph_to_blocks import HeadBlock, MLPBlock
+from .graph_to_blocks import BIG, SCORE, HeadBlock, MLPBlock
 from .encoding import CATEGORICAL
 from .nodes import CNode
 from .layer_allocation import LayerPlan
 from .residual_space import ResidualSpace
 
-__all__ = ["choose_d_head", "assemble", "Assembly"]
+__all__ = ["choose_d_head", "assemble", "Assembly", "BOS_MARGIN", "BOS_TOLERANCE"]
+
+#: the BOS query's logit on BOS must exceed its logit on every real key by this much for the
+#: ``+F`` weight to be dropped (a real query selecting nothing has the same margin to its
+#: default)
+BOS_MARGIN = SCORE / 2
+#: the largest tracking error ``delta`` of the BOS residual (per direction) accepted; beyond
+#: it, the MLP units that would amplify it are switched off and ``+F`` is kept
+BOS_TOLERANCE = 1e-11
+#: relative float64 rounding allowed per product in the tracking error
+_ROUND = 1e-15
 
 
 @dataclass
@@ -110,10 +138,14 @@ def assemble(plan: LayerPlan, space: ResidualSpace, heads: dict, mlps: dict, voc
             else:
                 W_pos[p, space.dir(indices_node)] = float(p - 1)
     # -- blocks --------------------------------------------------------------------------------
-    all_heads = [heads[n.name] for layer in plan.heads for n in layer]
-    D = choose_d_head(all_heads, d)
+    layer_heads = [_merged_heads([heads[n.name] for n in layer]) for layer in plan.heads]
+    D = choose_d_head([hb for layer in layer_heads for hb, _ in layer], d)
     scale = math.sqrt(D)
+    bounds = _RealBounds(space, [b.node for b in list(heads.values()) + list(mlps.values())]
+                         + list(tokens_nodes) + ([indices_node] if indices_node else []))
     r_bos = W_E[0].copy()
+    delta = np.zeros(d)          # bound on |model's BOS residual - r_bos|, per direction
+    n_keys = n_ctx
     state: dict[str, torch.Tensor] = {}
     heads_per_layer, mlp_per_layer, head_nodes, head_widths = [], [], [], []
     for l in range(plan.n_layers):
@@ -121,29 +153,45 @@ def assemble(plan: LayerPlan, space: ResidualSpace, heads: dict, mlps: dict, voc
         garbage = r_bos.copy()
         garbage[BOS] = 0.0
         write = np.zeros(d)
-        for n in plan.heads[l]:
-            hb: HeadBlock = heads[n.name]
+        grow = np.zeros(d)
+        for hb, name in layer_heads[l]:
             Wq = _pad_cols(hb.W_Q, D)
             Wk = _pad_cols(hb.W_K, D)
             kb = np.zeros(D)
             kb[: hb.r_qk] = hb.k_bos
             Wk[BOS] = kb - garbage @ Wk
+            Wv_all = hb.W_V.copy()
+            Wv_all[BOS] = hb.v_bos - garbage @ hb.W_V
+            # the BOS query's weight on real keys, and whether +F is needed to keep it small
+            b = hb.r_qk - 1
+            F = Wq[BOS, b]
+            Wq[BOS, b] = 0.0
+            q = r_bos @ Wq
+            margin = float(q @ kb) - bounds.upper(Wk @ q)
+            spill = bounds.value_spill(hb.W_V, hb.v_bos, hb.W_O)
+            err = n_keys * math.exp(-min(margin, 700.0)) * spill if margin > 0 else math.inf
+            if causal:
+                err = 0.0 * spill
+            elif margin < BOS_MARGIN or np.max(delta + grow + err) > BOS_TOLERANCE:
+                Wq[BOS, b] = F
+                err = n_keys * math.exp(-min(margin + F, 700.0)) * spill
+            grow += err + _ROUND * (np.abs(garbage) @ np.abs(hb.W_V)) @ np.abs(hb.W_O)
             for c0 in range(0, hb.r_ov, D):
                 c1 = min(c0 + D, hb.r_ov)
-                Wv = _pad_cols(hb.W_V[:, c0:c1], D)
+                Wv = _pad_cols(Wv_all[:, c0:c1], D)
                 Wo = np.zeros((D, d))
                 Wo[: c1 - c0] = hb.W_O[c0:c1]
                 vb = np.zeros(D)
                 vb[: c1 - c0] = hb.v_bos[c0:c1]
-                Wv[BOS] = vb - garbage @ Wv
                 write += vb @ Wo
                 WQ.append(Wq * scale)
                 WK.append(Wk)
                 WV.append(Wv)
                 WO.append(Wo)
-                names.append(n.name)
+                names.append(name)
                 widths_l.append(max(hb.r_qk, c1 - c0, 1))   # the rest of the D columns are 0
         r_bos = r_bos + write
+        delta += grow
         heads_per_layer.append(len(WQ))
         head_widths.append(widths_l)
         head_nodes.append(names)
@@ -156,8 +204,15 @@ def assemble(plan: LayerPlan, space: ResidualSpace, heads: dict, mlps: dict, voc
         width = sum(b.hidden for b in blocks_l)
         mlp_per_layer.append(width)
         if width:
-            state[f"blocks.{l}.mlp.W_in"] = torch.tensor(np.concatenate([b.W_in for b in blocks_l],
-                                                                        axis=1))
+            ins, out_bos, grow = [], np.zeros(d), np.zeros(d)
+            for blk in blocks_l:
+                W_in, y, g = _at_bos(blk, r_bos, delta)
+                ins.append(W_in)
+                out_bos += y
+                grow += g
+            r_bos = r_bos + out_bos
+            delta += grow
+            state[f"blocks.{l}.mlp.W_in"] = torch.tensor(np.concatenate(ins, axis=1))
             state[f"blocks.{l}.mlp.W_out"] = torch.tensor(np.concatenate([b.W_out for b in blocks_l],
                                                                          axis=0))
     # -- unembedding ---------------------------------------------------------------------------
@@ -189,3 +244,116 @@ def assemble(plan: LayerPlan, space: ResidualSpace, heads: dict, mlps: dict, voc
     model.load_state_dict(state, strict=True, assign=True)
     model.eval()
     return Assembly(model, cfg, heads_per_layer, mlp_per_layer, head_nodes, out_values, out_enc)
+
+
+def _merged_heads(blocks: list[HeadBlock]) -> list[tuple[HeadBlock, str]]:
+    """The heads of one layer, those with the same query/key weights and BOS key merged into
+    one head (their value spaces side by side): ``[(head, "name1+name2")]``."""
+    groups: dict[bytes, list[HeadBlock]] = {}
+    for hb in blocks:
+        key = hb.W_Q.tobytes() + b"|" + hb.W_K.tobytes() + b"|" + hb.k_bos.tobytes() + \
+            str(hb.W_Q.shape).encode()
+        groups.setdefault(key, []).append(hb)
+    out = []
+    for g in groups.values():
+        if len(g) == 1:
+            out.append((g[0], g[0].node.name))
+            continue
+        out.append((replace(g[0], W_V=np.concatenate([h.W_V for h in g], axis=1),
+                            W_O=np.concatenate([h.W_O for h in g], axis=0),
+                            v_bos=np.concatenate([h.v_bos for h in g])),
+                    "+".join(h.node.name for h in g)))
+    return out
+
+
+class _RealBounds:
+    """What the residual of a real (non-BOS, non-PAD) position can hold: ``one`` is 1, the
+    directions of a categorical s-op are one-hot, an error flag is 0 or 1, a numerical s-op's
+    direction is bounded by its largest value (unbounded: infinite)."""
+
+    def __init__(self, space: ResidualSpace, nodes: list):
+        self.group: dict[int, str] = {}
+        self.mag: dict[int, float] = {}
+        for name, dirs in space.cat.items():
+            for dd in dirs.values():
+                if dd != ResidualSpace.ONE:
+                    self.group[dd] = name
+        for name, dd in space.err.items():
+            self.group[dd] = name + "!error"
+        values = {n.name: n for n in nodes if n is not None}
+        for name, dd in space.num.items():
+            n = values.get(name)
+            self.mag[dd] = _largest(n.values) if n is not None and not n.unbounded else math.inf
+
+    def upper(self, c: np.ndarray) -> float:
+        """An upper bound of ``r @ c`` over the residuals ``r`` of real positions."""
+        total, best = float(c[ResidualSpace.ONE]), {}
+        for dd in np.flatnonzero(c):
+            if dd in (ResidualSpace.ONE, ResidualSpace.BOS, ResidualSpace.PAD):
+                continue
+            if dd in self.group:
+                g = self.group[dd]
+                best[g] = max(best.get(g, 0.0), float(c[dd]))
+            else:
+                total += abs(float(c[dd])) * self.mag.get(dd, math.inf)
+        return total + sum(best.values())
+
+    def absolute(self, c: np.ndarray) -> float:
+        """An upper bound of ``|r @ c|`` over the residuals of real positions."""
+        return max(self.upper(c), self.upper(-c))
+
+    def value_spill(self, W_V: np.ndarray, v_bos: np.ndarray, W_O: np.ndarray) -> np.ndarray:
+        """How far one real key's value can move a head's output from the BOS value, per
+        residual direction, per unit of attention weight."""
+        per = np.array([self.absolute(W_V[:, j]) + abs(float(v_bos[j]))
+                        for j in range(W_V.shape[1])])
+        return (per[:, None] * np.abs(W_O)).sum(0) if len(per) else np.zeros(W_O.shape[1])
+
+
+def _largest(values) -> float:
+    out = 0.0
+    for v in values:
+        try:
+            x = abs(float(v))
+        except (TypeError, ValueError):
+            continue
+        out = max(out, x)
+    return out if math.isfinite(out) else math.inf
+
+
+def _at_bos(blk: MLPBlock, r_bos: np.ndarray, delta: np.ndarray) -> tuple[np.ndarray,
+                                                                             np.ndarray,
+                                                                             np.ndarray]:
+    """``(W_in, output at BOS, growth of the tracking error)`` of one MLP at the BOS position.
+
+    A unit is *off* (exactly 0: its pre-activation is below minus its tracking error), *on*
+    (linear: the error moves through the units' local Jacobian, where a saturated step pair
+    cancels exactly) or at its *kink* (ReLU moves it by at most its pre-activation's error).
+    When the MLP would carry the error beyond ``BOS_TOLERANCE``, the kink units, then every
+    unit that is not off, read ``-BIG`` from ``bos`` (switched off)."""
+    W_in = blk.W_in.copy()
+    W_out = blk.W_out
+    p = r_bos @ W_in
+    noise = _ROUND * (np.abs(r_bos) @ np.abs(W_in))
+    tol = delta @ np.abs(W_in) + noise
+    off = p <= -tol              # exactly 0 when every direction it reads is exactly 0 at BOS
+    on = ~off & (p >= tol)
+    kink = ~off & ~on
+
+    def growth(on, kink):
+        g = ((tol[kink] + _ROUND * np.abs(p[kink]))[:, None] * np.abs(W_out[kink])).sum(0)
+        if on.any():
+            A, B = sp.csr_matrix(W_in[:, on]), sp.csr_matrix(W_out[on])
+            g = g + abs(A @ B).T @ delta + (
+                (noise[on] + _ROUND * np.abs(p[on]))[:, None] * np.abs(W_out[on])).sum(0)
+        return g
+
+    none = np.zeros_like(on)
+    for on_, kink_ in ((on, kink), (on, none), (none, none)):
+        grow = growth(on_, kink_)
+        if np.max(delta + grow, initial=0.0) <= BOS_TOLERANCE:
+            break
+    live = on_ | kink_
+    W_in[ResidualSpace.BOS, ~off & ~live] -= BIG
+    y = np.maximum(p[live], 0.0) @ W_out[live]
+    return W_in, y, grow

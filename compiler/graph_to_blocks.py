@@ -1,8 +1,9 @@
 """Stage 4: blocks. Each compiler node becomes an MLP or an attention head (NumPy weights over
 the residual space of :mod:`compiler.residual_space`).
 
-MLPs (ReLU; every unit also reads ``-BIG`` from the ``bos`` and ``pad`` directions, so the
-MLP writes exactly 0 at BOS and PAD; biases come from the ``one`` direction):
+MLPs (ReLU; biases come from the ``one`` direction; no unit reads ``bos`` or ``pad`` here:
+assembly switches off, with ``-BIG`` from ``bos``, only the units whose output at BOS it cannot
+track exactly, :mod:`compiler.blocks_to_model`):
 
 * **lookup table** (categorical inputs): one unit per combination of input values,
   ``ReLU(x_a + y_b + ... - (k-1))`` is 1 exactly for that combination; it writes the output
@@ -51,6 +52,7 @@ from .encoding import NUMERICAL
 from .errors import CompilerError, FloatPrecisionError
 from .float_spread import same_result, simplest_float
 from .expr import affine_form, affine_reads, affine_steps, eval_expr, ternary_parts
+from .mlp_pricing import lookup_cubes
 from .nodes import CNode
 from .residual_space import ResidualSpace
 
@@ -61,7 +63,7 @@ __all__ = ["MLPBlock", "HeadBlock", "build_mlp", "build_head", "SCORE", "RANK_ST
 SCORE = 80.0
 #: logit step between adjacent value ranks of a max / min aggregate
 RANK_STEP = 40.0
-#: the switch-off term of every MLP unit at BOS and PAD
+#: the switch-off term of an MLP unit at BOS (from the ``bos`` direction; assembly)
 BIG = 1e9
 #: PAD keys get ``-PAD_SCALE`` times the BOS logit
 PAD_SCALE = 1e4
@@ -136,8 +138,6 @@ class _Units:
                     np.add.at(W, (np.asarray(rows), np.asarray(cols)), np.asarray(vals))
                 else:
                     np.add.at(W, (np.asarray(cols), np.asarray(rows)), np.asarray(vals))
-        W_in[ResidualSpace.BOS, :] -= BIG
-        W_in[ResidualSpace.PAD, :] -= BIG
         return W_in, W_out
 
 
@@ -322,6 +322,27 @@ def _lookup_units(node: CNode, expr, cat: list, combos: list, space: ResidualSpa
     rows = apply_elementwise_table(f, cols) if cat else [_const_row(f)]
     k = len(cat)
     err = space.err.get(node.name)
+    domains = [list(space.dirs(l).keys()) for l in cat]
+    if cat and len(combos) == math.prod(len(d) for d in domains) and \
+            len({id(l) for l in cat}) == k and all(space.dirs(l) and l.kind != "full"
+                                                   for l in cat):
+        # every combination: one unit per cube of the decision tree (mlp_pricing.lookup_cubes)
+        table = {}
+        for combo, (ok, y) in zip(combos, rows):
+            if not ok:
+                table[tuple(combo)] = (("err", err),) if err is not None else None
+            else:
+                out = _out_vec(node, space, y)
+                table[tuple(combo)] = tuple(sorted(out.items())) if out else None
+        for pos, neg, res in lookup_cubes(domains, table):
+            w_in: dict[int, float] = {}
+            for (i, v), sign in [(x, 1.0) for x in pos] + [(x, -1.0) for x in neg]:
+                d = space.dirs(cat[i])[v]
+                w_in[d] = w_in.get(d, 0.0) + sign
+            if len(pos) != 1:
+                w_in[ResidualSpace.ONE] = w_in.get(ResidualSpace.ONE, 0.0) + 1 - len(pos)
+            units.add(w_in, {err: 1.0} if res[0][0] == "err" else dict(res))
+        return
     for combo, (ok, y) in zip(combos, rows):
         if not ok:
             if err is not None:   # flag the interpreter's error at this combination

@@ -24,7 +24,7 @@ from .encoding import CATEGORICAL, NUMERICAL
 from .expr import Expr, affine_form, affine_reads, affine_steps, eval_expr, ternary_parts
 
 __all__ = ["mlp_units", "mlp_nonzeros", "head_size", "mlp_cost", "affine_mlp", "FUSE_LIMIT",
-           "STEP_COUNT_LIMIT", "SWITCH_OFF_NONZEROS"]
+           "STEP_COUNT_LIMIT", "SWITCH_OFF_NONZEROS", "lookup_cubes", "cube_nonzeros"]
 
 #: fusion is skipped when the fused MLP's input table would exceed this many rows
 FUSE_LIMIT = 4096
@@ -40,6 +40,73 @@ def mlp_cost(leaves: list) -> int:
     if num:
         return combos * (1 + 2 * max(len(num[0].values) - 1, 0))
     return combos
+
+
+def lookup_cubes(domains: list, table: dict) -> list[tuple[tuple, tuple, object]]:
+    """A lookup table as disjoint *cubes*: ``[(pos, neg, result)]`` per unit, ``pos`` a partial
+    assignment ``((input, value), ...)`` of the categorical inputs and ``neg`` values
+    ``((input, value), ...)`` excluded, on whose combinations ``table`` (``{combination of one
+    value per input: result}``, every combination of ``domains``; a result None writes
+    nothing) is ``result``. The unit ``ReLU(sum of pos's directions - sum of neg's - (|pos| -
+    1))`` is 1 exactly on its combinations (every input one-hot), 0 elsewhere: ``x and y and
+    z`` of three bools (Tracr's ``detect_pattern``) needs 6 units of 1-3 reads instead of 18 of
+    3, and ``tokens == "a"`` over ``abc`` writes False with one unit ``ReLU(1 - tokens:a)``.
+
+    A decision tree: split on the input whose values separate the results best (the fewest
+    distinct results summed over its values), until the results agree; the leaves of one
+    split with one result become one unit excluding the split's other values where that has
+    fewer weights. Exact, and never more units or weights than one unit per combination."""
+    out: list = []
+    idx = list(itertools.product(*[range(len(d)) for d in domains]))
+    keyed = {i: table[tuple(d[j] for d, j in zip(domains, i))] for i in idx}
+    stack = [(idx, tuple(range(len(domains))), ())]
+    while stack:
+        rows, free, fixed = stack.pop()
+        results = {keyed[r] for r in rows}
+        if len(results) == 1:
+            res = next(iter(results))
+            if res is not None:
+                out.append((tuple((i, domains[i][v]) for i, v in fixed), (), res))
+            continue
+        best = None
+        for i in free:
+            parts: dict = {}
+            for r in rows:
+                parts.setdefault(r[i], set()).add(keyed[r])
+            score = (sum(len(p) for p in parts.values()), len(parts))
+            if best is None or score < best[0]:
+                best = (score, i)
+        i = best[1]
+        groups: dict = {}
+        for r in rows:
+            groups.setdefault(r[i], []).append(r)
+        rest = tuple(j for j in free if j != i)
+        # the values of input i whose whole sub-table is one result: merged per result
+        same: dict = {}
+        for v, rs in groups.items():
+            rv = {keyed[r] for r in rs}
+            if len(rv) == 1 and None not in rv:
+                same.setdefault(next(iter(rv)), []).append(v)
+        merged: set = set()
+        for res, vs in same.items():
+            w = len(res) if isinstance(res, tuple) else 1
+            apart = len(vs) * (cube_nonzeros(fixed + ((i, 0),)) + w)
+            together = cube_nonzeros(fixed) + len(groups) - len(vs) + w
+            if len(vs) > 1 and together < apart:
+                neg = tuple((i, domains[i][v]) for v in sorted(groups) if v not in vs)
+                out.append((tuple((j, domains[j][v]) for j, v in fixed), neg, res))
+                merged.update(vs)
+        for v in sorted(groups, reverse=True):
+            if v not in merged:
+                stack.append((groups[v], rest, fixed + ((i, v),)))
+    return out
+
+
+def cube_nonzeros(pos: tuple, neg: tuple = ()) -> int:
+    """The ``W_in`` weights of a cube's unit: its directions and the bias ``1 - |pos|`` from
+    ``one`` (none for one positive direction)."""
+    m = len(pos)
+    return m + len(neg) + (m != 1)
 
 
 def _numbers_only(values) -> bool:
@@ -81,9 +148,11 @@ def mlp_units(encoding: str, expr: Expr, leaves: list | None = None) -> int:
     return expr._units[key]
 
 
-#: non-zero ``W_in`` weights every hidden unit has besides the directions it reads: the
-#: ``-BIG`` switch-off from the ``bos`` and ``pad`` directions (``graph_to_blocks``)
-SWITCH_OFF_NONZEROS = 2
+#: non-zero ``W_in`` weights a hidden unit has besides the directions it reads: none since
+#: issue 38 (units were switched off at BOS and PAD by ``-BIG`` from ``bos`` and ``pad``, two
+#: weights each; assembly now tracks the BOS position through the MLPs and switches off only
+#: the few units it cannot track, ``blocks_to_model``; PAD positions need no switch-off)
+SWITCH_OFF_NONZEROS = 0
 
 
 def mlp_nonzeros(encoding: str, expr: Expr, leaves: list | None = None,
@@ -259,6 +328,16 @@ def _table_size(expr: Expr, leaves: list, encoding: str | None,
     if not num:
         if encoding is None:
             return fallback()[0], 0
+        if combos is None and n_combos <= STEP_COUNT_LIMIT and all(
+                l.kind != "full" for l in cat):
+            # the builder's decision tree (lookup_cubes) over the whole table
+            domains = [list(l.values) for l in cat]
+            rows = list(itertools.product(*domains))
+            table = {r: (None if ok and encoding != CATEGORICAL and _is_zero(v)
+                         else (ok, repr(v))) for r, (ok, v) in zip(rows, _table(expr, cat,
+                                                                                  rows))}
+            cubes = lookup_cubes(domains, table)
+            return len(cubes), sum(cube_nonzeros(p, q) + 1 for p, q, _ in cubes)
         if encoding == CATEGORICAL or no_zero or n_combos > STEP_COUNT_LIMIT:
             return n_combos, n_combos * (first_in + 1)
         rows = combos if combos is not None else list(

@@ -318,21 +318,44 @@ def same_kind_equal(x: Any, y: Any) -> bool:
     return sequence_kind(x) == sequence_kind(y) and x == y
 
 
-def _keys_injective(node: SOp, sets: dict[int, frozenset] | None) -> bool:
-    """Whether ``node`` takes distinct values at distinct positions (``indices`` or an
-    injective map of it)."""
-    while True:
-        if isinstance(node, Indices):
-            return True
-        if isinstance(node, Map) and sets is not None and node.inner.id in sets:
-            inner = sorted(sets[node.inner.id], key=repr)
-            rows = apply_elementwise_table(node.fn.apply, [inner])
-            outs = [v for ok, v in rows if ok]
-            if len(outs) != len(inner) or len(set(map(repr, outs))) != len(outs):
-                return False
-            node = node.inner
-            continue
-        return False
+def _keys_injective(node: SOp, sets: dict[int, frozenset] | None, depth: int = 0) -> bool:
+    """Whether ``node`` takes distinct values (numbers as float64) at distinct positions:
+    ``indices``; a (sequence) map whose value determines an input that does, checked on the
+    value sets (Tracr's ``make_sort`` keys ``x + i / 8``); the rank ``selector_width(select(k,
+    k, <))`` (or ``> <= >=``, non-causal) of such numbers or strings (distinct ranks)."""
+    if isinstance(node, Indices) or sets is None or depth > 64:
+        return isinstance(node, Indices)
+    if isinstance(node, (Map, SequenceMap)):
+        ins = [node.inner] if isinstance(node, Map) else list(node.inputs)
+        if any(x.id not in sets for x in ins) or math.prod(
+                len(sets[x.id]) for x in ins) > _AT_MOST_ONE_PAIRS:
+            return False
+        combos = list(itertools.product(*[sorted(sets[x.id], key=repr) for x in ins]))
+        rows = apply_elementwise_table(node.fn.apply, [list(c) for c in zip(*combos)])
+        return any(_keys_injective(x, sets, depth + 1) and _determines(combos, rows, i)
+                   for i, x in enumerate(ins))
+    sel = node.selector if isinstance(node, SelectorWidth) else None
+    if (isinstance(sel, Select) and not sel.causal and sel.keys is sel.queries
+            and sel.op in ("<", ">", "<=", ">=") and sel.keys.id in sets):
+        vals = list(sets[sel.keys.id])
+        return bool(vals) and (all(_is_number(v) and math.isfinite(float(v)) for v in vals)
+                               or all(isinstance(v, str) for v in vals)) and _keys_injective(
+            sel.keys, sets, depth + 1)
+    return False
+
+
+def _determines(combos: list, rows: list, i: int) -> bool:
+    """Whether the output (``rows``: ``(ok, value)`` per combination) determines input ``i``
+    (as the comparisons tell values apart: numbers as float64, NaN never)."""
+    def key(v):
+        f = float(v) if _is_number(v) else None
+        return (type(v).__name__, repr(v)) if f is None else None if f != f else ("n", f)
+    seen: dict = {}
+    for c, (ok, v) in zip(combos, rows):
+        k, x = key(v), key(c[i])
+        if ok and (k is None or x is None or seen.setdefault(k, x) != x):
+            return False
+    return True
 
 
 #: the most (query value, key value) pairs :func:`selects_at_most_one` compares
@@ -388,15 +411,20 @@ def selects_equal_values(sel: Node, values: SOp) -> bool:
     return False
 
 
-def selects_at_least_one(sel: Node) -> bool:
+def selects_at_least_one(sel: Node, sets: dict[int, frozenset] | None = None) -> bool:
     """Whether ``sel`` provably selects at least one key per query (``TRUE``, or the same
-    s-op as keys and queries with ``==``, ``<=`` or ``>=``: the query's own position)."""
+    s-op as keys and queries with ``==``, ``<=`` or ``>=``: the query's own position; with
+    ``sets``, ``==`` between ``indices`` and the rank by ``<`` / ``>`` of keys distinct at
+    every position, a permutation of the positions: Tracr's ``make_sort``)."""
     if isinstance(sel, Select):
-        if sel.op == "TRUE":
-            return True
-        return sel.keys is sel.queries and sel.op in ("==", "<=", ">=")
+        for rank, other in ((sel.keys, sel.queries), (sel.queries, sel.keys)):
+            if (sel.op == "==" and not sel.causal and isinstance(other, Indices)
+                    and isinstance(rank, SelectorWidth) and isinstance(rank.selector, Select)
+                    and rank.selector.op in ("<", ">") and _keys_injective(rank, sets)):
+                return True
+        return sel.op == "TRUE" or (sel.keys is sel.queries and sel.op in ("==", "<=", ">="))
     if isinstance(sel, SelectorOr):
-        return selects_at_least_one(sel.a) or selects_at_least_one(sel.b)
+        return selects_at_least_one(sel.a, sets) or selects_at_least_one(sel.b, sets)
     return False
 
 
@@ -665,7 +693,7 @@ class ValueSetDomain:
     def selector_width(self, node: SelectorWidth) -> list:
         """``lo..hi``: 1 when the selector provably selects a key per query, at most 1 when it
         provably selects at most one, else ``0..n``."""
-        lo = 1 if selects_at_least_one(node.selector) else 0
+        lo = 1 if selects_at_least_one(node.selector, self.vs.sets) else 0
         hi = 1 if selects_at_most_one(node.selector, self.vs.sets) else self.n
         return list(range(lo, hi + 1))
 
@@ -675,7 +703,7 @@ class ValueSetDomain:
         (``kqv``: the means kept in ``means``)."""
         vs = self.vs
         default = as_python(node.default)
-        empty = not selects_at_least_one(node.selector)
+        empty = not selects_at_least_one(node.selector, vs.sets)
         if node.values.id in vs.unbounded:
             if node.reduction == "mean" and not node.truncate and _is_number(default):
                 raise Unbounded(f"it averages '{node.values.label}', whose value set is too "
