@@ -43,15 +43,26 @@ verdict.
 
 from __future__ import annotations
 
+import argparse
 import functools
+import json
 import re
 from dataclasses import dataclass, field
 
+import tasks
 from analysis.prediction.budget import (DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET,
-                                        TIME_CAP_STOP)
+                                        TIME_CAP_STOP, BudgetError, Limits, parse_budget)
+from analysis.prediction.crasp_search import crasp_search
+from analysis.prediction.search import SearchError, search_task, tree_size
 from analysis.prediction.theories import (DECIDED, THEORY_NAMES, Evidence, TheoryVerdict,
                                           combine, decide, prediction_label, theories_for)
+from analysis.prediction.verify import protocol_max_length, verify_program_on_task
+from rasp.analyses.crasp import check_crasp
+from rasp.analyses.measures import measure
+from rasp.analyses.raspl import check as raspl_check
 from rasp.errors import RASPError
+from rasp.ir import SOp
+from rasp.repl.display import html_table
 
 __all__ = ["Prediction", "PredictError", "predict", "predict_program", "predict_all",
            "markdown_pe_report", "paper_outcome", "FORMAT_COMPARISONS", "format_effects",
@@ -233,7 +244,6 @@ class Prediction:
         if self.source is not None:
             return self.source
         if self.program_source == "shipped":
-            import tasks
             return tasks.get_task(self.task).reference_source()
         return None
 
@@ -241,7 +251,6 @@ class Prediction:
         """Jupyter's display: the verdict, the theories it came from, each theory's verdict
         with its evidence, the RASP-L status, the program and its measures, then the
         program's source (:attr:`program_text`)."""
-        from rasp.repl.display import html_table
         rows = [("verdict", self.prediction_label), ("theory", self.theory)]
         for key, th in self.theories.items():
             ev = self.verdict_evidence.get(key, {})
@@ -281,7 +290,6 @@ class Prediction:
 
 
 def _task(task):
-    import tasks
     t = tasks.get_task(task) if isinstance(task, str) else task
     if t.kind not in ("next_token", "next_set"):
         raise PredictError(
@@ -292,18 +300,15 @@ def _task(task):
 
 
 def _check(task, sop):
-    from rasp.analyses.raspl import check
     n_train = task.default_train_max_len
     lens = task.lengths(n_train) or task.lengths(max(n_train, task.min_length))
     max_seq = max(task.sequence_length(n) for n in lens) if lens else None
     vocab = task.program_vocab(max(lens)) if lens else None
-    return check(sop, vocab=vocab, max_seq_len=max_seq, causal=None)
+    return raspl_check(sop, vocab=vocab, max_seq_len=max_seq, causal=None)
 
 
 def _evaluate_program(task, sop, label, verify_max_length, samples, seed):
     """measures + check + (if valid) verification of one program."""
-    from rasp.analyses.measures import measure
-    from analysis.prediction.verify import verify_program_on_task
     m = measure(sop)
     report = _check(task, sop)
     ver = None
@@ -337,7 +342,6 @@ def predict_program(sop, task_format, verify_max_length: int | None = None, samp
     Raises:
         PredictError: a part-B task or an unknown PE; tasks.UnknownTaskError: unknown task.
     """
-    from rasp.ir import SOp
     if not isinstance(sop, SOp):
         raise PredictError(f"predict_program expects an s-op, got {type(sop).__name__}")
     return predict(task_format, verify_max_length=verify_max_length, samples=samples,
@@ -414,7 +418,6 @@ def _time_cap(search_dict) -> str | None:
 def _verify_length(task, verify_max_length) -> tuple[int, int]:
     """``(length verified to, length the protocol needs)``: the protocol's longest tested
     length unless a length is given."""
-    from analysis.prediction.verify import protocol_max_length
     need = protocol_max_length(task)
     need = max(task.lengths(need), default=need)     # the longest length the task allows
     return (need if verify_max_length is None else int(verify_max_length)), need
@@ -461,9 +464,8 @@ def predict(task, verify_max_length: int | None = None, samples: int = 5, seed: 
             budget.
         rasp.ir.RASPError: the shipped program does not parse or run.
     """
+    # start-up: the rasp_model package loads torch, which the predictor does not otherwise need
     from rasp_model.positional import PE_NAMES
-    from analysis.prediction.budget import BudgetError, Limits
-    from analysis.prediction.search import tree_size
     if search_seconds is not None:
         raise PredictError("search_seconds is gone: searches stop on work, not seconds (a "
                            "verdict must not depend on the machine's load); use search=True "
@@ -583,7 +585,6 @@ def _program_provider(src: str, label: str, sop):
 def _raspl_search_provider(pool: _Pool, ctx: _Context) -> None:
     """The RASP-L search (:func:`_search`) as an evidence provider: its record and certificate
     for ``raspl`` and, when it finds one, its program among the candidates."""
-    from analysis.prediction.search import SearchError
     try:
         res = _search(ctx.task, "raspl", ctx.search_max_length, ctx.search_budget,
                       ctx.time_cap, ctx.progress)
@@ -622,7 +623,6 @@ _SEARCHES: dict = {}
 def _search(task, mode, max_length, budget, time_cap, progress):
     """:func:`analysis.prediction.search.search_task` once per (task, mode, settings) in this
     process (several PEs share the RASP-L search). Raises SearchError."""
-    from analysis.prediction.search import SearchError, search_task
     key = (task.name, getattr(task, "sha256", None), mode, max_length, budget, time_cap)
     if key not in _SEARCHES:
         try:
@@ -653,7 +653,6 @@ def _crasp_search_cached(task, variant, budget, time_cap):
     cap) in this process. It verifies its program to its own default length (60); the
     predictor verifies it again to the protocol's length, so the search does not depend on
     the verification settings."""
-    from analysis.prediction.crasp_search import crasp_search
     key = (task.name, getattr(task, "sha256", None), variant, budget, time_cap)
     if key not in _CRASP_SEARCHES:
         _CRASP_SEARCHES[key] = crasp_search(task, variant=variant, budget=budget,
@@ -674,9 +673,6 @@ def _crasp_provider(variant: str):
     searches) the searches' program (C-RASP[] first, which serves C-RASP[periodic, local]
     too) and the variant's own search's certificate."""
     def provide(pool: _Pool, ctx: _Context) -> None:
-        from rasp.analyses.crasp import check_crasp
-        from analysis.prediction.search import tree_size
-        from analysis.prediction.verify import verify_program_on_task
         task = ctx.task
         best = None
         for src, label, sop, text, m, rep, ver in pool.programs:
@@ -739,7 +735,6 @@ def _crasp_verdict(rec, task, variant, pool: _Pool, search, need) -> TheoryVerdi
 def _crasp_summary(rec, evaluated, pe, position_offsets) -> None:
     """``rec.crasp``: the C-RASP check of the program used (for the PE's variant, else
     C-RASP[periodic, local]) with its violations."""
-    from rasp.analyses.crasp import check_crasp
     variants = [t for t in theories_for(pe, position_offsets) if t != "raspl"]
     variant = variants[0] if variants else "crasp_pl"
     used = next((e for e in evaluated if e[0] == rec.program_source), None)
@@ -751,7 +746,6 @@ def _crasp_summary(rec, evaluated, pe, position_offsets) -> None:
 
 def predict_all(names=None, **kwargs) -> list[Prediction]:
     """:func:`predict` for each name (default: every generalization task, catalogue order)."""
-    import tasks
     names = list(names) if names else list(tasks.GENERALIZATION_TASKS)
     return [predict(n, **kwargs) for n in names]
 
@@ -857,9 +851,6 @@ def markdown_pe_report(preds: list[Prediction]) -> str:
 def main(argv=None) -> int:
     """``python -m analysis.prediction.predict [--markdown] [--pe PE,...] [--search]
     [--search-budget N] [--crasp-budget N] [-N LEN] [-K 5] [TASK...|huang]``."""
-    import argparse
-    import json
-    from analysis.prediction.budget import parse_budget
     ap = argparse.ArgumentParser(description="Length-generalization predictions (Zhou et al. "
                                              "2023's RASP-L conjecture; Huang et al. 2025's "
                                              "C-RASP per positional encoding).")
@@ -875,15 +866,14 @@ def main(argv=None) -> int:
                     help="verify to this length (default: the protocol's longest)")
     ap.add_argument("-K", "--samples", type=int, default=5)
     args = ap.parse_args(argv)
-    import tasks as _tasks
     names = args.tasks or None
     if names == ["huang"]:
-        names = list(_tasks.HUANG_TASKS)
+        names = list(tasks.HUANG_TASKS)
     kw = dict(verify_max_length=args.max_length, samples=args.samples, search=args.search,
               search_budget=args.search_budget, crasp_budget=args.crasp_budget)
     if args.pe:
         pes = args.pe.split(",")
-        preds = [predict(n, pe=pe, **kw) for n in (names or _tasks.GENERALIZATION_TASKS)
+        preds = [predict(n, pe=pe, **kw) for n in (names or tasks.GENERALIZATION_TASKS)
                  for pe in pes]
         print(markdown_pe_report(preds) if args.markdown else
               json.dumps([p.to_dict() for p in preds], indent=1))

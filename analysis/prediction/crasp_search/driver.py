@@ -5,19 +5,23 @@ passes of ``crasp_pl``, final check and verification) and :class:`CRaspResult`. 
 
 from __future__ import annotations
 
+import itertools as it
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+import tasks
+from rasp.analyses.crasp import VARIANTS, check_crasp
 from tasks.base import next_token_examples
+from tasks.decode import verify_program
 
 from analysis.prediction.budget import (BUDGET_STOP, DEFAULT_CRASP_BUDGET, TIME_CAP_STOP,
                                         Limits)
 
-from analysis.prediction.search.core import (Round, best_bound, cegis, program_source,
-                                             shortest_failing)
+from analysis.prediction.search.core import (Certificate, Round, best_bound, cegis,
+                                             program_source, shortest_failing)
 
 from .enumeration import _Budget, _Enum, _Memory, _Timeout
 from .recipes import _Batch, _decide, build_program, recipe_text
@@ -74,8 +78,6 @@ class CRaspResult:
     def certificate(self):
         """The search certificate (:class:`analysis.prediction.search.core.Certificate`): no
         program of C-RASP size <= ``certified_below`` in the variant's grammar."""
-        from rasp.analyses.crasp import VARIANTS
-        from analysis.prediction.search.core import Certificate
         return Certificate(self.certified_below, VARIANTS[self.variant][0].split(" (")[0],
                            "C-RASP size")
 
@@ -164,7 +166,6 @@ def _exhaustive_rows(task, content, budget: int) -> list:
     """Every prompt ``BOS body SEP`` with a body over the content symbols, lengths 1, 2, ...
     (at most 16) while the total stays within ``budget`` (the task's own ``ground_truth`` answers; bodies it
     refuses are skipped): short counterexamples a sampler rarely draws."""
-    import itertools as it
     voc = task.vocab
     next_set = task.kind == "next_set"         # prompts BOS w, no SEP
     if voc.bos is None or (voc.sep is None and not next_set) or budget <= 0:
@@ -270,12 +271,10 @@ def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, see
                   uniform, max_memory_mb, max_rounds, nope_first, greedy, search_mutants,
                   exhaustive, search_exhaustive) -> CRaspResult:
     """:func:`crasp_search` under ``limits`` (a budget and the deadline shared by the passes)."""
-    from rasp.analyses.crasp import VARIANTS
     t0 = time.perf_counter()
     budget = limits.budget
     if isinstance(task, str):
-        import tasks as _tasks
-        task = _tasks.get_task(task)
+        task = tasks.get_task(task)
     if variant not in VARIANTS:
         raise ValueError(f"unknown C-RASP variant {variant!r}")
     kw = dict(max_size=max_size, lengths=lengths, samples=samples, seed=seed,
@@ -300,7 +299,6 @@ def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, see
             r0.seconds = time.perf_counter() - t0
             return r0
         if r0.found:
-            from rasp.analyses.crasp import check_crasp
             if check_crasp(r0.program, "crasp_pl").valid:
                 r0.variant = "crasp_pl"
                 r0.certified_below = rp.certified_below
@@ -388,7 +386,6 @@ class CRaspGrammar:
     def __init__(self, task, variant, limits, rows, vbatches, content, uniform, names, eos,
                  max_size, max_memory_mb, seed, greedy, max_rounds, verify_max_length,
                  verify_samples, res: CRaspResult, t0: float):
-        from rasp.analyses.crasp import VARIANTS
         self.name = VARIANTS[variant][0].split(" (")[0]
         self.task, self.variant, self.limits = task, variant, limits
         self.rows, self.vbatches = rows, vbatches
@@ -533,8 +530,6 @@ class CRaspGrammar:
 
 def _finish(res, task, variant, entries, default, size, content, names, vmax, vsamples, seed,
             t0):
-    from rasp.analyses.crasp import check_crasp
-    from tasks.decode import verify_program
     prog = build_program(entries, default, content, task.vocab.values)
     res.schema = _schema(entries, default, names)
     res.size = size

@@ -10,6 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from rasp.ir import (Elementwise, Full, Indices, Map, Select, SelectorAnd, SelectorWidth,
+                     SequenceMap, Tokens)
+
 _REL = {"eq": np.equal, "lt": np.less, "gt": np.greater}
 _CMP = {"lt": np.less, "le": np.less_equal, "eq": np.equal}
 _SYM = {"eq": "==", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -271,7 +274,6 @@ def _decide(entries, default, batch: _Batch) -> np.ndarray:
 
 class _IRBuilder:
     def __init__(self):
-        from rasp.ir import Full, Indices, Tokens
         self.tokens = Tokens("asis").named("tokens")
         self.indices = Indices()
         self.one = Full(1)
@@ -281,7 +283,6 @@ class _IRBuilder:
         self.vocab_values: list = []
 
     def _sel_true(self):
-        from rasp.ir import Select
         if self._true is None:
             self._true = Select(self.tokens, self.tokens, "TRUE", causal=True)
         return self._true
@@ -289,8 +290,6 @@ class _IRBuilder:
     def relsel(self, op):
         """The selector of a relation between the key's token (or its predecessor's, for
         ``peq``) and the query's token."""
-        from rasp.ir import Elementwise, Full, Map, Select, SelectorAnd, SelectorWidth, \
-            SequenceMap
         if op != "peq":
             return Select(self.tokens, self.tokens, _SYM[op], causal=True)
         if self._prev is None:
@@ -308,8 +307,6 @@ class _IRBuilder:
         return Select(self._prev, self.tokens, "==", causal=True)
 
     def node(self, rec, a=None):
-        from rasp.ir import (Elementwise, Map, Select, SelectorAnd, SelectorWidth,
-                             SequenceMap)
         key = (rec, a if is_param(rec) else None)
         if key in self.memo:
             return self.memo[key]
@@ -382,7 +379,6 @@ class _IRBuilder:
 def build_program(entries, default, content, vocab_values=()) -> Any:
     """The IR s-op of a decision list: ``v if B else ...`` (a uniform entry expands into one
     ternary per content symbol, ascending)."""
-    from rasp.ir import Elementwise, Full, SequenceMap
     bld = _IRBuilder()
     bld.content = [int(c) for c in content]
     bld.vocab_values = [int(v) for v in vocab_values]

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from analysis.prediction.budget import TIME_CAP_STOP
+from rasp.source import program_to_source
 
 __all__ = ["Certificate", "Round", "Grammar", "Result", "Loop", "cegis", "program_source",
            "best_bound", "shortest_failing"]
@@ -203,5 +204,4 @@ def program_source(program) -> str | None:
     none; every search prints its candidates this one way."""
     if program is None:
         return None
-    from rasp.source import program_to_source
     return program_to_source(program)

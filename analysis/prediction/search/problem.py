@@ -16,10 +16,12 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from rasp.analyses.measures import measure
 from rasp.interpreter import Evaluator
 from rasp.ir import Indices, Node, RASPError, SOp, Tokens
+from tasks.base import next_token_examples
 
-from .core import shortest_failing
+from .core import Certificate, shortest_failing
 
 INT8 = (-128, 127)
 
@@ -131,7 +133,6 @@ def problem_from_task(task, lengths: Iterable[int] = range(1, 9), samples: int =
         SearchError: the task allows none of the lengths, or its program values do not map back
             to the token ids (the representation is not invertible).
     """
-    from tasks.base import next_token_examples
     if task.kind not in ("next_token", "next_set"):
         raise SearchError(f"task {task.name!r} is a per-position sequence program, not a "
                           "next-token task: the search looks for next-token programs")
@@ -252,7 +253,6 @@ class SearchResult:
         """The search certificate (:class:`analysis.prediction.search.core.Certificate`):
         no program of expression size <= ``certified_below`` in the RASP-L search grammar
         (bound None when no size completed)."""
-        from .core import Certificate
         return Certificate(self.certified_below if self.certified_below >= 0 else None,
                            "the RASP-L search grammar", "expression size")
 
@@ -301,7 +301,6 @@ def tree_size(node: Node) -> int:
 
 
 def _measured(node: Node) -> int:
-    from rasp.analyses.measures import measure
     return measure(node).length
 
 

@@ -13,12 +13,13 @@ worker-thread helpers.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 import os
 
 import numpy as np
 
-from .problem import SearchError
+from .problem import INT8, SearchError
 
 _MASK64 = (1 << 64) - 1
 _KIND_INT, _KIND_IDX, _KIND_STR, _KIND_COUNT = 0, 1, 2, 3
@@ -70,7 +71,6 @@ class _Recipes:
         self.starts.append(self.starts[-1] + len(rows))
 
     def __getitem__(self, i: int) -> tuple:
-        import bisect
         f = bisect.bisect_right(self.starts, i) - 1
         return self.fns[f](int(self.rows[f][i - self.starts[f]]))
 
@@ -256,7 +256,6 @@ def layout_of(problem) -> Layout:
     Raises:
         SearchError: more than 120 distinct string values, or numeric tokens outside int8.
     """
-    from .problem import INT8
     B, T = problem.inputs.shape
     valid = problem.valid
     vflat = np.flatnonzero(valid.reshape(-1))
