@@ -15,7 +15,7 @@ side by side, with the gate's share of the total.
 Writes ``bench/results/compiler.json``.
 
 Run:  ``.venv/bin/python -m bench.bench_compiler`` (``--random K``, ``--long N``;
-``--library-only``: only Tracr's library, printed).
+``--library-only``: only Tracr's library, printed; ``--corpus``: the fuzzer-shaped corpus).
 """
 
 from __future__ import annotations
@@ -90,62 +90,77 @@ def measure(name, sop, vocab, n, random_k):
             "checked_inputs": total, "mismatches": bad}
 
 
-def tracr_library(max_seq_len: int = 8) -> list[dict]:
+def tracr_library(max_seq_len: int = 8, corpus: bool = False) -> list[dict]:
     """Tracr's compiler against ours on every program of Tracr's own library
     (``tracr.compiler.lib``, imported with ``rasp.from_tracr``), bidirectional and causal:
-    parameters and non-zero parameters (Tracr's: every array of its ``params``; ours: as
-    stored), layers, compile CPU seconds (ours include the verification gate). Empty when
-    Tracr (the test extra) is not installed."""
+    parameters and non-zero parameters (Tracr's: every array of its ``params``, and its
+    unembedding apart; ours: as stored), layers, compile CPU seconds (ours include the
+    verification gate). With ``corpus``: the 30 programs of ``compiler.library.tracr_corpus``
+    (the outside fuzzer's corpus shape), bidirectional only. Empty when Tracr (the test
+    extra) is not installed."""
     try:
         import jax
         from tracr.compiler import compiling
-        from compiler.library import tracr_lib_programs
-        programs = tracr_lib_programs()
+        from compiler.library import tracr_corpus, tracr_lib_programs
+        if corpus:
+            programs = [(name, prog, vocab, False) for name, prog, vocab in tracr_corpus()]
+        else:
+            programs = [(name, prog, list("abcd") if vocab == "unique" else vocab, causal)
+                        for causal in (False, True)
+                        for name, (prog, vocab) in tracr_lib_programs().items()]
     except ImportError:
         return []
     import logging
     logging.getLogger("absl").setLevel(logging.ERROR)
     rows = []
-    for causal in (False, True):
-        for name, (prog, vocab) in programs.items():
-            vocab = list("abcd") if vocab == "unique" else vocab
-            row = {"program": name, "causal": causal, "max_seq_len": max_seq_len}
-            c0 = time.process_time()
+    for name, prog, vocab, causal in programs:
+        row = {"program": name, "causal": causal, "max_seq_len": max_seq_len}
+        c0 = time.process_time()
+        try:
             theirs = compiling.compile_rasp_to_model(prog, vocab=set(vocab),
                                                      max_seq_len=max_seq_len,
                                                      compiler_bos="BOS", causal=causal)
-            leaves = [np.asarray(x) for x in jax.tree_util.tree_leaves(theirs.params)]
-            enc = theirs.output_encoder
-            row["tracr"] = {"params": int(sum(x.size for x in leaves)),
-                            "nonzero_params": int(sum((x != 0).sum() for x in leaves)),
-                            # its unembedding: a projection onto the output space applied
-                            # outside ``params`` (one weight per output direction)
-                            "unembed_nonzero": (len(enc.encoding_map)
-                                                if hasattr(enc, "encoding_map") else 1),
-                            "layers": int(theirs.model_config.num_layers),
-                            "compile_cpu_seconds": round(time.process_time() - c0, 3)}
-            c0 = time.process_time()
-            try:
-                cm = compile_program(rasp.from_tracr(prog), vocab, max_seq_len, causal=causal)
-            except CompilerError as e:
-                row["ours"] = {"refused": str(e).splitlines()[0]}
-            else:
-                row["ours"] = {"params": cm.stats["params"],
-                               "nonzero_params": cm.stats["nonzero_params"],
-                               "layers": cm.stats["layers"],
-                               "compile_cpu_seconds": round(time.process_time() - c0, 3)}
+        except Exception as e:   # noqa: BLE001 -- Tracr's own failures are a result here
+            row["tracr"] = {"refused": f"{type(e).__name__}: {e}"[:120]}
             rows.append(row)
+            continue
+        leaves = [np.asarray(x) for x in jax.tree_util.tree_leaves(theirs.params)]
+        enc = theirs.output_encoder
+        row["tracr"] = {"params": int(sum(x.size for x in leaves)),
+                        "nonzero_params": int(sum((x != 0).sum() for x in leaves)),
+                        # its unembedding: a projection onto the output space applied
+                        # outside ``params`` (one weight per output direction)
+                        "unembed_nonzero": (len(enc.encoding_map)
+                                            if hasattr(enc, "encoding_map") else 1),
+                        "layers": int(theirs.model_config.num_layers),
+                        "compile_cpu_seconds": round(time.process_time() - c0, 3)}
+        c0 = time.process_time()
+        try:
+            cm = compile_program(rasp.from_tracr(prog), vocab, max_seq_len, causal=causal)
+        except CompilerError as e:
+            row["ours"] = {"refused": str(e).splitlines()[0]}
+        else:
+            row["ours"] = {"params": cm.stats["params"],
+                           "nonzero_params": cm.stats["nonzero_params"],
+                           "layers": cm.stats["layers"],
+                           "compile_cpu_seconds": round(time.process_time() - c0, 3)}
+        rows.append(row)
     return rows
 
 
-def _print_tracr_library(rows: list[dict]) -> dict:
-    print(f"\nTracr's library (tracr.compiler.lib via rasp.from_tracr), ours / Tracr's compiler")
+def _print_tracr_library(rows: list[dict],
+                         title: str = "Tracr's library (tracr.compiler.lib via rasp.from_tracr)"
+                         ) -> dict:
+    print(f"\n{title}, ours / Tracr's compiler")
     print("(non-zeros: all we store, W_U included / Tracr's params + its unembedding; "
           "'>' marks a program above)")
     print(f"{'program':22s} {'causal':>6s} {'params':>17s} {'non-zeros':>15s} {'layers':>7s} "
           f"{'compile CPU s':>14s}")
     for r in rows:
-        t, o = r["tracr"], r["ours"]
+        t, o = r["tracr"], r.get("ours", {})
+        if "refused" in t:
+            print(f"{r['program']:22s} {str(r['causal']):>6s} Tracr fails: {t['refused'][:70]}")
+            continue
         if "refused" in o:
             print(f"{r['program']:22s} {str(r['causal']):>6s} refused (Tracr compiles it, "
                   f"computing prefix values): {o['refused'][:70]}")
@@ -156,7 +171,8 @@ def _print_tracr_library(rows: list[dict]) -> dict:
               f"{mark}{o['nonzero_params']:>5,d}/{tn:<8,d} "
               f"{o['layers']:>3d}/{t['layers']:<3d} "
               f"{o['compile_cpu_seconds']:>6.3f}/{t['compile_cpu_seconds']:<7.3f}")
-    both = [r for r in rows if not r["causal"] and "refused" not in r["ours"]]
+    both = [r for r in rows if not r["causal"] and "refused" not in r.get("ours", {"refused": 1})
+            and "refused" not in r["tracr"]]
     summary = {
         "programs": len(both),
         "params_ratio_total": round(sum(r["ours"]["params"] for r in both)
@@ -170,7 +186,8 @@ def _print_tracr_library(rows: list[dict]) -> dict:
             > r["tracr"]["nonzero_params"] + r["tracr"]["unembed_nonzero"]],
         "programs_with_more_layers": [r["program"] for r in both
                                       if r["ours"]["layers"] > r["tracr"]["layers"]],
-        "causal_compiled": sum("refused" not in r["ours"] for r in rows if r["causal"]),
+        "causal_compiled": sum("refused" not in r.get("ours", {"refused": 1})
+                               for r in rows if r["causal"]),
     }
     print("tracr library summary:", json.dumps(summary))
     return summary
@@ -182,16 +199,20 @@ def main(argv=None) -> int:
                     help="random inputs per length for the max_seq_len-64 check (default 20)")
     ap.add_argument("--long", type=int, default=64, help="the long max_seq_len (default 64)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "compiler.json"))
+    ap.add_argument("--corpus", action="store_true",
+                    help="only the fuzzer-shaped corpus of Tracr programs (compiler.library."
+                         "tracr_corpus, max_seq_len 6) against Tracr's compiler (prints it)")
     ap.add_argument("--library-only", action="store_true",
                     help="only the table of Tracr's library against Tracr's compiler (prints it; "
                          "writes nothing)")
     args = ap.parse_args(argv)
-    if args.library_only:
-        rows = tracr_library()
+    if args.library_only or args.corpus:
+        rows = tracr_library(6, corpus=True) if args.corpus else tracr_library()
         if not rows:
             print("Tracr (the test extra) is not installed")
             return 1
-        _print_tracr_library(rows)
+        _print_tracr_library(rows, "compiler.library.tracr_corpus at max_seq_len 6"
+                             if args.corpus else "Tracr's library")
         return 0
     machine = {"platform": platform.platform(), "cpus": os.cpu_count(),
                "torch_threads": torch.get_num_threads(), "torch": torch.__version__}

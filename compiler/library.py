@@ -11,13 +11,15 @@ published Tracr sizes (layers = attention+MLP pairs, heads, d_model, MLP hidden,
 
 from __future__ import annotations
 
+import random
+
 from rasp.ir import (SOp, aggregate, indices, length, numerical, select, selector_width,
                      tokens, tokens_int)
 
 __all__ = ["make_length", "make_reverse", "make_hist", "make_frac_prevs", "make_sort_unique",
            "make_sort", "make_sort_freq", "make_pair_balance", "make_shuffle_dyck",
            "make_shift_by", "make_detect_pattern", "make_count_less_freq", "make_count",
-           "PEER_TABLE", "peer_programs", "tracr_lib_programs"]
+           "PEER_TABLE", "peer_programs", "tracr_lib_programs", "tracr_corpus"]
 
 
 def make_length() -> SOp:
@@ -186,3 +188,68 @@ def tracr_lib_programs() -> dict:
         "make_nary_sequencemap": (L.make_nary_sequencemap(lambda x, y, z: x * y + z, t, t,
                                                           tr.indices), [1, 2, 3]),
     }
+
+
+def tracr_corpus(seed: int = 38, count: int = 30) -> list:
+    """Random Tracr programs of the outside fuzzer's corpus shape (issue 38: Tracr's library
+    functions with random arguments and small compositions of them: counts, shifts, patterns,
+    fractions, balances, maps of histograms, comparisons with shifted tokens, selector widths
+    of every comparison, reads at ``i + k``, numerical maps of fractions, ``and`` of shifted
+    detectors, ``length - indices``): ``[(name, program, vocab)]``, the first 13 one of each
+    kind, the rest drawn with ``seed``. Used by ``tests/test_compiler_nonzeros.py`` and
+    ``bench/bench_compiler.py`` against Tracr's compiler.
+
+    Raises:
+        ImportError: Tracr (``tracr-pypi``, a test extra) is not installed.
+    """
+    import tracr.compiler.lib as L
+    import tracr.rasp.rasp as tr
+    t, ix = tr.tokens, tr.indices
+    rng = random.Random(seed)
+    letters = list("abc")
+    cmps = [tr.Comparison.EQ, tr.Comparison.LT, tr.Comparison.LEQ, tr.Comparison.GT,
+            tr.Comparison.GEQ, tr.Comparison.NEQ, tr.Comparison.TRUE]
+
+    def make(kind):
+        a, b = rng.sample(letters, 2)
+        k = rng.randint(1, 3)
+        c = rng.choice([1, 2, 3])
+        if kind == "count":
+            return f"count({a})", L.make_count(t, a), letters
+        if kind == "shift":
+            return f"shift_by({k})", L.shift_by(k, t), letters
+        if kind == "detect":
+            pat = "".join(rng.choice(letters) for _ in range(rng.randint(2, 3)))
+            return f"detect({pat})", L.detect_pattern(t, pat), letters
+        if kind == "frac":
+            return f"frac_prevs({a})", L.make_frac_prevs(t == a), letters
+        if kind == "balance":
+            return f"pair_balance({a}{b})", L.make_pair_balance(t, a, b), letters
+        if kind == "hist_map":
+            return f"hist+{c}", tr.Map(lambda x, c=c: x + c, L.make_hist()), letters
+        if kind == "cmp_shift":
+            return f"tokens==shift_by({k})", tr.SequenceMap(lambda x, y: x == y, t,
+                                                            L.shift_by(k, t)), letters
+        if kind == "width":
+            op = rng.choice(cmps)
+            return f"width({op.name})", tr.SelectorWidth(tr.Select(t, t, op)), [1, 2, 3]
+        if kind == "agg_idx":
+            return f"read(i+{k})", tr.Aggregate(tr.Select(ix, tr.Map(lambda i, k=k: i + k, ix),
+                                                          tr.Comparison.EQ), t), letters
+        if kind == "frac_map":
+            f = L.make_frac_prevs(t == a)
+            return f"{c}*frac({a})", tr.numerical(tr.Map(lambda x, c=c: c * x, f)), letters
+        if kind == "count_less":
+            return f"count_less_freq({k})", L.make_count_less_freq(k), letters
+        if kind == "length_minus":
+            return "length-indices", tr.SequenceMap(lambda x, y: x - y, L.make_length(), ix), \
+                letters
+        if kind == "and_eq":
+            return f"({a}) and shift({k})", tr.SequenceMap(
+                lambda x, y: x and y, t == a, L.shift_by(k, t == b)), letters
+        raise ValueError(kind)
+
+    kinds = ["count", "shift", "detect", "frac", "balance", "hist_map", "cmp_shift", "width",
+             "agg_idx", "frac_map", "count_less", "length_minus", "and_eq"]
+    return [make(kinds[i % len(kinds)] if i < len(kinds) else rng.choice(kinds))
+            for i in range(count)]

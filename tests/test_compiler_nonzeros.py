@@ -289,3 +289,33 @@ def test_ranks_of_distinct_keys_select_exactly_one_key():
         ones = all(set(rasp.evaluate(width, [list(x)])[0].tolist()) == {1}
                    for m in range(1, n + 1) for x in itertools.product(vocab, repeat=m))
         assert ones == proved
+
+
+#: corpus programs (``compiler.library.tracr_corpus``, first 13: one per kind) above Tracr's
+#: non-zeros for a reason other than exactness: ``length - indices`` is one MLP of steps over
+#: the selector width gated by the index (1 layer; Tracr: its width MLP, then a table over
+#: length x index, 2 layers and fewer weights). Fusing saves the layer; the pricing keeps it.
+CORPUS_FEWER_LAYERS_MORE_NONZEROS = {"length-indices"}
+
+
+@pytest.mark.parametrize("item", list(range(13)))
+def test_corpus_nonzeros_at_or_below_tracr(item):
+    """The fuzzer's corpus shape: each kind of program of ``tracr_corpus`` at max_seq_len 6,
+    against Tracr's compiler: never more layers or parameters; non-zeros at most Tracr's
+    (params + unembedding), or at most it without our exactness weights (PAD mask, None
+    default, count head), or, for :data:`CORPUS_FEWER_LAYERS_MORE_NONZEROS`, one layer fewer."""
+    from compiler.library import tracr_corpus
+    name, prog, vocab = tracr_corpus()[item]
+    n = 6
+    params, nz, layers, unembed = _tracr_sizes(prog, vocab, n)
+    cm = compile_program(rasp.from_tracr(prog), vocab, n)
+    s = cm.stats
+    assert s["layers"] <= layers and s["params"] <= params, (name, s["layers"], layers)
+    if s["nonzero_params"] <= nz + unembed:
+        return
+    if name in CORPUS_FEWER_LAYERS_MORE_NONZEROS:
+        assert s["layers"] < layers
+        return
+    spent = _exactness_weights(cm, ("pad", "none", "count"))
+    assert s["nonzero_params"] - spent <= nz + unembed, (name, s["nonzero_params"], spent, nz,
+                                                         unembed)
