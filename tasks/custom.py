@@ -55,7 +55,7 @@ import re
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 import ast
 
 import numpy as np
@@ -66,7 +66,7 @@ from .huang import (DFA, TEST_MAX_LENGTH, LanguageTask, NextSetFormat, NextSetTa
                     next_set_labels)
 
 __all__ = ["KINDS", "TaskFileError", "FileTask", "load_task_file", "regex_task", "regex_dfa",
-           "task_source", "file_sha256", "DEFAULT_LENGTHS"]
+           "task_source", "run_task_source", "file_sha256", "DEFAULT_LENGTHS"]
 
 #: the task kinds a task file may declare (``KIND``)
 KINDS = ("seq2seq", "membership", "next_set")
@@ -531,6 +531,16 @@ def regex_task(pattern: str, format: str = "membership", alphabet: list[str] | N
     task.spec = spec
     task.sha256 = None
     return task
+
+
+def run_task_source(task: Task) -> dict | None:
+    """What defines a task outside the catalogue, as its training runs record it
+    (``RunSpec.task_source``): a task file's name and sha256 (not its path: a moved file is
+    the same task), a regular expression's specification; None for a catalogue task."""
+    src = task_source(task)
+    if "catalogue" in src:
+        return None
+    return {k: v for k, v in src.items() if k != "task_file"}
 
 
 def task_source(task: Task) -> dict:

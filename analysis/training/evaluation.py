@@ -20,6 +20,7 @@ import torch
 
 from rasp_model import ContextLengthError, Transformer
 from rasp.decode import greedy_decode as rasp_greedy_decode
+from rasp.repl.progress import progress_bar
 from tasks import LengthResult, inputs_targets
 
 EVAL_SEED = 20231016
@@ -32,7 +33,7 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     Uses ``scipy.stats.binomtest(...).proportion_ci(method="wilson")``. Raises ValueError for
     ``n < 1`` or ``k`` outside ``0..n``.
     """
-    from scipy.stats import binomtest
+    from scipy.stats import binomtest   # start-up: scipy.stats costs ~0.3 s; only intervals use it
     if n < 1 or not 0 <= k <= n:
         raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
     ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
@@ -181,8 +182,6 @@ def evaluate_with(decode, cfg, members: int, task, lengths: list[tuple[int, str]
     ``decode(prompts, max_new_tokens)`` returns the generated ids ``[member][prompt]`` (one
     member: :func:`greedy_decode`; a stack: :func:`analysis.training.stacked.greedy_decode_stacked`).
     Returns ``[member][length]`` results."""
-    from rasp.repl.progress import progress_bar
-
     results: list[list[LengthResult]] = [[] for _ in range(members)]
     it = progress_bar(lengths, show=progress, desc="eval", leave=False)
     for length, split in it:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -44,9 +45,10 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from analysis.training import runs as _runs
-from analysis.training import trainer
+from analysis.training import stacked, trainer
 from rasp_model.positional import PE_NAMES
 from rasp.errors import RASPError
+from rasp.repl.progress import progress_bar
 
 __all__ = ["GridRun", "GridResult", "GridReport", "GridError", "run_grid", "check_runs",
            "connect", "priority", "train_pending", "auto_stack", "plan_jobs", "GPU_STACK",
@@ -221,7 +223,6 @@ def _train_job(job: list, device: str, threads: int, force: bool) -> list[dict]:
     one), several as one stack
     (:func:`analysis.training.stacked.train_group`, a member's error is its own entry
     ``{"status": "failed", "error"}``). Executed by a Ray worker or in-process."""
-    from analysis.training import stacked
     run0 = job[0][0]
     task = trainer.resolve_task(run0.task)
     specs = [trainer.resolve_spec(task, r.pe, r.seed, r.preset, r.steps, r.train_max_len,
@@ -262,7 +263,6 @@ def plan_jobs(runs: Sequence[GridRun], todo: Sequence[int], stack: int,
     Jobs are ordered by their first run."""
     if stack <= 1:
         return [[i] for i in todo]
-    from analysis.training import stacked
     groups: dict = {}
     for i in todo:
         r = runs[i]
@@ -389,7 +389,6 @@ def _start_reaper() -> None:
     and kills those still running when the driver is gone. Ray ends the others itself; the
     agents of a SIGKILLed driver otherwise stay 1-4 minutes, their ports open, trying to
     report the raylet's death to the dead GCS (measured 2026-11-25)."""
-    import subprocess
     try:
         subprocess.Popen([sys.executable, "-c", _REAPER, str(os.getpid())],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -412,7 +411,7 @@ def connect(address: str | None = None, num_cpus: int | None = None,
 
     Raises :class:`GridError` for a malformed or unreachable address or a failed connection.
     """
-    import ray
+    import ray   # start-up: importing Ray costs ~1-2 s; only the Ray path needs it
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")   # no usage reports leave the machine
     if ray.is_initialized():
@@ -451,7 +450,7 @@ def connect(address: str | None = None, num_cpus: int | None = None,
 
 def _error_text(e: BaseException) -> str:
     """The user-facing error of a failed run (the worker's exception, not Ray's wrapper)."""
-    import ray.exceptions as rex
+    import ray.exceptions as rex   # start-up: as connect()
 
     if isinstance(e, rex.RayTaskError):
         cause = e.cause if e.cause is not None else e
@@ -503,8 +502,6 @@ def run_grid(runs: Sequence[GridRun], runs_root: str | os.PathLike = "runs",
     Raises:
         GridError: unreachable / malformed address, or impossible resources.
     """
-    from rasp.repl.progress import progress_bar
-
     t0 = time.time()
     if num_cpus < 1:
         raise GridError(f"num_cpus per run must be >= 1, got {num_cpus}")
@@ -656,7 +653,7 @@ def _run_on_ray(runs, dirs, jobs, address, device, num_cpus, num_gpus, force, ma
                 ray_num_cpus, may_start, finish, finish_job) -> str:
     """Submit the ``jobs`` (:func:`plan_jobs`) as Ray tasks, as many at a time as the cluster
     can run."""
-    import ray
+    import ray   # start-up: as connect()
     import ray.exceptions as rex
 
     started_here, backend = connect(address, num_cpus=ray_num_cpus)

@@ -47,6 +47,7 @@ from pathlib import Path
 
 import torch
 
+import tasks
 from analysis.training.configs import ConfigError, RunSpec
 from rasp_model import Transformer, files, load_safetensors, save_safetensors
 from rasp.errors import RASPError
@@ -496,7 +497,6 @@ def load_run(run_dir: str | os.PathLike, task=None):
     check_consistent(run_dir, spec, read_done(run_dir), read_accuracy(run_dir))
     model = load_checked_weights(run_dir, spec)
     if task is None:
-        import tasks
         try:
             task = tasks.get_task(spec.task)
         except tasks.UnknownTaskError as e:

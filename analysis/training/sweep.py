@@ -35,7 +35,7 @@ import math
 import re
 import statistics
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from analysis.training import configs
@@ -203,7 +203,6 @@ class Selection:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        from dataclasses import asdict
         return asdict(self)
 
     def summary(self) -> str:

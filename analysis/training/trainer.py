@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 import tasks
-from tasks.custom import task_source
+from tasks.custom import run_task_source
 from analysis.training import configs
 from analysis.training.batches import (epoch_batch, fixed_train_set, make_step, step_loss,
                                        teacher_forced_accuracy)
@@ -63,6 +63,7 @@ from rasp_model import (PE_NAMES, Transformer, TransformerConfig, TransformerCon
                    save_safetensors)
 from rasp_model.files import FileReadError, open_append, truncate_file
 from rasp.errors import RASPError
+from rasp.repl.progress import progress_bar
 
 __all__ = ["train", "resolve_spec", "prepare", "run_loop", "finish", "TrainingError",
            "resolve_task", "lr_at", "make_optimizer", "n_ctx_for", "STEP_POINTS",
@@ -245,16 +246,6 @@ def resolve_spec(task, pe: str, seed: int = 0, preset: str = "default",
                    train_lengths=(min(lengths), max(lengths)), eval_lengths=tuple(eval_pairs),
                    task_source=run_task_source(task))
 
-
-def run_task_source(task) -> dict | None:
-    """What defines a task outside the catalogue, as its runs record it
-    (:attr:`~analysis.training.configs.RunSpec.task_source`): a task file's name and sha256
-    (not its path: a moved file is the same task), a regular expression's specification;
-    None for a catalogue task."""
-    src = task_source(task)
-    if "catalogue" in src:
-        return None
-    return {k: v for k, v in src.items() if k != "task_file"}
 
 
 # ------------------------------------------------------------------------------------------
@@ -629,8 +620,6 @@ def train_steps(stepper: Stepper, task, progress: bool = True, stop_after: int |
         KeyboardInterrupt: after Ctrl-C, once every member is checkpointed.
         TrainingError: one model's loss became NaN or infinite.
     """
-    from rasp.repl.progress import progress_bar
-
     members = stepper.members
     spec0 = members[0].spec
     tr = spec0.train
