@@ -1,10 +1,10 @@
 """rasp-lab: the compiler of RASP / RASP-L programs into transformer weights.
 
 Pipeline (Tracr's shape; see ``docs/compiler.md``), one module per stage, named for what it
-converts: 1. :mod:`compiler.basis_inference` (value sets, once), 2. :mod:`compiler.rasp_to_graph`
-(IR -> networkx graph; its parts :mod:`compiler.nodes`, :mod:`compiler.expr`,
-:mod:`compiler.mlp_pricing`, :mod:`compiler.lowering`, :mod:`compiler.graph_passes`;
-:mod:`compiler.encoding`),
+converts: 1. :mod:`compiler.basis_inference` (value sets, once), 2. the package
+:mod:`compiler.graph` (IR -> networkx graph: :mod:`compiler.graph.rasp_to_graph` and its parts
+:mod:`compiler.graph.nodes`, :mod:`compiler.graph.expr`, :mod:`compiler.graph.mlp_pricing`,
+:mod:`compiler.graph.lowering`, :mod:`compiler.graph.passes`; :mod:`compiler.encoding`),
 3. :mod:`compiler.residual_space` (residual space), 4. :mod:`compiler.graph_to_blocks` (MLPs and
 heads), 5. :mod:`compiler.layer_allocation` (layer allocation), 6. :mod:`compiler.blocks_to_model`
 (the one :class:`rasp_model.Transformer`), 7. :mod:`compiler.verification` (the gate: compiled

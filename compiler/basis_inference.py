@@ -19,7 +19,7 @@ from rasp.analyses.value_sets import ValueSetError
 
 from .encoding import CATEGORICAL, NUMERICAL, explicit_encoding
 from .errors import FloatPrecisionError, UnsupportedError
-from .expr import Expr, affine_form
+from .graph.expr import Expr, affine_form
 from .float_spread import FloatSpreads, PrecisionError, float_spread_pass
 
 __all__ = ["infer_bases"]

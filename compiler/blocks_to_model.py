@@ -50,7 +50,7 @@ from rasp.interpreter import convert_tokens, to_batch
 
 from .graph_to_blocks import BIG, SCORE, HeadBlock, MLPBlock
 from .encoding import CATEGORICAL
-from .nodes import CNode
+from .graph.nodes import CNode
 from .layer_allocation import LayerPlan
 from .residual_space import ResidualSpace
 

@@ -31,9 +31,9 @@ from .encoding import CATEGORICAL
 from .verification import GATE_SAMPLES, gate_is_exhaustive, verify_compiled
 from .errors import (CompiledRuntimeError, CompilerError, FloatPrecisionError,
                      ModelTooLargeError, UnsupportedError, VerificationError)
-from .mlp_pricing import mlp_units
-from .nodes import CompilerGraph
-from .rasp_to_graph import build_graph
+from .graph.mlp_pricing import mlp_units
+from .graph.nodes import CompilerGraph
+from .graph.rasp_to_graph import build_graph
 from .layer_allocation import allocate_layers
 from .residual_space import ResidualSpace
 
@@ -633,10 +633,31 @@ _INTERNAL = (ValueError, TypeError, ArithmeticError, IndexError, KeyError, Asser
 
 def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params,
              hazards: list[str] | None = None) -> CompiledModel:
-    """The stages of :func:`compile_program`. ``hazards``: a list that collects the
-    precision-sensitive operations (``FloatPrecisionError`` messages) when the gate will
-    compare every input; with a sampled gate they are refused at once."""
+    """The stages of :func:`compile_program` (Tracr's ``compiling.compile_rasp_to_model``).
+    ``hazards``: a list that collects the precision-sensitive operations
+    (``FloatPrecisionError`` messages) when the gate will compare every input; with a sampled
+    gate they are refused at once."""
     t0, c0 = time.perf_counter(), time.process_time()
+    vocab = _checked_arguments(sop, vocab, max_seq_len, max_params)
+    reads_later = _later_positions_read(sop, max_seq_len, causal, allow_noncausal)
+    if hazards is not None and not gate_is_exhaustive(len(vocab), max_seq_len):
+        hazards = None
+    value_sets = infer_bases(sop, vocab, max_seq_len, causal, hazards)       # 1. value sets
+    cg = build_graph(sop, vocab, max_seq_len, causal, value_sets=value_sets)   # 2. graph
+    space = ResidualSpace(cg.nodes)                                           # 3. residual
+    _check_size(cg, space, len(vocab), max_seq_len, max_params)
+    heads, mlps = _blocks(cg, space, hazards)                                 # 4. blocks
+    plan = allocate_layers(cg)                                                # 5. layers
+    tokens_nodes = [n for n in cg.nodes if n.kind == "tokens"]
+    idx = [n for n in cg.nodes if n.kind == "indices"]
+    asm = assemble(plan, space, heads, mlps, vocab, tokens_nodes,             # 6. assembly
+                   idx[0] if idx else None, cg.output, max_seq_len, causal)
+    return _compiled_model(cg, space, asm, vocab, max_seq_len, causal, reads_later, t0, c0)
+
+
+def _checked_arguments(sop, vocab, max_seq_len: int, max_params: int) -> list:
+    """The vocabulary, deduplicated and sorted, after checking the arguments; refuses a
+    ``max_seq_len`` whose position embedding alone exceeds ``max_params``."""
     if not isinstance(max_seq_len, int) or isinstance(max_seq_len, bool) or max_seq_len < 1:
         raise CompilerError(f"max_seq_len must be a positive int, got {max_seq_len!r}")
     if isinstance(vocab, str):
@@ -657,6 +678,22 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params,
         raise CompilerError("the vocabulary mixes strings and numbers") from None
     if not isinstance(sop, SOp):
         raise CompilerError(f"compile_program expects an s-op, got {type(sop).__name__}")
+    if max_seq_len > MAX_SEQ_LEN:
+        raise ModelTooLargeError(
+            f"max_seq_len {max_seq_len:,} is above the compiler's limit of {MAX_SEQ_LEN:,} "
+            f"positions (compiler.compile.MAX_SEQ_LEN): the value sets enumerate positions")
+    floor = max_seq_len + 1
+    if floor > max_params:
+        raise ModelTooLargeError(
+            f"max_seq_len {max_seq_len:,} needs at least {floor:,} parameters (one position "
+            f"embedding row per position), more than the limit {max_params:,}; lower "
+            f"max_seq_len or raise max_params")
+    return vocab
+
+
+def _later_positions_read(sop, max_seq_len: int, causal: bool, allow_noncausal: bool):
+    """In a causal model, the first select that reads later positions (``"select 'x' at
+    l:c"``; refused unless ``allow_noncausal``); None otherwise."""
     reads_later = None
     if causal:
         # ``length`` is refused by the lowering with its own reason, allow_noncausal or not
@@ -675,30 +712,22 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params,
                     "causal mode, compile it with causal=False, or pass allow_noncausal=True "
                     "to compile its prefix semantics (rasp.evaluate(..., causal=True))",
                     None, span)
-    # before anything sized by max_seq_len: a lower bound of the parameters, the position
-    # embedding's (max_seq_len + 1) rows of at least one residual direction each
-    if max_seq_len > MAX_SEQ_LEN:
-        raise ModelTooLargeError(
-            f"max_seq_len {max_seq_len:,} is above the compiler's limit of {MAX_SEQ_LEN:,} "
-            f"positions (compiler.compile.MAX_SEQ_LEN): the value sets enumerate positions")
-    floor = max_seq_len + 1
-    if floor > max_params:
-        raise ModelTooLargeError(
-            f"max_seq_len {max_seq_len:,} needs at least {floor:,} parameters (one position "
-            f"embedding row per position), more than the limit {max_params:,}; lower "
-            f"max_seq_len or raise max_params")
-    if hazards is not None and not gate_is_exhaustive(len(vocab), max_seq_len):
-        hazards = None
-    value_sets = infer_bases(sop, vocab, max_seq_len, causal, hazards)
-    cg = build_graph(sop, vocab, max_seq_len, causal, value_sets=value_sets)
-    space = ResidualSpace(cg.nodes)
-    est = _estimate(cg, space, len(vocab), max_seq_len)
+    return reads_later
+
+
+def _check_size(cg: CompilerGraph, space: ResidualSpace, vocab_size: int, n: int,
+                max_params: int) -> None:
+    """Refuses (before allocating weights) a model estimated above ``max_params``."""
+    est = _estimate(cg, space, vocab_size, n)
     if est > max_params:
         raise ModelTooLargeError(
             f"the compiled model would have about {est:,} parameters (d_model {space.d_model}), "
             f"more than the limit {max_params:,}; reduce the vocabulary or max_seq_len, or raise "
             "max_params")
-    plan = allocate_layers(cg)
+
+
+def _blocks(cg: CompilerGraph, space: ResidualSpace, hazards: list[str] | None):
+    """Stage 4: ``(heads, mlps)``, each node's attention head or MLP by node name."""
     heads, mlps = {}, {}
     for n in cg.nodes:
         try:
@@ -711,10 +740,15 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params,
         except RASPError as e:       # e.g. a select ordering strings against numbers
             raise UnsupportedError(f"{e.message} (the interpreter raises whenever this is "
                                    "evaluated)", n.ir if n.ir is not None else None) from None
-    tokens_nodes = [n for n in cg.nodes if n.kind == "tokens"]
-    idx = [n for n in cg.nodes if n.kind == "indices"]
-    asm: Assembly = assemble(plan, space, heads, mlps, vocab, tokens_nodes,
-                             idx[0] if idx else None, cg.output, max_seq_len, causal)
+    return heads, mlps
+
+
+def _compiled_model(cg: CompilerGraph, space: ResidualSpace, asm: Assembly, vocab: list,
+                    max_seq_len: int, causal: bool, reads_later, t0: float,
+                    c0: float) -> CompiledModel:
+    """The :class:`CompiledModel` of an assembled model: the run-time checks (error flags,
+    strings mixed with numbers, counts of averaged strings, averaged categorical values),
+    each node's residual directions, and the size statistics."""
     error_dirs = [(n.name, space.err[n.name],
                    f"{n.ir.kind if n.ir is not None else 'map'} "
                    f"'{n.ir.label if n.ir is not None else n.name}'"

@@ -51,9 +51,9 @@ from rasp.analyses.value_sets import apply_elementwise_table, sequence_kind, sor
 from .encoding import NUMERICAL
 from .errors import CompilerError, FloatPrecisionError
 from .float_spread import same_result, simplest_float
-from .expr import affine_form, affine_reads, affine_steps, eval_expr, ternary_parts
-from .mlp_pricing import lookup_cubes
-from .nodes import CNode
+from .graph.expr import affine_form, affine_reads, affine_steps, eval_expr, ternary_parts
+from .graph.mlp_pricing import lookup_cubes
+from .graph.nodes import CNode
 from .residual_space import ResidualSpace
 
 __all__ = ["MLPBlock", "HeadBlock", "build_mlp", "build_head", "SCORE", "RANK_STEP", "BIG",
@@ -174,7 +174,7 @@ def build_mlp(node: CNode, space: ResidualSpace, hazards: list[str] | None = Non
     ``hazards`` list, records that message there and builds the MLP from the reference value.
 
     A ternary ``x if c else y`` (nested ones too) is built branch by branch
-    (:func:`~compiler.expr.ternary_parts`): each branch's table runs over the values
+    (:func:`~compiler.graph.expr.ternary_parts`): each branch's table runs over the values
     of its own inputs and of the conditions leading to it, gated by those conditions, instead
     of over every input of the whole expression (``digit if is_hint else next_hint``: 10 + 125
     combinations, not 2 x 10 x 125)."""
@@ -562,7 +562,7 @@ def _checked_affine_form(node: CNode, leaves: list):
 
 
 def _affine_terms(leaves: list, form, space: ResidualSpace):
-    """The affine form's reads of the residual stream (:func:`~compiler.expr.affine_reads`)
+    """The affine form's reads of the residual stream (:func:`~compiler.graph.expr.affine_reads`)
     with numerical inputs as ``(direction, coefficient)``."""
     cat, num, const = affine_reads(
         form, leaves, lambda l: list(space.dirs(l).items()) if space.is_categorical(l) else None)

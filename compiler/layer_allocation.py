@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from .nodes import CNode, CompilerGraph
+from .graph.nodes import CNode, CompilerGraph
 
 __all__ = ["LayerPlan", "allocate_layers"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from .encoding import CATEGORICAL
-from .nodes import CNode
+from .graph.nodes import CNode
 
 __all__ = ["ResidualSpace", "value_label"]
 

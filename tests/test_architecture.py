@@ -160,7 +160,7 @@ def test_floors_are_one_way(graph):
     ("rasp.repl.session", "rasp"),                 # the front end imports the public API
     ("rasp.analyses.measures", "compiler.compile"),  # the language imports the compiler
     ("rasp.ir", "tasks"),
-    ("compiler.lowering", "analysis.training.trainer"),
+    ("compiler.graph.lowering", "analysis.training.trainer"),
 ])
 def test_the_floors_check_fails_on_a_wrong_import(edge):
     """The check is not vacuous: each of these imports, were it written, is refused."""

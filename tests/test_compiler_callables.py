@@ -64,7 +64,7 @@ def test_a_callable_affine_only_up_to_rounding_keeps_its_table():
     """``(x + 1) * 0.1`` is affine over the rationals, but ``0.1 * x + 0.1`` is not bitwise
     the callable's float64 value for every x: the rewrite is refused and the model is still
     exact (the interpreter's values are the callable's)."""
-    import compiler.lowering as lowering
+    import compiler.graph.lowering as lowering
     f = _frac()
     sop = numerical(map_sop(lambda x: (x + 1) * 0.1, f))
     seen = []

@@ -2,7 +2,7 @@
 
 The independent truths: the weights of the built model (``np.count_nonzero`` of every MLP's
 ``W_in`` / ``W_out`` in ``cm.model``) against the estimate the passes price with
-(:func:`compiler.mlp_pricing.mlp_nonzeros`), and Tracr's own compiler
+(:func:`compiler.graph.mlp_pricing.mlp_nonzeros`), and Tracr's own compiler
 (``tracr.compiler.compiling.compile_rasp_to_model``: every array of its ``params``) against
 our compiled models on every program of Tracr's library.
 """
@@ -17,10 +17,10 @@ import torch
 import rasp
 from compiler import compile_program
 from compiler.basis_inference import infer_bases
-from compiler.graph_passes import smaller
+from compiler.graph.passes import smaller
 from compiler.library import PEER_TABLE, peer_programs, tracr_lib_programs
-from compiler.mlp_pricing import mlp_nonzeros
-from compiler.rasp_to_graph import build_graph
+from compiler.graph.mlp_pricing import mlp_nonzeros
+from compiler.graph.rasp_to_graph import build_graph
 
 # hard import: tracr-pypi is in the test extra, so a missing install fails the suite
 from tracr.compiler import compiling  # noqa: E402
@@ -227,7 +227,7 @@ def test_lookup_cubes_are_exact_and_no_larger_than_the_table():
     weights than one unit per (written) combination."""
     import itertools
     import random
-    from compiler.mlp_pricing import cube_nonzeros, lookup_cubes
+    from compiler.graph.mlp_pricing import cube_nonzeros, lookup_cubes
     rng = random.Random(38)
     for _ in range(300):
         domains = [list(range(rng.randint(1, 4))) for _ in range(rng.randint(1, 3))]

@@ -13,7 +13,7 @@ from rasp import (aggregate, full, indices, length, numerical, select, selector_
 from compiler import CompilerError, compile_program, load_compiled
 from compiler.graph_to_blocks import build_mlp
 from compiler.basis_inference import infer_bases
-from compiler.rasp_to_graph import build_graph
+from compiler.graph.rasp_to_graph import build_graph
 from compiler.layer_allocation import allocate_layers
 from compiler.library import make_frac_prevs, make_reverse
 from compiler.residual_space import ResidualSpace

@@ -5,7 +5,7 @@
 * :func:`convert_extra_numericals` -- an MLP left with several numerical inputs it cannot
   read gets conversion MLPs for all but one.
 
-Each pass changes the nodes in place and prices its choices with :mod:`compiler.mlp_pricing`.
+Each pass changes the nodes in place and prices its choices with :mod:`compiler.graph.mlp_pricing`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from .encoding import CATEGORICAL, NUMERICAL, explicit_encoding
+from ..encoding import CATEGORICAL, NUMERICAL, explicit_encoding
 from .expr import Expr, affine_form, affine_steps, int_values
 from .mlp_pricing import FUSE_LIMIT, affine_mlp, head_size, mlp_nonzeros, mlp_units
 from .nodes import CNode
@@ -74,7 +74,7 @@ def direction_price(total_units: int, d_model: int) -> int:
 
 def head_width(nodes: list) -> int:
     """Total width (query-key and value-output dimensions) of the model's attention heads
-    (:func:`~compiler.mlp_pricing.head_size`)."""
+    (:func:`~compiler.graph.mlp_pricing.head_size`)."""
     return sum(head_size(n)[0] for n in nodes if n.is_attention)
 
 
@@ -87,8 +87,8 @@ def estimated_params(total_units: int, heads: int, d_model: int) -> int:
 
 def estimated_nonzeros(nodes: list) -> int:
     """The model's non-zero weights as the passes price them: every MLP's
-    :func:`~compiler.mlp_pricing.mlp_nonzeros`, every head's
-    :func:`~compiler.mlp_pricing.head_size`, and two per residual direction for the
+    :func:`~compiler.graph.mlp_pricing.mlp_nonzeros`, every head's
+    :func:`~compiler.graph.mlp_pricing.head_size`, and two per residual direction for the
     embeddings and unembedding."""
     return sum(mlp_nonzeros(n.encoding, n.expr) for n in nodes if n.kind == "mlp") + \
         sum(head_size(n)[1] for n in nodes if n.is_attention) + \
@@ -125,7 +125,7 @@ def numerical_where_smaller(nodes: list, output: CNode, extra: tuple = ()) -> in
     exceed the parameters of the extra MLP units (the readers' :func:`mlp_units` before and
     after), with the model's current size as the price of one direction and one unit
     (:func:`direction_price`, :func:`unit_price`), and, when it adds non-zero weights (its own
-    block's and its readers' :func:`~compiler.mlp_pricing.mlp_nonzeros` before and after),
+    block's and its readers' :func:`~compiler.graph.mlp_pricing.mlp_nonzeros` before and after),
     when it still makes the model smaller by :func:`smaller` (params x non-zeros, against
     :func:`estimated_params` and :func:`estimated_nonzeros`)."""
     cons = consumers(nodes, output, extra)
@@ -206,7 +206,7 @@ def numerical_where_smaller(nodes: list, output: CNode, extra: tuple = ()) -> in
 
 def _nonzeros_around(n: CNode, readers: list) -> int:
     """Estimated non-zero weights of the blocks whose non-zeros depend on ``n``'s encoding:
-    ``n``'s own MLP (:func:`~compiler.mlp_pricing.mlp_nonzeros`) or head (a copying mean: one
+    ``n``'s own MLP (:func:`~compiler.graph.mlp_pricing.mlp_nonzeros`) or head (a copying mean: one
     value and one output weight per value categorical; one output weight and one value weight
     per non-zero value numerical), its MLP readers and the value weights of the numerical
     means reading it (one per non-zero value categorical, one numerical)."""
@@ -268,7 +268,7 @@ def fuse(nodes: list, output: CNode, extra: tuple = ()) -> int:
     tried first on their own. A fusion that leaves the consumer where it is saves no layer,
     only the fused nodes' residual directions: it is kept when the model gets smaller by
     :func:`smaller` -- its parameters (directions and units at :func:`direction_price` and
-    :func:`unit_price`) and its non-zero weights (:func:`~compiler.mlp_pricing.mlp_nonzeros`
+    :func:`unit_price`) and its non-zero weights (:func:`~compiler.graph.mlp_pricing.mlp_nonzeros`
     of the MLPs before and after, two per direction) against the model's
     (:func:`estimated_params`, :func:`estimated_nonzeros`).
 

@@ -238,7 +238,7 @@ def _affine_step(expr: Expr, sub: list) -> tuple[dict[int, float], float] | None
     return None
 
 
-#: :func:`compiler.graph_passes.numerical_where_smaller` (sums of such values stay exact in float64)
+#: :func:`compiler.graph.passes.numerical_where_smaller` (sums of such values stay exact in float64)
 NUMERICAL_INT_LIMIT = 2 ** 31
 
 

@@ -3,18 +3,18 @@
 :func:`build_graph` chains the parts of this stage, each in its own module (imports run one
 way, from the later to the earlier):
 
-* :mod:`compiler.nodes` -- the node types (:class:`~compiler.nodes.CNode`, factors,
-  selectors, :class:`~compiler.nodes.CompilerGraph`);
-* :mod:`compiler.expr` -- the expression an MLP computes, its affine form and steps;
-* :mod:`compiler.mlp_pricing` -- the hidden units an MLP will need;
-* :mod:`compiler.lowering` -- IR -> compiler nodes, with the rewrites of ``length``, selector
+* :mod:`compiler.graph.nodes` -- the node types (:class:`~compiler.graph.nodes.CNode`, factors,
+  selectors, :class:`~compiler.graph.nodes.CompilerGraph`);
+* :mod:`compiler.graph.expr` -- the expression an MLP computes, its affine form and steps;
+* :mod:`compiler.graph.mlp_pricing` -- the hidden units an MLP will need;
+* :mod:`compiler.graph.lowering` -- IR -> compiler nodes, with the rewrites of ``length``, selector
   width, ``kqv``, selectors and absorbed maps (Tracr's shape, plus fixes of its failure modes,
   ``docs/compiler.md``);
-* :mod:`compiler.graph_passes` -- the encoding pass, fusion, conversions.
+* :mod:`compiler.graph.passes` -- the encoding pass, fusion, conversions.
 
 The value sets are an input (:func:`compiler.basis_inference.infer_bases`, computed once per
 compilation); nothing here recomputes them. :func:`build_graph` returns a
-:class:`~compiler.nodes.CompilerGraph` with ``.graph`` (``networkx.DiGraph``, edges child ->
+:class:`~compiler.graph.nodes.CompilerGraph` with ``.graph`` (``networkx.DiGraph``, edges child ->
 parent, node attribute ``cnode``), ``.nodes`` (topological order), ``.output``.
 """
 
@@ -25,8 +25,8 @@ import networkx as nx
 from rasp.ir import SOp
 from rasp.analyses.value_sets import ValueSets
 
-from .errors import CompilerError
-from .graph_passes import convert_extra_numericals, fuse, numerical_where_smaller, reachable
+from ..errors import CompilerError
+from .passes import convert_extra_numericals, fuse, numerical_where_smaller, reachable
 from .lowering import Lowerer
 from .nodes import CompilerGraph
 
@@ -35,7 +35,7 @@ __all__ = ["build_graph"]
 
 def build_graph(sop: SOp, vocab, max_seq_len: int, causal: bool = False, *,
                 value_sets: ValueSets) -> CompilerGraph:
-    """Lower the IR rooted at ``sop`` to a :class:`~compiler.nodes.CompilerGraph`.
+    """Lower the IR rooted at ``sop`` to a :class:`~compiler.graph.nodes.CompilerGraph`.
 
     Args:
         value_sets: the result of the value-set pass

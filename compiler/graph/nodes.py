@@ -9,15 +9,15 @@ kind            computed by
 ``tokens``      the token embedding ``W_E`` (one per token conversion)
 ``indices``     the position embedding ``W_pos`` (BOS at position 0, so index ``p - 1``)
 ``full``        the constant ``one`` direction (a constant s-op costs nothing)
-``mlp``         an MLP: a fused expression (:class:`compiler.expr.Expr`) of its leaf nodes
+``mlp``         an MLP: a fused expression (:class:`compiler.graph.expr.Expr`) of its leaf nodes
 ``aggregate``   an attention head (mean / max / min), default from the BOS token
 ``sw_attn``     the attention half of a selector width: ``1/(w+1)`` in one direction
 ==============  =====================================================================
 
 A selector is a :class:`SelectorSpec`: a conjunction of :class:`Factor` (one key node, one
 query node, a boolean table over their values). :class:`CompilerGraph` is what
-:func:`compiler.rasp_to_graph.build_graph` returns. This module imports only
-:mod:`compiler.encoding` and :mod:`compiler.expr`; every later stage reads these types.
+:func:`compiler.graph.rasp_to_graph.build_graph` returns. This module imports only
+:mod:`compiler.encoding` and :mod:`compiler.graph.expr`; every later stage reads these types.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 from rasp.ir import Node
 from rasp.analyses.value_sets import kind_groups, values_array
 
-from .encoding import CATEGORICAL
+from ..encoding import CATEGORICAL
 from .expr import Expr
 
 __all__ = ["CNode", "Factor", "SelectorSpec", "CompilerGraph"]

@@ -6,7 +6,7 @@ expression into an s-op of a given encoding (affine, discretising steps, ternary
 branch, or a lookup table); :func:`mlp_nonzeros` the non-zero entries of that MLP's ``W_in``
 and ``W_out`` (one owner for both: the same choice of construction); :func:`head_size` the width and
 non-zeros of an attention head. The encoding pass and
-fusion (:mod:`compiler.graph_passes`) and the size estimate of ``compile_program`` compare
+fusion (:mod:`compiler.graph.passes`) and the size estimate of ``compile_program`` compare
 models with them. The limits on one MLP's table (:data:`FUSE_LIMIT`,
 :data:`STEP_COUNT_LIMIT`) live here.
 """
@@ -20,7 +20,7 @@ import numpy as np
 
 from rasp.analyses.value_sets import apply_elementwise_table, sort_values
 
-from .encoding import CATEGORICAL, NUMERICAL
+from ..encoding import CATEGORICAL, NUMERICAL
 from .expr import Expr, affine_form, affine_reads, affine_steps, eval_expr, ternary_parts
 
 __all__ = ["mlp_units", "mlp_nonzeros", "head_size", "mlp_cost", "affine_mlp", "FUSE_LIMIT",
@@ -243,7 +243,7 @@ def head_size(node) -> tuple[int, int]:
 
 def _terms(expr: Expr, leaves: list) -> tuple[int, int, float] | None:
     """``(categorical terms, numerical terms, constant)`` of an affine expression: how many
-    directions it reads (:func:`~compiler.expr.affine_reads`, as the builder reads them); None
+    directions it reads (:func:`~compiler.graph.expr.affine_reads`, as the builder reads them); None
     when not affine or a value is not a number."""
     form = affine_form(expr)
     if form is None:

@@ -1,6 +1,6 @@
-"""Stage 2 (graph), lowering: the IR DAG to compiler nodes (:mod:`compiler.nodes`).
+"""Stage 2 (graph), lowering: the IR DAG to compiler nodes (:mod:`compiler.graph.nodes`).
 
-:class:`Lowerer` walks the IR in topological order and makes one :class:`~compiler.nodes.CNode`
+:class:`Lowerer` walks the IR in topological order and makes one :class:`~compiler.graph.nodes.CNode`
 per residual s-op from the value sets it is given (never recomputed here). Rewrites:
 ``length`` becomes a selector width of an all-true select; a selector width is an ``sw_attn``
 head followed by an MLP ``1/(w+1) -> w``; ``kqv``'s truncated mean is a numerical mean
@@ -27,8 +27,8 @@ from rasp.ir import (Aggregate, Elementwise, Full, Indices, Length, Map, Select,
 from rasp.analyses.value_sets import (ValueSets, apply_elementwise_table, selects_at_most_one,
                              selects_equal_values, sort_values, values_array)
 
-from .encoding import CATEGORICAL, NUMERICAL, aggregate_encoding, explicit_encoding
-from .errors import CompilerError, UnsupportedError
+from ..encoding import CATEGORICAL, NUMERICAL, aggregate_encoding, explicit_encoding
+from ..errors import CompilerError, UnsupportedError
 from .expr import Expr, eval_expr
 from .mlp_pricing import FUSE_LIMIT
 from .nodes import CNode, Factor, SelectorSpec
