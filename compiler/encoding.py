@@ -12,7 +12,7 @@ Rules (Tracr's encodings, with the decisions of ``docs/compiler.md``):
 3. A sum or difference of dependent means (``opens - closes``; ``ValueSets.rounded``) is
    numerical: its value set is exact but the interpreter's floats may differ from it by an ulp.
 4. Everything else is categorical at first.
-5. **The smallest exact encoding** (``graph_passes.numerical_where_smaller``, before fusion):
+5. **The smallest exact encoding** (``graph.passes.numerical_where_smaller``, before fusion):
    an integer-valued map, sequence map, selector width or one-value-per-query mean aggregate
    without an annotation becomes numerical where every reader can read it as a number (an MLP
    left with at most one numerical input, an affine MLP, steps over an integer affine form, a
