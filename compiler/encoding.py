@@ -17,7 +17,9 @@ Rules (Tracr's encodings, with the decisions of ``docs/compiler.md``):
    without an annotation becomes numerical where every reader can read it as a number (an MLP
    left with at most one numerical input, an affine MLP, steps over an integer affine form, a
    numerical mean) and the model gets smaller (fewer residual directions against the readers'
-   extra MLP units). ``sum_mod10`` at ``max_seq_len`` 8: 19.4 M -> 88 k parameters.
+   extra MLP units). ``sum_mod10`` at ``max_seq_len`` 8: 19.4 M -> 88 k parameters. The
+   program's output only when it is such a mean of non-bool integers read by nothing else (the
+   unembedding decodes the number exactly: ``make_sort``'s sorted keys).
 6. Inputs of a ``select`` (keys and queries), of a ``max``/``min`` aggregate's values and all
    but one input of a non-linear MLP must be categorical: the compiler inserts a conversion
    MLP (a discretising MLP to the categorical encoding) where a numerical s-op is used so,

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+import numpy as np
+
 from ..encoding import CATEGORICAL, NUMERICAL, explicit_encoding
 from .expr import Expr, affine_form, affine_steps, int_values
 from .mlp_pricing import FUSE_LIMIT, affine_mlp, head_size, mlp_nonzeros, mlp_units
@@ -115,7 +117,8 @@ def numerical_where_smaller(nodes: list, output: CNode, extra: tuple = ()) -> in
     aggregates that copy one value per query (never average different values: the head then
     writes the number instead of its one-hot) with no encoding annotation, whose values are all integers (``|v| <= NUMERICAL_INT_LIMIT``: a discretising
     MLP reads them with gaps >= 1, an affine MLP adds them exactly in float64), that are not the
-    program's output and do not flag an error. Readers allowed: an MLP that then reads at most
+    program's output (except a copying mean of non-bool integers read by nothing else: the
+    unembedding decodes the number exactly) and do not flag an error. Readers allowed: an MLP that then reads at most
     one numerical input, or is itself an affine numerical MLP of numbers; a numerical mean
     aggregate reading it as its values. A select (key or query), a max/min aggregate, a
     categorical aggregate or the output need the categorical encoding, so their inputs stay.
@@ -138,13 +141,18 @@ def numerical_where_smaller(nodes: list, output: CNode, extra: tuple = ()) -> in
     for n in reversed(nodes):
         copy = (n.kind == "aggregate" and n.reduction == "mean" and not n.may_average
                 and n.count_check is None)
+        # the output itself when it copies integers (read only by the unembedding, which
+        # decodes a number as exactly as a one-hot: make_sort's sorted keys)
+        out = (copy and n is output and cons.get(id(n)) == [None]
+               and not any(isinstance(v, (bool, np.bool_)) for v in n.values))
         if ((n.kind != "mlp" and not copy) or n.encoding != CATEGORICAL or n.internal
-                or n.unbounded or id(n) in roots or n.error is not None or len(n.values) < 2
+                or n.unbounded or (id(n) in roots and not out) or n.error is not None
+                or len(n.values) < 2
                 or (n.ir is not None and explicit_encoding(n.ir) is not None)
                 or not int_values(n.values)):
             continue
-        readers = cons.get(id(n), [])
-        if not readers or any(r is None for r in readers):
+        readers = [] if out else cons.get(id(n), [])
+        if not out and (not readers or any(r is None for r in readers)):
             continue
         new_units, ok = {}, True
         n.encoding = NUMERICAL                     # tentatively, to cost the readers
