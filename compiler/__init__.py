@@ -30,9 +30,9 @@ def __dir__():
 
 def __getattr__(name):
     if name in ("compile_program", "CompiledModel", "load_compiled"):
-        from . import compile as _c
+        from . import compile as _c   # start-up: `import compiler` stays light (torch loads here)
         return getattr(_c, name)
     if name == "to_transformer_lens":
-        from .export import to_transformer_lens
+        from .export import to_transformer_lens   # start-up: as compile above
         return to_transformer_lens
     raise AttributeError(f"module 'compiler' has no attribute {name!r}")

@@ -23,12 +23,16 @@ from rasp.interpreter import stack_sequences, to_batch
 from rasp.ops import homogeneous_array
 from rasp.ir import Length, RASPError, SOp
 from rasp.analyses.raspl import noncausal_readers
+from rasp.repl.display import html_table
+from rasp_model import Transformer, TransformerConfig, save_safetensors
+from rasp_model.files import FileReadError, atomic_write_bytes, read_json, read_safetensors
 
 from .basis_inference import infer_bases
 from .blocks_to_model import Assembly, assemble
 from .graph_to_blocks import build_head, build_mlp
 from .encoding import CATEGORICAL
 from .verification import GATE_SAMPLES, gate_is_exhaustive, verify_compiled
+from .export import save_transformer_lens
 from .errors import (CompiledRuntimeError, CompilerError, FloatPrecisionError,
                      ModelTooLargeError, UnsupportedError, VerificationError)
 from .graph.mlp_pricing import mlp_units
@@ -341,9 +345,6 @@ class CompiledModel:
         ``W_U``), ``DIR/model.json`` (config, vocabulary, residual labels, output
         encoding), and the TransformerLens export ``DIR/tl_config.json`` +
         ``DIR/tl_model.safetensors`` (:func:`compiler.export.save_transformer_lens`)."""
-        from rasp_model import save_safetensors
-        from rasp_model.files import atomic_write_bytes
-        from .export import save_transformer_lens
         os.makedirs(directory, exist_ok=True)
         meta = self.metadata()
         save_safetensors(self.model, os.path.join(directory, "model.safetensors"),
@@ -420,7 +421,6 @@ class CompiledModel:
         """Jupyter's display: one row per layer (its heads, the s-ops they compute, its MLP's
         hidden units), then the totals (``self.model``'s parameters as stored, per-head widths
         unpadded; residual width ``d_model``), the output and the vocabulary."""
-        from rasp.repl.display import html_table
         cfg = self.model.cfg
         names = self.head_nodes if len(self.head_nodes) == cfg.n_layers else [[]] * cfg.n_layers
         heads = [cfg.heads(i) for i in range(cfg.n_layers)]
@@ -482,8 +482,6 @@ def _checked_compiled_meta(meta, where: str) -> dict:
 def load_compiled(directory: str | os.PathLike) -> CompiledModel:
     """Load a model written by :meth:`CompiledModel.save`. Raises :class:`CompilerError` with
     a clear message for a missing or inconsistent directory."""
-    from rasp_model import Transformer, TransformerConfig
-    from rasp_model.files import FileReadError, read_json, read_safetensors
     jpath = os.path.join(directory, "model.json")
     wpath = os.path.join(directory, "model.safetensors")
     for p in (jpath, wpath):

@@ -32,15 +32,19 @@ optional extra ``rasp-lab[tl]``, part of ``[test]``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import warnings
 from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import save
 
 from rasp_model import Transformer
-from rasp_model.config import TL_FIELDS
+from rasp_model.config import LAYER_OVERHEAD_BYTES, MAX_MODEL_BYTES, TL_FIELDS
+from rasp_model.files import FileReadError, atomic_write_bytes, read_json, read_safetensors
 from rasp_model.positional import sinusoidal_table
 
 from .errors import CompilerError
@@ -228,7 +232,6 @@ def transformer_lens_state_dict(model, buffers: bool = False) -> dict[str, torch
 def _tl_model_files(tl_model) -> tuple[dict, dict[str, torch.Tensor]]:
     """Config (JSON-serialisable ``HookedTransformerConfig`` fields, ``dtype`` by name) and
     state dict of a TransformerLens ``HookedTransformer``."""
-    import dataclasses
     cfg = {}
     for f in dataclasses.fields(tl_model.cfg):
         v = getattr(tl_model.cfg, f.name)
@@ -251,14 +254,11 @@ def save_transformer_lens(model, directory: str | os.PathLike) -> tuple[str, str
     ``HookedTransformer`` (its own config and tensors, e.g. to probe it with ``rasp probe
     DIR``). Returns the two paths. Raises :class:`TransformerLensExportError` for a model
     TransformerLens cannot represent (see :func:`transformer_lens_config`)."""
-    from safetensors.torch import save
-
     if type(model).__name__ == "HookedTransformer":
         cfg, sd = _tl_model_files(model)
     else:
         cfg = transformer_lens_config(model)
         sd = transformer_lens_state_dict(model, buffers=True)
-    from rasp_model.files import atomic_write_bytes
     directory = os.fspath(directory)
     cpath = os.path.join(directory, TL_CONFIG_FILE)
     wpath = os.path.join(directory, TL_WEIGHTS_FILE)
@@ -293,8 +293,8 @@ def _tl_config_object(cfg: dict, cls):
 
 
 def _build_hooked(cfg: dict, sd: dict[str, torch.Tensor]):
-    import warnings
-    from transformer_lens import HookedTransformer, HookedTransformerConfig
+    from transformer_lens import (HookedTransformer,   # start-up: TransformerLens costs seconds
+                                  HookedTransformerConfig)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)   # 3.x points to TransformerBridge
         tl_model = HookedTransformer(_tl_config_object(cfg, HookedTransformerConfig))
@@ -344,8 +344,7 @@ def _bridge_state_dict(cfg: dict, sd: dict[str, torch.Tensor]) -> dict[str, torc
 
 
 def _build_bridge(cfg: dict, sd: dict[str, torch.Tensor]):
-    import warnings
-    from transformer_lens.model_bridge import TransformerBridge
+    from transformer_lens.model_bridge import TransformerBridge   # start-up: as above
     kw = {k: v for k, v in cfg.items() if k not in ("dtype", "model_name",
                                                      "original_architecture")}
     kw["init_weights"] = False
@@ -405,8 +404,6 @@ def check_tl_config(cfg, where: str) -> dict:
     ``n_ctx x n_ctx`` mask per layer) within the model budget
     (``rasp_model.config.MAX_MODEL_BYTES``) before anything is allocated.
     :class:`TransformerLensExportError` naming the field."""
-    from rasp_model.config import LAYER_OVERHEAD_BYTES, MAX_MODEL_BYTES
-
     def bad(msg):
         raise TransformerLensExportError(f"{where}: {msg}")
     if not isinstance(cfg, dict):
@@ -439,7 +436,6 @@ def load_transformer_lens(directory: str | os.PathLike, kind: str = "auto"):
     ``json.dump(cfg.to_dict())`` with ``dtype`` as a name, and ``save_file(model.state_dict())``)
     into a TransformerLens model. Raises :class:`TransformerLensExportError` naming the missing
     file or the mismatch."""
-    from rasp_model.files import FileReadError, read_json, read_safetensors
     directory = os.fspath(directory)
     cpath = os.path.join(directory, TL_CONFIG_FILE)
     wpath = os.path.join(directory, TL_WEIGHTS_FILE)

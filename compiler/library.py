@@ -167,7 +167,7 @@ def tracr_lib_programs() -> dict:
     Raises:
         ImportError: Tracr (``tracr-pypi``, a test extra) is not installed.
     """
-    import tracr.compiler.lib as L
+    import tracr.compiler.lib as L   # optional: Tracr (a test extra) only for the comparison
     import tracr.rasp.rasp as tr
     t = tr.tokens
     return {
@@ -202,7 +202,7 @@ def tracr_corpus(seed: int = 38, count: int = 30) -> list:
     Raises:
         ImportError: Tracr (``tracr-pypi``, a test extra) is not installed.
     """
-    import tracr.compiler.lib as L
+    import tracr.compiler.lib as L   # optional: Tracr (a test extra) only for the comparison
     import tracr.rasp.rasp as tr
     t, ix = tr.tokens, tr.indices
     rng = random.Random(seed)

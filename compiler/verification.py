@@ -21,10 +21,12 @@ check with ``K`` inputs at every length.
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from tqdm import tqdm
 
 from rasp.equality import values_equal
 from rasp.interpreter import evaluate
@@ -115,7 +117,6 @@ def _inputs(vocab: list, n: int, k: int, rng: np.random.Generator,
             exhaustive: bool) -> list[list]:
     """Every input of length ``n``, or ``k`` inputs: the first (when ``k >= 2``) the constant
     sequence of one token (ties, empty selections), the others uniformly random."""
-    import itertools
     if exhaustive:
         return [list(x) for x in itertools.product(vocab, repeat=n)]
     idx = rng.integers(0, len(vocab), size=(k, n))
@@ -197,7 +198,6 @@ def verify_compiled(cm, sop: SOp, samples: int = GATE_SAMPLES, seed: int = 0,
             at += len(batches[i][1])
     steps = list(enumerate(batches))
     if progress:
-        from tqdm import tqdm
         steps = tqdm(steps, desc="verify", unit="length", disable=None)
     for i, (n, batch) in steps:
         want = _outcome(lambda b: evaluate(sop, b, causal=causal), batch)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 from typing import Callable
 
 import numpy as np
@@ -114,7 +115,6 @@ def affine_python_expr(fn: Elementwise, leaves: list, desc: str) -> Expr | None:
     Inputs must be enumerated plain numbers (no bool, None, strings, unbounded or
     float-spread s-ops), at most :data:`AFFINE_CHECK_LIMIT` combinations.
     """
-    from fractions import Fraction
     if not leaves or any(l.kind == "full" or l.unbounded or l.spread or not l.values
                          or not all(_plain_number(v) for v in l.values) for l in leaves):
         return None
