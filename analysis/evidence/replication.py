@@ -319,6 +319,16 @@ def their_n_positions(task: str, max_test: int) -> int:
     return table[task]
 
 
+def _gpt2(cfg: SweepConfig) -> dict:
+    """The model settings of HuggingFace's ``GPT2LMHeadModel`` at one sweep configuration
+    (both of their code bases): pre-LN, GELU, MLP 4 d_model, tied embeddings, init std 0.02,
+    no dropout."""
+    return {"n_layers": cfg.n_layers, "n_heads": cfg.n_heads, "d_model": cfg.d_model,
+            "d_head": max(1, cfg.d_model // cfg.n_heads), "d_mlp": 4 * cfg.d_model,
+            "act_fn": "gelu", "normalization_type": "LN", "tied_embeddings": True,
+            "embed_init_std": 0.02, "initializer_range": 0.02, "dropout": 0.0}
+
+
 def run_overrides(task: str, pe: str, cfg: SweepConfig, scale: Scale,
                   fallback: bool = False) -> dict:
     """The training settings (:mod:`analysis.training.configs` keys) of one of their runs.
@@ -336,11 +346,7 @@ def run_overrides(task: str, pe: str, cfg: SweepConfig, scale: Scale,
         return _formal_overrides(pe, cfg, scale)
     lo, hi = scale.train_lengths
     top = scale.bins[-1][1]
-    out = {"n_layers": cfg.n_layers, "n_heads": cfg.n_heads, "d_model": cfg.d_model,
-           "d_head": max(1, cfg.d_model // cfg.n_heads), "d_mlp": 4 * cfg.d_model,
-           "act_fn": "gelu", "normalization_type": "LN", "tied_embeddings": True,
-           "embed_init_std": 0.02, "initializer_range": 0.02, "dropout": 0.0,
-           "lr": cfg.lr, "weight_decay": 0.01, "betas": [0.9, 0.999],
+    out = {**_gpt2(cfg), "lr": cfg.lr, "weight_decay": 0.01, "betas": [0.9, 0.999],
            "warmup_steps": scale.fallback_warmup if fallback else 0,
            "schedule": "linear", "min_lr_ratio": 0.0, "grad_clip": 1.0,
            "batch_size": scale.batch_size,
@@ -366,11 +372,8 @@ def _formal_overrides(pe: str, cfg: SweepConfig, scale: Scale) -> dict:
     lo, hi = scale.train_lengths
     top = scale.bins[-1][1]
     n_positions = 2 * (top + 2)
-    out = {"n_layers": cfg.n_layers, "n_heads": cfg.n_heads, "d_model": cfg.d_model,
-           "d_head": max(1, cfg.d_model // cfg.n_heads), "d_mlp": 4 * cfg.d_model,
-           "act_fn": "gelu", "normalization_type": "LN", "tied_embeddings": True,
-           "embed_init_std": 0.02, "initializer_range": 0.02, "dropout": 0.0,
-           "lr": cfg.lr, "weight_decay": scale.weight_decay, "betas": [0.9, 0.999],
+    out = {**_gpt2(cfg), "lr": cfg.lr, "weight_decay": scale.weight_decay,
+           "betas": [0.9, 0.999],
            "warmup_steps": 0, "schedule": "constant", "min_lr_ratio": 1.0, "grad_clip": 0.0,
            "batch_size": scale.batch_size, "steps": scale.steps,
            "train_min_len": max(1, lo), "train_max_len": hi,
