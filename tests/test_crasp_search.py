@@ -11,7 +11,7 @@ import pytest
 
 import rasp
 from analysis.prediction.crasp_search import crasp_search, evaluate_recipe, recipe_size
-from analysis.prediction.crasp_search.driver import _rows
+from analysis.prediction.search.core import task_problem
 from analysis.prediction.crasp_search.recipes import _Batch, _IRBuilder
 from rasp.analyses.crasp import check_crasp
 from tasks.decode import verify_program
@@ -97,7 +97,7 @@ def test_certificate_brute_force():
     assert not r.found and r.stopped == "max_size"
     assert r.certified_below == cert_size
     assert r.counterexamples_added == 0
-    rows = _rows(task, range(1, 7), 3, 0, mutants=1)    # the search batch
+    rows = task_problem(task, range(1, 7), 3, 0, mutants=1).rows    # the search batch
     T = max(len(v) - 1 for v, _ in rows)
     inputs = np.array([v[:-1] + [v[-2]] * (T - len(v) + 1) for v, _ in rows])
     tmask = np.zeros(inputs.shape, dtype=bool)
@@ -133,7 +133,7 @@ def test_certificate_brute_force():
 def test_recipe_evaluation_matches_interpreter():
     # the search's NumPy semantics equal the interpreter's on the IR it builds
     task = TASKS["ab_d_bc"]
-    rows = _rows(task, range(1, 6), 2, 0)
+    rows = task_problem(task, range(1, 6), 2, 0).rows
     batch = _Batch(rows, np.arange(4), uniform=True)
     recs = [("cnt", ("Q", 3)), ("cmp", "lt", ("cnt", ("Q", 0)), ("true",)),
             ("rel", "lt", ("Q", 1)), ("cmpk", "gt", 0, ("cnt", ("Qa",))),

@@ -8,6 +8,7 @@ import pytest
 import rasp
 import tasks
 from analysis.prediction.predict import predict, predict_program
+from rasp.analyses.crasp import check_crasp
 from rasp_cli.main import main
 
 
@@ -115,3 +116,18 @@ def test_predictions_doc_refuses_bad_settings_with_one_line(tmp_path):
         assert r.returncode == 2, (bad, r.stderr)
         assert r.stderr.strip().count("\n") == 0 and "predictions_doc:" in r.stderr
         assert not out.exists()
+
+
+def test_search_mode_crasp_runs_the_c_rasp_search(capsys, tmp_path):
+    # (10)*: after BOS or a 0 the next symbol is 1, after a 1 it is 0 or the end; C-RASP[]
+    # says so with one condition (the current token is 1)
+    assert main(["search", "tomita2_nextchar", "--mode", "crasp", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert d["mode"] == d["variant"] == "crasp" and d["found"] and d["size"] >= 1
+    assert d["verification"].startswith("tomita2_nextchar: OK")
+    env = rasp.run_source(d["program"], causal=True)
+    assert check_crasp(env["program"], "crasp").valid
+    ex = tmp_path / "ex.jsonl"
+    ex.write_text('{"prompt": [1, 2], "answer": [3]}\n')
+    assert main(["search", "--examples", str(ex), "--mode", "crasp"]) == 2
+    assert "--mode crasp / crasp_pl searches a task" in capsys.readouterr().err

@@ -4,8 +4,15 @@ through the one interface."""
 
 from __future__ import annotations
 
+import pytest
+
+import tasks
 from analysis.prediction.budget import TIME_CAP_STOP
-from analysis.prediction.search.core import Certificate, Round, cegis
+from analysis.prediction.crasp_search import crasp_search
+from analysis.prediction.search import (SearchError, problem_from_examples, problem_from_task,
+                                        search)
+from analysis.prediction.search.core import Certificate, Round, cegis, task_problem
+from rasp.analyses.crasp import check_crasp
 
 
 class Scripted:
@@ -67,8 +74,6 @@ def test_both_grammars_answer_through_the_one_result_interface():
     """Running max has no program of size 1 (no single operation of the grammar computes it)
     and one of size 2, ``aggregate(select(tokens, tokens, TRUE), tokens, max)``; a C-RASP
     next-token program for the constant language (aa)* over {a} needs no condition."""
-    from analysis.prediction.crasp_search import crasp_search
-    from analysis.prediction.search import problem_from_examples, search
     seqs = [[3, 1, 4, 1, 5], [2, 7, 1, 8, 2], [9, 9, 0, 1, 0]]
     ex = [(xs[:t] + [max(xs[:t])], t) for xs in seqs for t in range(1, len(xs) + 1)]
     r = search(problem_from_examples(ex), max_length=3, budget=10_000_000, combine=0)
@@ -87,3 +92,38 @@ def test_the_counterexample_is_the_shortest_failing_example_first_on_ties():
     assert shortest_failing([False, True, True, True], [1, 5, 3, 3]) == 2
     assert shortest_failing([False, False], [1, 2]) is None
     assert shortest_failing([True], [7]) == 0
+
+
+def test_one_problem_holds_the_task_s_own_answers_once_each():
+    # sort_unique, stated here: BOS body SEP, then the distinct body tokens ascending, then EOS
+    task = tasks.get_task("sort_unique")
+    p = task_problem(task, range(1, 7), 3, 0)
+    bos, sep, eos = (task.vocab.values[i] for i in (task.vocab.bos, task.vocab.sep,
+                                                     task.vocab.eos))
+    assert p.lengths == [1, 2, 3, 4, 5, 6] and p.special == [bos, sep, eos]
+    for values, first in p.rows:
+        assert values[0] == bos and values[first - 1] == sep
+        assert values[first:] == sorted(set(values[1:first - 1])) + [eos]
+    # the RASP-L batch is these rows, in order
+    batch = problem_from_task(task, range(1, 7), 3, 0)
+    assert batch.inputs.shape[0] == len(p.rows)
+    for i, (values, _) in enumerate(p.rows):
+        assert list(batch.inputs[i, :len(values) - 1]) == values[:-1]
+
+
+def test_a_next_set_problem_has_no_row_twice_though_its_prefixes_repeat():
+    # a next-set string enters as one next-token example per prefix, so strings of different
+    # lengths share prefixes: (10)* has one string per even length, so its rows are the
+    # prefixes of the longest one, each once
+    task = tasks.get_task("tomita2_nextchar")
+    p = task_problem(task, range(1, 7), 3, 0)
+    rows = [tuple(v) for v, _ in p.rows]
+    assert len(rows) == len(set(rows))
+    c = crasp_search(task, "crasp", budget=1_000_000)
+    assert c.found and check_crasp(c.program, "crasp").valid
+
+
+def test_the_rasp_l_engine_has_no_c_rasp_mode():
+    problem = problem_from_task(tasks.get_task("sort_unique"), range(1, 4), 1, 0)
+    with pytest.raises(SearchError, match="crasp_search"):
+        search(problem, 2, 1000, grammar={"mode": "crasp"})

@@ -586,7 +586,7 @@ def _raspl_search_provider(pool: _Pool, ctx: _Context) -> None:
     """The RASP-L search (:func:`_search`) as an evidence provider: its record and certificate
     for ``raspl`` and, when it finds one, its program among the candidates."""
     try:
-        res = _search(ctx.task, "raspl", ctx.search_max_length, ctx.search_budget,
+        res = _search(ctx.task, ctx.search_max_length, ctx.search_budget,
                       ctx.time_cap, ctx.progress)
     except SearchError as e:
         pool.searches["raspl"] = {"error": str(e)}
@@ -620,15 +620,14 @@ def _no_theory_sentence(pe, position_offsets) -> str:
 _SEARCHES: dict = {}
 
 
-def _search(task, mode, max_length, budget, time_cap, progress):
-    """:func:`analysis.prediction.search.search_task` once per (task, mode, settings) in this
+def _search(task, max_length, budget, time_cap, progress):
+    """:func:`analysis.prediction.search.search_task` once per (task, settings) in this
     process (several PEs share the RASP-L search). Raises SearchError."""
-    key = (task.name, getattr(task, "sha256", None), mode, max_length, budget, time_cap)
+    key = (task.name, getattr(task, "sha256", None), max_length, budget, time_cap)
     if key not in _SEARCHES:
         try:
             _SEARCHES[key] = search_task(task, max_length=max_length, budget=budget,
-                                         time_cap=time_cap, progress=progress,
-                                         grammar={"mode": mode})
+                                         time_cap=time_cap, progress=progress)
         except SearchError as e:
             _SEARCHES[key] = e
     got = _SEARCHES[key]

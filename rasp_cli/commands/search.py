@@ -21,6 +21,11 @@ tokens) are refused with a message naming the example (exit code 2).
 ``--task-file FILE.py`` / ``--regex PATTERN``: a task of your own (``tasks/custom.py``; loading
 a task file runs its Python code), searched as a catalogue task.
 
+``--mode crasp`` / ``--mode crasp_pl``: the C-RASP search instead
+(``analysis.prediction.crasp_search.crasp_search``: C-RASP[] or C-RASP[periodic, local] decision
+lists, size = C-RASP size, budget in candidate Booleans and counts); it needs a task (not
+``--examples``), and its result is a ``CRaspResult``.
+
 ``--json``: one object (``SearchResult.to_dict``: ``found``, ``length``,
 ``certified_no_program_up_to``, ``certified_lower_bound``, ``upper_bound``, ``program``,
 ``found_by``, ``explored``, ``programs_per_s``, ...).
@@ -48,19 +53,22 @@ def add_arguments(p) -> None:
     p.add_argument("--examples", metavar="FILE.jsonl", default=None,
                    help="search a program for your own examples (one JSON object per line: "
                         "{\"prompt\": [...], \"answer\": [...]})")
-    p.add_argument("--max-length", "-K", type=int, default=8, metavar="K",
-                   help="largest expression size to enumerate (default 8)")
+    p.add_argument("--max-length", "-K", type=int, default=None, metavar="K",
+                   help="largest size to enumerate: expression size for RASP-L (default 8), "
+                        "C-RASP size for --mode crasp / crasp_pl (default 14)")
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
-    from analysis.prediction.budget import DEFAULT_SEARCH_BUDGET, parse_budget
-    p.add_argument("--budget", "-b", type=parse_budget, default=DEFAULT_SEARCH_BUDGET,
-                   metavar="N",
+    from analysis.prediction.budget import (DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET,
+                                            parse_budget)
+    p.add_argument("--budget", "-b", type=parse_budget, default=None, metavar="N",
                    help=f"candidate programs to evaluate (default {DEFAULT_SEARCH_BUDGET:,}; "
-                        "40M, 500k also read)")
+                        f"for --mode crasp / crasp_pl candidate Booleans and counts, default "
+                        f"{DEFAULT_CRASP_BUDGET:,}; 40M, 500k also read)")
     p.add_argument("--time-cap", type=float, default=None, metavar="S",
                    help="a wall-clock safety stop in seconds (default none)")
     p.add_argument("--seconds", "-s", default=None, help=argparse.SUPPRESS)
     p.add_argument("--mode", choices=("raspl", "crasp", "crasp_pl"), default="raspl",
-                   help="grammar: RASP-L (default), C-RASP[] or C-RASP[periodic, local]")
+                   help="grammar: RASP-L (default), C-RASP[] or C-RASP[periodic, local] "
+                        "(the C-RASP search, analysis.prediction.crasp_search)")
     p.add_argument("--memory-mb", type=float, default=1024, metavar="M",
                    help="memory for stored values (default 1024)")
     p.add_argument("--threads", type=int, default=None, metavar="N",
@@ -136,11 +144,21 @@ def read_examples(path: str) -> list[tuple[list, int]]:
 
 def run(args) -> int:
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
+    from analysis.prediction.budget import DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET
     from analysis.prediction.search import SearchError, problem_from_examples, search, search_task
     own = tasks_from_args(args)
     if (args.task is not None) + (args.examples is not None) + len(own) != 1:
         raise UsageError("give a TASK, --examples FILE.jsonl, --task-file FILE.py or --regex "
                          "PATTERN (one of them)")
+    crasp = args.mode != "raspl"
+    if crasp and args.examples:
+        raise UsageError("--mode crasp / crasp_pl searches a task (TASK, --task-file or "
+                         "--regex): the C-RASP search samples its own batches and verifies "
+                         "against the task, which --examples does not give")
+    if args.max_length is None:
+        args.max_length = 14 if crasp else 8
+    if args.budget is None:
+        args.budget = DEFAULT_CRASP_BUDGET if crasp else DEFAULT_SEARCH_BUDGET
     if args.max_length < 1 or args.max_length > 20:
         raise UsageError("--max-length must be between 1 and 20")
     if args.seconds is not None:
@@ -153,7 +171,8 @@ def run(args) -> int:
     finite_number(args.memory_mb, "--memory-mb")
     if args.threads is not None and not 1 <= args.threads <= 64:
         raise UsageError("--threads must be between 1 and 64")
-    grammar = {"mode": args.mode}
+    if crasp:
+        return _run_crasp(args, own)
     try:
         if args.examples:
             try:
@@ -165,8 +184,8 @@ def run(args) -> int:
             problem = problem_from_examples(ex, constants=consts, defaults=[0] + strs[:1],
                                             name=args.examples)
             res = search(problem, args.max_length, args.budget, progress=not args.json,
-                         max_memory_mb=args.memory_mb, grammar=grammar,
-                         threads=args.threads, time_cap=args.time_cap)
+                         max_memory_mb=args.memory_mb, threads=args.threads,
+                         time_cap=args.time_cap)
         else:
             # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
             import tasks
@@ -176,7 +195,7 @@ def run(args) -> int:
                 raise UsageError(str(e)) from None
             res = search_task(t, max_length=args.max_length, budget=args.budget,
                               progress=not args.json, max_memory_mb=args.memory_mb,
-                              grammar=grammar, threads=args.threads, time_cap=args.time_cap)
+                              threads=args.threads, time_cap=args.time_cap)
     except SearchError as e:
         raise UsageError(str(e)) from None
     if args.json:
@@ -189,4 +208,42 @@ def run(args) -> int:
         print(f"program ({res.found_by}; expression size {res.length}, "
               f"length {res.measured_length}):")
         print("    " + res.source.replace("\n", "\n    "))
+    return 0
+
+
+def _run_crasp(args, own) -> int:
+    """``--mode crasp`` / ``crasp_pl``: the C-RASP search of one task, printed (or one JSON
+    object, ``CRaspResult.to_dict`` plus ``mode`` and ``program``)."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
+    import tasks
+    from analysis.prediction.crasp_search import crasp_search
+    try:
+        t = own[0] if own else tasks.get_task(args.task)
+    except tasks.UnknownTaskError as e:
+        raise UsageError(str(e)) from None
+    if args.threads is not None:
+        print("note: --threads applies to the RASP-L search only", flush=True)
+    res = crasp_search(t, args.mode, budget=args.budget, time_cap=args.time_cap,
+                       max_size=args.max_length, max_memory_mb=args.memory_mb)
+    if args.json:
+        d = res.to_dict()
+        d["mode"] = args.mode
+        d["program"] = res.source
+        print(json.dumps(d))
+        return 0
+    bound = res.certificate.text()
+    if res.found:
+        print(f"{t.name}: found a {res.certificate.grammar} program of C-RASP size {res.size} "
+              f"({bound}); {res.explored:,} candidate Booleans and counts of a budget of "
+              f"{res.budget:,} in {res.seconds:.1f} s")
+        print("program:")
+        print("    " + (res.source or res.schema).replace("\n", "\n    "))
+        if res.schema:
+            print("in C-RASP notation:")
+            print("    " + res.schema.replace("\n", "\n    "))
+    else:
+        print(f"{t.name}: {bound} ({res.stopped}); {res.explored:,} candidate Booleans and "
+              f"counts of a budget of {res.budget:,} in {res.seconds:.1f} s")
+    for note in res.notes:
+        print(f"note: {note}")
     return 0

@@ -5,7 +5,6 @@ passes of ``crasp_pl``, final check and verification) and :class:`CRaspResult`. 
 
 from __future__ import annotations
 
-import itertools as it
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,14 +13,14 @@ import numpy as np
 
 import tasks
 from rasp.analyses.crasp import VARIANTS, check_crasp
-from tasks.base import next_token_examples
 from tasks.decode import verify_program
 
 from analysis.prediction.budget import (BUDGET_STOP, DEFAULT_CRASP_BUDGET, TIME_CAP_STOP,
                                         Limits)
 
 from analysis.prediction.search.core import (Certificate, Round, best_bound, cegis,
-                                             program_source, shortest_failing)
+                                             exhaustive_rows, hard_rows, program_source,
+                                             shortest_failing, task_problem)
 
 from .enumeration import _Budget, _Enum, _Memory, _Timeout
 from .recipes import _Batch, _decide, build_program, recipe_text
@@ -96,99 +95,8 @@ class CRaspResult:
 # Driver
 # --------------------------------------------------------------------------------------------
 
-def _rows(task, lengths, samples, seed, mutants: int = 0):
-    """Examples ``(values of prompt + answer, len(prompt))``; ``mutants`` near misses per
-    example (two adjacent body tokens swapped, or one replaced by another content symbol, the
-    answer from ``task.ground_truth``), since a task's sampler rarely draws them."""
-    rng = np.random.default_rng(seed)
-    rows, seen = [], set()
-    content = [i for i, v in enumerate(task.vocab.values) if isinstance(v, int) and v >= 0]
-
-    def add(p, a):
-        # a next-set example is one next-token example per string position
-        for pp, aa in next_token_examples(task, p, a):
-            ids = list(pp) + list(aa)
-            if tuple(ids) in seen:
-                continue
-            seen.add(tuple(ids))
-            rows.append(([int(task.vocab.values[i]) for i in ids], len(pp)))
-
-    for n in lengths:
-        if not task.length_ok(n):
-            continue
-        for _ in range(samples):
-            p, a = task.sample(n, rng)
-            add(p, a)
-            body = [k for k in range(1, len(p)) if task.vocab.values[p[k]] >= 0]
-            for _ in range(mutants if body else 0):
-                q = list(p)
-                k = int(rng.choice(body))
-                if rng.random() < 0.5 and k + 1 in body:
-                    q[k], q[k + 1] = q[k + 1], q[k]
-                else:
-                    q[k] = int(rng.choice(content))
-                try:
-                    ans = task.ground_truth(q)
-                except Exception:  # noqa: BLE001 - not a valid prompt of the task
-                    continue
-                add(q, ans)
-    return rows
-
-
 #: at most this many of a task's hard cases per length join the C-RASP validation batch
 HARD_CASES_PER_LENGTH = 64
-
-
-def _hard_rows(task, lengths, per_length: int = HARD_CASES_PER_LENGTH) -> list:
-    """The task's hard cases (:meth:`tasks.base.Task.verification_prompts`: for a formal
-    language every DFA transition towards acceptance and rejection and counting adversaries)
-    at each length, at most ``per_length`` each, as rows: the strings a sampler rarely draws
-    and the final verification checks (e.g. Dyck-1 at its depth bound), so that a candidate
-    that misses them is refuted during the search, not after it."""
-    rows, seen = [], set()
-    for n in lengths:
-        if not task.length_ok(n):
-            continue
-        for p in task.verification_prompts(n)[:per_length]:
-            try:
-                a = task.ground_truth(p)
-            except Exception:  # noqa: BLE001 - not a prompt the task answers
-                continue
-            for pp, aa in next_token_examples(task, p, a):
-                ids = tuple(pp) + tuple(aa)
-                if ids not in seen:
-                    seen.add(ids)
-                    rows.append(([int(task.vocab.values[i]) for i in ids], len(pp)))
-    return rows
-
-
-def _exhaustive_rows(task, content, budget: int) -> list:
-    """Every prompt ``BOS body SEP`` with a body over the content symbols, lengths 1, 2, ...
-    (at most 16) while the total stays within ``budget`` (the task's own ``ground_truth`` answers; bodies it
-    refuses are skipped): short counterexamples a sampler rarely draws."""
-    voc = task.vocab
-    next_set = task.kind == "next_set"         # prompts BOS w, no SEP
-    if voc.bos is None or (voc.sep is None and not next_set) or budget <= 0:
-        return []
-    ids = [voc.id_of_value(int(c)) for c in content]
-    rows, total, n = [], 0, 1
-    seen = set()
-    while total + len(ids) ** n <= budget and n <= 16:
-        if task.length_ok(n):
-            for body in it.product(ids, repeat=n):
-                prompt = [voc.bos, *body] + ([] if next_set else [voc.sep])
-                try:
-                    ans = task.ground_truth(prompt)
-                except Exception:  # noqa: BLE001 - not a prompt of the task
-                    continue
-                for pp, aa in next_token_examples(task, prompt, ans):
-                    row = [int(voc.values[i]) for i in list(pp) + list(aa)]
-                    if tuple(row) not in seen:
-                        seen.add(tuple(row))
-                        rows.append((row, len(pp)))
-        total += len(ids) ** n
-        n += 1
-    return rows
 
 
 def _content(task) -> list[int]:
@@ -220,7 +128,8 @@ def crasp_search(task, variant: str = "crasp", budget: int = DEFAULT_CRASP_BUDGE
         max_size: largest Boolean size enumerated.
         lengths, samples, seed: the search batch (``samples`` examples per length; default
             lengths 1..6 with 3 samples, 1..4 with 2 for content alphabets over 30 symbols).
-        search_mutants: near misses per search example (:func:`_rows`; not for alphabets over
+        search_mutants: near misses per search example (:func:`~analysis.prediction.search.core.
+            task_problem`; not for alphabets over
             30 symbols).
         search_exhaustive: the search batch also holds every body of lengths 1, 2, ... while
             their number stays within this budget (0: none).
@@ -338,15 +247,16 @@ def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, see
             lengths = range(1, 5) if big else range(1, 7)
         if samples is None:
             samples = 2 if big else 3
-        rows = _rows(task, lengths, samples, seed, mutants=search_mutants if not big else 0)
+        rows = task_problem(task, lengths, samples, seed,
+                            mutants=search_mutants if not big else 0).rows
         if search_exhaustive and not big:
             have = {tuple(r[0]) for r in rows}
-            rows += [r for r in _exhaustive_rows(task, content, search_exhaustive)
+            rows += [r for r in exhaustive_rows(task, content, search_exhaustive)
                      if tuple(r[0]) not in have]
         if validation_max_length is None:
             validation_max_length = verify_max_length
-        vrows = _rows(task, range(1, validation_max_length + 1), validation_samples,
-                      seed + 1, mutants=0 if big else 2)
+        vrows = task_problem(task, range(1, validation_max_length + 1), validation_samples,
+                             seed + 1, mutants=0 if big else 2).rows
     except Exception as e:  # noqa: BLE001 - a task's generator may refuse
         return done(f"refused: cannot sample the task ({e})")
     if not rows:
@@ -354,10 +264,11 @@ def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, see
     names = {int(v): t for t, v in zip(task.vocab.tokens, task.vocab.values)}
     eos = int(task.vocab.values[task.vocab.eos]) if task.vocab.eos is not None else 0
     vbatches = [_Batch(vrows, content, uniform)]
-    exrows = _exhaustive_rows(task, content, exhaustive) if not big else []
+    exrows = exhaustive_rows(task, content, exhaustive) if not big else []
     if exrows:
         vbatches.append(_Batch(exrows, content, uniform))
-    hard = [] if big else _hard_rows(task, range(1, validation_max_length + 1))
+    hard = [] if big else hard_rows(task, range(1, validation_max_length + 1),
+                                    HARD_CASES_PER_LENGTH)
     if hard:
         vbatches.append(_Batch(hard, content, uniform))
 

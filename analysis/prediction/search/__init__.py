@@ -1,4 +1,4 @@
-"""Bounded shortest-program search over RASP-L (and C-RASP) next-token programs.
+"""Bounded shortest-program search over RASP-L next-token programs, and the search core.
 
 The RASP-Generalization Conjecture (Zhou et al. 2023, arXiv 2310.16028, §3) predicts length
 generalization from the length of the *shortest* RASP-L program for a task's next-token
@@ -29,7 +29,7 @@ The families are computed in blocks ("jobs") on worker threads (the usable cores
 NumPy releases the GIL in the array work) and their candidates committed on the calling thread
 in the order a sequential run emits them, so the result does not depend on the threads.
 
-**Grammar** (RASP-L mode; all RASP-L: causal selects, int8 values, indices only compared or
+**Grammar** (all RASP-L: causal selects, int8 values, indices only compared or
 shifted by a constant, no ``length``): leaves ``tokens``, ``indices``; constants (size 1) 0, 1,
 2 and the special tokens' values; maps ``x + 1``, ``x - 1``, ``x == c``, ``x < c``, ``x > c``,
 ``not x``; sequence maps ``x + y``, ``x - y``, ``x == y``, ``x < y``, ``x and y``, ``x or y``;
@@ -37,11 +37,8 @@ ternaries ``x if c else y`` (``c`` 0/1); ``select(keys, queries, op)`` for the s
 and the always-true selector; selector ``and`` / ``or``; ``aggregate`` with ``mean`` (truncated,
 the RASP-L ``kqv``), ``max``, ``min`` and the constants as defaults; ``selector_width``. Values
 derived from indices (selector widths included, as :mod:`rasp.analyses.raspl` rule 3 says) are only
-compared or shifted. **C-RASP modes** (``grammar={"mode": "crasp" | "crasp_pl"}``, Huang et al.
-§3): no aggregates; selects only on the symbols of key and query; selector widths are counts,
-which may be added, subtracted, compared and chosen by ternaries; ``crasp_pl`` adds the local
-selectors ``select(indices, indices - c, ==)`` (c = 1, 2) and the periodic predicates
-``indices % p == r`` (p = 2, 3, 4).
+compared or shifted. The C-RASP grammars (Huang et al. §3) are a grammar of their own
+(:mod:`analysis.prediction.crasp_search`) on the same core; ``rasp search --mode crasp`` runs it.
 
 **Certificate.** "No program of size <= k in this grammar reproduces the next-token function on
 the search batch" — and so on every batch, since a correct program must reproduce this one.
@@ -67,10 +64,11 @@ only where their term is right. A combined program is validated like any other a
 
 - :mod:`.core` — the search core both grammars run on (this package's RASP-L grammar and
   :mod:`analysis.prediction.crasp_search`'s C-RASP grammar): :class:`~.core.Certificate`,
-  :class:`~.core.Round`, the :class:`~.core.Grammar` interface and the counterexample-guided
-  loop :func:`~.core.cegis`.
-- :mod:`.problem` — :class:`SearchProblem`, :class:`SearchResult`, :class:`SearchError`, the
-  problem from examples or a task, checking a program against a problem, counterexample rows.
+  :class:`~.core.Round`, the :class:`~.core.Grammar` interface, the counterexample-guided
+  loop :func:`~.core.cegis`, and the problem both grammars search (:class:`~.core.Problem`,
+  drawn from a task by :func:`~.core.task_problem`).
+- :mod:`.problem` — :class:`SearchProblem` (the RASP-L batch form of a problem),
+  :class:`SearchResult`, the batch from examples or a task, checking a program against a problem, counterexample rows.
 - :mod:`.storage` — two explicit records: the batch layout (:class:`~.storage.Layout`) and
   what the enumeration keeps (:class:`~.storage.Store`: levels of s-ops and selectors, the
   fingerprint seen-sets, bytes stored; :func:`~.storage.keep_sops`,
@@ -89,9 +87,10 @@ Found programs of both grammars are printed as ``.rasp`` source by
 :func:`rasp.source.program_to_source` (:func:`.core.program_source`).
 """
 
+from .core import Problem, task_problem
 from .driver import search, search_task
 from .problem import (INT8, SearchError, SearchProblem, SearchResult, matches_problem,
                       problem_from_examples, problem_from_task, tree_size)
 
-__all__ = ["SearchProblem", "SearchResult", "SearchError", "search", "search_task",
+__all__ = ["Problem", "task_problem", "SearchProblem", "SearchResult", "SearchError", "search", "search_task",
            "matches_problem", "problem_from_examples", "problem_from_task", "tree_size", "INT8"]

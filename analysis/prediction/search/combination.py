@@ -16,7 +16,7 @@ from rasp.interpreter import Evaluator
 from rasp.ir import Aggregate, Elementwise, Indices, Map, RASPError, Select, SequenceMap, Tokens
 
 from .problem import _term_failing_row, matches_problem, tree_size
-from .storage import _KIND_IDX, _KIND_STR
+from .storage import _KIND_STR
 
 
 def deep_aggregates(e, need: np.ndarray) -> list:
@@ -174,7 +174,7 @@ def combine(e):
         ccosts += [k] * b.size
     if not refs or not crefs:
         return
-    if e.g.get("deep_aggregates", True) and not e.crasp:
+    if e.g.get("deep_aggregates", True):
         # the targets the most frequent target value (one constant term) does not give
         vals_, counts_ = np.unique(e.lay.tvals, return_counts=True)
         for node, size, vals in deep_aggregates(e, 
@@ -198,8 +198,7 @@ def combine(e):
         else:
             k, i = refs[t]
             lv = e.store.rows[k]
-            if lv.kind[i] == _KIND_STR or lv.binary[i] or (
-                    e.crasp and lv.kind[i] == _KIND_IDX):
+            if lv.kind[i] == _KIND_STR or lv.binary[i]:
                 continue
             v = lv.vals[i, e.lay.tcols]
         for c in consts:

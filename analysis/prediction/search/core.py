@@ -19,25 +19,206 @@ The two grammars behind :class:`Grammar`:
   of C-RASP[] or C-RASP[periodic, local] in decision lists, size = C-RASP size, unit =
   candidate Booleans and counts.
 
-Each grammar owns its batch (the RASP-L :class:`~analysis.prediction.search.problem.
-SearchProblem` arrays, the C-RASP rows of values) and its refinement policy (how many
-counterexamples, how much of the budget a restart may take); :func:`cegis` owns the loop, the
-work count and the certificate. Found programs are IR s-ops printed as ``.rasp`` source by
+Both grammars search one kind of problem, :class:`Problem` (examples as rows of program values,
+drawn from a task by :func:`task_problem`; a task's hard cases by :func:`hard_rows`, every
+short body by :func:`exhaustive_rows`). Each grammar encodes it in its own batch form (the
+RASP-L :class:`~analysis.prediction.search.problem.SearchProblem` arrays, the C-RASP
+``_Batch``) and owns its refinement policy (how many counterexamples, how much of the budget a
+restart may take); :func:`cegis` owns the loop, the work count and the certificate. Found programs are IR s-ops printed as ``.rasp`` source by
 :func:`rasp.source.program_to_source` (:func:`program_source`).
 """
 
 from __future__ import annotations
 
+import itertools as it
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Iterable, Protocol
 
 import numpy as np
 
 from analysis.prediction.budget import TIME_CAP_STOP
+from rasp.ir import RASPError
 from rasp.source import program_to_source
+from tasks.base import next_token_examples
 
-__all__ = ["Certificate", "Round", "Grammar", "Result", "Loop", "cegis", "program_source",
+__all__ = ["Problem", "SearchError", "task_problem", "hard_rows", "exhaustive_rows",
+           "Certificate", "Round", "Grammar", "Result", "Loop", "cegis", "program_source",
            "best_bound", "shortest_failing"]
+
+
+# --------------------------------------------------------------------------------------------
+# The problem both grammars search
+# --------------------------------------------------------------------------------------------
+
+class SearchError(RASPError, ValueError):
+    """The search cannot be set up: a task that gives no usable problem (not a next-token
+    task, no allowed length, program values that do not map back to the token ids), a bad
+    budget, mixed value types, ..."""
+
+
+@dataclass
+class Problem:
+    """The examples a program must reproduce, the same for both grammars.
+
+    Attributes:
+        rows: ``(values, first)`` per example: ``values`` the program values of the whole
+            example (``prompt + answer``, e.g. ``BOS w SEP answer EOS``), ``first`` =
+            ``len(prompt)``; positions ``t >= first - 1`` up to the second-to-last must predict
+            ``values[t + 1]`` (the next-token function). No two rows are equal.
+        lengths: the task lengths the rows were drawn at.
+        special: the program values of the task's special tokens (BOS, SEP, EOS) that exist,
+            which a grammar may use as constants.
+        name: the task's name.
+    """
+
+    rows: list
+    lengths: list
+    special: list = field(default_factory=list)
+    name: str = "problem"
+
+
+def task_problem(task, lengths: Iterable[int], samples: int, seed: int,
+                 mutants: int = 0) -> Problem:
+    """The search problem of a next-token or next-set task: ``samples`` examples drawn with
+    ``task.sample(n, rng)`` (``numpy.random.default_rng(seed)``) at each allowed length ``n``,
+    in that order, as program values (``task.program_tokens``; each answer value must map back
+    to its token id with ``task.program_output_to_id``); a next-set example enters as one
+    next-token example per string position (:func:`tasks.base.next_token_examples`); a row
+    equal to an earlier one is dropped.
+
+    Args:
+        mutants: near misses per drawn example (two adjacent body tokens swapped, or one
+            replaced by another content symbol, answered by ``task.ground_truth``; bodies the
+            task refuses are skipped), since a sampler rarely draws them; 0 for none (then the
+            generator draws exactly the task's samples).
+
+    Raises:
+        SearchError: not a next-token or next-set task, none of the lengths allowed, or
+            program values that do not map back to the token ids.
+    """
+    if task.kind not in ("next_token", "next_set"):
+        raise SearchError(f"task {task.name!r} is a per-position sequence program, not a "
+                           "next-token task: the search looks for next-token programs")
+    rng = np.random.default_rng(seed)
+    rows, seen, used = [], set(), []
+    values = task.vocab.values
+    content = ([i for i, v in enumerate(values) if isinstance(v, int) and v >= 0]
+               if mutants else [])
+
+    def add(prompt, answer):
+        for pp, aa in next_token_examples(task, prompt, answer):
+            ids = list(pp) + list(aa)
+            if tuple(ids) in seen:
+                continue
+            seen.add(tuple(ids))
+            vals = _plain(task.program_tokens(ids))
+            if len(vals) != len(ids):
+                raise SearchError(f"task {task.name}: program_tokens changed the length")
+            for t in range(len(pp), len(ids)):
+                if task.program_output_to_id(vals[t]) != ids[t]:
+                    raise SearchError(f"task {task.name}: program value {vals[t]!r} does "
+                                       f"not map back to token id {ids[t]}")
+            rows.append((vals, len(pp)))
+
+    for n in lengths:
+        if not task.length_ok(n):
+            continue
+        used.append(n)
+        for _ in range(samples):
+            p, a = task.sample(n, rng)
+            add(p, a)
+            if not mutants:
+                continue
+            body = [k for k in range(1, len(p))
+                    if isinstance(values[p[k]], int) and values[p[k]] >= 0]
+            for _ in range(mutants if body else 0):
+                q = list(p)
+                k = int(rng.choice(body))
+                if rng.random() < 0.5 and k + 1 in body:
+                    q[k], q[k + 1] = q[k + 1], q[k]
+                else:
+                    q[k] = int(rng.choice(content))
+                try:
+                    ans = task.ground_truth(q)
+                except Exception:  # noqa: BLE001 - not a valid prompt of the task
+                    continue
+                add(q, ans)
+    if not used:
+        raise SearchError(f"task {task.name} allows none of the lengths {list(lengths)}")
+    special = []
+    for tid in (task.vocab.bos, task.vocab.sep, task.vocab.eos):
+        if tid is None:
+            continue
+        try:
+            special.append(_plain(task.program_tokens([tid]))[-1])
+        except Exception:  # noqa: BLE001 - a task may refuse a lone special token
+            continue
+    return Problem(rows, used, special, task.name)
+
+
+def _rows_of(task, prompts, seen: set) -> list:
+    """Rows (:class:`Problem`) of ``prompts`` answered by ``task.ground_truth`` (prompts it
+    refuses are skipped), none equal to a row in ``seen`` (updated)."""
+    rows = []
+    for prompt in prompts:
+        try:
+            ans = task.ground_truth(prompt)
+        except Exception:  # noqa: BLE001 - not a prompt the task answers
+            continue
+        for pp, aa in next_token_examples(task, prompt, ans):
+            ids = list(pp) + list(aa)
+            row = _plain(task.program_tokens(ids))
+            if tuple(row) not in seen:
+                seen.add(tuple(row))
+                rows.append((row, len(pp)))
+    return rows
+
+
+def hard_rows(task, lengths: Iterable[int], per_length: int) -> list:
+    """The task's hard cases (:meth:`tasks.base.Task.verification_prompts`: for a formal
+    language every DFA transition towards acceptance and rejection and counting adversaries)
+    at each allowed length, at most ``per_length`` each, as :class:`Problem` rows: the strings
+    a sampler rarely draws and the final verification checks (e.g. Dyck-1 at its depth bound)."""
+    rows, seen = [], set()
+    for n in lengths:
+        if task.length_ok(n):
+            rows += _rows_of(task, task.verification_prompts(n)[:per_length], seen)
+    return rows
+
+
+def exhaustive_rows(task, content, budget: int) -> list:
+    """Every prompt ``BOS body SEP`` (``BOS body`` for a next-set task) with a body over the
+    content values ``content``, lengths 1, 2, ... (at most 16) while the number of bodies stays
+    within ``budget``, as :class:`Problem` rows (the task's own ``ground_truth`` answers; bodies
+    it refuses are skipped): short counterexamples a sampler rarely draws. Empty for a task
+    without BOS (or SEP, for a next-token task) or a budget <= 0."""
+    voc = task.vocab
+    next_set = task.kind == "next_set"
+    if voc.bos is None or (voc.sep is None and not next_set) or budget <= 0:
+        return []
+    ids = [voc.id_of_value(int(c)) for c in content]
+    rows, seen, total, n = [], set(), 0, 1
+    while total + len(ids) ** n <= budget and n <= 16:
+        if task.length_ok(n):
+            rows += _rows_of(task, ([voc.bos, *body] + ([] if next_set else [voc.sep])
+                                    for body in it.product(ids, repeat=n)), seen)
+        total += len(ids) ** n
+        n += 1
+    return rows
+
+
+def _plain(values) -> list:
+    """Program values as plain Python values (NumPy integers, Booleans and integral floats as
+    ``int``)."""
+    out = []
+    for v in values:
+        if isinstance(v, (bool, np.bool_, np.integer)):
+            out.append(int(v))
+        elif isinstance(v, (float, np.floating)) and float(v).is_integer():
+            out.append(int(v))
+        else:
+            out.append(v)
+    return out
 
 
 def best_bound(a: int | None, b: int | None) -> int | None:

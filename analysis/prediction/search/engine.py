@@ -74,11 +74,10 @@ class _Engine:
         self.threads = max(1, int(threads if threads is not None else _default_threads()))
         self._pool = None
         self._ahead = 2 * self.threads
-        self.mode = g.get("mode", "raspl")
-        if self.mode not in ("raspl", "crasp", "crasp_pl"):
-            raise SearchError(f"unknown search mode {self.mode!r}")
-        self.crasp = self.mode != "raspl"
-        self.pl = self.mode == "crasp_pl"
+        if "mode" in g:
+            # the C-RASP grammars are analysis.prediction.crasp_search (one grammar per engine)
+            raise SearchError("the RASP-L engine has no C-RASP mode: use "
+                              "analysis.prediction.crasp_search.crasp_search")
         # the batch's arrays and fingerprint coefficients (an explicit record, storage.Layout)
         self.lay = layout_of(problem)
         self.target_str = self.lay.is_str
@@ -333,9 +332,6 @@ class _Engine:
                           truncate=(red == "mean"))
         elif kind == "sw":
             n = SelectorWidth(self._sel(rec[1]))
-        elif kind == "periodic":
-            mod = Map(Elementwise("mod", const=rec[1], const_side="right"), Indices())
-            n = Map(Elementwise("eq", const=rec[2], const_side="right"), mod)
         else:
             raise AssertionError(rec)
         self._nodes[key] = n
@@ -350,9 +346,6 @@ class _Engine:
         elif rec[0] == "select":
             _, k, q, op = rec
             n = Select(self._node(self._ref(k)), self._node(self._ref(q)), op, causal=True)
-        elif rec[0] == "local":
-            q = Map(Elementwise("add", const=-rec[1], const_side="right"), Indices())
-            n = Select(Indices(), q, "==", causal=True)
         elif rec[0] == "and":
             n = SelectorAnd(self._sel(rec[1]), self._sel(rec[2]))
         elif rec[0] == "or":

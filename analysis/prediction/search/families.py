@@ -18,7 +18,7 @@ import numpy as np
 
 from .kernels import (agg_gemm, agg_maxmin, cached_rank_table, dense_cache, dense_sels,
                       full_layout, sel_entries)
-from .storage import _CHUNK, _KIND_COUNT, _KIND_IDX, _KIND_INT, _KIND_STR, _SEL_OPS
+from .storage import _CHUNK, _KIND_IDX, _KIND_INT, _KIND_STR, _SEL_OPS
 
 
 def leaves(e):
@@ -49,11 +49,9 @@ def map_jobs(e, k):
         return
     X = lv.vals.astype(np.int16)
     kind = lv.kind
-    arith = (kind != _KIND_STR) & ~((kind == _KIND_IDX) & e.crasp)
+    arith = kind != _KIND_STR
     num = np.flatnonzero(arith & ~lv.binary)
     ids = [(k - 1, int(i)) for i in range(len(lv))]
-    if e.pl and k == 2:
-        periodic(e, k)      # on this thread, before the jobs (the same order)
     def job(vals, kinds, rec, checked=True):
         return lambda: [(k, e._prep(k, vals(), kinds, checked), rec)]
     sub = np.flatnonzero(arith)
@@ -72,14 +70,6 @@ def map_jobs(e, k):
         for c in e.lay.str_consts:
             yield job(lambda code=e.lay.code[c]: (X[s] == code).astype(np.int16), _KIND_INT,
                       lambda i, c=c: ("map", "eq", c, ids[s[i]]))
-
-
-def periodic(e, k):
-    """``indices % p == r`` (C-RASP[periodic, local] only; size 2)."""
-    pr = [(p, r) for p in (2, 3, 4) for r in range(p)]
-    vals = np.stack([(e.lay.index_row % p == r) for p, r in pr]).astype(np.int8)
-    e._emit(k, vals, _KIND_INT, lambda i: ("periodic", pr[i][0], pr[i][1]),
-            checked=False)
 
 
 def pair_blocks(e, nx, ny):
@@ -104,11 +94,11 @@ def seqmap_jobs(e, k):
         kx, ky = lx.kind, ly.kind
         fams = []
         # arithmetic: neither index-derived (rule 3) nor strings
-        arith = (_KIND_INT, _KIND_COUNT) if e.crasp else (_KIND_INT,)
+        arith = (_KIND_INT,)
         xa, ya = np.flatnonzero(np.isin(kx, arith)), np.flatnonzero(np.isin(ky, arith))
         fams.append(("add", xa, ya, np.add, True))
         fams.append(("sub", xa, ya, np.subtract, False))
-        cmp_ok = (_KIND_INT, _KIND_COUNT) if e.crasp else (_KIND_INT, _KIND_IDX)
+        cmp_ok = (_KIND_INT, _KIND_IDX)
         xn, yn = np.flatnonzero(np.isin(kx, cmp_ok)), np.flatnonzero(np.isin(ky, cmp_ok))
         fams.append(("eq", xn, yn, np.equal, True))
         fams.append(("lt", xn, yn, np.less, False))
@@ -140,11 +130,7 @@ def seqmap_jobs(e, k):
                         rec=rec):
                     out = f(X[xi][:, None, :], Yv[None, :, :])
                     out = out[tri] if tri is not None else out.reshape(-1, e.lay.Pn)
-                    kinds = _KIND_INT
-                    if op in ("add", "sub") and e.crasp:
-                        kk = np.maximum(kx[xi][:, None], ky[ys_][None, :])
-                        kinds = kk[tri] if tri is not None else kk.reshape(-1)
-                    return [(k, e._prep(k, out.astype(np.int16, copy=False), kinds,
+                    return [(k, e._prep(k, out.astype(np.int16, copy=False), _KIND_INT,
                                         op in ("add", "sub")), rec)]
                 yield job
 
@@ -171,10 +157,8 @@ def where_jobs(e, k):
                 continue
             X, Y = lx.vals.astype(np.int16), ly.vals.astype(np.int16)
             for strness in ((False, True) if e.lay.is_str else (False,)):
-                xs_ = np.flatnonzero(((lx.kind == _KIND_STR) == strness) &
-                                     ~((lx.kind == _KIND_IDX) & e.crasp))
-                ys_ = np.flatnonzero(((ly.kind == _KIND_STR) == strness) &
-                                     ~((ly.kind == _KIND_IDX) & e.crasp))
+                xs_ = np.flatnonzero((lx.kind == _KIND_STR) == strness)
+                ys_ = np.flatnonzero((ly.kind == _KIND_STR) == strness)
                 if xs_.size == 0 or ys_.size == 0:
                     continue
                 Xs, Ys = X[xs_], Y[ys_]
@@ -205,7 +189,7 @@ def widths(e, k):
     if sl is None or not len(sl):
         return
     # a count of positions is a position (rasp.analyses.raspl rule 3)
-    e._emit(k, sl.W, _KIND_COUNT if e.crasp else _KIND_IDX,
+    e._emit(k, sl.W, _KIND_IDX,
             lambda i: ("sw", (k - 1, i)), checked=False)
 
 
@@ -214,8 +198,6 @@ def aggregates(e, k):
     mean = one gemm per batch row ``[M, k] @ [k, s*q]`` (:func:`.kernels.agg_gemm`); max /
     min = the same product over ``2^(b * rank)`` (:func:`.kernels.agg_maxmin`)."""
     BTT = e.lay.B * e.lay.T * e.lay.T
-    if e.crasp:
-        return            # C-RASP has no value aggregation
     pairs = [(i, k - 1 - i) for i in range(1, k)]
     e._families(itertools.chain.from_iterable(
         aggregate_jobs(e, k, i, j, e.store.sels[i], e.store.rows[j], BTT) for i, j in pairs
@@ -303,14 +285,6 @@ def selects(e, k):
     if k == 1:
         ent = np.ones((1, e.lay.E), bool)
         e._emit_sels(1, ent, lambda i: ("true",))
-    if k == 2 and e.pl:
-        # the local selectors of C-RASP[periodic, local]: key j = i - c (size 2:
-        # select(indices, indices - c, ==))
-        qpos = e.lay.index_row_full[e.lay.eq_flat]
-        kpos = e.lay.index_row_full[e.lay.ek_flat]
-        cs = (1, 2)
-        ent = np.stack([kpos == qpos - c for c in cs])
-        e._emit_sels(2, ent, lambda i: ("local", cs[i]))
     for i in range(0, k):
         j = k - 1 - i
         lk, lq = e._lv(i), e._lv(j)
@@ -319,9 +293,6 @@ def selects(e, k):
         for strness in ((False, True) if e.lay.is_str else (False,)):
             kk = np.flatnonzero((lk.kind == _KIND_STR) == strness)
             qq = np.flatnonzero((lq.kind == _KIND_STR) == strness)
-            if e.crasp:     # predicates of the key's (and query's) symbols only
-                kk = kk[np.isin(lk.kind[kk], (_KIND_INT, _KIND_STR))]
-                qq = qq[np.isin(lq.kind[qq], (_KIND_INT, _KIND_STR))]
             if kk.size == 0 or qq.size == 0:
                 continue
             ops = ("==", "!=") if strness else tuple(_SEL_OPS)

@@ -1,8 +1,9 @@
 """The search problem and its result: the examples, the next-token targets, the certificate.
 
-:class:`SearchProblem` holds a batch of token sequences as ``[batch, seq]`` int arrays with
-their valid positions and per-position targets; :func:`problem_from_examples` and
-:func:`problem_from_task` make one. :class:`SearchResult` is what a search returns (the program,
+:class:`SearchProblem` is the RASP-L grammar's batch form of a search problem
+(:class:`.core.Problem`): token sequences as ``[batch, seq]`` int arrays with their valid
+positions and per-position targets; :func:`problem_from_examples` (rows) and
+:func:`problem_from_task` (a task, through :func:`.core.task_problem`) make one. :class:`SearchResult` is what a search returns (the program,
 its expression size, the size below which no program exists in the grammar, the count of
 programs explored). Checking a program against a problem (:func:`matches_problem`) and finding
 the row a program gets wrong (the counterexample that joins the batch in the next round of
@@ -19,15 +20,10 @@ import numpy as np
 from rasp.analyses.measures import measure
 from rasp.interpreter import Evaluator
 from rasp.ir import Indices, Node, RASPError, SOp, Tokens
-from tasks.base import next_token_examples
 
-from .core import Certificate, shortest_failing
+from .core import Certificate, SearchError, shortest_failing, task_problem
 
 INT8 = (-128, 127)
-
-
-class SearchError(RASPError, ValueError):
-    """The search cannot be set up (bad task representation, no usable example, ...)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -120,76 +116,20 @@ def problem_from_examples(examples: Sequence[tuple[Sequence, int]], *, constants
 
 def problem_from_task(task, lengths: Iterable[int] = range(1, 9), samples: int = 3,
                       seed: int = 0) -> SearchProblem:
-    """The next-token search problem of a catalogue task (contract C of the design); a
-    next-set task's examples enter as one next-token example per string position
-    (:func:`tasks.base.next_token_examples`).
-
-    For every allowed length, ``samples`` examples are drawn with ``task.sample(length, rng)``
-    (seeded), turned into program values with ``task.program_tokens`` and checked to decode back
-    with ``task.program_output_to_id``. Constants are the small integers 0, 1, 2 plus the integer
-    program values of the special tokens (BOS, SEP, EOS); defaults are 0 plus those values.
+    """The RASP-L batch of a task's search problem (:func:`.core.task_problem`: ``samples``
+    examples per allowed length, seeded, as program values, no row twice). Constants are the
+    small integers 0, 1, 2 plus the program values of the special tokens (BOS, SEP, EOS);
+    defaults are 0 plus those values.
 
     Raises:
-        SearchError: the task allows none of the lengths, or its program values do not map back
-            to the token ids (the representation is not invertible).
+        SearchError: not a next-token task, none of the lengths allowed, or program values
+            that do not map back to the token ids (the representation is not invertible).
     """
-    if task.kind not in ("next_token", "next_set"):
-        raise SearchError(f"task {task.name!r} is a per-position sequence program, not a "
-                          "next-token task: the search looks for next-token programs")
-    rng = np.random.default_rng(seed)
-    examples = []
-    used = []
-    for n in lengths:
-        if not task.length_ok(n):
-            continue
-        used.append(n)
-        seen = set()
-        for _ in range(samples):
-            # a next-set example is one next-token example per string position
-            for prompt, answer in next_token_examples(task, *task.sample(n, rng)):
-                ids = list(prompt) + list(answer)
-                if tuple(ids) in seen:
-                    continue
-                seen.add(tuple(ids))
-                values = list(task.program_tokens(ids))
-                if len(values) != len(ids):
-                    raise SearchError(f"task {task.name}: program_tokens changed the length")
-                for t in range(len(prompt), len(ids)):
-                    if task.program_output_to_id(values[t]) != ids[t]:
-                        raise SearchError(
-                            f"task {task.name}: program value {values[t]!r} does not map back "
-                            f"to token id {ids[t]}")
-                examples.append((_plain(values), len(prompt)))
-    if not examples:
-        raise SearchError(f"task {task.name} allows none of the lengths {list(lengths)}")
-    voc = task.vocab
-    special = []
-    for tid in (voc.bos, voc.sep, voc.eos):
-        if tid is None:
-            continue
-        try:
-            v = _plain(task.program_tokens([tid]))[-1]
-        except Exception:  # noqa: BLE001 - a task may refuse a lone special token
-            continue
-        special.append(v)
-    ints = [v for v in special if isinstance(v, int)]
-    strs = [v for v in special if isinstance(v, str)]
-    return problem_from_examples(examples, constants=[0, 1, 2] + ints + strs,
-                                 defaults=[0] + ints + strs, lengths=used, name=task.name)
-
-
-def _plain(values) -> list:
-    out = []
-    for v in values:
-        if isinstance(v, (bool, np.bool_)):
-            out.append(int(v))
-        elif isinstance(v, (np.integer,)):
-            out.append(int(v))
-        elif isinstance(v, (float, np.floating)) and float(v).is_integer():
-            out.append(int(v))
-        else:
-            out.append(v)
-    return out
+    p = task_problem(task, lengths, samples, seed)
+    ints = [v for v in p.special if isinstance(v, int)]
+    strs = [v for v in p.special if isinstance(v, str)]
+    return problem_from_examples(p.rows, constants=[0, 1, 2] + ints + strs,
+                                 defaults=[0] + ints + strs, lengths=p.lengths, name=p.name)
 
 
 # --------------------------------------------------------------------------------------------

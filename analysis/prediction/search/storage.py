@@ -22,7 +22,7 @@ import numpy as np
 from .problem import INT8, SearchError
 
 _MASK64 = (1 << 64) - 1
-_KIND_INT, _KIND_IDX, _KIND_STR, _KIND_COUNT = 0, 1, 2, 3
+_KIND_INT, _KIND_IDX, _KIND_STR = 0, 1, 2
 _SEL_OPS = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
             ">": np.greater, ">=": np.greater_equal}
 _CHUNK = 1 << 22          # elements per vectorized block
@@ -120,7 +120,7 @@ class _SelLevel:
     """The distinct selectors of one expression size, in emission order, with their widths
     ``W`` ``[n, P]`` and recipes. A ``select(K, Q, op)`` row is kept as its structure (key and
     query rows, operator code ``opc``: :data:`_STRUCT_OPS`), never as entries; other selectors
-    (TRUE, and/or, local) as packed causal entries ``P`` (``dense[i]`` = the row of ``P``, -1
+    (TRUE, and/or) as packed causal entries ``P`` (``dense[i]`` = the row of ``P``, -1
     for structured rows)."""
 
     def __init__(self):
