@@ -7,6 +7,7 @@ the task's definition, e.g. "the running AND of the bits"). Searches use tiny bu
 """
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -205,6 +206,18 @@ def test_registered_predictions_round_trip_and_refuse_a_changed_file(tmp_path):
     got = registered_predictions(doc)[("reg_and", "nope")]
     assert (got["prediction"], got["prediction_label"]) == \
         (printed[0]["prediction"], printed[0]["prediction_label"])
+    # moved with its task file (another clone): found beside it, by the same sha256
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    shutil.copy(reg, moved / reg.name)
+    shutil.copy(f, moved / f.name)
+    f.rename(tmp_path / "gone.py")
+    there = read_registration(moved / reg.name)
+    assert there["tasks"][0]["source"]["task_file"] == str((moved / f.name).resolve())
+    (moved / f.name).write_text("# another task\n")
+    with pytest.raises(RegisteredError, match="changed since registration"):
+        read_registration(moved / reg.name)
+    (tmp_path / "gone.py").rename(f)
     # the file changes: the registered predictions are about another task now
     f.write_text(f.read_text() + "\n# edited\n")
     with pytest.raises(RegisteredError, match="changed since registration"):

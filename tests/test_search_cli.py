@@ -131,3 +131,28 @@ def test_search_mode_crasp_runs_the_c_rasp_search(capsys, tmp_path):
     ex.write_text('{"prompt": [1, 2], "answer": [3]}\n')
     assert main(["search", "--examples", str(ex), "--mode", "crasp"]) == 2
     assert "--mode crasp / crasp_pl searches a task" in capsys.readouterr().err
+
+
+def test_predictions_doc_reads_registrations_as_written_and_refuses_a_changed_task(tmp_path):
+    """The doc's section of registered predictions outside the catalogue: none registered
+    says so; a registration whose task file changed since is refused (its predictions are
+    about the file as it was), before any run."""
+    import argparse
+    import hashlib
+    from analysis.prediction.registered import FORMAT, RegisteredError
+    from analysis.reporting.predictions_doc import _registered_section
+    args = argparse.Namespace(registered_dir=str(tmp_path), validate_seeds=5,
+                              validate_preset="demo", pe="nope,ape_learned",
+                              runs=str(tmp_path / "runs"))
+    assert _registered_section(args, {}).endswith("None registered yet.")
+    task = tmp_path / "t.py"
+    task.write_text("NAME = 't'\n")
+    then = hashlib.sha256(b"NAME = 'x'\n").hexdigest()
+    (tmp_path / "r.json").write_text(json.dumps({
+        "format": FORMAT, "version": 1, "tasks": [{"name": "t", "in_catalogue": False,
+                                                   "source": {"task_file": str(task),
+                                                              "sha256": then}}],
+        "predictions": [{"task": "t", "pe": "nope", "prediction": "generalizes"}]}))
+    with pytest.raises(RegisteredError, match="changed since registration"):
+        _registered_section(args, {})
+    assert not (tmp_path / "runs").exists()

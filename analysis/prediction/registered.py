@@ -88,7 +88,9 @@ def write_registration(path, preds, task_objects, search: dict, command: str | N
 
 def read_registration(path) -> dict:
     """The registration document at ``path``, after checking it: the format, and every task
-    file's sha256 against the file as it is now.
+    file's sha256 against the file as it is now. A task file no longer at its recorded path is
+    looked for beside ``path`` under its name (a registration moved with its task file, e.g.
+    ``docs/registered/`` in another clone); the sha256 still decides.
 
     Raises:
         RegisteredError: unreadable or not a registration file; a task file that is missing
@@ -114,6 +116,11 @@ def read_registration(path) -> dict:
         if "task_file" not in src:
             continue
         f = src["task_file"]
+        beside = Path(path).parent / Path(f).name
+        if not Path(f).is_file() and beside.is_file():
+            # a registration kept with its task file (a clone, a copied folder): the file
+            # beside it, if its sha256 is the registered one (checked below)
+            f = src["task_file"] = str(beside.resolve())
         if not Path(f).is_file():
             raise RegisteredError(f"{path}: the task file {f} of {t.get('name')!r} is gone; the "
                                   "registered predictions are about the file as it was")

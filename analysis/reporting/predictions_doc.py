@@ -11,7 +11,11 @@ any machine) and the seconds each part took at its top:
    need the search's combination and deep aggregates);
 2. the predictions checked against our own training (:func:`analysis.prediction.validate.validate`:
    trains through the grid runner, reusing finished runs under ``--runs``);
-3. the RASP-L conjecture alone on the shipped programs (:func:`analysis.prediction.predict.predict_all`).
+3. the predictions registered before their runs on tasks outside the catalogue (every
+   ``*.json`` of ``--registered-dir``, written by ``rasp score ... --register``; read as written
+   by :mod:`analysis.prediction.registered`, never recomputed), checked against our own training
+   in tables of their own (:func:`analysis.prediction.validate.validate` with ``registered``);
+4. the RASP-L conjecture alone on the shipped programs (:func:`analysis.prediction.predict.predict_all`).
 
 The prose around the tables explains how a row is computed; every number and every label in the
 tables comes from the run. The file is written atomically (a temporary file, then a rename).
@@ -29,6 +33,8 @@ import time
 from pathlib import Path
 from analysis.prediction.budget import (DEEP_SEARCH_BUDGET, DEFAULT_CRASP_BUDGET,
                                         DEFAULT_SEARCH_BUDGET, BudgetError, parse_budget)
+from analysis.prediction.registered import (RegisteredError, read_registration,
+                                            registered_predictions, registered_tasks)
 from analysis.prediction.theories import CERTIFICATE, DECIDED
 from analysis.prediction.validate import format_validation, validate
 from analysis.reporting.presets import REPORT_PRESETS, VALIDATION_TASKS
@@ -207,6 +213,55 @@ def _per_pe(names, pes, budget_of, crasp_budget, n, k):
     return out
 
 
+def _registered_section(args, pe_presets: dict) -> str:
+    """The section of the registered predictions on tasks outside the catalogue: for each
+    registration file of ``args.registered_dir`` (sorted), what it registered (time, commit,
+    budgets) and its predictions checked against our runs (``args.validate_seeds`` seeds of
+    ``args.validate_preset``, the same per-PE presets as the catalogue's check), counted apart.
+
+    Raises:
+        analysis.prediction.registered.RegisteredError: an unreadable file or a changed task
+            file (its predictions are about the file as it was).
+    """
+    head = ["## Registered predictions on tasks outside the catalogue (out of sample)", "",
+            "Predictions written by `rasp score --regex PATTERN ... --register FILE.json` (or "
+            "`--task-file`) before any run of the task, read back as written (never "
+            "recomputed; a changed task file is refused) and checked against our own training "
+            "by the same rule as above: `rasp validate-predictor --registered FILE.json "
+            f"--seeds 0-{args.validate_seeds - 1} --preset {args.validate_preset}"
+            + "".join(f" --pe-preset {pe}={p}" for pe, p in pe_presets.items())
+            + "`. Unlike Huang et al.'s 50 cells, no search grammar was built with these tasks "
+            "in view. They accumulate here: add a file to "
+            f"`{args.registered_dir}` and regenerate.", ""]
+    files_ = sorted(Path(args.registered_dir).glob("*.json")) \
+        if Path(args.registered_dir).is_dir() else []
+    if not files_:
+        return "\n".join(head + ["None registered yet."])
+    out = list(head)
+    for f in files_:
+        doc = read_registration(f)
+        names = [t.name for t in registered_tasks(doc)]
+        preds = registered_predictions(doc)
+        pes = [pe for pe in args.pe.split(",") if pe and any(k[1] == pe for k in preds)]
+        b = doc.get("budgets") or {}
+        srcs = "; ".join(f"`{t['name']}`: " + (f"/{t['source']['regex']}/ "
+                                                f"({t['source'].get('format')})"
+                                                if "regex" in t["source"] else
+                                                f"{Path(t['source'].get('task_file', '?')).name}"
+                                                f" (sha256 {str(t['source'].get('sha256'))[:12]}"
+                                                "...)")
+                         for t in doc["tasks"])
+        val = validate(names, pes, list(range(args.validate_seeds)),
+                       preset=args.validate_preset, runs_root=args.runs, progress=False,
+                       log=_log, pe_presets={pe: p for pe, p in pe_presets.items()
+                                             if pe in pes}, registered=preds)
+        out += [f"**{f.name}**: registered {doc.get('registered_at')} at commit "
+                f"{str(doc.get('commit'))[:10]}, budgets {b.get('raspl'):,} candidate programs "
+                f"(RASP-L) / {b.get('crasp'):,} candidate Booleans and counts (C-RASP); "
+                f"tasks {srcs}.", "", format_validation(val), ""]
+    return "\n".join(out).rstrip("\n")
+
+
 def build(args: argparse.Namespace, command: str) -> str:
     """The document's Markdown for the settings ``args`` (see :func:`main`); runs every search,
     verification and (missing) training run it reports.
@@ -245,6 +300,9 @@ def build(args: argparse.Namespace, command: str) -> str:
                    progress=False,
                    log=_log, pe_presets=pe_presets)
     secs["validate-predictor"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    registered = _registered_section(args, pe_presets)
+    secs["registered"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     alone = predict_all(None, samples=5)
     secs["RASP-L alone"] = time.perf_counter() - t0
@@ -285,6 +343,7 @@ def build(args: argparse.Namespace, command: str) -> str:
         "reused when finished).", "",
         _VALIDATION_RULE,
         format_validation(val), "",
+        registered, "",
         "## RASP-L alone (Zhou et al.'s conjecture, shipped programs)", "",
         "`python -m analysis.prediction.predict --markdown` (no PE, no search; verification at "
         "every length up to the protocol's longest, 5 examples per length):", "",
@@ -335,6 +394,10 @@ def main(argv=None) -> int:
                     help="training preset (default demo: the report's 3,000 steps; quick: "
                          "600)")
     ap.add_argument("--runs", default="runs", help="run directories of the grid (runs/)")
+    ap.add_argument("--registered-dir", default="docs/registered",
+                    help="registration files (`rasp score ... --register`) of tasks outside "
+                         "the catalogue, checked against our own training (default "
+                         "docs/registered)")
     args = ap.parse_args(argv)
     # start-up: lark and torch load only when this runs
     from analysis.training.grid import GridError
@@ -362,7 +425,7 @@ def main(argv=None) -> int:
         a for a in (argv if argv is not None else sys.argv[1:]))
     try:
         text = build(args, command.strip())
-    except (PredictError, TrainingError, RunDirError, GridError) as e:
+    except (PredictError, TrainingError, RunDirError, GridError, RegisteredError) as e:
         print(f"predictions_doc: {e}", file=sys.stderr)
         return 2
     out = Path(args.out)
