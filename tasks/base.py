@@ -62,13 +62,17 @@ class Vocab:
         values: the value a RASP program sees for each id (ints for part A, strings for
             part B); defaults to the names.
         specials: names of the special tokens present (subset of BOS, SEP, EOS, PAD, +).
+        n_content: the content alphabet's size where the vocabulary knows it (ids and values
+            ``0..n_content-1``: :func:`numeric_vocab`), else None.
 
     Attributes ``bos``, ``sep``, ``eos``, ``pad`` hold ids (``sep`` is ``None`` where the format
     has no SEP, e.g. Zhou's count).
     """
 
-    def __init__(self, tokens: Sequence[str], values: Sequence[Any] | None = None):
+    def __init__(self, tokens: Sequence[str], values: Sequence[Any] | None = None,
+                 n_content: int | None = None):
         self.tokens: list[str] = list(tokens)
+        self.n_content = n_content
         self.values: list[Any] = list(values) if values is not None else list(self.tokens)
         if len(self.values) != len(self.tokens):
             raise ValueError("tokens and values must have the same length")
@@ -202,7 +206,7 @@ def numeric_vocab(n_content: int, names: Sequence[str] | None = None, hints: int
     for s in specials:
         names.append(s)
         values.append(SPECIAL_VALUES[s])
-    return Vocab(names, values)
+    return Vocab(names, values, n_content=n_content)
 
 
 @dataclass(eq=False, repr=False)

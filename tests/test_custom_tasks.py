@@ -79,6 +79,37 @@ def test_a_task_file_predicts_as_the_catalogue_task(tmp_path):
     assert mine.name == "my_and2"
 
 
+#: reverse, written from its definition: n symbols 0..9 -> the same n in reverse order
+REVERSE10 = '''
+NAME = "my_reverse10"
+VOCAB = list(range(10))
+KIND = "seq2seq"
+
+
+def inputs(rng, n):
+    return [int(x) for x in rng.integers(0, 10, size=n)]
+
+
+def target(tokens):
+    return list(tokens)[::-1]
+'''
+
+
+def test_a_task_file_gets_the_catalogue_task_s_c_rasp_grammar(tmp_path):
+    """The C-RASP grammar's alphabet-uniform constructs range over the task's content
+    alphabet, whatever defines the task: the catalogue's reverse (symbols 0..9) and a task
+    file of it search the same grammar and certify the same bound (they once differed: the
+    catalogue task's alphabet was taken as {0, 1})."""
+    from analysis.prediction.crasp_search import crasp_search
+    mine = load_task_file(_file(tmp_path, REVERSE10))
+    ref = tasks.get_task("reverse")
+    a = crasp_search(ref, "crasp", budget=40_000)
+    b = crasp_search(mine, "crasp", budget=40_000)
+    assert (a.found, a.certified_below, a.stopped, a.explored, a.level_reached) == \
+        (b.found, b.certified_below, b.stopped, b.explored, b.level_reached)
+    assert a.certified_below is not None and a.certified_below >= 1
+
+
 @pytest.mark.parametrize("pattern,fmt,alphabet,components,catalogue", [
     ("1*", "membership", "01", None, "tomita1"),
     ("1*", "next_set", "01", ["0", "1"], "tomita1_nextchar"),

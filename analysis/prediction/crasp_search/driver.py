@@ -100,9 +100,16 @@ HARD_CASES_PER_LENGTH = 64
 
 
 def _content(task) -> list[int]:
+    """The task's content alphabet (the values its inputs are made of, ``0..k-1``): the task's
+    ``k`` (Huang et al.'s tasks, task files, regular expressions), else its vocabulary's
+    ``n_content`` (:func:`tasks.base.numeric_vocab`: the part-A tasks), else the vocabulary's
+    non-negative integer values. The grammar's alphabet-uniform constructs range over it, so a
+    task file that re-implements a catalogue task gets the same grammar."""
     k = getattr(task, "k", None)
     if k is None:
-        k = sum(1 for v in task.vocab.values if isinstance(v, int) and 0 <= v < 2)
+        k = task.vocab.n_content
+    if k is None:
+        k = sum(1 for v in task.vocab.values if isinstance(v, int) and v >= 0)
     return list(range(int(k)))
 
 
