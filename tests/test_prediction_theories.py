@@ -181,15 +181,19 @@ def test_the_crasp_search_backs_a_nope_verdict_on_150_symbols():
 
 
 def test_a_task_with_many_output_values_is_refused_not_exhausting_memory():
-    """count's next token takes ~120 values: the C-RASP search refuses it with the reason
-    (its decision-list requirements grow as 2^(n-1)) instead of allocating them; run under a
-    4 GB address-space cap so a regression fails instead of exhausting the machine."""
+    """addition_reverse_hints' next token takes some 65 values that are not alphabet-uniform
+    (digits of the sum and index hints, not a copy of one content symbol; count's 120 values
+    are uniform since its content alphabet is its own 0..119): the C-RASP search refuses it
+    with the reason (its decision-list requirements grow as 2^(n-1)) instead of allocating
+    them; run under a 4 GB address-space cap so a regression fails instead of exhausting the
+    machine."""
     import subprocess
     import sys
     code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
             "from analysis.prediction.predict import predict\n"
-            "p = predict('count', pe='nope', search=True, search_budget=100000,\n"
-            "            crasp_budget=100000, verify_max_length=6, samples=1)\n"
+            "p = predict('addition_reverse_hints', pe='nope', search=True,\n"
+            "            search_budget=100000, crasp_budget=100000, verify_max_length=6,\n"
+            "            samples=1, use_shipped=False)\n"
             "print(p.prediction, '|', p.theories['crasp']['reason'])\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                        timeout=300)
