@@ -284,3 +284,18 @@ def test_confirmation_on_a_task_not_selected_for():
     # a claim with no runs on the other task is not confirmed, never silently dropped
     rows = confirmation(claims_for_task(sel)["claims"], "sort_unique", ["count"])
     assert {r["verdict"] for r in rows} == {"not confirmed"}
+
+
+def test_no_exact_match_clears_a_threshold_above_one():
+    # (aa)*: one string per even length, so its next-character sets follow from the length
+    # alone and chance exact match is ~1: a perfect model is no evidence either way (it once
+    # read "fails": 1.00 below a threshold of 1.1)
+    def run(s, ood):
+        cfg = _config("nope", s)
+        cfg["task"] = "aa_star_nextchar"
+        return run_record(cfg, _acc(1.0, ood, n=1000), f"runs/aa_star_nextchar/nope/seed{s}")
+
+    c = prediction_claim([run(s, 1.0) for s in SEEDS], "generalizes")
+    assert c.numbers["thresholds"]["ood"] >= 1
+    assert c.numbers["measured"] == "inconclusive" and c.label == "inconclusive"
+    assert "no test" in c.reason

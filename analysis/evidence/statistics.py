@@ -407,6 +407,13 @@ def task_outcome(per_pe_runs: dict[str, Sequence[Any]], threshold: float,
     below = [pe for pe in eligible if per_pe[pe]["p_below"] <= ALPHA
              and per_pe[pe]["ci"][1] < threshold]
     few = [f"{pe} ({len(per_pe[pe]['seeds'])})" for pe in fitted if pe not in eligible]
+    if threshold >= 1:
+        # chance is within the margin of a perfect score (e.g. a language with one string per
+        # length: the answer distribution already gives every next-character set): no exact
+        # match can clear the threshold, so the runs cannot test generalization either way
+        return "inconclusive", (f"no test: the threshold max({OOD_GENERALIZES}, chance + "
+                                f"{CHANCE_MARGIN}) is {threshold:.2f}, which no exact match "
+                                "can clear"), per_pe
     if not eligible:
         return "inconclusive", (f"no PE fits its training lengths (ID EM >= {ID_FIT}) on "
                                 f">= {need} seeds" + ("; fitted PEs with fewer seeds: "
