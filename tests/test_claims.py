@@ -139,14 +139,19 @@ def test_prediction_claim_labels():
     assert c.label == "inconclusive" and c.numbers["measured"] == "inconclusive"
 
 
+def _task_run(task, seed, ood):
+    """A NoPE run of ``task`` that fits its training lengths, with OOD exact match ``ood``."""
+    cfg = _config("nope", seed)
+    cfg["task"] = task
+    return run_record(cfg, _acc(1.0, ood, n=1000), f"runs/{task}/nope/seed{seed}")
+
+
 def test_generalizing_means_above_chance():
     # parity's answer is one bit: a model that guesses scores ~0.5, so 0.55 on every seed is
     # below the threshold (chance 0.5 + margin 0.1): "fails", where the bare 0.5 said
     # "generalizes"
     def run(s, ood):
-        cfg = _config("nope", s)
-        cfg["task"] = "parity"
-        return run_record(cfg, _acc(1.0, ood, n=1000), f"runs/parity/nope/seed{s}")
+        return _task_run("parity", s, ood)
 
     c = prediction_claim([run(s, 0.55) for s in SEEDS], "generalizes")
     assert c.numbers["thresholds"]["chance"] == pytest.approx(0.5, abs=0.03)
@@ -291,9 +296,7 @@ def test_no_exact_match_clears_a_threshold_above_one():
     # alone and chance exact match is ~1: a perfect model is no evidence either way (it once
     # read "fails": 1.00 below a threshold of 1.1)
     def run(s, ood):
-        cfg = _config("nope", s)
-        cfg["task"] = "aa_star_nextchar"
-        return run_record(cfg, _acc(1.0, ood, n=1000), f"runs/aa_star_nextchar/nope/seed{s}")
+        return _task_run("aa_star_nextchar", s, ood)
 
     c = prediction_claim([run(s, 1.0) for s in SEEDS], "generalizes")
     assert c.numbers["thresholds"]["ood"] >= 1
