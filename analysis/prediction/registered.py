@@ -80,7 +80,9 @@ def write_registration(path, preds, task_objects, search: dict, command: str | N
             doc["tasks"].append({"name": t.name, "in_catalogue": "catalogue" in src,
                                  "source": src})
     try:
-        Path(path).write_text(json.dumps(doc, indent=1) + "\n")
+        # the one writer: a fresh temporary file, then os.replace (a planted link or FIFO
+        # at ``path`` is replaced, never followed or opened)
+        files.atomic_write_bytes(path, (json.dumps(doc, indent=1) + "\n").encode("utf-8"))
     except OSError as e:
         raise RegisteredError(f"cannot write {path}: {e.strerror or e}") from None
     return doc
