@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 import tasks
 from analysis.prediction.budget import (DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET,
                                         TIME_CAP_STOP, BudgetError, Limits, parse_budget)
+from analysis.prediction.crasp_decision import DECISIONS, decide_task
 from analysis.prediction.crasp_search import crasp_search
 from analysis.prediction.search import SearchError, search_task, tree_size
 from analysis.prediction.theories import (DECIDED, THEORY_NAMES, Evidence, TheoryVerdict,
@@ -561,6 +562,7 @@ class _Pool:
             ...}``); ``searches_used``: per C-RASP theory, every search it ran when more than
             one (the C-RASP[] search serves C-RASP[periodic, local]).
         certified: per theory, its search certificate's bound (no program of size <= it).
+        decided: per C-RASP theory, its :func:`~analysis.prediction.crasp_decision.decide_task`.
         fragment: per C-RASP theory, its smallest verified program ``(size, source, label,
             text, verification)`` or None; ``capped``: per theory, the ``unknown (time cap)``
             sentence of a search stopped by its wall-clock cap, or None.
@@ -572,6 +574,7 @@ class _Pool:
     certified: dict = field(default_factory=dict)
     fragment: dict = field(default_factory=dict)
     capped: dict = field(default_factory=dict)
+    decided: dict = field(default_factory=dict)
 
 
 def _program_provider(src: str, label: str, sop):
@@ -645,6 +648,7 @@ def clear_search_caches() -> None:
     that memory stays bounded by one task's searches."""
     _SEARCHES.clear()
     _CRASP_SEARCHES.clear()
+    DECISIONS.clear()
 
 
 def _crasp_search_cached(task, variant, budget, time_cap):
@@ -665,7 +669,6 @@ def _crasp_search_cached(task, variant, budget, time_cap):
 #: for again)
 _CRASP_SEARCH_ORDER = {"crasp": ("crasp",), "crasp_pl": ("crasp", "crasp_pl")}
 
-
 def _crasp_provider(variant: str):
     """The evidence of C-RASP ``variant`` (``crasp`` or ``crasp_pl``) as a provider: the
     smallest verified program of the fragment among the candidates so far, else (with
@@ -683,7 +686,11 @@ def _crasp_provider(variant: str):
             if v.ok and (best is None or tree_size(sop) < best[0]):
                 best = (tree_size(sop), src, label, text, v)
         searches, cert, capped = {}, None, None
-        for searched in (_CRASP_SEARCH_ORDER[variant] if best is None and ctx.search else ()):
+        pool.decided[variant] = decide_task(task, variant)
+        # a fragment proved to have no program is not searched (nor are its sub-fragments)
+        order = [v for v in _CRASP_SEARCH_ORDER[variant] if not getattr(decide_task(task, v),
+                                                                        "proved_not", False)]
+        for searched in (order if best is None and ctx.search else ()):
             # the C-RASP search in C-RASP's own terms (alphabet-uniform constructs once)
             res = _crasp_search_cached(task, searched, ctx.crasp_budget, ctx.time_cap)
             d = res.to_dict()
@@ -724,7 +731,12 @@ def _crasp_verdict(rec, task, variant, pool: _Pool, search, need) -> TheoryVerdi
     best = pool.fragment.get(variant)
     ev = _program_evidence(best[1], best[2], best[3], best[0], best[4], fragment) \
         if best else None
+    decision, proof = pool.decided.get(variant), None
+    if decision is not None:
+        rec.crasp.setdefault("decisions", {})[variant] = decision.to_dict()
+        proof = decision.evidence()
     return decide(variant, task.name, program=ev, certified_below=pool.certified.get(variant),
+                  proof=proof,
                   grammar=f"the {fragment} search grammar",
                   not_decided=_not_decided(search_dict, search),
                   measure="C-RASP size (Booleans and counts; an alphabet-uniform construct "

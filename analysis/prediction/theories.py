@@ -32,7 +32,9 @@ size, and each label says what its evidence is:
   of one grammar, not generalization, so it is *not* a decision and every table counts it
   apart (10 of 22 such certificates were wrong in the membership format).
 * ``fails`` — a proof: a cited impossibility result (:data:`IMPOSSIBILITY`, with theorem and
-  source) or one the tool checks.
+  source) or one the tool checks (a counter in a regular task's automaton,
+  :func:`analysis.prediction.crasp_decision.decide_crasp`: evidence of kind ``"decision"``
+  with a witness anyone can re-run).
 * ``unknown`` — none of these, with its reason: no program found and nothing certified, a
   refused search, a program verified only below the protocol's longest length, or a search
   stopped by its wall-clock safety cap (``unknown (time cap)``: where it stopped depends on the
@@ -104,8 +106,9 @@ class Evidence:
     Attributes:
         kind: ``"program"`` (a verified program of the fragment), ``"certificate"`` (a search
             proved no program of size <= ``certified_below`` exists in its grammar),
-            ``"impossibility"`` (a cited result), ``"time_cap"`` (a search stopped by its
-            wall-clock safety cap) or ``"none"``.
+            ``"impossibility"`` (a cited result), ``"decision"`` (a proof the tool checks:
+            :mod:`analysis.prediction.crasp_decision`), ``"time_cap"`` (a search stopped by
+            its wall-clock safety cap) or ``"none"``.
         detail: one sentence a reader can check.
         size: expression size of the program (every operation at every use; ``tokens`` and
             ``indices`` 0) — the one size measure of bounds, tables and docs.
@@ -164,7 +167,8 @@ class TheoryVerdict:
 def decide(theory: str, task: str, program: Evidence | None = None,
            certified_below: int | None = None, grammar: str = "",
            not_decided: str | None = None, measure: str = "expression size",
-           needed_length: int | None = None, time_cap: str | None = None) -> TheoryVerdict:
+           needed_length: int | None = None, time_cap: str | None = None,
+           proof: Evidence | None = None) -> TheoryVerdict:
     """The verdict of ``theory`` on ``task`` from its evidence (module docstring).
 
     Args:
@@ -182,12 +186,23 @@ def decide(theory: str, task: str, program: Evidence | None = None,
             below it gives ``unknown`` (with its evidence and the length to verify to).
         time_cap: the sentence of a search stopped by its wall-clock safety cap: the
             verdict is ``unknown (time cap)`` whatever it certified (no program found).
+        proof: evidence of kind ``"decision"``: a checked proof that no program of the
+            fragment exists (``fails``, whatever a search certified). With a verified
+            program as well the two contradict each other: ``unknown`` naming both (a bug to
+            report; the tests check that it never happens).
 
     Raises:
         KeyError: an unknown theory.
     """
     THEORY_NAMES[theory]
     fragment = THEORY_NAMES[theory].split(" (")[0]
+    if program is not None and proof is not None:
+        return TheoryVerdict(theory, "unknown", Evidence(
+            "none", f"contradiction: a verified program ({program.detail}) and a proof that "
+                    f"none exists ({proof.detail})", theory=fragment))
+    if proof is not None:
+        proof.theory = proof.theory or fragment
+        return TheoryVerdict(theory, "fails", proof)
     if program is not None:
         program.theory = program.theory or fragment
         if needed_length is not None and (program.verified_up_to or 0) < needed_length:

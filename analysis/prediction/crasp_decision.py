@@ -1,0 +1,429 @@
+"""Deciding "no C-RASP program" for regular languages: a counter in the automaton is a proof.
+
+The predictor's C-RASP verdicts otherwise rest on a search: a found program is a decision
+(``generalizes``), an exhausted search only a bounded certificate (``no program <= s``). For a
+task defined by a finite automaton (Huang et al.'s formal languages, every ``--regex`` task) a
+*counter* in the automaton proves that no program of the fragment exists at any size, so the
+verdict is ``fails`` with a witness anyone can re-check. :func:`decide_crasp` is that test.
+
+**The lemma** (eventual constancy; proved here, in the style of the aperiodicity argument of
+McNaughton-Papert / Schützenberger for first-order logic). Let ``P`` be a C-RASP[] program
+(Huang et al. 2025, arXiv 2410.02140, §3: Boolean ``Q_sigma(i)``, ``not``, ``and``, comparisons
+of counts with each other and with integer constants; counts ``#[j <= i] B(j)``, ``+``, ``-``,
+constants and conditionals) and ``u, v, w`` words, ``v`` non-empty. Then the value of ``P`` at
+the last position of ``u v^n w`` is the same for all large ``n``.
+
+*Proof.* Index a position inside the block ``v^n`` by ``(k, r)`` (the ``r``-th symbol of the
+``k``-th copy); its prefix ``u v^k v[:r+1]`` does not depend on ``n``. By induction over the
+program's definitions: every Boolean ``B`` is, at ``(k, r)``, constant in ``k`` for ``k >= K_B``,
+and every count ``C`` is affine in ``k`` for ``k >= K_C`` (``C(k, r) = a_r k + b_r``). Symbol
+tests and constants are constant; ``#[j <= i] B(j)`` at ``(k, r)`` is a constant (the
+positions of ``u`` and of the copies before ``K_B``) plus ``(k - K_B)`` times the number of
+offsets where ``B`` is eventually true plus a bounded term: affine; ``+``, ``-`` and
+conditionals on eventually constant Booleans keep counts affine; a comparison of two affine
+functions of ``k`` (or of one with a constant) is eventually constant. The same induction over
+the positions of ``w`` (indexed by ``(n, s)``) gives eventually constant Booleans at the last
+position. QED.
+
+**C-RASP[periodic, local]** (the learned APE's fragment) adds ``i mod p = r`` and counts whose
+``psi(i, j)`` depends on ``i - j`` with bounded support. When ``|v|`` is a multiple of every
+period the program uses, ``i mod p`` is the same at ``(k, r)`` for every ``k``, and a local count
+reads a bounded number of earlier positions, which are eventually constant: the lemma holds
+for those ``v``. Let ``S_t`` be the set of actions (on the automaton's states) of the words of
+length ``t``; ``S_{a+b} = S_a S_b``, and the sequence is eventually periodic, so there is ``s``
+with ``S_s = S_{2s}``, hence ``S_{Ps} = S_s`` for every ``P >= 1``. A counter in an action of
+``S_s`` therefore appears, for whatever periods a program uses, in some word whose length is
+a multiple of all of them (Barrington, Compton, Straubing & Thérien 1992 use the same stable
+semigroup for first-order logic with modular predicates).
+
+**The test.** The task's automaton as a Moore machine: the states where the task asks for an
+output (membership: every state, output accept/reject at ``SEP``; next-character sets:
+Huang et al. train and test on positive strings only, so the reachable *live* states, output
+the set's label, a symbol into a dead state leaves the domain). A *witness* is ``(u, v, w)``
+and a period ``p >= 2`` such that the state after ``u v^n`` cycles with period ``p`` through
+live states and the outputs after ``u v^n w`` (all defined) differ between two residues of ``n``
+mod ``p``. By the lemma every program's output on ``u v^n w`` is eventually constant, so it is
+wrong for infinitely many ``n``: the task has no program of the fragment. The witness is
+printed and :meth:`Decision.check` re-runs it on the automaton.
+
+The search for a witness enumerates the transition monoid (C-RASP[]) or the stable semigroup
+``S_s`` (C-RASP[periodic, local]) breadth-first, up to a work budget counted in actions; it
+finds one iff one exists (every counter is a cycle of length >= 2 of some action whose states
+an output can tell apart). Without a witness nothing is proved: for an aperiodic automaton
+(star-free language) C-RASP membership needs more than counting cycles (``Σ*ab`` is
+aperiodic), and its decision procedure (the balanced-morphism test of the research code
+``pentagonalize/crasp_reg``, ``decider.py``) has no published theorem we could check, so
+:attr:`Decision.status` says ``no counter`` and the verdict stays with the search (program or
+certificate). See ``docs/predictions.md`` ("Decided verdicts").
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import asdict, dataclass, field
+
+from analysis.prediction.theories import Evidence
+
+__all__ = ["Decision", "decide_crasp", "decide_task", "DECISIONS", "DEFAULT_DECISION_BUDGET"]
+
+#: actions (transformations of the automaton's states) the search may enumerate: a work
+#: budget, not seconds, so the result is a function of the automaton alone
+DEFAULT_DECISION_BUDGET = 200_000
+
+_VARIANTS = {"crasp": "C-RASP[]", "crasp_pl": "C-RASP[periodic, local]"}
+
+
+@dataclass
+class Decision:
+    """The result of :func:`decide_crasp`.
+
+    Attributes:
+        variant: ``"crasp"`` (C-RASP[], NoPE) or ``"crasp_pl"`` (C-RASP[periodic, local]).
+        status: ``"not in fragment"`` (a witness proves no program exists), ``"no counter"``
+            (the monoid or stable semigroup has no counter an output can see: nothing is
+            proved), or ``"budget"`` (more than ``budget`` actions: nothing is proved).
+        witness: for ``not in fragment``: ``u``, ``v``, ``w`` (lists of symbol names), the
+            period ``p``, ``outputs`` (the output after ``u v^n w`` for ``n = start ..
+            start + 2p - 1``, as ``[n, output]`` pairs; None where ``u v^n w`` is not an input
+            of the task) and ``states`` (the cycle); else None.
+        actions: how many actions were enumerated (the work done).
+        stable_length: C-RASP[periodic, local] only: the length ``s`` with ``S_s = S_2s``.
+        detail: one sentence a reader can check (the verdict's evidence).
+    """
+
+    variant: str
+    status: str
+    witness: dict | None = None
+    actions: int = 0
+    stable_length: int | None = None
+    detail: str = ""
+    _machine: object = field(default=None, repr=False, compare=False)
+
+    @property
+    def proved_not(self) -> bool:
+        """True when a witness proves that no program of the fragment exists."""
+        return self.status == "not in fragment"
+
+    def evidence(self):
+        """The verdict's evidence (:class:`analysis.prediction.theories.Evidence` of kind
+        ``"decision"``) when a witness proves that no program exists, else None."""
+        if not self.proved_not:
+            return None
+        return Evidence("decision", self.detail, source="the eventual-constancy lemma "
+                        "(analysis/prediction/crasp_decision.py)",
+                        theory=_VARIANTS[self.variant])
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("_machine", None)
+        return d
+
+    def check(self) -> bool:
+        """Re-run the witness on the automaton: the outputs after ``u v^n w`` for the listed
+        ``n`` are the recorded ones, all defined, periodic with period ``p`` and not constant.
+        False for a decision without a witness."""
+        if not self.proved_not or self._machine is None:
+            return False
+        m, wit = self._machine, self.witness
+        sym = {name: i for i, name in enumerate(m.alphabet)}
+        u, v, w = ([sym[c] for c in wit[k]] for k in ("u", "v", "w"))
+        seen = []
+        for n, out in wit["outputs"]:
+            got = m.output_of(u + v * n + w)
+            if (None if got is None else m.label(got)) != out:
+                return False
+            seen.append(out)
+        p = wit["period"]
+        periodic = all(seen[i] == seen[i + p] for i in range(len(seen) - p))
+        return periodic and len({o for o in seen if o is not None}) > 1
+
+
+class _Machine:
+    """The task's automaton as a Moore machine over the states where an output is asked.
+
+    ``delta[q][a]`` is a state index or -1 (the word leaves the domain); ``out[q]`` the
+    output; state 0 is the start."""
+
+    def __init__(self, delta, out, alphabet, names):
+        self.delta, self.out, self.alphabet, self._names = delta, out, alphabet, names
+
+    def output_of(self, word):
+        """The state after ``word`` from the start (None when it leaves the domain)."""
+        q = 0
+        for a in word:
+            q = self.delta[q][a]
+            if q < 0:
+                return None
+        return q
+
+    def label(self, q) -> str:
+        return self._names(self.out[q])
+
+
+def _membership_machine(dfa, alphabet) -> _Machine:
+    """Complete the DFA with a rejecting sink; output accept (``yes``) / reject (``no``)."""
+    n = len(dfa.delta)
+    sink = n
+    delta = [[sink if r is None else r for r in row] for row in dfa.delta] + [[sink] * dfa.k]
+    out = [q in dfa.accept for q in range(n)] + [False]
+    return _trim(delta, out, alphabet, lambda o: "yes" if o else "no")
+
+
+def _next_set_machine(dfa, fmt, alphabet) -> _Machine:
+    """Reachable live states; a symbol into a dead state leaves the domain; output the label."""
+    # tasks.huang owns the label rule; imported here so that a membership decision does not
+    # need the formats
+    from tasks.huang import next_set_label
+    live = dfa.live_states()
+    delta = [[r if r is not None and r in live else -1 for r in row] for row in dfa.delta]
+    out = [next_set_label(dfa, fmt, alphabet, q) if q in live else None
+           for q in range(len(dfa.delta))]
+    return _trim(delta, out, alphabet, str)
+
+
+def _trim(delta, out, alphabet, names) -> _Machine:
+    """Keep the states reachable from 0 inside the domain, renumbered in BFS order."""
+    order, index = [0], {0: 0}
+    for q in order:
+        for r in delta[q]:
+            if r >= 0 and r not in index:
+                index[r] = len(order)
+                order.append(r)
+    new = [[index[r] if r >= 0 else -1 for r in delta[q]] for q in order]
+    return _Machine(new, [out[q] for q in order], list(alphabet), names)
+
+
+def _distinguishable(m: _Machine) -> dict:
+    """``(p, q) -> w``: a shortest word after which both stay in the domain and their outputs
+    differ (backward breadth-first search over pairs); pairs not in the dict are not."""
+    n, k = len(m.delta), len(m.alphabet)
+    pre = [[[] for _ in range(k)] for _ in range(n)]
+    for q in range(n):
+        for a in range(k):
+            r = m.delta[q][a]
+            if r >= 0:
+                pre[r][a].append(q)
+    word = {}
+    todo = deque()
+    for p in range(n):
+        for q in range(p + 1, n):
+            if m.out[p] != m.out[q]:
+                word[(p, q)] = []
+                todo.append((p, q))
+    while todo:
+        p, q = todo.popleft()
+        for a in range(k):
+            for p2 in pre[p][a]:
+                for q2 in pre[q][a]:
+                    key = (min(p2, q2), max(p2, q2))
+                    if p2 != q2 and key not in word:
+                        word[key] = [a] + word[(p, q)]
+                        todo.append(key)
+    return word
+
+
+def _counter(action, dist):
+    """A cycle of length >= 2 of ``action`` (a tuple: state -> state or -1) holding two
+    states an output can tell apart: ``(cycle, i, j)`` or None."""
+    n = len(action)
+    done = [False] * n
+    for start in range(n):
+        if done[start]:
+            continue
+        path, pos, q = [], {}, start
+        while q >= 0 and not done[q] and q not in pos:
+            pos[q] = len(path)
+            path.append(q)
+            q = action[q]
+        for x in path:
+            done[x] = True
+        if q < 0 or q not in pos:
+            continue
+        cycle = path[pos[q]:]
+        if len(cycle) < 2:
+            continue
+        for i in range(len(cycle)):
+            for j in range(i + 1, len(cycle)):
+                a, b = cycle[i], cycle[j]
+                if (min(a, b), max(a, b)) in dist:
+                    return cycle, i, j
+    return None
+
+
+def _compose(f, g):
+    """``f`` then ``g`` (actions as tuples; -1 stays -1)."""
+    return tuple(g[x] if x >= 0 else -1 for x in f)
+
+
+def _monoid(m: _Machine, budget: int):
+    """Breadth-first over words: action -> a shortest word with that action. Stops past
+    ``budget`` actions (returns None)."""
+    n = len(m.delta)
+    letters = [tuple(m.delta[q][a] for q in range(n)) for a in range(len(m.alphabet))]
+    ident = tuple(range(n))
+    word = {ident: []}
+    todo = deque([ident])
+    while todo:
+        f = todo.popleft()
+        for a, g in enumerate(letters):
+            h = _compose(f, g)
+            if h not in word:
+                word[h] = word[f] + [a]
+                if len(word) > budget:
+                    return None
+                todo.append(h)
+    del word[ident]
+    return word
+
+
+def _stable(m: _Machine, budget: int):
+    """``(s, S_s)`` with ``S_s = S_2s`` (``S_t``: action -> a word of length t with it), or
+    None past ``budget`` compositions."""
+    n = len(m.delta)
+    letters = [tuple(m.delta[q][a] for q in range(n)) for a in range(len(m.alphabet))]
+    layers = [None, {g: [a] for a, g in enumerate(letters)}]
+    seen = {frozenset(layers[1]): 1}
+    work = 0
+    while True:
+        nxt = {}
+        for f, wf in layers[-1].items():
+            for a, g in enumerate(letters):
+                work += 1
+                h = _compose(f, g)
+                if h not in nxt:
+                    nxt[h] = wf + [a]
+        if work > budget:
+            return None, work
+        t = len(layers)
+        key = frozenset(nxt)
+        if key in seen:
+            first, period = seen[key], t - seen[key]
+            s = -(-first // period) * period
+            return (s, layers[first + (s - first) % period]), work
+        seen[key] = t
+        layers.append(nxt)
+
+
+def _word(m: _Machine, xs) -> list[str]:
+    return [m.alphabet[a] for a in xs]
+
+
+def _witness(m: _Machine, dist, action, v, found) -> dict:
+    """The witness of a counter ``found = (cycle, i, j)`` of ``action`` (the action of
+    ``v``): ``u`` reaches the cycle's ``i``-th state, ``w`` tells the ``i``-th and ``j``-th
+    apart."""
+    cycle, i, j = found
+    p = len(cycle)
+    a, b = cycle[i], cycle[j]
+    paths = {0: []}
+    todo = deque([0])
+    while todo:
+        q = todo.popleft()
+        for x, r in enumerate(m.delta[q]):
+            if r >= 0 and r not in paths:
+                paths[r] = paths[q] + [x]
+                todo.append(r)
+    u = paths[a]
+    w = dist[(min(a, b), max(a, b))]
+    start = 1
+    outputs = []
+    for n in range(start, start + 2 * p):
+        q = m.output_of(u + v * n + w)
+        outputs.append([n, None if q is None else m.label(q)])
+    return {"u": _word(m, u), "v": _word(m, v), "w": _word(m, w), "period": p,
+            "outputs": outputs, "states": list(cycle)}
+
+
+def _sentence(variant, wit, stable_length) -> str:
+    u, v, w = ("".join(wit[k]) or "ε" for k in ("u", "v", "w"))
+    outs = ", ".join(f"n={n}: {'not an input of the task' if o is None else o}"
+                     for n, o in wit["outputs"])
+    tail = ("" if stable_length is None else
+            f"; |v| = {len(wit['v'])} is the stable length s (S_s = S_2s), so for any periods "
+            "a program uses some word of length a multiple of them acts like v")
+    return (f"no {_VARIANTS[variant]} program at any size (decided): the automaton has a "
+            f"counter — after u v^n w with u={u!r}, v={v!r}, w={w!r} the output cycles with "
+            f"period {wit['period']} ({outs}), while every {_VARIANTS[variant]} program's "
+            f"output on u v^n w is constant for large n (the eventual-constancy lemma, "
+            f"analysis/prediction/crasp_decision.py){tail}")
+
+
+def decide_crasp(dfa, variant: str = "crasp", next_set=None, alphabet=None,
+                 budget: int = DEFAULT_DECISION_BUDGET) -> Decision:
+    """Decide whether a counter proves that a regular task has no C-RASP program (module
+    docstring: the lemma, the witness, what is and is not decided).
+
+    Args:
+        dfa: a :class:`tasks.huang.DFA` (``delta[state][symbol]``, None = reject, start 0).
+        variant: ``"crasp"`` (C-RASP[], NoPE) or ``"crasp_pl"`` (C-RASP[periodic, local],
+            learned APE with random offsets).
+        next_set: None for the membership format (``BOS w SEP -> yes|no``), else the task's
+            :class:`tasks.huang.NextSetFormat` (outputs on non-empty prefixes of members).
+        alphabet: the symbol names, in symbol order (default ``"0", "1", ...``).
+        budget: the most actions (C-RASP[]) or compositions (C-RASP[periodic, local]) to
+            enumerate; past it the status is ``"budget"``.
+
+    Returns:
+        a :class:`Decision`; ``status == "not in fragment"`` carries a witness that
+        :meth:`Decision.check` re-runs.
+
+    Raises:
+        ValueError: an unknown variant, a budget below 1, or an alphabet of the wrong size.
+    """
+    if variant not in _VARIANTS:
+        raise ValueError(f"variant is one of {', '.join(_VARIANTS)}, got {variant!r}")
+    if budget < 1:
+        raise ValueError(f"budget is at least 1 action, got {budget}")
+    alphabet = [str(a) for a in range(dfa.k)] if alphabet is None else list(alphabet)
+    if len(alphabet) != dfa.k:
+        raise ValueError(f"the automaton has {dfa.k} symbols, the alphabet {len(alphabet)}")
+    m = (_membership_machine(dfa, alphabet) if next_set is None
+         else _next_set_machine(dfa, next_set, alphabet))
+    dist = _distinguishable(m)
+    stable_length = None
+    if variant == "crasp":
+        actions = _monoid(m, budget)
+        work = budget + 1 if actions is None else len(actions)
+    else:
+        got, work = _stable(m, budget)
+        actions = None if got is None else got[1]
+        stable_length = None if got is None else got[0]
+    if actions is None:
+        return Decision(variant, "budget", actions=work, detail=(
+            f"not decided: more than {budget} actions of the automaton to enumerate (raise "
+            "the decision budget)"), _machine=m)
+    for f, v in sorted(actions.items(), key=lambda fv: (len(fv[1]), fv[1])):
+        found = _counter(f, dist)
+        if found:
+            wit = _witness(m, dist, f, v, found)
+            return Decision(variant, "not in fragment", wit, work, stable_length,
+                            _sentence(variant, wit, stable_length), _machine=m)
+    where = "transition monoid" if variant == "crasp" else \
+        f"stable semigroup (words of length {stable_length})"
+    return Decision(variant, "no counter", None, work, stable_length, (
+        f"not decided: the automaton's {where} has no counter an output can see, so the "
+        f"eventual-constancy lemma proves nothing ({len(actions)} actions); the verdict rests "
+        "on the search"), _machine=m)
+
+
+#: :func:`decide_task`'s decisions in this process (cleared with the predictor's search caches)
+DECISIONS: dict = {}
+
+
+def decide_task(task, variant: str) -> Decision | None:
+    """:func:`decide_crasp` of a task defined by an automaton (Huang et al.'s formal
+    languages and ``--regex`` tasks: a ``dfa`` attribute; the next-set format when it has a
+    ``format``), once per process; None for a task without an automaton.
+
+    Raises:
+        ValueError: an unknown variant.
+    """
+    dfa = getattr(task, "dfa", None)
+    if dfa is None:
+        return None
+    key = (task.name, getattr(task, "sha256", None), repr(getattr(task, "spec", None)),
+           variant)
+    if key not in DECISIONS:
+        DECISIONS[key] = decide_crasp(dfa, variant, getattr(task, "format", None),
+                                      task.vocab.tokens[:dfa.k])
+    return DECISIONS[key]
