@@ -1,0 +1,201 @@
+"""Where the interpreter raises (issue 51): the value sets' list of the operations that may
+raise, and a search for the inputs on which the interpreter does raise.
+
+Stage 1 (:mod:`compiler.basis_inference`) gives every s-op its value set; from them
+:func:`raising_operations` lists each operation of the program for which some combination of
+possible values makes the interpreter raise:
+
+* a map or sequence map that fails on some input values (``ValueSets.errors``);
+* an s-op whose values mix strings and numbers: a sequence holding both raises;
+* a ``max`` / ``min`` over values that may be ``None``: the interpreter raises whenever a
+  query selects a ``None`` (issue 51, D1);
+* a mean of strings over a selector that may select several keys.
+
+Each one is either **covered** (the compiled model has a run-time check that raises exactly
+there: an error flag of a map, a string/number kind check, a count head; see
+``CompiledModel._check``) or not. :func:`find_raising_inputs` runs the interpreter itself over
+every input of the declared vocabulary and lengths (at most :data:`SEARCH_LIMIT`, else a
+seeded sample at every length) and returns the inputs it raises on, with its message (which
+names the operation). ``compile_program`` refuses a program with an uncovered operation unless
+the search proves, exhaustively, that it never raises; a program that raises on an input found
+is refused with that input when ``raising="refuse"``, and otherwise compiled only if the model
+raises on every input found (listed in ``stats["raising_inputs"]``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+import numpy as np
+
+from rasp.interpreter import evaluate
+from rasp.ir import Aggregate, Map, RASPError, SequenceMap, SOp, topological_order
+from rasp.analyses.value_sets import ValueSets, selects_at_most_one
+
+__all__ = ["RaisingOp", "RaisingSearch", "raising_operations", "find_raising_inputs",
+           "show_input", "SEARCH_LIMIT", "SEARCH_SAMPLES"]
+
+#: every input is run through the interpreter when all lengths together number at most this
+SEARCH_LIMIT = 4096
+#: otherwise this many seeded random inputs per length (and the constant sequences), within
+#: :data:`SEARCH_TOKENS` positions over all lengths (at least 4 per length)
+SEARCH_SAMPLES = 64
+SEARCH_TOKENS = 32_768
+#: inputs per interpreter batch (a batch that raises is bisected down to single inputs)
+_CHUNK = 256
+
+
+@dataclass
+class RaisingOp:
+    """One operation on which the interpreter may raise.
+
+    Attributes:
+        node: the IR s-op.
+        reason: why (one clause, e.g. ``"its values mix strings and numbers"``).
+        kind: ``"map"``, ``"mixed"``, ``"none_order"`` (max / min over ``None``) or
+            ``"string_mean"``.
+        covered: whether the compiled model raises there too (set by ``compile_program``
+            once the graph is built; ``None`` until then).
+    """
+
+    node: SOp
+    reason: str
+    kind: str
+    covered: bool | None = None
+
+    def describe(self) -> str:
+        """``"<kind> '<label>' at l:c (<reason>)"``."""
+        n = self.node
+        at = f" at {n.span.line}:{n.span.column}" if n.span else ""
+        return f"{n.kind} '{n.label}'{at} ({self.reason})"
+
+
+@dataclass
+class RaisingSearch:
+    """What :func:`find_raising_inputs` ran.
+
+    Attributes:
+        found: ``[(input, message)]``: inputs (lists of tokens) on which the interpreter
+            raises, with its message; at most ``max_found``.
+        checked: inputs run; exhaustive: whether they were every input.
+    """
+
+    found: list = field(default_factory=list)
+    checked: int = 0
+    exhaustive: bool = False
+
+
+def _mixes_strings_and_numbers(values: list) -> bool:
+    strs = any(isinstance(v, str) for v in values)
+    return strs and any(v is not None and not isinstance(v, str) for v in values)
+
+
+def raising_operations(sop: SOp, vs: ValueSets) -> list[RaisingOp]:
+    """The operations of the program rooted at ``sop`` on which the interpreter may raise,
+    in program order, read from the value sets ``vs`` (an over-approximation: each may never
+    raise on a real input; :func:`find_raising_inputs` tells).
+
+    Args:
+        sop: the program's output s-op; vs: its value sets (stage 1).
+
+    Returns:
+        a list of :class:`RaisingOp` (``covered`` still None).
+    """
+    out = []
+    for node in topological_order(sop):
+        if not isinstance(node, SOp) or node.id not in vs.sets:
+            continue
+        if isinstance(node, (Map, SequenceMap)) and node.id in vs.errors:
+            out.append(RaisingOp(node, f"fails on some values: {vs.errors[node.id]}", "map"))
+        if _mixes_strings_and_numbers(vs.sets[node.id]):
+            out.append(RaisingOp(node, "its values mix strings and numbers; a sequence holding "
+                                 "both raises", "mixed"))
+        if not isinstance(node, Aggregate) or node.values.id not in vs.sets:
+            continue
+        V = vs.sets[node.values.id]
+        if node.reduction in ("max", "min") and any(v is None for v in V):
+            out.append(RaisingOp(node, f"a {node.reduction} over '{node.values.label}', which "
+                                 "may be None: the interpreter raises where a query selects "
+                                 "a None", "none_order"))
+        elif node.reduction == "mean" and any(isinstance(v, str) for v in V) and \
+                not selects_at_most_one(node.selector, vs.sets):
+            out.append(RaisingOp(node, "a mean of strings that may select several keys",
+                                 "string_mean"))
+    return out
+
+
+def _all_inputs(vocab: list, max_seq_len: int, limit: int) -> bool:
+    total, p = 0, 1
+    for _ in range(max_seq_len):
+        p *= len(vocab)
+        total += p
+        if total > limit:
+            return False
+    return True
+
+
+def _raises(sop: SOp, batch: list, causal) -> str | None:
+    try:
+        evaluate(sop, batch, causal=causal)
+    except RASPError as e:
+        return e.message
+    except Exception as e:     # noqa: BLE001 - a Python callable of the program raised
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def find_raising_inputs(sop: SOp, vocab: list, max_seq_len: int, causal: bool = False,
+                        limit: int = SEARCH_LIMIT, samples: int = SEARCH_SAMPLES,
+                        seed: int = 0, max_found: int = 4) -> RaisingSearch:
+    """The inputs of ``vocab`` and lengths ``1..max_seq_len`` on which ``rasp.evaluate``
+    raises (causal mode when ``causal``): every input when they number at most ``limit``,
+    else ``samples`` seeded random inputs per length (the first a constant sequence; fewer at
+    long lengths, within :data:`SEARCH_TOKENS` positions, at least 4). Batches of inputs are
+    run together; one that raises is halved until the single inputs that raise are found.
+
+    Returns:
+        :class:`RaisingSearch`: at most ``max_found`` inputs (shortest first) with the
+        interpreter's messages, how many inputs ran, whether they were all.
+    """
+    vocab = list(vocab)
+    exhaustive = _all_inputs(vocab, max_seq_len, limit)
+    rng = np.random.default_rng(seed)
+    res = RaisingSearch(exhaustive=exhaustive)
+    mode = True if causal else None
+
+    def bisect(batch: list) -> None:
+        if len(res.found) >= max_found:
+            return
+        msg = _raises(sop, batch, mode)
+        if msg is None:
+            return
+        if len(batch) == 1:
+            res.found.append((list(batch[0]), msg))
+            return
+        half = len(batch) // 2
+        bisect(batch[:half])
+        bisect(batch[half:])
+
+    for n in range(1, max_seq_len + 1):
+        if exhaustive:
+            inputs = (list(x) for x in itertools.product(vocab, repeat=n))
+        else:
+            k = max(4, min(samples, SEARCH_TOKENS // (max_seq_len * n)))
+            idx = rng.integers(0, len(vocab), size=(k, n))
+            rows = [[vocab[i] for i in row] for row in idx]
+            rows[0] = [vocab[n % len(vocab)]] * n
+            inputs = iter(rows)
+        while len(res.found) < max_found:
+            chunk = list(itertools.islice(inputs, _CHUNK))
+            if not chunk:
+                break
+            res.checked += len(chunk)
+            bisect(chunk)
+        if len(res.found) >= max_found:
+            break
+    return res
+
+
+def show_input(x: list) -> str:
+    """An input as the gate shows it: its Python list."""
+    return repr([v.item() if isinstance(v, np.generic) else v for v in x])
