@@ -241,11 +241,13 @@ def test_a_next_set_task_gets_a_program_verified_at_every_position():
 
 
 def test_a_next_set_verdict_without_a_program_names_its_evidence():
-    """Tomita 5 (even numbers of 0s and of 1s) with NoPE: no C-RASP[] program is found; the
-    verdict is ``no program <= s`` with the certificate's stated size, else ``unknown`` — never
-    ``fails``, which needs a proof."""
-    p = predict(tasks.get_task("tomita5_nextchar"), pe="nope", search=True,
-                search_budget=100_000, crasp_budget=300_000, verify_max_length=8, samples=1)
+    """ends_02 (the last symbol other than 2 is 0: star-free, so no counter proves anything)
+    with NoPE: no C-RASP[] program is found; the verdict is ``no program <= s`` with the
+    certificate's stated size, else ``unknown`` — never ``fails``, which needs a proof. Tomita 5
+    (even numbers of 0s and of 1s) has one: a counter of period 2, so ``fails`` (decided)."""
+    kw = dict(pe="nope", search=True, search_budget=100_000, crasp_budget=300_000,
+              verify_max_length=8, samples=1)
+    p = predict(tasks.get_task("ends_02_nextchar"), **kw)
     ev = p.verdict_evidence["crasp"]
     assert p.prediction != "fails"
     if p.prediction == "no program":
@@ -253,6 +255,10 @@ def test_a_next_set_verdict_without_a_program_names_its_evidence():
         assert p.prediction_label == f"no program <= {ev['certified_below']}"
     else:
         assert p.prediction == "unknown" and ev["kind"] == "none"
+    p = predict(tasks.get_task("tomita5_nextchar"), **kw)
+    ev = p.verdict_evidence["crasp"]
+    assert p.prediction == "fails" and ev["kind"] == "decision" and "period 2" in ev["detail"]
+    assert p.crasp["searches"]["crasp"] is None        # a decided fragment is not searched
 
 
 def test_a_c_rasp_program_serves_c_rasp_periodic_local():
