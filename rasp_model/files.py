@@ -10,7 +10,8 @@ example file, REPL file goes through :func:`read_bytes`):
 * **A size cap per kind** (:data:`MAX_JSON_BYTES`, :data:`MAX_TEXT_BYTES`,
   :func:`max_weights_bytes`), checked on the size ``fstat`` reports and on what is read.
 * **Checked structure.** :func:`read_json` refuses ``NaN``/``Infinity``/``1e400`` and deep
-  nesting; :func:`read_safetensors` checks the header (dtypes floating point, offsets inside
+  nesting, and with a ``schema`` checks the document field by field (:func:`check_json`: the
+  first bad field named in one line); :func:`read_safetensors` checks the header (dtypes floating point, offsets inside
   the file, shapes against the caller's) before any tensor is built; :func:`read_torch` refuses
   a compressed or oversized zip member before ``torch.load(weights_only=True)`` sees it.
 
@@ -39,7 +40,7 @@ import zipfile
 from rasp.errors import RASPError
 
 __all__ = ["FileReadError", "MAX_JSON_BYTES", "MAX_TEXT_BYTES", "FLOAT_DTYPES", "max_weights_bytes",
-           "read_bytes", "read_text", "read_json", "parse_json", "read_safetensors", "read_torch",
+           "read_bytes", "read_text", "read_json", "parse_json", "check_json", "read_safetensors", "read_torch",
            "atomic_write", "atomic_write_bytes", "open_append", "truncate_file", "file_mode"]
 
 #: Largest JSON file read (run files, configs, model.json, tl_config.json, examples).
@@ -150,9 +151,87 @@ def parse_json(text: str | bytes, where: str, what: str):
         raise FileReadError(f"{where}: corrupt {what} ({str(e)[:200]})") from None
 
 
-def read_json(path, what: str, max_bytes: int = MAX_JSON_BYTES):
-    """A JSON file through :func:`read_bytes` and :func:`parse_json`."""
-    return parse_json(read_bytes(path, what, max_bytes), os.fspath(path), what)
+def read_json(path, what: str, max_bytes: int = MAX_JSON_BYTES, schema=None):
+    """A JSON file through :func:`read_bytes` and :func:`parse_json`; with ``schema``, checked
+    field by field (:func:`check_json`)."""
+    doc = parse_json(read_bytes(path, what, max_bytes), os.fspath(path), what)
+    if schema is not None:
+        check_json(doc, schema, f"{os.fspath(path)}: {what}")
+    return doc
+
+
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+               type(None): "null", list: "a list", dict: "an object"}
+
+
+def _describe(schema) -> str:
+    if isinstance(schema, tuple):
+        return " or ".join(dict.fromkeys(_describe(s) for s in schema))
+    if isinstance(schema, list):
+        return "a list" if len(schema) == 1 else f"a list of {len(schema)} items"
+    if isinstance(schema, dict):
+        return "an object"
+    return _TYPE_NAMES.get(schema, getattr(schema, "__name__", str(schema)))
+
+
+def _matches_type(value, t) -> bool:
+    if t is float:        # an integer is a number; a bool is not; 10**400 does not fit a float
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        try:
+            return math.isfinite(float(value))
+        except OverflowError:
+            return False
+    if t is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, t)
+
+
+def check_json(value, schema, where: str, field: str = "") -> None:
+    """Check a parsed JSON ``value`` against ``schema``, raising :class:`FileReadError`
+    ``"<where>: field <field> must be <kind>, got <value, truncated>"`` at the first bad field.
+
+    ``schema`` is a type (``str``, ``int``, ``float``: any finite number, ``bool``,
+    ``type(None)``, ``list``, ``dict``: anything of that type), a tuple of alternatives, a
+    one-item list ``[S]`` (a list of ``S``), a longer list ``[S1, S2]`` (exactly those items),
+    ``{str: S}`` (an object mapping names to ``S``) or ``{"key": S, ...}`` (an object whose
+    keys are checked; a missing key is checked as null, so it is optional exactly when ``S``
+    allows ``None``; other keys are ignored)."""
+    def bad():
+        shown = json.dumps(value, default=str)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise FileReadError(f"{where}: field {field or '(the document)'} must be "
+                            f"{_describe(schema)}, got {shown}")
+    if isinstance(schema, tuple):
+        failed = []
+        for alt in schema:
+            try:
+                check_json(value, alt, where, field)
+                return
+            except FileReadError as e:
+                failed.append((alt, e))
+        for alt, e in failed:      # a structure of the right kind: its own first bad field
+            if isinstance(alt, (dict, list)) and isinstance(value, type(alt)):
+                raise e
+        bad()
+    if isinstance(schema, list):
+        if not isinstance(value, list) or (len(schema) > 1 and len(value) != len(schema)):
+            bad()
+        for i, v in enumerate(value):
+            check_json(v, schema[0] if len(schema) == 1 else schema[i], where, f"{field}[{i}]")
+        return
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            bad()
+        if list(schema) == [str]:
+            for k, v in value.items():
+                check_json(v, schema[str], where, f"{field}.{k[:40]}" if field else k[:40])
+            return
+        for k, s in schema.items():
+            check_json(value.get(k), s, where, f"{field}.{k}" if field else k)
+        return
+    if not _matches_type(value, schema):
+        bad()
 
 
 def read_safetensors(path, what: str, shapes: dict | None = None,

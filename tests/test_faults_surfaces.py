@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,116 @@ def test_register_never_writes_through_a_link_or_blocks_on_a_fifo(tmp_path):
         assert p.is_file() and not p.is_symlink(), n
         assert json.loads(p.read_text())["format"] == "rasp-lab registered predictions"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
+
+
+# -- 2. registrations and replication cells through the one bounded, type-checked reader -----
+
+def _registration(tmp_path: Path, change) -> Path:
+    doc = json.loads((ROOT / "docs" / "registered" / "abc_cycle.json").read_text())
+    change(doc)
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+REGISTRATION_DAMAGE = {
+    "task_file: 5": (lambda d: d["tasks"][0].__setitem__(
+        "source", {"task_file": 5, "name": "x", "sha256": "ab"}), "tasks[0].source.task_file"),
+    "tasks a string": (lambda d: d.__setitem__("tasks", "x"), "field tasks"),
+    "a task a number": (lambda d: d["tasks"].__setitem__(0, 5), "tasks[0]"),
+    "source a list": (lambda d: d["tasks"][0].__setitem__("source", []), "tasks[0].source"),
+    "two sources": (lambda d: d["tasks"][0]["source"].__setitem__("catalogue", "count"),
+                    "tasks[0].source"),
+    "pe a number": (lambda d: d["predictions"][0].__setitem__("pe", 3), "predictions[0].pe"),
+    "theories a list": (lambda d: d["predictions"][0].__setitem__("theories", [1]),
+                        "predictions[0].theories"),
+    "prediction null": (lambda d: d["predictions"][0].__setitem__("prediction", None),
+                        "predictions[0].prediction"),
+    "no task name": (lambda d: d["tasks"][0].pop("name"), "tasks[0].name"),
+    "components a string": (lambda d: d["tasks"][0]["source"].__setitem__("components", "ab"),
+                            "components"),
+    "a prediction of no task": (lambda d: d["predictions"][0].__setitem__("task", "zzz"),
+                                "predictions[0].task"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REGISTRATION_DAMAGE))
+def test_a_registration_of_wrong_types_is_one_line_naming_the_field(tmp_path, case):
+    change, field = REGISTRATION_DAMAGE[case]
+    path = _registration(tmp_path, change)
+    [r] = run_cases([["validate-predictor", "--registered", str(path), "--runs",
+                      str(tmp_path / "runs")]], tmp_path)
+    assert_one_line(r, 2, field)
+    assert str(path) in r["err"]
+    assert not (tmp_path / "runs").exists()
+
+
+def _cell() -> dict:
+    return json.loads((ROOT / "docs" / "replication" / "full" /
+                       "majority_binary--nope.json").read_text())
+
+
+CELL_DAMAGE = {
+    "prediction a number": ({"prediction": 5}, "prediction"),
+    "registered a number": ({"prediction": {"prediction": "fails", "registered": 5}},
+                            "prediction.registered"),
+    "agreement bin short": ({"agreement": [{"bin": [1], "ours": "fails", "label": "agrees"}]},
+                            "agreement[0].bin"),
+    "agreement a string": ({"agreement": "x"}, "agreement"),
+    "agreement row a list": ({"agreement": [[1, 2]]}, "agreement[0]"),
+    "bins bin a string": ({"bins": [{"bin": "ab", "mean": 1, "min": 1, "max": 1, "seeds": 5}]},
+                          "bins[0].bin"),
+    "bins mean a string": ({"bins": [{"bin": [1, 2], "mean": "x", "min": 1, "max": 1,
+                                      "seeds": 5}]}, "bins[0].mean"),
+    "bins mean too large": ({"bins": [{"bin": [1, 2], "mean": 10 ** 400, "min": 1, "max": 1,
+                                       "seeds": 5}]}, "bins[0].mean"),
+    "selection a list": ({"selection": []}, "selection"),
+    "compute flops a string": ({"compute": {"runs": 1, "train_seconds": 1, "steps": 1,
+                                            "flops": "x"}}, "compute.flops"),
+    "compute a number": ({"compute": 5}, "compute"),
+    "theirs strings": ({"theirs": ["a"]}, "theirs[0]"),
+    "task a number": ({"task": 5}, "task"),
+    "task unknown": ({"task": "no_such_task"}, "task"),
+    "pe a list": ({"pe": ["nope"]}, "pe"),
+    "status a number": ({"status": 5}, "status"),
+    "fitting seeds a number": ({"fitting_seeds": 3}, "fitting_seeds"),
+    "their bins numbers": ({"their_bins": [1]}, "their_bins[0]"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CELL_DAMAGE))
+def test_a_damaged_cell_is_one_line_naming_the_field_in_every_reader(tmp_path, case):
+    """``replication_doc``, ``rasp report``'s rows (``cell_rows``) and the predictor's checks
+    (``prediction_checks``) read a corrupted-but-JSON cell as one damaged line naming the file
+    and the field (they raised AttributeError/KeyError/TypeError)."""
+    from analysis.evidence import replication as R
+    from analysis.reporting import replication_doc
+    change, field = CELL_DAMAGE[case]
+    cell = {**_cell(), **change}
+    path = tmp_path / "cells" / "full" / "majority_binary--nope.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(cell))
+    with pytest.raises(R.ReplicationError, match=re.escape(f"field {field}")):
+        R.read_cell(path)
+    [bad] = R.read_cells(tmp_path / "cells")
+    assert str(path) in bad["error"] and "\n" not in bad["error"]
+    assert R.cell_rows("majority_binary", tmp_path / "cells") == []
+    assert R.prediction_checks(tmp_path / "cells") == []
+    out = tmp_path / "doc.md"
+    assert replication_doc.main(["--cells", str(tmp_path / "cells"), "-o", str(out)]) == 0
+    assert f"field {field}" in out.read_text()
+
+
+
+def test_the_checks_pass_the_shipped_files_and_refuse_a_wrong_type(tmp_path):
+    """The field checks accept every cell and registration the project ships, and refuse
+    ``task_file: 5`` in-process too (a RegisteredError, not a TypeError)."""
+    from analysis.evidence import replication as R
+    from analysis.prediction.registered import RegisteredError, read_registration
+    cells = R.read_cells(ROOT / "docs" / "replication")
+    assert cells and not [c["error"] for c in cells if "error" in c]
+    for p in sorted((ROOT / "docs" / "registered").glob("*.json")):
+        assert read_registration(p)["predictions"]
+    change = REGISTRATION_DAMAGE["task_file: 5"][0]
+    with pytest.raises(RegisteredError, match=re.escape("tasks[0].source.task_file")):
+        read_registration(_registration(tmp_path, change))

@@ -51,6 +51,7 @@ from analysis.training import grid as _grid
 from analysis.training import runs as _runs
 from analysis.training.study import Study
 from rasp.errors import RASPError
+from rasp_model import files as _files   # the one bounded, type-checked reader
 from rasp_model.positional import PE_LABELS
 from analysis.training.trainer import git_commit
 from tasks.huang import RELEASED_FORMAL, RELEASED
@@ -577,18 +578,52 @@ def cell_path(out_dir: str | os.PathLike, task: str, pe: str, scale: Scale) -> P
     return Path(out_dir) / scale.name / f"{task}--{pe}.json"
 
 
+_NONE = type(None)
+_OPT_NUM = (float, _NONE)
+_OPT_STR = (str, _NONE)
+_BIN = [int, int]
+#: the fields of a cell file its readers use (:func:`replicate_cell` writes them), checked
+#: field by field (:func:`rasp_model.files.check_json`; a missing field is null)
+CELL_SCHEMA = {
+    "task": str, "pe": str, "scale": str, "comparable": (bool, _NONE), "protocol": _OPT_STR,
+    "status": _OPT_STR, "started": _OPT_STR, "finished": _OPT_STR, "git_commit": _OPT_STR,
+    "prediction": ({"prediction": _OPT_STR, "prediction_label": _OPT_STR, "label": _OPT_STR,
+                    "registered": _OPT_STR}, _NONE),
+    "sweep": ([dict], _NONE), "sweep_not_run": ([str], _NONE),
+    "selection": ({"config": _OPT_STR, "reason": _OPT_STR, "fallback": (bool, _NONE),
+                   "fitting_configs": ([str], _NONE)}, _NONE),
+    "seeds_tried": ([int], _NONE), "fitting_seeds": ([int], _NONE),
+    "seeds": ({str: ([dict], _NONE)}, _NONE),
+    "bins": ([{"bin": _BIN, "mean": _OPT_NUM, "min": _OPT_NUM, "max": _OPT_NUM,
+               "seeds": (int, _NONE)}], _NONE),
+    "theirs": ([float], _NONE), "their_bins": ([str], _NONE), "their_selected": _OPT_STR,
+    "agreement": ([{"bin": _BIN, "ours": str, "label": _OPT_STR}], _NONE),
+    "compute": ({"runs": int, "train_seconds": float, "steps": int, "flops": float}, _NONE),
+    "wall_seconds": _OPT_NUM,
+}
+
+
 def read_cell(path: str | os.PathLike) -> dict:
-    """A cell file (:func:`replicate_cell`), checked to be a JSON object of a cell.
+    """A cell file (:func:`replicate_cell`) through the one bounded reader, checked field by
+    field (:data:`CELL_SCHEMA`) and to be a cell of their experiment (a task of
+    :func:`replication_tasks`, a PE of :data:`HUANG_PES`).
 
     Raises:
-        ReplicationError: missing keys or not a cell file.
+        ReplicationError: one line naming the file and the first bad field.
     """
+    what = "replication cell"
     try:
-        d = _runs.read_json(Path(path), "replication cell")
-    except _runs.RunDirError as e:
+        d = _files.read_json(Path(path), what, schema=CELL_SCHEMA)
+    except FileNotFoundError:
+        raise ReplicationError(f"{path}: missing ({what})") from None
+    except _files.FileReadError as e:
         raise ReplicationError(str(e)) from None
-    if not isinstance(d, dict) or not {"task", "pe", "scale"} <= set(d):
-        raise ReplicationError(f"{path}: not a replication cell file (needs task, pe, scale)")
+    except OSError as e:
+        raise ReplicationError(f"{path}: cannot read {what} ({e.strerror or e})") from None
+    for key, known in (("task", replication_tasks()), ("pe", HUANG_PES)):
+        if d[key] not in known:
+            raise ReplicationError(f"{path}: {what}: field {key} must be one of "
+                                   f"{', '.join(known)}, got {d[key][:40]!r}")
     return d
 
 

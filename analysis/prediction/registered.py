@@ -41,6 +41,44 @@ class RegisteredError(RASPError):
     """A registration file that cannot be written or read, or whose task file changed."""
 
 
+_OPT_STR = (str, type(None))
+_OPT_INT = (int, type(None))
+#: a task's ``source`` (:func:`tasks.custom.task_source`): a catalogue name, a task file or a
+#: regular expression, told apart by their keys
+_SOURCES = ({"catalogue": str},
+            {"task_file": str, "name": str, "sha256": str},
+            {"regex": str, "format": _OPT_STR, "alphabet": _OPT_STR,
+             "components": ([str], type(None)), "name": _OPT_STR})
+#: the fields of a registration file its readers use, checked field by field
+#: (:func:`rasp_model.files.check_json`)
+SCHEMA = {
+    "format": str, "version": int, "registered_at": _OPT_STR, "commit": _OPT_STR,
+    "command": _OPT_STR,
+    "budgets": ({"search": (bool, type(None)), "raspl": _OPT_INT, "crasp": _OPT_INT,
+                 "unit": _OPT_STR, "time_cap_s": (float, type(None))}, type(None)),
+    "tasks": [{"name": str, "in_catalogue": (bool, type(None)), "source": dict}],
+    "predictions": [{"task": str, "pe": _OPT_STR, "prediction": str,
+                     "prediction_label": str, "theory": _OPT_STR,
+                     "theories": {str: {"prediction": str, "label": _OPT_STR,
+                                        "reason": _OPT_STR}},
+                     "size": _OPT_INT, "size_lower_bound": _OPT_INT,
+                     "program_source": _OPT_STR, "program": _OPT_STR}],
+}
+
+
+def _check_source(src: dict, where: str, field: str) -> None:
+    """A task's ``source``: exactly one of its kinds (:data:`_SOURCES`), checked."""
+    kinds = [k for k in ("catalogue", "task_file", "regex") if k in src]
+    if len(kinds) != 1:
+        raise RegisteredError(f"{where}: field {field} must name one of catalogue, task_file "
+                              f"or regex, got keys {sorted(map(str, src))[:5]}")
+    schema = _SOURCES[("catalogue", "task_file", "regex").index(kinds[0])]
+    try:
+        files.check_json(src, schema, where, field)
+    except files.FileReadError as e:
+        raise RegisteredError(str(e)) from None
+
+
 def _prediction_record(p) -> dict:
     return {"task": p.task, "pe": p.pe, "prediction": p.prediction,
             "prediction_label": p.prediction_label, "theory": p.theory,
@@ -98,23 +136,27 @@ def read_registration(path) -> dict:
         RegisteredError: unreadable or not a registration file; a task file that is missing
             or changed since registration (its path and both hashes named).
     """
+    what = "registered predictions"
     try:
-        doc = files.read_json(Path(path), "registered predictions")
+        doc = files.read_json(Path(path), what)
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise RegisteredError(f"{path} is not a file of `rasp score --register` (its "
+                                  f"format field is not {FORMAT!r})")
+        files.check_json(doc, SCHEMA, f"{path}: {what}")
     except FileNotFoundError as e:
         raise RegisteredError(f"cannot read {path}: {e.strerror or e}") from None
     except files.FileReadError as e:
         raise RegisteredError(str(e)) from None
     except OSError as e:
         raise RegisteredError(f"cannot read {path}: {e.strerror or e}") from None
-    except (ValueError, RecursionError):
-        raise RegisteredError(f"{path} is not JSON (a file of `rasp score --register`)") \
-            from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or \
-            not isinstance(doc.get("tasks"), list) or not isinstance(doc.get("predictions"),
-                                                                       list):
-        raise RegisteredError(f"{path} is not a file of `rasp score --register`")
+    for i, t in enumerate(doc["tasks"]):
+        _check_source(t["source"], f"{path}: {what}", f"tasks[{i}].source")
+    for i, p in enumerate(doc["predictions"]):
+        if p["task"] not in {t["name"] for t in doc["tasks"]}:
+            raise RegisteredError(f"{path}: {what}: field predictions[{i}].task names "
+                                  f"{p['task'][:60]!r}, which is not among its tasks")
     for t in doc["tasks"]:
-        src = t.get("source") or {}
+        src = t["source"]
         if "task_file" not in src:
             continue
         f = src["task_file"]

@@ -36,7 +36,7 @@ def _f(x, pct: bool = False) -> str:
 def _bins_cell(b: dict) -> str:
     if b.get("mean") is None:
         return "–"
-    spread = f" [{_f(b['min'])}, {_f(b['max'])}]" if b.get("seeds", 0) > 1 else ""
+    spread = f" [{_f(b.get('min'))}, {_f(b.get('max'))}]" if (b.get("seeds") or 0) > 1 else ""
     return f"{_f(b['mean'])}{spread}"
 
 
@@ -44,14 +44,15 @@ def _prediction(cell: dict) -> str:
     p = cell.get("prediction")
     if not p:
         return "not registered"
-    return f"{p.get('label') or p.get('prediction')} (registered {p.get('registered', '?')[:16]})"
+    registered = (p.get("registered") or "?")[:16]
+    return f"{p.get('label') or p.get('prediction')} (registered {registered})"
 
 
 def _agreement(cell: dict) -> str:
     ag = cell.get("agreement") or []
     if not ag:
         return "–"
-    return "; ".join(f"{a['bin'][0]}-{a['bin'][1]}: {a['label']}" for a in ag)
+    return "; ".join(f"{a['bin'][0]}-{a['bin'][1]}: {a.get('label') or '–'}" for a in ag)
 
 
 def _rate(cells: list[dict]) -> float | None:
@@ -74,7 +75,8 @@ def _table(cells: list[dict], scale: R.Scale | None) -> list[str]:
     out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for c in cells:
         if "error" in c:
-            out.append(f"| {c['task']} | {c['pe']} | damaged: {c['error']} |"
+            damaged = c["error"].replace("|", "\\|")
+            out.append(f"| {c['task']} | {c['pe']} | damaged: {damaged} |"
                        + " |" * (len(head) - 3))
             continue
         sel = c.get("selection") or {}
@@ -92,7 +94,7 @@ def _table(cells: list[dict], scale: R.Scale | None) -> list[str]:
         if sel.get("fallback"):
             chosen += " (none fit: the best ID)" if formal else " (fallback: none fit)"
         out.append("| " + " | ".join(
-            [c["task"], _PE_NAME.get(c["pe"], c["pe"]), c.get("status", "?"),
+            [c["task"], _PE_NAME.get(c["pe"], c["pe"]), c.get("status") or "?",
              f"{chosen} ({swept} of {n_configs} configurations run)",
              c.get("their_selected") or R.THEIR_SELECTED.get(c["pe"], {}).get(c["task"], "–")]
             + ours +
