@@ -108,6 +108,21 @@ def test_catalogue_star_free_languages_not_refuted():
             assert not decide_task(tasks.get_task(name + fmt), "crasp").proved_not, name + fmt
 
 
+def test_decided_cells_are_not_cells_huang_report_a_program_for():
+    # Huang et al.'s plotting data name the next-set cells with a C-RASP program (per PE): a
+    # proof of "no program" on one of them would contradict their paper
+    from tasks.huang import HUANG_EXPRESSIVE
+    decided = 0
+    for name in tasks.TASKS:
+        if not name.endswith("_nextchar"):
+            continue
+        for variant, pe in (("crasp", "nope"), ("crasp_pl", "ape")):
+            if decide_task(tasks.get_task(name), variant).proved_not:
+                decided += 1
+                assert name not in HUANG_EXPRESSIVE[pe], (name, variant)
+    assert decided == 8     # tomita3/5/6, (aa)*, (aaaa)*, (abab)* for NoPE; tomita5/6 for APE
+
+
 def test_next_set_witness_uses_positive_prefixes_only():
     # tomita3_nextchar: the witness words are prefixes of members (Huang et al. test only
     # positive strings): every prefix of u v^n w keeps the automaton live
