@@ -268,14 +268,16 @@ def combine(pe: str | None, verdicts: list[TheoryVerdict]) -> tuple[str, str | N
 
 def prediction_label(prediction: str, verdicts: list[TheoryVerdict]) -> str:
     """A PE's prediction as shown: ``no program <= s`` (one theory) or ``no program (RASP-L
-    <= s; C-RASP[periodic, local] <= t)`` for certificates; ``unknown (time cap)`` when a
+    <= s; C-RASP[periodic, local] <= t)`` for certificates (a theory with a proof shows
+    ``fails`` in the list: ``no program (RASP-L <= s; C-RASP[periodic, local]: fails)``); ``unknown (time cap)`` when a
     search hit its wall-clock cap; else the prediction."""
     if prediction == CERTIFICATE:
         certs = [v for v in verdicts if v.verdict == CERTIFICATE]
         if len(verdicts) == 1:
             return certs[0].label
         return "no program (" + "; ".join(
-            f"{v.name.split(' (')[0]} <= {v.evidence.certified_below}" for v in certs) + ")"
+            f"{v.name.split(' (')[0]} <= {v.evidence.certified_below}" if v in certs else
+            f"{v.name.split(' (')[0]}: fails" for v in verdicts) + ")"
     if prediction == "unknown" and any(v.label == "unknown (time cap)" for v in verdicts):
         return "unknown (time cap)"
     return prediction

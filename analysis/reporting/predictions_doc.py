@@ -85,6 +85,18 @@ programs — the shipped one (`tasks/programs/`, when there is one), one you giv
   a verified program — a bounded certificate of the other ("no program of size <= s") rules out
   only its small programs, not generalization, and the row says so; `disagree` only against a
   cited impossibility result.
+* **Decided verdicts for regular languages** (`analysis.prediction.crasp_decision`). For a task
+  defined by a finite automaton (Huang et al.'s formal languages in both formats, every
+  `--regex` task), a *counter* in the automaton proves that no C-RASP[] program exists at any
+  size: words `u v^n w` whose output cycles with a period >= 2, while every C-RASP[] program's
+  output on them is constant for large `n` (the eventual-constancy lemma, proved in the
+  module). For C-RASP[periodic, local] the same holds for a counter among the words of the
+  stable length `s` (`S_s = S_2s`), which exist at every multiple of any period. Such a cell is
+  `fails` (decided), its witness printed and re-run on the automaton, and its fragment is not
+  searched. Without a counter nothing is proved (a star-free language may still lack a
+  C-RASP[] program, e.g. one that must read the symbol before the last): the cell keeps its
+  program, certificate or `unknown`. Outside check: `python -m bench.bench_crasp_decision`
+  (`docs/benchmarks.md`).
 """
 
 _HUANG_NOTE = """\
