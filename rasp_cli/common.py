@@ -161,13 +161,16 @@ def add_device_option(p, what: str = "torch device") -> None:
 # --------------------------------------------------------------------------------------------
 
 
+#: the warning of every option that loads a task file (the text of
+#: ``tasks.custom.RUNS_CODE_WARNING``, not imported: `rasp --help` must not build the catalogue)
+TASK_FILE_WARNING = ("Loading the file RUNS ITS PYTHON CODE (it is imported as a module): give "
+                     "only your own or trusted files")
 #: what ``--help`` says about a task file (the user's own Python, run when it loads)
 TASK_FILE_HELP = (
     "your own task, defined in a Python file: NAME, VOCAB (input tokens), KIND (seq2seq | "
     "membership | next_set), inputs(rng, n) and target(tokens), optional LENGTHS (training "
     "lengths, default 1-20); example: tasks/examples/more_a_than_b.py, contract: tasks/custom.py. "
-    "Loading the file RUNS ITS PYTHON CODE (it is imported as a module): give only your own "
-    "or trusted files")
+    + TASK_FILE_WARNING)
 
 
 def add_task_source_args(p, regex: bool = True, many: bool = True) -> None:

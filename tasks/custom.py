@@ -65,13 +65,16 @@ from .base import Task, TaskInputError
 from .huang import (DFA, TEST_MAX_LENGTH, LanguageTask, NextSetFormat, NextSetTask, _vocab,
                     next_set_labels)
 
-__all__ = ["KINDS", "TaskFileError", "FileTask", "load_task_file", "regex_task", "regex_dfa",
+__all__ = ["KINDS", "RUNS_CODE_WARNING", "TaskFileError", "FileTask", "load_task_file", "regex_task", "regex_dfa",
            "task_source", "run_task_source", "file_sha256", "DEFAULT_LENGTHS"]
 
 #: the task kinds a task file may declare (``KIND``)
 KINDS = ("seq2seq", "membership", "next_set")
 #: training lengths of a task file without ``LENGTHS`` (Kazemnejad et al.'s L = 20)
 DEFAULT_LENGTHS = range(1, 21)
+#: the warning every option that loads a task file gives (``--task-file``, ``--registered``)
+RUNS_CODE_WARNING = ("Loading the file RUNS ITS PYTHON CODE (it is imported as a module): give "
+                     "only your own or trusted files")
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 _SPECIAL_NAMES = {"BOS", "SEP", "EOS", "PAD"}
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -155,3 +157,58 @@ def test_the_checks_pass_the_shipped_files_and_refuse_a_wrong_type(tmp_path):
     change = REGISTRATION_DAMAGE["task_file: 5"][0]
     with pytest.raises(RegisteredError, match=re.escape("tasks[0].source.task_file")):
         read_registration(_registration(tmp_path, change))
+
+
+# -- 3. a registration never runs code the command line did not name --------------------------
+
+PLANTED = '''import pathlib
+pathlib.Path(__file__).with_name("RAN").write_text("the planted file ran")
+NAME = "planted_task"
+VOCAB = ["a", "b"]
+KIND = "membership"
+LENGTHS = [1, 2, 3]
+def inputs(rng, n):
+    return list(rng.choice(["a", "b"], n))
+def target(t):
+    return t.count("a") > t.count("b")
+'''
+
+
+def test_a_registration_does_not_import_a_task_file_named_only_inside_it(tmp_path):
+    """``validate-predictor --registered r.json`` imported whatever task file the JSON named
+    (a planted file ran, exit 0); now it refuses, with the task-file warning, unless the file
+    is named again with --task-file or --trust-task-files is given."""
+    from analysis.prediction.registered import read_registration, registered_tasks
+    from analysis.prediction.registered import RegisteredError
+    planted = tmp_path / "planted.py"
+    planted.write_text(PLANTED.replace("RAN", "RAN-at-registration"))
+    import hashlib
+    doc = json.loads((ROOT / "docs" / "registered" / "abc_cycle.json").read_text())
+    doc["tasks"] = [{"name": "planted_task", "in_catalogue": False,
+                     "source": {"task_file": str(planted), "name": "planted_task",
+                                "sha256": hashlib.sha256(planted.read_bytes()).hexdigest()}}]
+    for p in doc["predictions"]:
+        p["task"] = "planted_task"
+    reg = tmp_path / "r.json"
+    reg.write_text(json.dumps(doc))
+    [r] = run_cases([["validate-predictor", "--registered", str(reg), "--runs",
+                      str(tmp_path / "runs"), "--seeds", "0", "--steps", "1"]], tmp_path)
+    assert_one_line(r, 2, "RUNS ITS PYTHON CODE")
+    assert "--task-file" in r["err"] and "--trust-task-files" in r["err"]
+    assert not list(tmp_path.glob("RAN*")) and not (tmp_path / "runs").exists()
+    checked = read_registration(reg)
+    with pytest.raises(RegisteredError, match="named only inside the registration"):
+        registered_tasks(checked)
+    assert [t.name for t in registered_tasks(checked, [str(planted)])] == ["planted_task"]
+    assert list(tmp_path.glob("RAN*"))            # named: it is the user's code, and it runs
+
+
+def test_the_registered_help_warns_as_the_task_file_help_does():
+    from rasp_cli.common import TASK_FILE_HELP, TASK_FILE_WARNING
+    from tasks.custom import RUNS_CODE_WARNING
+    assert TASK_FILE_WARNING == RUNS_CODE_WARNING and RUNS_CODE_WARNING in TASK_FILE_HELP
+    p = subprocess.run([sys.executable, "-m", "rasp_cli.main", "validate-predictor", "--help"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    text = " ".join(p.stdout.split())
+    assert p.returncode == 0 and "--trust-task-files" in text
+    assert text.count(" ".join(RUNS_CODE_WARNING.split())) >= 3      # --task-file, both new

@@ -27,7 +27,7 @@ from pathlib import Path
 from rasp.errors import RASPError
 from rasp_model import files  # the one reader of files we did not write
 from tasks.catalogue import register_task, task_from_source
-from tasks.custom import task_source, file_sha256
+from tasks.custom import RUNS_CODE_WARNING, task_source, file_sha256
 
 __all__ = ["FORMAT", "VERSION", "RegisteredError", "write_registration", "read_registration",
            "registered_tasks", "registered_predictions"]
@@ -177,9 +177,25 @@ def read_registration(path) -> dict:
     return doc
 
 
-def registered_tasks(doc: dict) -> list:
+def registered_tasks(doc: dict, task_files=(), trust: bool = False, where: str = "") -> list:
     """The tasks of a checked document (:func:`read_registration`), loaded and registered
-    (:func:`tasks.catalogue.register_task`; a task file's code runs) so runs can find them."""
+    (:func:`tasks.catalogue.register_task`; a task file's code runs) so runs can find them.
+
+    A task file named only inside the document is code the user did not ask to run: it is
+    loaded only when it is one of ``task_files`` (the files the user named, e.g. with
+    ``--task-file``; compared by resolved path) or with ``trust``.
+
+    Raises:
+        RegisteredError: a task file neither named nor trusted (``where`` names the document).
+    """
+    named = {str(Path(f).resolve()) for f in task_files}
+    for t in doc["tasks"]:
+        f = t["source"].get("task_file")
+        if f is not None and not trust and str(Path(f).resolve()) not in named:
+            raise RegisteredError(
+                f"{where or 'the registration'}: the task {t['name'][:60]!r} is defined by the "
+                f"task file {f}, named only inside the registration; {RUNS_CODE_WARNING}. "
+                f"Name it again with --task-file {f}, or pass --trust-task-files")
     out = []
     for t in doc["tasks"]:
         task = task_from_source(t["source"])

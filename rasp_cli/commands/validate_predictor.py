@@ -27,8 +27,9 @@ from __future__ import annotations
 import json
 import sys
 
-from rasp_cli.common import (UsageError, add_search_args, add_task_source_args, parse_overrides,
-                             parse_pes, parse_seeds, search_settings, tasks_from_args)
+from rasp_cli.common import (TASK_FILE_WARNING, UsageError, add_search_args,
+                             add_task_source_args, parse_overrides, parse_pes, parse_seeds,
+                             search_settings, tasks_from_args)
 
 #: the one-line help of `rasp validate-predictor` (shown by `rasp --help` without importing the command)
 HELP = 'predicted vs measured length generalization per task and PE'
@@ -61,7 +62,11 @@ def add_arguments(p) -> None:
     p.add_argument("--registered", metavar="FILE.json", default=None,
                    help="check the runs against the predictions registered in FILE.json "
                         "(`rasp score --register`) as written; refused when a task file "
-                        "changed since")
+                        "changed since. A task file it names is loaded only when named again "
+                        "with --task-file (or with --trust-task-files): " + TASK_FILE_WARNING)
+    p.add_argument("--trust-task-files", action="store_true",
+                   help="load the task files --registered names without naming them again: "
+                        + TASK_FILE_WARNING)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--address", default=None, metavar="HOST:PORT",
                    help="train on this Ray cluster (default: $RAY_ADDRESS, else a local Ray "
@@ -82,7 +87,8 @@ def run(args) -> int:
     registered = None
     if args.registered:
         registered, reg_names, reg_pes = _registered(args, found)
-        names = list(args.tasks or reg_names) + [n for n in own if n not in args.tasks]
+        names = list(dict.fromkeys(list(args.tasks or reg_names)
+                                   + [n for n in own if n not in args.tasks]))
     else:
         names = (args.tasks or ([] if own else list(VALIDATION_TASKS))) + own
     for n in names:
@@ -135,7 +141,9 @@ def _registered(args, found) -> tuple[dict, list, list]:
         raise UsageError("--registered checks the predictions as written in the file; "
                          "--search / --search-budget / --crasp-budget would recompute them")
     doc = read_registration(args.registered)
-    names = [t.name for t in registered_tasks(doc)]
+    names = [t.name for t in registered_tasks(doc, args.task_file or (),
+                                              trust=args.trust_task_files,
+                                              where=args.registered)]
     preds = registered_predictions(doc)
     pes = list(dict.fromkeys(pe for _, pe in preds if pe is not None))
     if not pes:
