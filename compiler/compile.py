@@ -104,9 +104,10 @@ class CompiledModel:
     #: read later positions: the first such select (None otherwise)
     reads_later_positions: str | None = None
     #: the output is a mean of bools with a bool or None default: the direction of its count
-    #: head (``1/(w+1)``); :meth:`run` returns bools where the interpreter does (every query of
-    #: the sequences of one length selects at most one key), else 0/1 numbers
-    bool_typing: int | None = None
+    #: head (``1/(w+1)``), or the list of those of a chain of means of such a mean (issue 51);
+    #: :meth:`run` returns bools where the interpreter does (every query of the sequences of
+    #: one length selects at most one key, in every mean), else 0/1 numbers
+    bool_typing: int | list | None = None
 
     def __post_init__(self):
         self.vocab = list(self.vocab)
@@ -724,8 +725,10 @@ def _raising(sop, value_sets, cg: CompilerGraph, space: ResidualSpace, vocab: li
         if raising == "refuse":
             raise UnsupportedError(
                 f"the interpreter raises on input {show_input(x)} ({msg}), an input of the "
-                f"declared {scope}; refused (raising='refuse'; compile with raising='raise' "
-                "for a model that raises there too)", None, sop.span)
+                f"declared {scope}; the operations that may raise: "
+                f"{'; '.join(op.describe() for op in ops[:3])}; refused (raising='refuse'; "
+                "compile with raising='raise' for a model that raises there too)", None,
+                sop.span)
     uncovered = [op for op in ops if not op.covered]
     if uncovered and (found.found or not found.exhaustive):
         op = uncovered[0]
@@ -868,9 +871,12 @@ def _compiled_model(cg: CompilerGraph, space: ResidualSpace, asm: Assembly, voca
     count_checks = [(n.name, space.dir(n.count_check)) for n in cg.nodes
                     if n.kind == "aggregate" and n.count_check is not None
                     and any(isinstance(v, str) for v in n.values_node.values)]
-    bool_typing = next((space.dir(n.count_check) for n in cg.nodes
-                        if n.kind == "aggregate" and n.count_check is not None
-                        and not any(isinstance(v, str) for v in n.values_node.values)), None)
+    typing_dirs = [space.dir(n.count_check) for n in cg.nodes
+                   if n.kind == "aggregate" and n.count_check is not None
+                   and not any(isinstance(v, str) for v in n.values_node.values)]
+    # one count head (a mean of bools), or those of a chain of means of a mean of bools
+    bool_typing = (None if not typing_dirs else typing_dirs[0] if len(typing_dirs) == 1
+                   else typing_dirs)
     checks = [(n.name, space.node_slice(n)) for n in cg.nodes
               if n.kind == "aggregate" and n.may_average and space.is_categorical(n)]
     node_dirs = {}

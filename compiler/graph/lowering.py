@@ -396,6 +396,39 @@ class Lowerer:
                 isinstance(v, (bool, np.bool_)) for v in V) and (
                 node.default is None or isinstance(node.default, (bool, np.bool_))):
             agg.count_check = self._count_head(agg.name, node, agg.selector)
+        elif node.id == self.root_id:
+            self._bool_chain(agg)
+
+    def _bool_chain(self, agg: CNode) -> None:
+        """The output is a mean (bool or ``None`` default) of a mean of bools, possibly through
+        several such means (issue 51, D3): the interpreter's values are bools only when every
+        mean of the chain selected at most one key for every query of the batch (an inner
+        mean that averaged gives numbers, which the outer ones move or average), else
+        numbers. Every mean of the chain gets a count head; ``CompiledModel.run`` types the
+        output bools where all of them read ``1/(w+1) >= 1/2``."""
+        chain = [agg]
+        while True:
+            node = chain[-1].ir
+            if not (isinstance(node, Aggregate) and chain[-1].kind == "aggregate"
+                    and node.reduction == "mean" and not node.truncate
+                    and (node.default is None or isinstance(node.default, (bool, np.bool_)))):
+                return
+            V = self.vs.sets.get(node.values.id) or []
+            if V and all(isinstance(v, (bool, np.bool_)) for v in V):
+                break
+            inner = self.memo.get(node.values.id)
+            if inner is not None and inner.kind == "mlp" and inner.expr is not None:
+                # a mean with the default None: its numerical mean node (_none_default_mean)
+                inner = next((l for l in inner.expr.leaves() if l.kind == "aggregate"
+                              and l.ir is inner.ir and l.reduction == "mean"), None)
+            if inner is None or inner.selector is None:
+                return
+            chain.append(inner)
+        if len(chain) < 2:
+            return
+        for c in chain:
+            if c.count_check is None:
+                c.count_check = self._count_head(c.name, c.ir, c.selector)
 
     def _none_default_mean(self, node: Aggregate, spec: SelectorSpec, vals_c: CNode,
                            out_vals: list, needs_trunc: bool) -> CNode:
