@@ -25,10 +25,6 @@ def _kcost(k: int) -> int:
     return max(0, int(k).bit_length() - 1)
 
 
-_RELTXT = {"eq": "tok(j) == tok(i)", "lt": "tok(j) < tok(i)", "gt": "tok(j) > tok(i)",
-           "peq": "tok(j-1) == tok(i)"}
-
-
 # --------------------------------------------------------------------------------------------
 # Recipes: nested tuples; evaluation on a batch
 # --------------------------------------------------------------------------------------------
@@ -65,48 +61,72 @@ def recipe_size(rec) -> int:
     raise ValueError(rec)
 
 
-def recipe_text(rec, names: dict | None = None) -> str:
-    """C-RASP notation of a recipe (``a`` is the uniform symbol parameter)."""
+_VARS = "ijklmnpqrstuvwxyz"
+
+
+def recipe_text(rec, names: dict | None = None, pos: str = "i", depth: int = 0) -> str:
+    """C-RASP notation of a recipe (``a`` is the uniform symbol parameter), every
+    position-dependent atom with its position written out: ``Q_x(i)``, ``(i % 2 == 0)``, and
+    inside a count over ``j`` the same atoms at ``j`` (``#[j<=i] Q_x(j)``; a count nested in
+    it runs over ``k``), so a printed program reads one way only.
+
+    Args:
+        rec: the recipe (nested tuples, :mod:`analysis.prediction.crasp_search.recipes`).
+        names: symbol value -> the task's symbol name (default: the value).
+        pos: the position the recipe is evaluated at (``"i"``, ``"j"``, ``"i-1"``...).
+        depth: how many counts enclose it (picks the next position variable).
+
+    Raises:
+        ValueError: an unknown operation.
+    """
     op = rec[0]
     nm = (lambda v: names.get(v, str(v))) if names else str
+    inner = _VARS[depth + 1] if depth + 1 < len(_VARS) else f"j{depth + 1}"
+    sub = lambda r, p=pos, d=depth: recipe_text(r, names, p, d)  # noqa: E731
     if op == "Q":
-        return f"Q_{nm(rec[1])}"
+        return f"Q_{nm(rec[1])}({pos})"
     if op == "content":
-        return "content"
+        return f"content({pos})"
     if op == "Qa":
-        return "Q_a"
+        return f"Q_a({pos})"
     if op == "lta":
-        return "tok < a"
+        return f"tok({pos}) < a"
     if op == "gta":
-        return "tok > a"
+        return f"tok({pos}) > a"
     if op == "per":
-        return f"(i % {rec[1]} == {rec[2]})"
+        return f"({pos} % {rec[1]} == {rec[2]})"
     if op == "true":
-        return "#[j<=i] true"
+        return f"#[{inner}<={pos}] true"
     if op == "relT":
-        return f"#[j<=i] {_RELTXT[rec[1]]}"
+        return f"#[{inner}<={pos}] {_reltxt(rec[1], inner, pos)}"
     if op == "not":
-        return f"not {recipe_text(rec[1], names)}"
+        return f"not {sub(rec[1])}"
     if op in ("and", "or"):
-        return f"({recipe_text(rec[1], names)} {op} {recipe_text(rec[2], names)})"
+        return f"({sub(rec[1])} {op} {sub(rec[2])})"
     if op == "cnt":
-        return f"#[j<=i] {recipe_text(rec[1], names)}"
+        return f"#[{inner}<={pos}] {sub(rec[1], inner, depth + 1)}"
     if op == "rel":
-        return f"#[j<=i] ({recipe_text(rec[2], names)} and {_RELTXT[rec[1]]})"
+        return (f"#[{inner}<={pos}] ({sub(rec[2], inner, depth + 1)} and "
+                f"{_reltxt(rec[1], inner, pos)})")
     if op == "loc":
-        return f"[{recipe_text(rec[2], names)}](i-{rec[1]})"
+        return sub(rec[2], f"{pos}-{rec[1]}")
     if op in ("add", "sub"):
-        return f"({recipe_text(rec[1], names)} {'+' if op == 'add' else '-'} " \
-               f"{recipe_text(rec[2], names)})"
+        return f"({sub(rec[1])} {'+' if op == 'add' else '-'} {sub(rec[2])})"
     if op == "cmp":
-        return f"({recipe_text(rec[2], names)} {_SYM[rec[1]]} {recipe_text(rec[3], names)})"
+        return f"({sub(rec[2])} {_SYM[rec[1]]} {sub(rec[3])})"
     if op == "cmpk":
-        return f"({recipe_text(rec[3], names)} {_SYM[rec[1]]} {rec[2]})"
+        return f"({sub(rec[3])} {_SYM[rec[1]]} {rec[2]})"
     if op == "argmax":
-        return f"argmax_a[{recipe_text(rec[1], names)}]"
+        return f"argmax_a[{sub(rec[1])}]"
     if op == "any":
-        return f"(exists a: {recipe_text(rec[1], names)})"
+        return f"(exists a: {sub(rec[1])})"
     raise ValueError(rec)
+
+
+def _reltxt(rel: str, j: str, i: str) -> str:
+    """The relation of a relational count between its position ``j`` and the query ``i``."""
+    return {"eq": f"tok({j}) == tok({i})", "lt": f"tok({j}) < tok({i})",
+            "gt": f"tok({j}) > tok({i})", "peq": f"tok({j}-1) == tok({i})"}[rel]
 
 
 class _Batch:
