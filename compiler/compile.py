@@ -39,7 +39,7 @@ from .graph.mlp_pricing import mlp_units
 from .graph.nodes import CompilerGraph
 from .graph.rasp_to_graph import build_graph
 from .layer_allocation import allocate_layers
-from .raising import RaisingOp, find_raising_inputs, raising_operations, show_input
+from .raising import check_model_raises, raising_search
 from .residual_space import ResidualSpace
 
 __all__ = ["compile_program", "CompiledModel", "load_compiled", "DEFAULT_MAX_PARAMS",
@@ -607,7 +607,7 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
         hazards: list[str] = []
         cm = _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params, hazards,
                       raising)
-        _check_raising_inputs(cm)
+        check_model_raises(cm)
     except CompilerError:
         raise
     except RASPError as e:
@@ -666,7 +666,7 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params,
     cg = build_graph(sop, vocab, max_seq_len, causal, value_sets=value_sets)   # 2. graph
     space = ResidualSpace(cg.nodes)                                           # 3. residual
     _check_size(cg, space, len(vocab), max_seq_len, max_params)
-    found = _raising(sop, value_sets, cg, space, vocab, max_seq_len, causal, raising)
+    found = raising_search(sop, value_sets, cg, space, vocab, max_seq_len, causal, raising)
     heads, mlps = _blocks(cg, space, hazards)                                 # 4. blocks
     plan = allocate_layers(cg)                                                # 5. layers
     tokens_nodes = [n for n in cg.nodes if n.kind == "tokens"]
@@ -678,88 +678,6 @@ def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params,
         cm.stats["raising_inputs"] = [[list(x), m] for x, m in found.found]
         cm.stats["raising_search"] = [found.checked, "all" if found.exhaustive else "sampled"]
     return cm
-
-
-def _covered(op: RaisingOp, cg: CompilerGraph, space: ResidualSpace) -> bool:
-    """Whether the compiled model has a run-time check raising where ``op`` raises: a failing
-    map's error flags (checked on the inputs found, :func:`_check_raising_inputs`), the
-    string/number kind check of a node computing the s-op, a mean of strings' count head;
-    never a ``max`` / ``min`` over ``None`` (the model takes the maximum of what it selects)."""
-    if op.kind == "map":
-        return True
-    if op.kind == "none_order":
-        return False
-    mine = [n for n in cg.nodes if n.ir is op.node and not n.internal and n.kind != "full"]
-    if op.kind == "string_mean":
-        return any(n.kind == "aggregate" and n.count_check is not None for n in mine)
-    for n in mine:                      # "mixed": the kind check of _compiled_model
-        if space.is_categorical(n):
-            vals = list(space.dirs(n))
-            if any(isinstance(v, str) for v in vals) and any(
-                    not isinstance(v, str) and v is not None for v in vals):
-                return True
-    return False
-
-
-def _raising(sop, value_sets, cg: CompilerGraph, space: ResidualSpace, vocab: list,
-             max_seq_len: int, causal: bool, raising: str):
-    """Where the interpreter raises (issue 51): the operations the value sets say may raise
-    (:func:`compiler.raising.raising_operations`) and the inputs it raises on
-    (:func:`compiler.raising.find_raising_inputs`). Returns the search (None when no
-    operation may raise).
-
-    Raises:
-        UnsupportedError: ``raising="refuse"`` and an input raises; or an operation without a
-            run-time check in the model may raise (an input found, or the inputs sampled:
-            none can be excluded). The message names the operation and the input.
-    """
-    ops = raising_operations(sop, value_sets)
-    if not ops:
-        return None
-    for op in ops:
-        op.covered = _covered(op, cg, space)
-    found = find_raising_inputs(sop, vocab, max_seq_len, causal)
-    scope = (f"vocabulary {{{', '.join(map(repr, vocab))}}}, lengths 1..{max_seq_len}")
-    if found.found:
-        x, msg = found.found[0]
-        if raising == "refuse":
-            raise UnsupportedError(
-                f"the interpreter raises on input {show_input(x)} ({msg}), an input of the "
-                f"declared {scope}; the operations that may raise: "
-                f"{'; '.join(op.describe() for op in ops[:3])}; refused (raising='refuse'; "
-                "compile with raising='raise' for a model that raises there too)", None,
-                sop.span)
-    uncovered = [op for op in ops if not op.covered]
-    if uncovered and (found.found or not found.exhaustive):
-        op = uncovered[0]
-        if found.found:
-            x, msg = found.found[0]
-            why = (f"the interpreter raises on input {show_input(x)} ({msg}) and the "
-                   "compiled model has no run-time check for it")
-        else:
-            why = (f"the interpreter may raise on an input of the declared {scope} and the "
-                   f"compiled model has no run-time check for it (none of the "
-                   f"{found.checked:,} sampled inputs raised, but that cannot exclude one)")
-        raise UnsupportedError(f"{why}: {op.describe()}; refused rather than return a model "
-                               "that would compute a value where the interpreter raises",
-                               None, op.node.span or sop.span)
-    return found
-
-
-def _check_raising_inputs(cm: CompiledModel) -> None:
-    """The compiled model must raise on every input where the search found the interpreter
-    raising (``stats["raising_inputs"]``); an :class:`UnsupportedError` naming the input
-    otherwise (a failing map the model never computes, e.g. read only by a ``TRUE``
-    select)."""
-    for x, msg in cm.stats.get("raising_inputs", []):
-        try:
-            cm.run([x])
-        except RASPError:
-            continue
-        raise UnsupportedError(
-            f"the interpreter raises on input {show_input(x)} ({msg}) and the compiled model "
-            "does not (no run-time check covers that operation); refused rather than return "
-            "a model that would compute a value where the interpreter raises")
 
 
 def _checked_arguments(sop, vocab, max_seq_len: int, max_params: int) -> list:

@@ -32,8 +32,13 @@ from rasp.interpreter import evaluate
 from rasp.ir import Aggregate, Map, RASPError, SequenceMap, SOp, topological_order
 from rasp.analyses.value_sets import ValueSets, selects_at_most_one
 
+from .errors import UnsupportedError
+from .graph.nodes import CompilerGraph
+from .residual_space import ResidualSpace
+
 __all__ = ["RaisingOp", "RaisingSearch", "raising_operations", "find_raising_inputs",
-           "show_input", "SEARCH_LIMIT", "SEARCH_SAMPLES"]
+           "show_input", "raising_search", "check_model_raises", "SEARCH_LIMIT",
+           "SEARCH_SAMPLES"]
 
 #: every input is run through the interpreter when all lengths together number at most this
 SEARCH_LIMIT = 4096
@@ -199,3 +204,86 @@ def find_raising_inputs(sop: SOp, vocab: list, max_seq_len: int, causal: bool = 
 def show_input(x: list) -> str:
     """An input as the gate shows it: its Python list."""
     return repr([v.item() if isinstance(v, np.generic) else v for v in x])
+
+
+def _covered(op: RaisingOp, cg: CompilerGraph, space: ResidualSpace) -> bool:
+    """Whether the compiled model has a run-time check raising where ``op`` raises: a failing
+    map's error flags (checked on the inputs found, :func:`_check_raising_inputs`), the
+    string/number kind check of a node computing the s-op, a mean of strings' count head;
+    never a ``max`` / ``min`` over ``None`` (the model takes the maximum of what it selects)."""
+    if op.kind == "map":
+        return True
+    if op.kind == "none_order":
+        return False
+    mine = [n for n in cg.nodes if n.ir is op.node and not n.internal and n.kind != "full"]
+    if op.kind == "string_mean":
+        return any(n.kind == "aggregate" and n.count_check is not None for n in mine)
+    for n in mine:                      # "mixed": the kind check of _compiled_model
+        if space.is_categorical(n):
+            vals = list(space.dirs(n))
+            if any(isinstance(v, str) for v in vals) and any(
+                    not isinstance(v, str) and v is not None for v in vals):
+                return True
+    return False
+
+
+def raising_search(sop, value_sets, cg: CompilerGraph, space: ResidualSpace, vocab: list,
+                   max_seq_len: int, causal: bool, raising: str):
+    """Where the interpreter raises (issue 51): the operations the value sets say may raise
+    (:func:`compiler.raising.raising_operations`) and the inputs it raises on
+    (:func:`compiler.raising.find_raising_inputs`). Returns the search (None when no
+    operation may raise).
+
+    Raises:
+        UnsupportedError: ``raising="refuse"`` and an input raises; or an operation without a
+            run-time check in the model may raise (an input found, or the inputs sampled:
+            none can be excluded). The message names the operation and the input.
+    """
+    ops = raising_operations(sop, value_sets)
+    if not ops:
+        return None
+    for op in ops:
+        op.covered = _covered(op, cg, space)
+    found = find_raising_inputs(sop, vocab, max_seq_len, causal)
+    scope = (f"vocabulary {{{', '.join(map(repr, vocab))}}}, lengths 1..{max_seq_len}")
+    if found.found:
+        x, msg = found.found[0]
+        if raising == "refuse":
+            raise UnsupportedError(
+                f"the interpreter raises on input {show_input(x)} ({msg}), an input of the "
+                f"declared {scope}; the operations that may raise: "
+                f"{'; '.join(op.describe() for op in ops[:3])}; refused (raising='refuse'; "
+                "compile with raising='raise' for a model that raises there too)", None,
+                sop.span)
+    uncovered = [op for op in ops if not op.covered]
+    if uncovered and (found.found or not found.exhaustive):
+        op = uncovered[0]
+        if found.found:
+            x, msg = found.found[0]
+            why = (f"the interpreter raises on input {show_input(x)} ({msg}) and the "
+                   "compiled model has no run-time check for it")
+        else:
+            why = (f"the interpreter may raise on an input of the declared {scope} and the "
+                   f"compiled model has no run-time check for it (none of the "
+                   f"{found.checked:,} sampled inputs raised, but that cannot exclude one)")
+        raise UnsupportedError(f"{why}: {op.describe()}; refused rather than return a model "
+                               "that would compute a value where the interpreter raises",
+                               None, op.node.span or sop.span)
+    return found
+
+
+def check_model_raises(cm) -> None:
+    """The compiled model (a :class:`compiler.CompiledModel`) must raise on every input where
+    the search found the interpreter raising (``stats["raising_inputs"]``); an
+    :class:`UnsupportedError` naming the input
+    otherwise (a failing map the model never computes, e.g. read only by a ``TRUE``
+    select)."""
+    for x, msg in cm.stats.get("raising_inputs", []):
+        try:
+            cm.run([x])
+        except RASPError:
+            continue
+        raise UnsupportedError(
+            f"the interpreter raises on input {show_input(x)} ({msg}) and the compiled model "
+            "does not (no run-time check covers that operation); refused rather than return "
+            "a model that would compute a value where the interpreter raises")
