@@ -55,8 +55,8 @@ from analysis.prediction.budget import (DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUD
 from analysis.prediction.crasp_decision import DECISIONS, decide_task
 from analysis.prediction.crasp_search import crasp_search
 from analysis.prediction.search import SearchError, search_task, tree_size
-from analysis.prediction.theories import (DECIDED, THEORY_NAMES, Evidence, TheoryVerdict,
-                                          combine, decide, prediction_label, theories_for)
+from analysis.prediction.theories import (DECIDED, THEORY_NAMES, Evidence, TheoryVerdict, combine,
+                                          decide, prediction_label, theories_for, theory_sentence)
 from analysis.prediction.verify import protocol_max_length, verify_program_on_task
 from rasp.analyses.crasp import check_crasp
 from rasp.analyses.measures import measure
@@ -608,7 +608,7 @@ def _with_verdicts(rec: Prediction, pe, position_offsets, verdicts) -> Predictio
     rec.prediction_label = prediction_label(rec.prediction, verdicts)
     rec.theories = {v.theory: v.to_dict() for v in verdicts}
     rec.verdict_evidence = {v.theory: v.evidence.to_dict() for v in verdicts}
-    rec.theory = (", ".join(v.name for v in verdicts) if verdicts else
+    rec.theory = (theory_sentence(pe, [v.name for v in verdicts]) if verdicts else
                   _no_theory_sentence(pe, position_offsets))
     return rec
 

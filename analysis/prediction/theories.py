@@ -46,6 +46,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 __all__ = ["PE_THEORIES", "THEORY_NAMES", "IMPOSSIBILITY", "Evidence", "TheoryVerdict",
+           "PROTOCOL_SENTENCE", "theory_sentence",
            "theories_for", "decide", "combine", "prediction_label", "VERDICTS", "DECIDED",
            "CERTIFICATE"]
 
@@ -76,6 +77,20 @@ THEORY_NAMES = {"raspl": "RASP-L (Zhou et al. 2023)",
 #: failure is not one. Empty entries are better than wrong citations: without an entry the
 #: verdict needs a search certificate to be "fails".
 IMPOSSIBILITY: dict[tuple[str, str], str] = {}
+
+
+#: the training protocol a theory's prediction assumes, as the record states it (PE -> words)
+PROTOCOL_SENTENCE: dict[str, str] = {
+    "ape_learned": "assumes training with random position offsets (every position embedding "
+                   "trained: Huang et al. 2025 §3, Zhou et al. 2023's packing and offsets; "
+                   "`rasp train --pe ape_learned --set position_offsets=random`)"}
+
+
+def theory_sentence(pe: str | None, names: list[str]) -> str:
+    """The theories a prediction came from (``names``), with the training protocol they assume
+    for ``pe`` (:data:`PROTOCOL_SENTENCE`): what the table, the JSON and a registration show."""
+    cond = PROTOCOL_SENTENCE.get(pe)
+    return ", ".join(names) + (f"; {cond}" if cond else "")
 
 
 def theories_for(pe: str | None, position_offsets: str | None = None) -> tuple[str, ...]:
