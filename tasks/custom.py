@@ -50,8 +50,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import itertools
 import json
 import re
+import reprlib
 import sys
 import traceback
 from pathlib import Path
@@ -65,8 +67,9 @@ from .base import Task, TaskInputError
 from .huang import (DFA, TEST_MAX_LENGTH, LanguageTask, NextSetFormat, NextSetTask, _vocab,
                     next_set_labels)
 
-__all__ = ["KINDS", "RUNS_CODE_WARNING", "TaskFileError", "FileTask", "load_task_file", "regex_task", "regex_dfa",
-           "task_source", "run_task_source", "file_sha256", "DEFAULT_LENGTHS"]
+__all__ = ["KINDS", "RUNS_CODE_WARNING", "TaskFileError", "FileTask", "load_task_file",
+           "regex_task", "regex_dfa", "task_source", "run_task_source", "file_sha256",
+           "DEFAULT_LENGTHS", "MAX_ITEMS"]
 
 #: the task kinds a task file may declare (``KIND``)
 KINDS = ("seq2seq", "membership", "next_set")
@@ -75,8 +78,19 @@ DEFAULT_LENGTHS = range(1, 21)
 #: the warning every option that loads a task file gives (``--task-file``, ``--registered``)
 RUNS_CODE_WARNING = ("Loading the file RUNS ITS PYTHON CODE (it is imported as a module): give "
                      "only your own or trusted files")
+#: the most items read from any iterable of a task file (VOCAB, OUTPUTS, LENGTHS, LABELS, a
+#: set, an answer): read lazily, one past the bound, so an infinite or huge one is refused
+#: before it is materialised
+MAX_ITEMS = 10_000
+#: the longest token name (VOCAB, OUTPUTS)
+MAX_TOKEN_CHARS = 100
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 _SPECIAL_NAMES = {"BOS", "SEP", "EOS", "PAD"}
+
+
+_MISSING = object()
+#: callables whose ``__code__`` is read without running the user's code
+_FUNCTION_TYPES = (type(lambda: 0),)
 
 
 class TaskFileError(RASPError):
@@ -92,9 +106,50 @@ def file_sha256(path) -> str:
 # ------------------------------------------------------------------------------------------
 # task files
 # ------------------------------------------------------------------------------------------
+_SHOW = reprlib.Repr()
+_SHOW.maxstring, _SHOW.maxother, _SHOW.maxlist, _SHOW.maxset = 60, 60, 8, 8
+
+
+def _show(x) -> str:
+    """A value of the user's code for a message: its repr, truncated (``reprlib``), on one
+    line; never the user's exception (a ``__repr__`` that raises)."""
+    try:
+        text = _SHOW.repr(x)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 - the user's __repr__
+        return f"<a {type(x).__name__[:40]} whose repr raised>"
+    return " ".join(text.split())[:120]
+
+
 def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split())
+    try:
+        text = str(e)[:400]
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 - the user's __str__
+        text = "<its message raised>"
+    text = " ".join(text.split())
+    text = text if len(text) <= 200 else text[:197] + "..."
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _items(value, what: str, bad: Callable[[str], TaskFileError], bound: int = MAX_ITEMS
+           ) -> list:
+    """At most ``bound`` items of the user's iterable ``value`` (one past the bound is read:
+    an infinite or huge one is refused before it is materialised); its ``__iter__`` /
+    ``__next__`` guarded (any exception: ``bad``'s one line)."""
+    try:
+        out = list(itertools.islice(iter(value), bound + 1))
+    except KeyboardInterrupt:
+        raise
+    except TypeError:
+        raise bad(f"{what} must be a list, got {_show(value)}") from None
+    except BaseException as e:  # noqa: BLE001 - the user's __iter__ / __next__
+        raise bad(f"iterating {what} raised {_one_line(e)}") from None
+    if len(out) > bound:
+        raise bad(f"{what} has more than {bound:,} items")
+    return out
 
 
 def _where(path: str, e: BaseException | None = None, fn: Callable | None = None,
@@ -106,8 +161,9 @@ def _where(path: str, e: BaseException | None = None, fn: Callable | None = None
         for fr in reversed(traceback.extract_tb(e.__traceback__)):
             if str(Path(fr.filename).resolve()) == resolved:
                 return f"{path}:{fr.lineno}"
-    if fn is not None and getattr(fn, "__code__", None) is not None:
-        return f"{path}:{fn.__code__.co_firstlineno}"
+    code = getattr(fn, "__code__", None) if isinstance(fn, _FUNCTION_TYPES) else None
+    if code is not None:
+        return f"{path}:{code.co_firstlineno}"
     return f"{path}:{line or 1}"
 
 
@@ -143,8 +199,12 @@ def _import_file(path: str):
         spec.loader.exec_module(module)
     except SyntaxError as e:
         sys.modules.pop(name, None)
-        raise TaskFileError(f"{path}:{e.lineno or 1}: syntax error: {e.msg}") from None
-    except Exception as e:  # noqa: BLE001 - the user's code: any error, one line
+        raise TaskFileError(f"{path}:{e.lineno or 1}: syntax error: {_show(e.msg)[1:-1]}") \
+            from None
+    except KeyboardInterrupt:
+        sys.modules.pop(name, None)
+        raise
+    except BaseException as e:  # noqa: BLE001 - the user's code: any error (SystemExit too)
         sys.modules.pop(name, None)
         raise TaskFileError(f"{_where(path, e)}: loading the task file raised "
                             f"{_one_line(e)}") from None
@@ -176,7 +236,9 @@ class FileTask(Task):
     def _call(self, fn, what: str, *args):
         try:
             return fn(*args)
-        except Exception as e:  # noqa: BLE001 - the user's code
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001 - the user's code (SystemExit, GeneratorExit)
             raise TaskFileError(f"{_where(self.path, e, fn)}: {what} raised "
                                 f"{_one_line(e)}") from None
 
@@ -188,13 +250,9 @@ class FileTask(Task):
         got = self._call(self._inputs_fn, f"inputs(rng, {n})", rng, n)
         if got is None:
             return None
-        if isinstance(got, (str, bytes)) and not all(isinstance(t, str) for t in self.user_vocab):
-            got = list(got)
-        try:
-            toks = list(got)
-        except TypeError:
-            raise self._bad(self._inputs_fn, f"inputs(rng, {n}) returned {got!r}, not a list "
-                                             "of VOCAB tokens") from None
+        toks = _items(got, f"the result of inputs(rng, {n})",
+                      lambda m: self._bad(self._inputs_fn, m + " (a list of VOCAB tokens)"),
+                      bound=n)
         if len(toks) != n:
             raise self._bad(self._inputs_fn, f"inputs(rng, {n}) returned {len(toks)} tokens, "
                                              f"not {n}")
@@ -202,8 +260,9 @@ class FileTask(Task):
         for t in toks:
             i = self._index.get(_key(t))
             if i is None:
-                raise self._bad(self._inputs_fn, f"inputs(rng, {n}) returned the token {t!r}, "
-                                                 f"which is not in VOCAB {self.user_vocab}")
+                raise self._bad(self._inputs_fn, f"inputs(rng, {n}) returned the token "
+                                                 f"{_show(t)}, which is not in VOCAB "
+                                                 f"{_show(self.user_vocab)}")
             ids.append(i)
         return ids
 
@@ -211,23 +270,21 @@ class FileTask(Task):
         """``target(tokens)`` of content ids, checked, as answer ids (seq2seq: with EOS;
         membership: ``[no|yes, EOS]``; next_set: one label id per position)."""
         toks = [self.user_vocab[i] for i in ids]
-        what = f"target({toks!r})" if len(toks) <= 8 else f"target(<{len(toks)} tokens>)"
+        what = f"target({_show(toks)})" if len(toks) <= 8 else f"target(<{len(toks)} tokens>)"
         got = self._call(self._target_fn, what, toks)
         if self.user_kind == "membership":
             if not isinstance(got, (bool, np.bool_)):
-                raise self._bad(self._target_fn, f"{what} returned {got!r}: a membership "
+                raise self._bad(self._target_fn, f"{what} returned {_show(got)}: a membership "
                                                  "task's target is True or False")
             return [self.k + int(bool(got)), self.vocab.eos]      # no = k, yes = k + 1
-        try:
-            items = list(got)
-        except TypeError:
-            raise self._bad(self._target_fn, f"{what} returned {got!r}, not a list") from None
+        items = _items(got, f"the result of {what}", lambda m: self._bad(self._target_fn, m),
+                       bound=MAX_ITEMS if self.user_kind == "seq2seq" else len(ids))
         if self.user_kind == "seq2seq":
             out = []
             for t in items:
                 i = self._index.get(_key(t), self._out_index.get(_key(t)))
                 if i is None:
-                    raise self._bad(self._target_fn, f"{what} returned the token {t!r}, which "
+                    raise self._bad(self._target_fn, f"{what} returned the token {_show(t)}, which "
                                                      "is in neither VOCAB nor OUTPUTS")
                 out.append(i)
             return out + [self.vocab.eos]
@@ -245,18 +302,15 @@ class FileTask(Task):
         return out
 
     def _label(self, s, what) -> frozenset:
-        try:
-            members = list(s)
-        except TypeError:
-            raise self._bad(self._target_fn, f"{what} wrote {s!r}, not a set") from None
+        members = _items(s, f"a set written by {what}", lambda m: self._bad(self._target_fn, m))
         lab = set()
         for t in members:
-            if t == "EOS":
+            if type(t) is str and t == "EOS":
                 lab.add(-1)
             elif _key(t) in self._index:
                 lab.add(self._index[_key(t)])
             else:
-                raise self._bad(self._target_fn, f"{what} wrote {t!r} in a set: neither a "
+                raise self._bad(self._target_fn, f"{what} wrote {_show(t)} in a set: neither a "
                                                  "VOCAB token nor 'EOS'")
         return frozenset(lab)
 
@@ -301,9 +355,14 @@ class FileTask(Task):
 
 
 def _key(t):
-    if isinstance(t, np.generic):
+    """A token's lookup key; None for anything but a string, an integer or a bool (an
+    unhashable list or an object whose ``__hash__``/``__eq__`` is the user's is never
+    hashed: it is not a token)."""
+    if isinstance(t, np.generic) and type(t.item()) in (str, int, bool, float):
         t = t.item()
-    return (type(t).__name__ if not isinstance(t, bool) else "int", t)
+    if type(t) not in (str, int, bool):
+        return None
+    return (type(t).__name__ if type(t) is not bool else "int", t)
 
 
 def _label_name(lab: frozenset, vocab: list) -> str:
@@ -337,19 +396,32 @@ def load_task_file(path) -> FileTask:
     def bad(attr, msg):
         return TaskFileError(f"{path}:{lines.get(attr, 1)}: {msg}")
 
+    def get(attr, default=_MISSING):
+        """The module's ``attr`` (a module ``__getattr__`` is the user's code: guarded)."""
+        try:
+            return getattr(module, attr)
+        except KeyboardInterrupt:
+            raise
+        except AttributeError:
+            return default
+        except BaseException as e:  # noqa: BLE001 - the user's module __getattr__
+            raise bad(attr, f"reading {attr} raised {_one_line(e)}") from None
+
     contract = ("a task file defines NAME, VOCAB, KIND, inputs(rng, n) and target(tokens) "
                 "(`rasp score --help`)")
-    for attr in ("NAME", "VOCAB", "KIND", "inputs", "target"):
-        if not hasattr(module, attr):
+    attrs = {attr: get(attr) for attr in ("NAME", "VOCAB", "KIND", "inputs", "target")}
+    for attr, value in attrs.items():
+        if value is _MISSING:
             raise bad(attr, f"the task file defines no {attr}: {contract}")
-    name, kind = module.NAME, module.KIND
-    if not isinstance(name, str) or not _NAME_RE.match(name):
+    name, kind = attrs["NAME"], attrs["KIND"]
+    if type(name) is not str or not _NAME_RE.match(name):
         raise bad("NAME", f"NAME must be a name of letters, digits and _ starting with a "
-                          f"letter (it names run directories), got {name!r}")
-    if kind not in KINDS:
-        raise bad("KIND", f"KIND must be one of {', '.join(map(repr, KINDS))}, got {kind!r}")
-    vocab = _token_list(module.VOCAB, "VOCAB", bad)
-    outputs = _token_list(getattr(module, "OUTPUTS", []), "OUTPUTS", bad, empty_ok=True)
+                          f"letter (it names run directories), got {_show(name)}")
+    if type(kind) is not str or kind not in KINDS:
+        raise bad("KIND", f"KIND must be one of {', '.join(map(repr, KINDS))}, got "
+                          f"{_show(kind)}")
+    vocab = _token_list(attrs["VOCAB"], "VOCAB", bad)
+    outputs = _token_list(get("OUTPUTS", []), "OUTPUTS", bad, empty_ok=True)
     if outputs and kind != "seq2seq":
         raise bad("OUTPUTS", "OUTPUTS is for KIND 'seq2seq' (answer tokens beyond VOCAB)")
     names = [str(t) for t in vocab + outputs]
@@ -358,18 +430,20 @@ def load_task_file(path) -> FileTask:
         raise bad("VOCAB", f"token names must be distinct and not {sorted(_SPECIAL_NAMES)}"
                            + (" or no/yes (the labels)" if kind == "membership" else ""))
     for attr in ("inputs", "target"):
-        if not callable(getattr(module, attr)):
+        if not callable(attrs[attr]):
             raise bad(attr, f"{attr} must be a function")
-    lengths = getattr(module, "LENGTHS", DEFAULT_LENGTHS)
-    try:
-        lengths = sorted({int(n) for n in lengths})
-    except (TypeError, ValueError):
-        raise bad("LENGTHS", f"LENGTHS must be lengths (integers), got {lengths!r}") from None
+    raw = _items(get("LENGTHS", DEFAULT_LENGTHS), "LENGTHS", lambda m: bad("LENGTHS", m))
+    ints = [n.item() if isinstance(n, np.integer) else n for n in raw]
+    if any(type(n) is not int for n in ints):
+        bad_n = next(n for n in ints if type(n) is not int)
+        raise bad("LENGTHS", f"LENGTHS must be lengths (integers), got {_show(bad_n)} in it")
+    lengths = sorted(set(ints))
     if not lengths or lengths[0] < 1 or lengths[-1] > 1000:
         raise bad("LENGTHS", "LENGTHS must be lengths between 1 and 1000")
     labels = None
     if kind == "next_set":
-        labels = _labels(module, vocab, lengths, path, bad)
+        labels = _labels(get("LABELS"), attrs["inputs"], attrs["target"], vocab, lengths, path,
+                         bad)
     extra = {"seq2seq": [str(t) for t in outputs], "membership": ["no", "yes"],
              "next_set": sorted(_label_name(lab, vocab) for lab in (labels or []))}[kind]
     specials = ("BOS", "EOS", "PAD") if kind == "next_set" else ("BOS", "SEP", "EOS", "PAD")
@@ -380,37 +454,35 @@ def load_task_file(path) -> FileTask:
         kind="next_set" if kind == "next_set" else "next_token",
         default_train_max_len=lengths[-1], example_length=min(max(4, lengths[0]), lengths[-1]),
         path=path, user_kind=kind, user_vocab=vocab, outputs=outputs,
-        inputs_fn=module.inputs, target_fn=module.target, labels=labels, sha256=sha)
+        inputs_fn=attrs["inputs"], target_fn=attrs["target"], labels=labels, sha256=sha)
     task.spec = {"task_file": str(Path(path).resolve()), "name": name}
     _check_lengths(task, lengths)
     return task
 
 
 def _token_list(value, attr, bad, empty_ok=False) -> list:
-    if isinstance(value, str):
-        value = list(value)
-    try:
-        out = [v.item() if isinstance(v, np.generic) else v for v in value]
-    except TypeError:
-        raise bad(attr, f"{attr} must be a list of tokens, got {value!r}") from None
+    out = [v.item() if isinstance(v, np.generic) else v
+           for v in _items(value, attr, lambda m: bad(attr, m))]
     if not out and not empty_ok:
         raise bad(attr, f"{attr} must list at least one token")
-    if any(isinstance(v, bool) or not isinstance(v, (str, int)) for v in out):
-        raise bad(attr, f"{attr}'s tokens are strings or integers")
+    wrong = [v for v in out if type(v) not in (str, int)]
+    if wrong:
+        raise bad(attr, f"{attr}'s tokens are strings or integers, got {_show(wrong[0])}")
+    if any(type(v) is str and len(v) > MAX_TOKEN_CHARS for v in out):
+        raise bad(attr, f"{attr}'s tokens are names of at most {MAX_TOKEN_CHARS} characters")
     return out
 
 
-def _labels(module, vocab, lengths, path, bad) -> list[frozenset]:
-    """The next-set labels: ``LABELS``, else those ``target`` writes on a seeded sample."""
+def _labels(labels, inputs_fn, target_fn, vocab, lengths, path, bad) -> list[frozenset]:
+    """The next-set labels: ``LABELS`` (``labels``, unless missing), else those ``target``
+    writes on a seeded sample."""
     probe = FileTask(name="probe", description="", source="", vocab=_vocab([str(t) for t in
                      vocab]), path=path, user_kind="next_set", user_vocab=vocab, outputs=[],
-                     inputs_fn=module.inputs, target_fn=module.target)
-    if hasattr(module, "LABELS"):
-        try:
-            return sorted({probe._label(s, "LABELS") for s in module.LABELS},
-                          key=lambda lab: _label_name(lab, vocab))
-        except TypeError:
-            raise bad("LABELS", "LABELS must be a list of sets of tokens") from None
+                     inputs_fn=inputs_fn, target_fn=target_fn)
+    if labels is not _MISSING:
+        sets = _items(labels, "LABELS", lambda m: bad("LABELS", m))
+        return sorted({probe._label(s, "LABELS") for s in sets},
+                      key=lambda lab: _label_name(lab, vocab))
     seen = set()
     for n in lengths:
         for s in range(3):
@@ -418,12 +490,11 @@ def _labels(module, vocab, lengths, path, bad) -> list[frozenset]:
             if ids is None:
                 break
             toks = [vocab[i] for i in ids]
-            got = probe._call(module.target, f"target({toks!r})", toks)
-            try:
-                seen.update(probe._label(x, f"target({toks!r})") for x in got)
-            except TypeError:
-                raise probe._bad(module.target, f"target({toks!r}) returned {got!r}, not a "
-                                                 "list of sets") from None
+            what = f"target({_show(toks)})"
+            got = probe._call(target_fn, what, toks)
+            sets = _items(got, f"the result of {what}", lambda m: probe._bad(target_fn, m),
+                          bound=n)
+            seen.update(probe._label(x, what) for x in sets)
     if not seen:
         raise bad("inputs", "inputs(rng, n) gave no input at any of the LENGTHS")
     return sorted(seen, key=lambda lab: _label_name(lab, vocab))

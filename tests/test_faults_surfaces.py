@@ -212,3 +212,86 @@ def test_the_registered_help_warns_as_the_task_file_help_does():
     text = " ".join(p.stdout.split())
     assert p.returncode == 0 and "--trust-task-files" in text
     assert text.count(" ".join(RUNS_CODE_WARNING.split())) >= 3      # --task-file, both new
+
+
+# -- 4. task files: every exception class and result shape, bounds before materialising ----
+
+TASK_BASE = '''NAME = "hostile"
+VOCAB = ["a", "b"]
+KIND = "membership"
+LENGTHS = [1, 2]
+def inputs(rng, n):
+    return ["a"] * n
+def target(t):
+    return True
+'''
+
+#: name -> lines appended to TASK_BASE (a later definition wins), words the error must hold
+HOSTILE_TASKS = {
+    "unhashable token": ("def inputs(rng, n):\n    return [['a']] * n", "not in VOCAB"),
+    "__iter__ raises": ("class X:\n    def __iter__(self): raise ValueError('boom')\n"
+                        "def inputs(rng, n):\n    return X()", "ValueError: boom"),
+    "__repr__ __str__ __hash__ raise": (
+        "class X:\n    def __repr__(self): raise ValueError('r')\n"
+        "    def __str__(self): raise ValueError('s')\n"
+        "    def __hash__(self): raise ValueError('h')\n"
+        "def inputs(rng, n):\n    return [X()] * n", "not in VOCAB"),
+    "a BaseException": ("class B(BaseException): pass\ndef inputs(rng, n):\n    raise B('x')",
+                        "raised B"),
+    "GeneratorExit": ("def inputs(rng, n):\n    raise GeneratorExit()", "GeneratorExit"),
+    "SystemExit(0) in inputs": ("def inputs(rng, n):\n    raise SystemExit(0)", "SystemExit"),
+    "SystemExit(0) at import": ("raise SystemExit(0)", "SystemExit"),
+    "LENGTHS=[inf]": ("LENGTHS = [float('inf')]", "LENGTHS"),
+    "LENGTHS=range(1, 10**8)": ("LENGTHS = range(1, 10**8)", "LENGTHS"),
+    "LENGTHS=count()": ("import itertools\nLENGTHS = itertools.count()", "LENGTHS"),
+    "VOCAB=count()": ("import itertools\nVOCAB = itertools.count()", "VOCAB"),
+    "infinite inputs": ("import itertools\ndef inputs(rng, n):\n"
+                        "    return itertools.repeat('a')", "inputs"),
+    "infinite target": ("KIND = 'seq2seq'\nimport itertools\ndef target(t):\n"
+                        "    return itertools.repeat('a')", "target"),
+    "infinite next set": ("KIND = 'next_set'\nimport itertools\ndef target(t):\n"
+                          "    return [itertools.repeat('a') for _ in t]", "target"),
+    "infinite LABELS": ("KIND = 'next_set'\nimport itertools\n"
+                        "LABELS = itertools.repeat({'a'})\ndef target(t):\n"
+                        "    return [{'a'} for _ in t]", "LABELS"),
+    "a 100 MB message": ("def inputs(rng, n):\n    raise ValueError('x' * 100_000_000)",
+                         "ValueError"),
+    "a 100 MB NAME": ("NAME = 'a' * 100_000_000", "NAME"),
+    "an exception whose __str__ raises": (
+        "class E(Exception):\n    def __str__(self): raise ValueError('no')\n"
+        "def inputs(rng, n):\n    raise E()", "raised E"),
+    "KIND with a raising __eq__": ("class K:\n    def __eq__(self, o): raise ValueError('eq')\n"
+                                   "    __hash__ = None\nKIND = K()", "KIND"),
+    "a module __getattr__ that exits": ("del LENGTHS\ndef __getattr__(name):\n"
+                                        "    raise SystemExit(3)", "SystemExit"),
+    "a str token with raising __hash__": (
+        "class X(str):\n    def __repr__(self): raise ValueError('r')\n"
+        "    def __hash__(self): raise ValueError('h')\nVOCAB = [X('a'), 'b']", "VOCAB"),
+}
+
+
+def test_hostile_task_files_are_one_line_task_file_errors(tmp_path):
+    """17 tracebacks of the issue (and a few more): each a one-line error naming the file,
+    exit 2, under 2 GB and 60 s (the bounds are checked before anything is materialised;
+    SystemExit(0) in inputs ended the command with exit 0 and no output)."""
+    cases, files_ = [], []
+    for i, case in enumerate(sorted(HOSTILE_TASKS)):
+        f = tmp_path / f"task{i}.py"
+        f.write_text(TASK_BASE + HOSTILE_TASKS[case][0] + "\n")
+        files_.append((case, f))
+        cases.append(["verify", "--task-file", str(f)])
+    for (case, f), r in zip(files_, run_cases(cases, tmp_path)):
+        assert_one_line(r, 2, HOSTILE_TASKS[case][1])
+        err = r["err"].strip()
+        assert str(f) in err and len(err) < 600, (case, err[:300])
+
+
+def test_a_keyboard_interrupt_in_a_task_file_stays_an_interrupt(tmp_path):
+    from tasks.custom import TaskFileError, load_task_file
+    f = tmp_path / "t.py"
+    f.write_text(TASK_BASE + "def inputs(rng, n):\n    raise KeyboardInterrupt\n")
+    with pytest.raises(KeyboardInterrupt):
+        load_task_file(f)
+    f.write_text(TASK_BASE + "def inputs(rng, n):\n    raise GeneratorExit\n")
+    with pytest.raises(TaskFileError, match="GeneratorExit"):
+        load_task_file(f)
