@@ -6,7 +6,10 @@ Two flags are added so that the tour stays under a minute (both documented in th
 and ``rasp report ... --no-train`` (the report of what exists instead of training its runs).
 The shell lines run one after another in a fresh directory (the paths they read, such as
 ``rasp/stdlib/``, are linked into it), so ``runs/``, ``out/`` and ``reports/`` of the checkout are
-never touched.
+never touched: what the tour writes (the paths git ignores, :data:`WRITTEN`) is never linked,
+even where a line reads it back (``rasp probe runs/...`` reads the run the line before trained
+here). A user's own runs (``rasp train copy_unique --pe nope --preset quick`` as the README says,
+a run of 600 steps where the test trains 20) can therefore not break the test (issue 50).
 """
 
 import os
@@ -23,6 +26,9 @@ README = ROOT / "README.md"
 BIN = Path(sys.executable).parent
 #: command prefix -> flags the test adds (and why: see the module docstring)
 ADDED = {("rasp", "train"): ["--steps", "20"], ("rasp", "report"): ["--no-train"]}
+#: what the tour writes, never linked from the checkout (used where git cannot say what it
+#: ignores, e.g. an unpacked archive)
+WRITTEN = {"runs", "reports", "out"}
 
 
 def _blocks(text: str) -> list[tuple[str, str, int]]:
@@ -54,6 +60,29 @@ def _command(line: str) -> list[str]:
     return argv
 
 
+def _written(first: str) -> bool:
+    """Whether the top-level path ``first`` of the checkout is the tour's output, not its
+    input: a path git ignores (``runs/``, ``reports/``, ``out/``; :data:`WRITTEN` without
+    git)."""
+    try:
+        p = subprocess.run(["git", "check-ignore", "-q", first + "/"], cwd=ROOT, timeout=30,
+                           capture_output=True)
+    except (OSError, subprocess.TimeoutExpired):
+        return first in WRITTEN
+    return p.returncode == 0 if p.returncode in (0, 1) else first in WRITTEN
+
+
+def _link_inputs(commands: list[list[str]], where: Path, root: Path = ROOT) -> None:
+    """Link into ``where`` the top-level paths of the checkout ``root`` the commands read
+    (``rasp/``, ``tasks/``), never what they write (:func:`_written`)."""
+    for argv in commands:
+        for arg in argv[1:]:
+            first = arg.split("/")[0]
+            if "/" in arg and (root / first).exists() and not _written(first) \
+                    and not (where / first).exists():
+                (where / first).symlink_to(root / first)
+
+
 def _env() -> dict:
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
                RASP_TORCH_THREADS="1", PYTHONPATH=str(ROOT))
@@ -72,12 +101,7 @@ def test_the_shell_lines_run_as_written(tmp_path):
     lines = tour()["sh"]
     commands = [_command(ln) for ln in lines]
     assert all(c and c[0] == "rasp" for c in commands), lines
-    # the paths the lines read, linked from the checkout
-    for argv in commands:
-        for arg in argv[1:]:
-            first = arg.split("/")[0]
-            if "/" in arg and (ROOT / first).exists() and not (tmp_path / first).exists():
-                (tmp_path / first).symlink_to(ROOT / first)
+    _link_inputs(commands, tmp_path)               # the paths the lines read, from the checkout
     env = _env()
     for line, argv in zip(lines, commands):
         if argv == ["rasp"]:
@@ -87,13 +111,30 @@ def test_the_shell_lines_run_as_written(tmp_path):
         assert p.returncode == 0, f"{line}\n-> exit {p.returncode}\n{p.stdout[-2000:]}" \
                                   f"\n{p.stderr[-2000:]}"
         assert "Traceback" not in p.stderr, line
-    # what the tour says it writes
+    # what the tour says it writes, written here (not through a link into the checkout)
+    assert not any((tmp_path / w).is_symlink() for w in WRITTEN)
     assert (tmp_path / "out" / "hist" / "model.safetensors").exists()
     assert (tmp_path / "runs" / "copy_unique" / "nope" / "seed0-quick" / "DONE").exists()
     report = next(c for c in commands if c[:2] == ["rasp", "report"])
     out = report[report.index("-o") + 1]
     assert out.rstrip("/") != "reports"        # its own folder, not make demo's reports/
     assert (tmp_path / out / "report.html").exists()
+
+
+def test_the_tour_reads_no_output_of_the_checkout(tmp_path):
+    """The inputs are linked, the outputs not, even when the checkout holds them (a user's
+    ``runs/``, ``reports/`` and ``out/``, in a stand-in checkout here): the ``rasp probe
+    runs/...`` line reads the run the tour trained, not the user's."""
+    assert all(_written(w) for w in WRITTEN) and not _written("rasp")
+    checkout = tmp_path / "checkout"
+    for d in ("rasp", "tasks", *WRITTEN):
+        (checkout / d).mkdir(parents=True)
+    where = tmp_path / "tour"
+    where.mkdir()
+    _link_inputs([_command(ln) for ln in tour()["sh"]], where, checkout)
+    linked = {p.name for p in where.iterdir()}
+    assert "rasp" in linked and "tasks" in linked, linked
+    assert not linked & WRITTEN, linked
 
 
 def test_the_repl_session():
