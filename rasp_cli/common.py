@@ -136,12 +136,13 @@ def parse_seeds(text: str, flag: str = "--seeds") -> list[int]:
     return seeds
 
 
-def output_dir(path: str) -> str:
+def output_dir(path: str, flag: str = "-o") -> str:
     """Create the output directory ``path`` (and parents) or raise :class:`UsageError` with a
-    one-line reason (an existing file, a read-only or virtual file system such as /proc)."""
+    one-line reason (an existing file, a read-only or virtual file system such as /proc);
+    ``flag`` names the option that gave it."""
     if os.path.exists(path) and not os.path.isdir(path):
-        raise UsageError(f"{path} exists and is not a directory; choose another output "
-                         f"directory with -o")
+        raise UsageError(f"{path} exists and is not a directory; choose another directory "
+                         f"with {flag}")
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as e:
@@ -271,6 +272,8 @@ def parse_pes(text):
     if text == "all":
         return list(PE_NAMES)
     pes = [s.strip() for s in text.split(",") if s.strip()]
+    if not pes:
+        raise UsageError(f"--pe {text!r} names no positional encoding: {PE_HELP}")
     bad = [s for s in pes if s not in PE_NAMES]
     if bad:
         raise UsageError(f"unknown positional encoding {bad[0]!r}; known: "
@@ -393,6 +396,9 @@ def search_settings(args, names: list) -> dict:
                              "--search-budget N / --crasp-budget N (candidates), and "
                              "optionally --search-time-cap S")
     finite_number(args.search_time_cap, "--search-time-cap")
+    # as `rasp search --budget`: a search of no candidates certifies nothing
+    whole_number(args.search_budget, "--search-budget (candidate programs)", 1)
+    whole_number(args.crasp_budget, "--crasp-budget (candidate Booleans and counts)", 1)
     on = bool(args.search or args.search_budget is not None or args.crasp_budget is not None)
     return {"search": on,
             "search_budget": DEFAULT_SEARCH_BUDGET if args.search_budget is None

@@ -84,6 +84,10 @@ RUNS_CODE_WARNING = ("Loading the file RUNS ITS PYTHON CODE (it is imported as a
 MAX_ITEMS = 10_000
 #: the longest token name (VOCAB, OUTPUTS)
 MAX_TOKEN_CHARS = 100
+#: the longest regular expression, and the largest repetition count ``{m,n}`` in one (the
+#: automaton has that many states; languages are tested up to TEST_MAX_LENGTH)
+MAX_PATTERN_CHARS = 1000
+MAX_REPEAT = 2 * TEST_MAX_LENGTH
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 _SPECIAL_NAMES = {"BOS", "SEP", "EOS", "PAD"}
 
@@ -525,6 +529,15 @@ def regex_dfa(pattern: str, alphabet: list[str] | None = None) -> tuple[list[str
     """
     # start-up: interegular loads only when this runs
     import interegular
+    if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_CHARS:
+        raise TaskFileError(f"regular expression {_show(pattern)}: at most "
+                            f"{MAX_PATTERN_CHARS} characters")
+    counts = [int(v) for pair in re.findall(r"\{\s*(\d{1,12})?\s*(?:,\s*(\d{1,12})?\s*)?\}",
+                                            pattern) for v in pair if v]
+    if any(c > MAX_REPEAT for c in counts) or re.search(r"\{\s*\d{13}", pattern):
+        raise TaskFileError(f"regular expression {_show(pattern)}: a repetition count above "
+                            f"{MAX_REPEAT} (languages are tested at lengths up to "
+                            f"{TEST_MAX_LENGTH}; the automaton would have as many states)")
     try:
         fsm = interegular.parse_pattern(pattern).to_fsm().reduce()
     except Exception as e:  # noqa: BLE001 - interegular's parse errors have several types
@@ -547,10 +560,29 @@ def regex_dfa(pattern: str, alphabet: list[str] | None = None) -> tuple[list[str
         delta.append([number.get(row.get(fsm.alphabet[s])) if fsm.alphabet[s] in row else None
                       for s in alpha])
     dfa = DFA(len(alpha), delta, {number[q] for q in fsm.finals})
-    if not any(dfa.count(0, n, True) for n in range(1, 2 * len(states) + 2)):
-        raise TaskFileError(f"regular expression {pattern!r}: the language has no non-empty "
-                            "string")
+    shortest = _shortest_member(dfa, len(states))
+    if shortest is None:
+        raise TaskFileError(f"regular expression {_show(pattern)}: the language has no "
+                            "non-empty string")
+    if shortest > TEST_MAX_LENGTH:
+        raise TaskFileError(f"regular expression {_show(pattern)}: its shortest non-empty "
+                            f"string has length {shortest:,}; languages are trained and tested "
+                            f"at lengths up to {TEST_MAX_LENGTH}")
     return alpha, dfa
+
+
+def _shortest_member(dfa: DFA, n_states: int) -> int | None:
+    """The length of the shortest non-empty string of ``dfa``'s language (a breadth-first
+    walk over the sets of states reachable in n steps, no recursion: ``a{1000}`` is a
+    thousand states), or None for none (one exists within ``n_states`` steps if any does)."""
+    frontier = {0}
+    for n in range(1, n_states + 2):
+        frontier = {r for q in frontier for r in dfa.delta[q] if r is not None}
+        if not frontier:
+            return None
+        if frontier & set(dfa.accept):
+            return n
+    return None
 
 
 def regex_task(pattern: str, format: str = "membership", alphabet: list[str] | None = None,

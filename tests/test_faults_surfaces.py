@@ -295,3 +295,53 @@ def test_a_keyboard_interrupt_in_a_task_file_stays_an_interrupt(tmp_path):
     f.write_text(TASK_BASE + "def inputs(rng, n):\n    raise GeneratorExit\n")
     with pytest.raises(TaskFileError, match="GeneratorExit"):
         load_task_file(f)
+
+
+# -- 5. flags -----------------------------------------------------------------------------------
+
+def test_bad_search_replicate_and_score_flags_are_one_line(tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory\n")
+    cases = {
+        "--regex 'a{1000}' (RecursionError)": (
+            ["search", "--regex", "a{1000}", "--json"], "repetition count"),
+        "--regex 'a{100000}' (minutes in the parser)": (
+            ["search", "--regex", "a{100000}", "--json"], "repetition count"),
+        "score --search-budget 0 (accepted)": (
+            ["score", "count", "--search-budget", "0"], "--search-budget"),
+        "score --crasp-budget 0 (accepted)": (
+            ["score", "count", "--crasp-budget", "0"], "--crasp-budget"),
+        "replicate --pe ,,, (exit 0 doing nothing)": (
+            ["replicate", "huang", "majority_binary", "--pe", ",,,"], "names no positional"),
+        "replicate --runs FILE (exit 1, no error line)": (
+            ["replicate", "huang", "majority_binary", "--pe", "nope", "--scale", "small",
+             "--no-predict", "--runs", str(a_file), "-o", str(tmp_path / "cells")], "--runs"),
+    }
+    for (name, (argv, words)), r in zip(cases.items(), run_cases([c[0] for c in cases.values()],
+                                                                 tmp_path)):
+        assert_one_line(r, 2, words)
+    assert a_file.read_text() == "not a directory\n" and not (tmp_path / "cells").exists()
+
+
+def test_a_time_capped_search_that_completed_no_size_certifies_nothing(tmp_path):
+    """``--time-cap`` hit before size 0 completed printed "no program of size <= -1"."""
+    p = subprocess.run([sys.executable, "-m", "rasp_cli.main", "search", "copy_unique",
+                        "--time-cap", "0.001"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "RASP_PROGRESS_EVERY": "0"})
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-800:]
+    assert "-1" not in p.stdout and "nothing certified" in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("flags", [["--grid", "more_a_than_b"], ["--seeds", "0,1"],
+                                   ["--seeds", "0-1"]])
+def test_train_a_task_file_grid(tmp_path, flags):
+    """``rasp train --task-file F --grid NAME`` counted the task twice ("two runs of the grid
+    write the same run directory"); ``--task-file F --seeds 0,1`` said "need --grid", with no
+    TASK to name after it: both train the grid."""
+    out = tmp_path / "runs"
+    [r] = run_cases([["train", "--task-file", str(EXAMPLE_TASK), "--pe", "nope", "--steps", "2",
+                      "--preset", "quick", "--serial", "--no-progress", "-o", str(out),
+                      *flags]], tmp_path)
+    assert r["tb"] is None and r["rc"] == 0, (r["rc"], r["err"][-800:])
+    seeds = sorted(p.name for p in out.glob("more_a_than_b/nope/seed*"))
+    assert seeds == (["seed0-quick"] if flags[0] == "--grid" else ["seed0-quick", "seed1-quick"])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 
 from rasp_cli.common import (UsageError, add_device_option, check_grid_options, grid_options,
-                             parse_pes)
+                             output_dir, parse_pes)
 
 #: the one-line help of `rasp replicate` (shown by `rasp --help` without importing the command)
 HELP = "run a paper's experiment as its authors did (huang: Huang et al. 2025)"
@@ -105,6 +105,8 @@ def run(args) -> int:
                          f"{', '.join(unknown)} (known: {', '.join(known)})")
     if args.waves is not None and not 1 <= args.waves <= 1024:
         raise UsageError(f"--waves must be in 1..1024, got {args.waves}")
+    for path, flag in ((args.runs, "--runs"), (args.out, "-o")):
+        output_dir(path, flag)            # a regular file there: one line, before any work
     waves = args.waves or (8 if args.address or str(args.device).startswith("cuda") else 2)
     if args.serial:
         waves = args.waves or 1

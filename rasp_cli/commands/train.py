@@ -125,7 +125,10 @@ def run(args) -> int:
         raise UsageError("give either TASK or --grid TASKS, not both")
     if not args.grid and not args.task and not own:
         raise UsageError("give a TASK (or --grid TASKS); `rasp tasks --group A` lists them")
-    tasks = [s.strip() for s in (args.grid or args.task or "").split(",") if s.strip()] + own
+    # a task file's task once, also when --grid names it too (it was counted twice: "two runs
+    # of the grid write the same run directory")
+    tasks = list(dict.fromkeys(
+        [s.strip() for s in (args.grid or args.task or "").split(",") if s.strip()] + own))
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     import tasks as _catalogue
     for name in tasks:               # the task names first: the most likely typo
@@ -136,12 +139,15 @@ def run(args) -> int:
     pes = parse_pes(args.pe)
     overrides = parse_overrides(args.set)
     check_train_options(args)
-    if args.grid:
-        check_grid_options(args)
     seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
-    if not args.grid and (len(pes) > 1 or len(seeds) > 1 or len(tasks) > 1):
+    several = len(pes) > 1 or len(seeds) > 1 or len(tasks) > 1
+    # only task files (no TASK to put after --grid): several PEs or seeds are their grid
+    grid = bool(args.grid) or (several and bool(own) and not args.task)
+    if grid:
+        check_grid_options(args)
+    if not grid and several:
         raise UsageError("several tasks, PEs or seeds need --grid")
-    if args.grid:
+    if grid:
         # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
         from analysis.training.study import Study
         runs = Study(tasks=tasks, pes=pes, seeds=seeds, train_preset=args.preset,

@@ -215,13 +215,18 @@ class SearchResult:
                 "upper_bound": self.length}
 
     def summary(self) -> str:
+        # no size completed (a time cap before size 0 finished): nothing is certified
+        certified = (f"none of size <= {self.certified_below}" if self.certified_below >= 0
+                     else "nothing (no size completed)")
         if self.found and self.found_by == "combination":
             head = (f"{self.name}: found a program of expression size {self.length} "
-                    f"(length {self.measured_length}) by combining terms; certified: none of "
-                    f"size <= {self.certified_below}")
+                    f"(length {self.measured_length}) by combining terms; certified: "
+                    f"{certified}")
         elif self.found:
             head = (f"{self.name}: shortest program has size {self.length} "
-                    f"(certified: none of size <= {self.certified_below})")
+                    f"(certified: {certified})")
+        elif self.certified_below < 0:
+            head = f"{self.name}: no program found, nothing certified ({self.stopped})"
         else:
             head = (f"{self.name}: no program of size <= {self.certified_below} "
                     f"({self.stopped})")
