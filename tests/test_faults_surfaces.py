@@ -345,3 +345,43 @@ def test_train_a_task_file_grid(tmp_path, flags):
     assert r["tb"] is None and r["rc"] == 0, (r["rc"], r["err"][-800:])
     seeds = sorted(p.name for p in out.glob("more_a_than_b/nope/seed*"))
     assert seeds == (["seed0-quick"] if flags[0] == "--grid" else ["seed0-quick", "seed1-quick"])
+
+
+# -- 6. concurrent replications of one cell ----------------------------------------------------
+
+def _tiny_scale():
+    from dataclasses import replace
+    from analysis.evidence import replication as R
+    return replace(R.SMALL, name="tiny", train_lengths=(0, 3), bins=((0, 3), (4, 6)),
+                   configs=(R.SweepConfig(1, 1, 16, 1e-3),), steps=20, fit_every=10,
+                   bin_samples=8, batch_size=8, fitting=2, max_seeds=3,
+                   fallback=R.SweepConfig(1, 1, 16, 1e-3), fallback_steps=20, eval_stride=2,
+                   eval_samples=4)
+
+
+def test_a_second_replication_of_a_cell_is_refused_not_counted_as_failed(tmp_path):
+    """Two `rasp replicate` on one runs directory: the second counted the seed the first held
+    locked as failed and trained an extra seed, so the last writer's cell held a seed set the
+    protocol would not choose. Now the second is refused while the cell (or one of its runs)
+    is in use, and nothing of the cell is written."""
+    from analysis.evidence import replication as R
+    from analysis.training.runs import RunLock
+    scale = _tiny_scale()
+
+    def replicate():
+        return R.replicate_cell("majority_binary", "nope", scale, tmp_path / "runs",
+                                tmp_path / "cells", grid_kwargs={"serial": True}, waves=1,
+                                log=lambda s: None)
+    cell = R.cell_path(tmp_path / "cells", "majority_binary", "nope", scale)
+    with RunLock(tmp_path / "runs" / "huang" / "tiny" / "majority_binary" / "nope"):
+        with pytest.raises(R.ReplicationError, match="being replicated by another process"):
+            replicate()
+    assert not cell.exists()
+    tag = scale.configs[0].tag
+    seed0 = tmp_path / "runs" / "huang" / "tiny" / "majority_binary" / "nope" / tag / "seed0"
+    with RunLock(seed0):                     # another process trains the sweep's run
+        with pytest.raises(R.ReplicationError, match="in use by another process"):
+            replicate()
+    assert not (tmp_path / "runs" / "huang" / "tiny" / "majority_binary" / "nope" / tag /
+                "seed1").exists()
+    assert replicate()["seeds_tried"]        # once it is free, the cell runs

@@ -695,8 +695,14 @@ def replicate_cell(task: str, pe: str, scale: Scale = FULL, runs_root="runs",
             configurations once one is 100% on the ID bin and bin 1, as theirs does; seeds are
             started ``max(waves, seeds still needed)`` at a time.
 
+    Concurrent replications of one cell (the same runs root, task, PE and scale) are refused:
+    the cell holds a lock (:class:`analysis.training.runs.RunLock` on its runs' directory)
+    while it runs, and a run of it locked by another process stops the cell instead of being
+    counted as a failed seed (which would train an extra seed the protocol would not choose).
+
     Raises:
-        ReplicationError: a task or PE outside their experiment.
+        ReplicationError: a task or PE outside their experiment; the cell or one of its runs
+            in use by another process.
         analysis.training.grid.GridError: the grid cannot run.
     """
     if task not in replication_tasks():
@@ -707,6 +713,24 @@ def replicate_cell(task: str, pe: str, scale: Scale = FULL, runs_root="runs",
     formal = formal_language(task) is not None
     if formal and not scale.train_set:
         scale = formal_scale(task, scale.name)      # their formal_lang_suite protocol
+    lock = _runs.RunLock(Path(runs_root) / "huang" / scale.name / task / pe)
+    try:
+        lock.acquire()
+    except _runs.RunDirError as e:
+        if "in use by" not in str(e):
+            raise ReplicationError(str(e)) from None
+        raise ReplicationError(f"the cell {task} / {pe} ({scale.name}) is being replicated by "
+                               f"another process ({e}); rerun when it has finished") from None
+    try:
+        return _replicate_locked(task, pe, scale, formal, runs_root, out_dir, prediction,
+                                 grid_kwargs, waves, log)
+    finally:
+        lock.release()
+
+
+def _replicate_locked(task, pe, scale, formal, runs_root, out_dir, prediction, grid_kwargs,
+                      waves, log) -> dict:
+    """:func:`replicate_cell` with the cell's lock held."""
     path = cell_path(out_dir, task, pe, scale)
     path.parent.mkdir(parents=True, exist_ok=True)
     old = read_cell(path) if path.exists() else {}
@@ -733,6 +757,10 @@ def replicate_cell(task: str, pe: str, scale: Scale = FULL, runs_root="runs",
             tag=c.tag).runs()]
         report = _grid.run_grid(runs, runs_root=str(root), log=log, **gk)
         for r in report.failed:
+            if "in use by" in (r.error or ""):
+                # another process trains this run: not a failed seed of this cell
+                raise ReplicationError(f"{task} / {pe}: a run of the cell is in use by another "
+                                       f"process ({r.error[:300]}); rerun when it has finished")
             log(f"  failed: {r.summary_line()}")
 
     # 1. the sweep, in waves, stopping at the first configuration perfect on bins 0 and 1
