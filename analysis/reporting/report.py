@@ -57,6 +57,7 @@ from analysis.training.grid import GridError, train_pending
 from analysis.training.runs import read_spec
 from analysis.training.study import Study
 from rasp.repl.draw import Drawing
+from rasp.repl.progress import working
 
 __all__ = ["ReportError", "ReportOptions", "collect_task", "render_report", "generate_report",
            "check_overwrite", "DEFAULT_TASKS", "FULL_TASKS", "REPORT_PRESETS", "wanted_runs",
@@ -169,9 +170,6 @@ def wanted_runs(task_name: str, opts: ReportOptions) -> list[tuple[str, int, Pat
     return report_study([task_name], opts).triples(task_name)
 
 
-#: Order in which missing runs are trained, so that a time budget leaves the most informative
-#: runs done: NoPE and T5 first (the paper's closest pair), then NoPE's other seed (the
-#: baseline), then the others; tasks interleaved.
 def _stale(run) -> bool:
     """Whether the finished run directory of ``run`` (a ``GridRun``) holds another
     configuration than ``run`` resolves to now."""
@@ -358,9 +356,10 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
     if models:
         _log(opts, f"[report] {task.name}: probing {len(models)} models at lengths {lengths}")
         try:
-            res = alignment.probe_task_runs(task, models, compiled, lengths,
-                                            per_length=int(preset["probe_per_length"]),
-                                            variant=opts.variant)
+            with working(f"[report] {task.name}: probing", show=opts.progress):
+                res = alignment.probe_task_runs(task, models, compiled, lengths,
+                                                per_length=int(preset["probe_per_length"]),
+                                                variant=opts.variant)
             sec["probe"] = res
             sec["token_names"] = [task.vocab.decode(list(s)) for s in res.sequences]
         except (metrics.ProbingError, RASPError) as e:
@@ -727,8 +726,9 @@ def report_prediction(task, pe: str, protocol: str | None, opts: ReportOptions):
     if opts.search and p.prediction == "unknown":
         _log(opts, f"[report] {task.name} / {pe}: no program from the checkers; searching "
                    f"({_budget.budgets_text(opts.search_budget, opts.crasp_budget)})")
-        p = predict.predict(task, pe=pe, position_offsets=protocol, search=True,
-                            **_budget.search_budgets(opts.search_budget, opts.crasp_budget))
+        with working(f"[report] {task.name} / {pe}: searching", show=opts.progress):
+            p = predict.predict(task, pe=pe, position_offsets=protocol, search=True,
+                                **_budget.search_budgets(opts.search_budget, opts.crasp_budget))
     return p
 
 
@@ -872,20 +872,21 @@ def generate_report(task_names: Sequence[str] | None = None,
                                                    max(0.0, opts.budget_s - RENDER_RESERVE_S)))
     sections = [collect_task(n, opts, trained) for n in names]
     _log(opts, "[report] drawing figures and writing the page")
-    path = render_report(sections, out, meta={
-        "preset": study_preset(opts.preset), "pes": opts.pes,
-        "seconds": round(time.time() - t0, 1),
-        "wall_seconds": round(time.time() - t0, 1), "driver_cpu_seconds": round(_cpu_seconds(), 1),
-        "run_seconds_trained_now": round(sum(r.get("seconds") or 0.0 for r in trained.values()
-                                             if r.get("status") in ("trained", "resumed")), 1),
-        "cpu_count": os.cpu_count(), "load_before": load_before,
-        "trained_now": sum(1 for r in trained.values() if r.get("status") in
-                           ("trained", "resumed")),
-        "git_commit": trainer.git_commit(),
-        "finished": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "runs_root": opts.resolved()["runs_root"],
-        "searches": _budget.budgets_text(opts.search_budget, opts.crasp_budget)
-        if opts.search else None})
+    with working("[report] drawing figures and writing the page", show=opts.progress):
+        path = render_report(sections, out, meta={
+            "preset": study_preset(opts.preset), "pes": opts.pes,
+            "seconds": round(time.time() - t0, 1),
+            "wall_seconds": round(time.time() - t0, 1), "driver_cpu_seconds": round(_cpu_seconds(), 1),
+            "run_seconds_trained_now": round(sum(r.get("seconds") or 0.0 for r in trained.values()
+                                                 if r.get("status") in ("trained", "resumed")), 1),
+            "cpu_count": os.cpu_count(), "load_before": load_before,
+            "trained_now": sum(1 for r in trained.values() if r.get("status") in
+                               ("trained", "resumed")),
+            "git_commit": trainer.git_commit(),
+            "finished": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "runs_root": opts.resolved()["runs_root"],
+            "searches": _budget.budgets_text(opts.search_budget, opts.crasp_budget)
+            if opts.search else None})
     return path
 
 

@@ -21,7 +21,12 @@ returns one :class:`GridResult` per run, in the order given. It is used by ``ras
 * **Budget.** With ``budget_s`` no run is started once the time used plus the mean duration of
   the runs trained so far would exceed it; the runs not started are reported as ``"skipped"``
   and the same call trains them next time.
-* **Progress.** A tqdm bar over the grid and one summary line per run.
+* **Progress.** A tqdm bar over the grid and one summary line per run. Without a terminal the
+  bar writes a line ``grid: k/N [elapsed<time left, rate, training <runs>]`` every
+  ``$RASP_PROGRESS_EVERY`` seconds (:mod:`rasp.repl.progress`, time-based: also while every
+  worker is still busy); the driver waits for Ray at most :data:`WAIT_S` seconds at a time, so
+  Ctrl-C acts within seconds: a line says which runs are stopped, their workers are cancelled,
+  their checkpoints stay and the same command resumes them.
 * ``serial=True`` trains the runs in this process, one at a time (for debugging, e.g. with
   ``pdb``); results are the same.
 * **Stacks.** With ``stack`` > 1, runs that differ only in their seed (same task, PE, preset
@@ -52,7 +57,7 @@ from rasp.repl.progress import progress_bar
 
 __all__ = ["GridRun", "GridResult", "GridReport", "GridError", "run_grid", "check_runs",
            "connect", "priority", "train_pending", "auto_stack", "plan_jobs", "GPU_STACK",
-           "parse_address", "DEFAULT_GPUS_PER_RUN", "CONNECT_TIMEOUT_S"]
+           "parse_address", "DEFAULT_GPUS_PER_RUN", "CONNECT_TIMEOUT_S", "WAIT_S"]
 
 #: Fraction of a GPU each run declares with ``device="cuda"`` (several small runs share one GPU).
 DEFAULT_GPUS_PER_RUN = 0.25
@@ -60,6 +65,10 @@ DEFAULT_GPUS_PER_RUN = 0.25
 #: Members per stacked Ray task on a GPU (:func:`auto_stack`): a demo-size model leaves a GPU
 #: mostly idle, so one task trains this many seeds of a configuration at once.
 GPU_STACK = 16
+
+#: Seconds the driver waits for a finished Ray task at a time (then it updates what the bar
+#: says and waits again): how late Ctrl-C can act.
+WAIT_S = 1.0
 
 #: Seconds to wait for a cluster's address to accept a connection before giving up.
 CONNECT_TIMEOUT_S = 10.0
@@ -525,6 +534,20 @@ def run_grid(runs: Sequence[GridRun], runs_root: str | os.PathLike = "runs",
     say = log or (lambda s: bar.write(s, file=sys.stderr))
     durations: list[float] = []
 
+    def doing(job_runs: Sequence[int]) -> None:
+        """What the bar's lines say the grid is doing: the runs training now."""
+        names = [runs[i].label() for i in job_runs]
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        bar.set_postfix_str(f"training {', '.join(names[:3])}{more}" if names else "",
+                            refresh=False)
+
+    def stopping(job_runs: Sequence[int]) -> None:
+        """Ctrl-C: one line before the workers are told (their checkpoints stay)."""
+        names = [runs[i].label() for i in job_runs]
+        say(f"grid: interrupted; stopping {len(names)} run(s) "
+            f"({', '.join(names[:3])}{' ...' if len(names) > 3 else ''}); their checkpoints "
+            f"stay, the same command resumes them")
+
     def finish(i: int, res: GridResult) -> None:
         results[i] = res
         if res.status in ("trained", "resumed"):
@@ -576,12 +599,14 @@ def run_grid(runs: Sequence[GridRun], runs_root: str | os.PathLike = "runs",
                 if not may_start():
                     break
                 t1 = time.time()
+                doing(job)
                 try:
                     outs = _train_job([(runs[i], dirs[i]) for i in job], device, num_cpus,
                                       force)
                     finish_job(job, [{**o, "worker": "driver"} for o in outs],
                                time.time() - t1)
                 except KeyboardInterrupt:
+                    stopping(job)
                     raise
                 except Exception as e:  # noqa: BLE001 - any failure of one run is reported
                     for i in job:
@@ -590,7 +615,8 @@ def run_grid(runs: Sequence[GridRun], runs_root: str | os.PathLike = "runs",
                                              seconds=time.time() - t1))
         elif todo and may_start():
             backend = _run_on_ray(runs, dirs, jobs, address, device, num_cpus, num_gpus, force,
-                                  max_retries, ray_num_cpus, may_start, finish, finish_job)
+                                  max_retries, ray_num_cpus, may_start, finish_job,
+                                  doing, stopping)
     finally:
         bar.close()
     for i, run in enumerate(runs):
@@ -650,9 +676,10 @@ def train_pending(runs: Sequence[GridRun], **grid_kwargs) -> dict[str, dict]:
 
 
 def _run_on_ray(runs, dirs, jobs, address, device, num_cpus, num_gpus, force, max_retries,
-                ray_num_cpus, may_start, finish, finish_job) -> str:
+                ray_num_cpus, may_start, finish_job, doing, stopping) -> str:
     """Submit the ``jobs`` (:func:`plan_jobs`) as Ray tasks, as many at a time as the cluster
-    can run."""
+    can run; wait for them :data:`WAIT_S` seconds at a time (``doing``: the runs training now;
+    ``stopping``: called with them on Ctrl-C, before they are cancelled)."""
     import ray   # start-up: as connect()
     import ray.exceptions as rex
 
@@ -683,7 +710,8 @@ def _run_on_ray(runs, dirs, jobs, address, device, num_cpus, num_gpus, force, ma
                     running[ref] = (job, time.time())
                 if not running:
                     break
-                ready, _ = ray.wait(list(running), num_returns=1)
+                doing([i for job, _ in running.values() for i in job])
+                ready, _ = ray.wait(list(running), num_returns=1, timeout=WAIT_S)
                 for ref in ready:
                     job, t1 = running.pop(ref)
                     try:
@@ -691,6 +719,9 @@ def _run_on_ray(runs, dirs, jobs, address, device, num_cpus, num_gpus, force, ma
                     except rex.RayError as e:
                         outs = [{"status": "failed", "error": _error_text(e)} for _ in job]
                     finish_job(job, outs, time.time() - t1)
+        except KeyboardInterrupt:
+            stopping([i for job, _ in running.values() for i in job])
+            raise
         finally:
             for ref in running:                   # interrupted: stop what is still running
                 ray.cancel(ref, force=True)

@@ -4,21 +4,28 @@ A bar is drawn when the caller asked for one (``--no-progress``, ``--json`` and 
 none) and it has somewhere to go: the stream it writes to (standard error) is a terminal, or
 the code runs in a Jupyter kernel (``tqdm.auto`` draws a widget there). Redirected to a file, a
 pipe or a CI log, no bar is drawn, so logs are not flooded with carriage returns; instead long
-work writes a **log line** at most every :data:`LOG_EVERY_S` seconds (``$RASP_PROGRESS_EVERY``
-overrides it; ``0`` or ``off``: none), ``desc: k/N [elapsed<time left, rate]``, and a last line
-when it ends. Work shorter than the interval writes nothing.
+work writes a **log line** every :data:`LOG_EVERY_S` seconds (``$RASP_PROGRESS_EVERY``
+overrides it; ``0`` or ``off``: none), ``desc: k/N [elapsed<time left, rate, what]``, and a last
+line when it ends. Work shorter than the interval writes nothing. The lines are **time-based**:
+a thread of the bar writes one whenever the interval passed without one, also while the work
+is blocked (a worker training, a search level, a call that reports no progress), so a log is
+never silent for longer than the interval; ``what`` is the bar's postfix (what the work is
+doing now, :meth:`set_postfix_str`). :func:`working` is such a bar around one blocking call
+that has no progress of its own (``desc: working [elapsed]``).
 
 Lives in ``rasp/`` (the lowest floor) so that every package can use it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 import time
-from typing import Any, Iterable, TextIO
+from typing import Any, Iterable, Iterator, TextIO
 
-__all__ = ["progress_bar", "shows_progress", "log_every", "LOG_EVERY_S"]
+__all__ = ["progress_bar", "shows_progress", "log_every", "LOG_EVERY_S", "working"]
 
 #: Seconds between two log lines of long work when no bar can be drawn (module docstring).
 LOG_EVERY_S = 30.0
@@ -86,6 +93,30 @@ def progress_bar(iterable: Iterable | None = None, *, show: bool = True, **kwarg
     return _log_lines_class()(iterable, file=stream, every=every, **kwargs)
 
 
+@contextlib.contextmanager
+def working(desc: str, *, show: bool = True, file: TextIO | None = None) -> Iterator[Any]:
+    """Log lines around one blocking call that reports no progress itself (a program search,
+    probing): without a terminal a line ``desc: working [elapsed]`` every :func:`log_every`
+    seconds (none when the call is shorter); on a terminal nothing (a counter that never
+    moves would say less than the caller's own line before the call).
+
+    Args:
+        desc: what the call is doing (``"[report] sort_unique / nope: searching"``).
+        show: the caller wants progress (False: nothing is written).
+        file: the stream (default: standard error).
+
+    Yields:
+        the bar (``set_postfix_str`` adds to the line what the call is doing now).
+    """
+    kwargs = {"file": file} if file is not None else {}
+    show = show and not shows_progress(True, file)
+    bar = progress_bar(show=show, total=None, desc=desc, leave=False, **kwargs)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
 def _writable(stream) -> bool:
     try:
         return stream is not None and not stream.closed and stream.writable()
@@ -109,15 +140,40 @@ def _log_lines_class():
     class LogLines(std_tqdm):
         def __init__(self, *args, every: float, **kwargs):
             self._every, self._lines, self._last_t, self._last_n = every, 0, None, None
+            self._line_lock, self._stop = threading.Lock(), threading.Event()
             kwargs.setdefault("bar_format", None)
             kwargs["mininterval"] = every
             kwargs.pop("dynamic_ncols", None)
             super().__init__(*args, **kwargs)
+            # the heartbeat: a line whenever `every` seconds passed without one (time-based)
+            self._beat = threading.Thread(target=self._heartbeat, daemon=True,
+                                          name=f"progress {self.desc}")
+            self._beat.start()
+
+        def _heartbeat(self) -> None:
+            while True:
+                last = self._last_t if self._last_t is not None else self.start_t
+                if self._stop.wait(max(0.0, last + self._every - time.time())):
+                    return
+                self._due()
+
+        def _due(self) -> None:
+            """Write a line when the interval passed since the start and the last line."""
+            with self._line_lock:
+                now = time.time()
+                if self.disable or now - self.start_t < self._every or (
+                        self._last_t is not None and now - self._last_t < self._every):
+                    return
+                self._line()
 
         def _line(self) -> None:
             d = self.format_dict
-            fmt = ("{desc}: {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
-                   if d.get("total") else "{desc}: {n_fmt} [{elapsed}, {rate_fmt}{postfix}]")
+            if d.get("total"):
+                fmt = "{desc}: {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
+            elif self.n:
+                fmt = "{desc}: {n_fmt} [{elapsed}, {rate_fmt}{postfix}]"
+            else:
+                fmt = "{desc}: working [{elapsed}{postfix}]"        # nothing counted yet
             d["bar_format"] = fmt
             try:
                 self.fp.write(self.format_meter(**d).lstrip(": ") + "\n")
@@ -128,19 +184,20 @@ def _log_lines_class():
             self._last_t, self._last_n = time.time(), self.n
 
         def display(self, msg=None, pos=None):
-            start = getattr(self, "start_t", None)         # unset while tqdm initialises
-            now = time.time()
-            if (msg is None and start is not None and now - start >= self._every
-                    and (self._last_t is None or now - self._last_t >= self._every)):
-                self._line()
+            if msg is None and getattr(self, "_beat", None) is not None:   # tqdm initialised
+                self._due()
             return True
 
         def close(self):
             if self.disable:
                 return
-            if self._lines and self._last_n != self.n:
-                self._line()                     # the last line: k/N and the total time
-            self.disable = True
+            self._stop.set()
+            with self._line_lock:
+                if self._lines and self._last_n != self.n:
+                    self._line()                 # the last line: k/N and the total time
+                self.disable = True
+            if self._beat is not threading.current_thread():
+                self._beat.join(timeout=1.0)
             self._decr_instances(self)
 
     _LOG_CLASS = LogLines
