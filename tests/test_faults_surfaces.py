@@ -316,6 +316,12 @@ def test_bad_search_replicate_and_score_flags_are_one_line(tmp_path):
         "replicate --runs FILE (exit 1, no error line)": (
             ["replicate", "huang", "majority_binary", "--pe", "nope", "--scale", "small",
              "--no-predict", "--runs", str(a_file), "-o", str(tmp_path / "cells")], "--runs"),
+        "validate-predictor --runs FILE (a failed grid)": (
+            ["validate-predictor", "count", "--pe", "nope", "--seeds", "0", "--steps", "1",
+             "--runs", str(a_file)], "--runs"),
+        "train --grid -o FILE (a failed grid)": (
+            ["train", "--grid", "count", "--pe", "nope", "--seeds", "0", "--steps", "1",
+             "--serial", "-o", str(a_file)], "-o"),
     }
     for (name, (argv, words)), r in zip(cases.items(), run_cases([c[0] for c in cases.values()],
                                                                  tmp_path)):

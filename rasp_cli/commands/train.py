@@ -21,8 +21,8 @@ from pathlib import Path
 
 from rasp_cli.common import (MAX_THREADS, PE_HELP, UsageError, add_device_option,
                              add_task_source_args, check_grid_options, grid_options,
-                             parse_overrides, parse_pes, parse_seeds, run_grid_from_args,
-                             seed_flag, tasks_from_args, whole_number)
+                             output_dir, parse_overrides, parse_pes, parse_seeds,
+                             run_grid_from_args, seed_flag, tasks_from_args, whole_number)
 
 #: the one-line help of `rasp train` (shown by `rasp --help` without importing the command)
 HELP = 'train transformers with a positional encoding on a task'
@@ -145,6 +145,7 @@ def run(args) -> int:
     grid = bool(args.grid) or (several and bool(own) and not args.task)
     if grid:
         check_grid_options(args)
+        output_dir(args.out or "runs", "-o")      # a regular file there: one line, no grid
     if not grid and several:
         raise UsageError("several tasks, PEs or seeds need --grid")
     if grid:

@@ -28,8 +28,8 @@ import json
 import sys
 
 from rasp_cli.common import (TASK_FILE_WARNING, UsageError, add_search_args,
-                             add_task_source_args, parse_overrides, parse_pes, parse_seeds,
-                             search_settings, tasks_from_args)
+                             add_task_source_args, output_dir, parse_overrides, parse_pes,
+                             parse_seeds, search_settings, tasks_from_args)
 
 #: the one-line help of `rasp validate-predictor` (shown by `rasp --help` without importing the command)
 HELP = 'predicted vs measured length generalization per task and PE'
@@ -108,6 +108,7 @@ def run(args) -> int:
     from analysis.training.configs import TRAIN_PRESETS
     from rasp_model.positional import PE_NAMES
     overrides = parse_overrides(args.set)
+    output_dir(args.runs, "--runs")               # a regular file there: one line, no grid
     pe_presets = {}
     for item in args.pe_preset:
         pe, sep, preset = item.partition("=")
