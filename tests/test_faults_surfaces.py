@@ -391,3 +391,31 @@ def test_a_second_replication_of_a_cell_is_refused_not_counted_as_failed(tmp_pat
     assert not (tmp_path / "runs" / "huang" / "tiny" / "majority_binary" / "nope" / tag /
                 "seed1").exists()
     assert replicate()["seeds_tried"]        # once it is free, the cell runs
+
+
+# -- 7. `rasp train --address` to a cluster of `ray start` with token authentication ----------
+
+def test_train_connects_to_a_token_authenticated_cluster_with_nothing_exported(tmp_path):
+    """A user's machine with a Ray token (``~/.ray/auth_token``: any earlier local instance
+    writes one) starts a head with ``ray start --head``: Ray 2.60 then enables token
+    authentication. ``rasp train --grid ... --address HOST:PORT`` with nothing exported failed
+    with "Authentication token is missing or incorrect" (``RAY_AUTH_MODE`` was set after
+    ``import ray``, which reads it)."""
+    import tempfile
+    from test_grid_ray import RAY, _env, head_node
+    home = Path(tempfile.mkdtemp(prefix="rt-", dir="/tmp"))     # short: Ray's socket paths
+    env = _env(home)
+    for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        env.pop(k, None)
+    subprocess.run([str(RAY), "get-auth-token", "--generate"], env=env, cwd=home,
+                   capture_output=True, timeout=120, check=True)
+    assert (home / ".ray" / "auth_token").is_file()
+    with head_node(home, env) as (address, _):
+        p = subprocess.run([sys.executable, "-m", "rasp_cli.main", "train", "--grid", "count",
+                            "--pe", "nope", "--seeds", "0", "--steps", "2", "--preset", "quick",
+                            "--no-progress", "--address", address,
+                            "-o", str(tmp_path / "runs")], env=env, cwd=tmp_path,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert f"ray://{address}" in p.stderr

@@ -7,6 +7,7 @@ and accuracy are bitwise those of the same grid trained in-process (``--serial``
 processes (all in the session of ``ray start``) are killed at the end.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -84,6 +85,15 @@ def ray_head():
     """A Ray head node on 127.0.0.1 in a temporary directory; yields (address, env, sid)."""
     tmp = Path(tempfile.mkdtemp(prefix="rr-", dir="/tmp"))     # short: Ray's socket paths
     env = _env(tmp)
+    with head_node(tmp, env) as (address, pid):
+        yield address, env, pid, tmp
+
+
+@contextlib.contextmanager
+def head_node(tmp: Path, env: dict):
+    """``ray start --head --block`` on 127.0.0.1 in its own session, HOME and temporary
+    directory ``tmp`` (removed after); yields (address, the session's PID); every process of
+    the session is killed at the end."""
     port = _free_port()
     head = subprocess.Popen(
         [str(RAY), "start", "--head", "--port", str(port), "--node-ip-address", "127.0.0.1",
@@ -101,7 +111,7 @@ def ray_head():
                 if head.poll() is not None or time.time() > deadline:
                     pytest.fail("ray start failed:\n" + (tmp / "head.log").read_text()[-3000:])
                 time.sleep(0.5)
-        yield f"127.0.0.1:{port}", env, head.pid, tmp
+        yield f"127.0.0.1:{port}", head.pid
     finally:
         for pid in _session_pids(head.pid):
             try:

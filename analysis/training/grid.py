@@ -406,6 +406,29 @@ def _start_reaper() -> None:
         pass
 
 
+def _token_auth_for_a_cluster() -> None:
+    """Send Ray's token to a cluster at an explicit address when one is at hand.
+
+    ``ray start`` enables token authentication when a token exists (``~/.ray/auth_token``);
+    Ray sends it only for ``address="auto"``, so ``RAY_AUTH_MODE=token`` is set for an explicit
+    address too, unless the user set the mode. Ray reads the variable into its cached
+    configuration when it is imported (measured with Ray 2.60: set after ``import ray``, the
+    connection fails with "Authentication token is missing or incorrect"): this runs before
+    the import, and refreshes that configuration as Ray's own ``_enable_token_auth`` does when
+    Ray was imported already."""
+    if "RAY_AUTH_MODE" in os.environ or not (
+            os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
+            or ray_token_path().exists()):
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    if "ray" in sys.modules:
+        try:
+            from ray._raylet import Config   # start-up: as connect(); Ray is imported already
+            Config.initialize("")
+        except (ImportError, AttributeError):     # another Ray: the variable alone
+            pass
+
+
 def connect(address: str | None = None, num_cpus: int | None = None,
             timeout_s: float = CONNECT_TIMEOUT_S) -> tuple[bool, str]:
     """Connect to Ray; returns ``(started_here, backend_name)``.
@@ -420,12 +443,14 @@ def connect(address: str | None = None, num_cpus: int | None = None,
 
     Raises :class:`GridError` for a malformed or unreachable address or a failed connection.
     """
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address not in (None, "local"):
+        _token_auth_for_a_cluster()        # before `import ray`: Ray reads it at import
     import ray   # start-up: importing Ray costs ~1-2 s; only the Ray path needs it
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")   # no usage reports leave the machine
     if ray.is_initialized():
         return False, "ray (already initialised)"
-    address = address or os.environ.get("RAY_ADDRESS") or None
     quiet = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     if address in (None, "local"):
         # Ray starts its workers at niceness 15 (RayConfig worker_niceness), so on a shared
@@ -439,12 +464,6 @@ def connect(address: str | None = None, num_cpus: int | None = None,
         _start_reaper()
         return True, "ray-local"
     _check_reachable(address, timeout_s)
-    # `ray start` enables token authentication and stores the token in ~/.ray/auth_token; Ray
-    # sends it only for address="auto", so do the same for an explicit address.
-    if "RAY_AUTH_MODE" not in os.environ and (
-            os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
-            or ray_token_path().exists()):
-        os.environ["RAY_AUTH_MODE"] = "token"
     try:
         ray.init(address=address, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as e:
