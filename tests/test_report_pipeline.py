@@ -163,7 +163,7 @@ def test_missing_runs_are_named_when_not_training(tmp_path):
     opts = _opts(tmp_path / "runs", pes=["alibi"], train_missing=False)
     path = report.generate_report([TASK], tmp_path / "out", opts)
     html = path.read_text()
-    assert "run alibi/seed0 is missing" in html
+    assert "1 run(s) alibi/seed0 missing" in html and "without --no-train" in html
     assert "no trained run available" in html
 
 

@@ -1,9 +1,8 @@
 """The attention report: one self-contained HTML file per call, plus its PNG figures.
 
 ``generate_report(["copy_unique", "copy_repeat"], "reports")`` runs what is missing for each task
-(prediction, compile, training per positional encoding via ``analysis.training.trainer.train``, probing),
-reuses finished runs, and writes ``reports/report.html`` (figures embedded as base64 PNG, styles
-inline, no network reference) and ``reports/*.png``.
+(prediction, compile, training per PE via ``analysis.training.trainer.train``, probing), reuses
+finished runs, and writes ``reports/report.html`` (base64 PNG figures, inline styles, no network).
 
 The report has two jobs, kept apart so that tests and other callers can render synthetic data:
 
@@ -11,10 +10,8 @@ The report has two jobs, kept apart so that tests and other callers can render s
 * :func:`render_report` turns sections into figures and the HTML page (jinja2 template
   ``analysis/reporting/templates/report.html.j2``).
 
-Run directories are those of ``rasp train`` (:mod:`analysis.training.runs`): ``runs/<task>/<pe>/seed<k>/``
-for the training defaults (``--full``) and ``runs/<task>/<pe>/seed<k>-quick/`` for the quick
-preset (the default of ``rasp report`` and ``rasp demo``), so runs made by either command are
-reused. The probing of trained against compiled models is :mod:`analysis.probing.alignment`.
+Run directories are those of ``rasp train`` (``runs/<task>/<pe>/seed<k>[-<preset>]/``), so runs
+made by either command are reused. Probing trained against compiled models: :mod:`analysis.probing.alignment`.
 """
 
 from __future__ import annotations
@@ -303,6 +300,7 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
         trained = train_missing([task.name], opts)
     models: dict[str, Any] = {}
     records: list[_claims.RunRecord] = []
+    untrained: dict[str, list[str]] = {}        # why -> the runs (one line each on the page)
     for pe, seed, rd in wanted:
         label = f"{pe}/seed{seed}"
         entry = {"pe": pe, "seed": seed, "dir": str(rd), "status": "missing"}
@@ -315,13 +313,13 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
                 sec["problems"].append(f"training {label} failed: {r.get('error', '')}")
             elif r["status"] == "skipped":
                 entry["error"] = r.get("error", "")
-                sec["problems"].append(f"run {label} not trained: {r.get('error', '')}")
+                untrained.setdefault(f"not trained: {entry['error']}", []).append(label)
         elif is_finished(rd):
             entry["status"] = "reused"
             _log(opts, f"[report] {task.name} {label}: reusing {rd}")
         else:
-            sec["problems"].append(f"run {label} is missing ({rd}); run `rasp report` without "
-                                   "--no-train or `rasp train` to produce it")
+            untrained.setdefault(f"missing (in {Path(rd).parent.parent}): the same command "
+                                 "without --no-train trains them", []).append(label)
         if entry["status"] in ("reused", "trained", "resumed"):
             try:
                 model, cfg, _ = load_run(rd, task=task)
@@ -338,6 +336,8 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
                 entry["config"] = cfg
                 entry.update(_run_summary(rows))
         sec["runs"].append(entry)
+    sec["problems"] += [f"{len(ls)} run(s) {', '.join(ls[:6])}{' ...' if len(ls) > 6 else ''} "
+                        f"{why}" for why, ls in untrained.items()]
     # the claims' rule (analysis.evidence.statistics): seeds, sign test, interval, chance
     sec["measured"] = _claims.measured_outcome(records)
 
