@@ -68,21 +68,28 @@ MAX_ITERATIONS = 1_000_000
 #: Memory the interpreter may use for one batch's ``[batch, query, key]`` selector work and
 #: s-op values, and for the atom values (strings, lists, dicts, integers) one statement builds,
 #: in bytes (default 1 GiB; environment variable ``RASP_MEMORY_BUDGET_MB``).
-def _budget_from_environment(default_mb: float = 1024.0) -> int:
-    """``RASP_MEMORY_BUDGET_MB`` in bytes; a value that is not a positive finite number is
-    ignored with one warning line on stderr (a bad variable must not break every command)."""
-    text = os.environ.get("RASP_MEMORY_BUDGET_MB")
+def positive_from_environment(name: str, default: float, unit: str) -> float:
+    """The environment variable ``name`` as a positive finite number (``default`` when unset);
+    a value that is not one is ignored with one warning line on stderr (a bad variable must
+    not break every command). ``unit`` names it in the warning (``"megabytes"``)."""
+    text = os.environ.get(name)
     if text is None:
-        return int(default_mb * 2 ** 20)
+        return default
     try:
-        mb = float(text)
+        value = float(text)
     except ValueError:
-        mb = float("nan")
-    if not (mb > 0 and mb < float("inf")):
-        print(f"rasp: RASP_MEMORY_BUDGET_MB={text!r} is not a positive number of megabytes; "
-              f"using {default_mb:g}", file=sys.stderr)
-        mb = default_mb
-    return int(mb * 2 ** 20)
+        value = float("nan")
+    if not (value > 0 and value < float("inf")):
+        print(f"rasp: {name}={text!r} is not a positive number of {unit}; using {default:g}",
+              file=sys.stderr)
+        value = default
+    return value
+
+
+def _budget_from_environment(default_mb: float = 1024.0) -> int:
+    """``RASP_MEMORY_BUDGET_MB`` in bytes (:func:`positive_from_environment`)."""
+    return int(positive_from_environment("RASP_MEMORY_BUDGET_MB", default_mb, "megabytes")
+               * 2 ** 20)
 
 
 MEMORY_BUDGET_BYTES = _budget_from_environment()

@@ -48,12 +48,15 @@ under its name (in this process and in the grid's Ray workers).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import itertools
 import json
 import re
 import reprlib
+import signal
+import threading
 import sys
 import traceback
 from pathlib import Path
@@ -61,6 +64,7 @@ from typing import Callable
 import ast
 
 import numpy as np
+from rasp import limits
 from rasp.errors import RASPError
 
 from .base import Task, TaskInputError
@@ -82,6 +86,9 @@ RUNS_CODE_WARNING = ("Loading the file RUNS ITS PYTHON CODE (it is imported as a
 #: set, an answer): read lazily, one past the bound, so an infinite or huge one is refused
 #: before it is materialised
 MAX_ITEMS = 10_000
+#: seconds one call of a task file's code may take (its import, ``inputs``, ``target``, reading
+#: a result): ``$RASP_TASK_FILE_SECONDS``, default 60 (the main thread only: SIGALRM)
+TASK_FILE_SECONDS = limits.positive_from_environment("RASP_TASK_FILE_SECONDS", 60.0, "seconds")
 #: the longest token name (VOCAB, OUTPUTS)
 MAX_TOKEN_CHARS = 100
 #: the longest regular expression, and the largest repetition count ``{m,n}`` in one (the
@@ -138,15 +145,49 @@ def _one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
+class _TooSlow(BaseException):
+    """A call of the task file's code ran past :data:`TASK_FILE_SECONDS`."""
+
+
+def _too_slow(what: str) -> str:
+    return (f"{what} took more than {TASK_FILE_SECONDS:g} s (RASP_TASK_FILE_SECONDS sets the "
+            f"limit)")
+
+
+@contextlib.contextmanager
+def _time_limit():
+    """Raise :class:`_TooSlow` in the user's code after :data:`TASK_FILE_SECONDS` (and every
+    second after, should the code catch it); only in the main thread and when no other timer
+    is pending (a caller's own alarm is never replaced)."""
+    if (threading.current_thread() is not threading.main_thread()
+            or not hasattr(signal, "setitimer")
+            or signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0)):
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise _TooSlow()
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, TASK_FILE_SECONDS, 1.0)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
 def _items(value, what: str, bad: Callable[[str], TaskFileError], bound: int = MAX_ITEMS
            ) -> list:
     """At most ``bound`` items of the user's iterable ``value`` (one past the bound is read:
     an infinite or huge one is refused before it is materialised); its ``__iter__`` /
     ``__next__`` guarded (any exception: ``bad``'s one line)."""
     try:
-        out = list(itertools.islice(iter(value), bound + 1))
+        with _time_limit():
+            out = list(itertools.islice(iter(value), bound + 1))
     except KeyboardInterrupt:
         raise
+    except _TooSlow:
+        raise bad(_too_slow(f"iterating {what}")) from None
     except TypeError:
         raise bad(f"{what} must be a list, got {_show(value)}") from None
     except BaseException as e:  # noqa: BLE001 - the user's __iter__ / __next__
@@ -200,7 +241,11 @@ def _import_file(path: str):
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with _time_limit():
+            spec.loader.exec_module(module)
+    except _TooSlow:
+        sys.modules.pop(name, None)
+        raise TaskFileError(f"{path}:1: {_too_slow('loading the task file')}") from None
     except SyntaxError as e:
         sys.modules.pop(name, None)
         raise TaskFileError(f"{path}:{e.lineno or 1}: syntax error: {_show(e.msg)[1:-1]}") \
@@ -239,9 +284,12 @@ class FileTask(Task):
     # the user's functions, wrapped: any error is one TaskFileError line naming FILE:LINE
     def _call(self, fn, what: str, *args):
         try:
-            return fn(*args)
+            with _time_limit():
+                return fn(*args)
         except KeyboardInterrupt:
             raise
+        except _TooSlow:
+            raise TaskFileError(f"{_where(self.path, fn=fn)}: {_too_slow(what)}") from None
         except BaseException as e:  # noqa: BLE001 - the user's code (SystemExit, GeneratorExit)
             raise TaskFileError(f"{_where(self.path, e, fn)}: {what} raised "
                                 f"{_one_line(e)}") from None

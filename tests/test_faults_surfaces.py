@@ -419,3 +419,22 @@ def test_train_connects_to_a_token_authenticated_cluster_with_nothing_exported(t
                            timeout=300)
         assert p.returncode == 0, p.stderr[-2000:]
         assert f"ray://{address}" in p.stderr
+
+
+@pytest.mark.parametrize("code, words", [
+    ("def inputs(rng, n):\n    while True:\n        try:\n            pass\n"
+     "        except BaseException:\n            pass\n", "inputs(rng, 1) took more than 1 s"),
+    ("import time\nwhile True:\n    time.sleep(0.05)\n", "loading the task file took more"),
+    ("def inputs(rng, n):\n    def forever():\n        while True:\n            pass\n"
+     "        yield 'a'\n    return forever()\n", "iterating the result of inputs"),
+])
+def test_a_task_file_call_has_a_time_limit(tmp_path, code, words):
+    """User code had no time limit: a call that never returns (even one that catches the
+    interrupt) is one line after RASP_TASK_FILE_SECONDS."""
+    f = tmp_path / "slow.py"
+    f.write_text(TASK_BASE + code)
+    p = subprocess.run([sys.executable, "-m", "rasp_cli.main", "verify", "--task-file", str(f)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "RASP_TASK_FILE_SECONDS": "1"})
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-800:]
+    assert words in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr

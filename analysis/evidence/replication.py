@@ -578,10 +578,8 @@ def cell_path(out_dir: str | os.PathLike, task: str, pe: str, scale: Scale) -> P
     return Path(out_dir) / scale.name / f"{task}--{pe}.json"
 
 
-_NONE = type(None)
-_OPT_NUM = (float, _NONE)
-_OPT_STR = (str, _NONE)
-_BIN = [int, int]
+_NONE, _BIN = type(None), [int, int]
+_OPT_NUM, _OPT_STR = (float, _NONE), (str, _NONE)
 #: the fields of a cell file its readers use (:func:`replicate_cell` writes them), checked
 #: field by field (:func:`rasp_model.files.check_json`; a missing field is null)
 CELL_SCHEMA = {
@@ -614,11 +612,9 @@ def read_cell(path: str | os.PathLike) -> dict:
     what = "replication cell"
     try:
         d = _files.read_json(Path(path), what, schema=CELL_SCHEMA)
-    except FileNotFoundError:
-        raise ReplicationError(f"{path}: missing ({what})") from None
     except _files.FileReadError as e:
         raise ReplicationError(str(e)) from None
-    except OSError as e:
+    except OSError as e:           # FileNotFoundError too
         raise ReplicationError(f"{path}: cannot read {what} ({e.strerror or e})") from None
     for key, known in (("task", replication_tasks()), ("pe", HUANG_PES)):
         if d[key] not in known:
