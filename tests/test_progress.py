@@ -108,7 +108,7 @@ def test_a_log_line_comes_every_interval_while_nothing_progresses(monkeypatch):
     lines = out.getvalue().splitlines()
     assert len(lines) >= 4, lines
     assert re.fullmatch(r"grid: 0/3 \[00:0\d<\?, \?run/s, training count/nope/seed0\]", lines[0])
-    assert max(_gaps(out.times[:-1], end)) < 0.2 + 0.6, out.times   # 0.6 s of slack for load
+    assert max(_gaps(out.times[:-1], end)) < 0.2 + 1.0, out.times   # 1 s of slack for load
     searching = _Timed()
     with working("search sort_unique", file=searching) as b:
         time.sleep(0.5)
@@ -196,7 +196,7 @@ def test_the_grid_log_is_never_silent_while_a_run_trains(monkeypatch, tmp_path):
     assert all(ln.endswith("training count/nope/seed0]") for ln in during), during
     assert fake.waits and all(0 < w <= 1.0 for w in fake.waits)
     first = lines.index(during[0])
-    assert max(_gaps(log.times[first:first + len(during)], 1.5)[1:]) < 0.2 + 0.6, log.times
+    assert max(_gaps(log.times[first:first + len(during)], 1.5)[1:]) < 0.2 + 1.0, log.times
 
 
 def test_the_in_process_grid_log_is_never_silent_either(monkeypatch, tmp_path):
@@ -224,16 +224,24 @@ def test_ctrl_c_stops_the_grid_within_seconds_and_says_so(monkeypatch, tmp_path)
     it stops, and cancels its Ray task."""
     import signal
     fake, log, go = _fake_grid(monkeypatch, tmp_path, seconds=60)
-    sent = []
-    timer = threading.Timer(0.5, lambda: (sent.append(time.monotonic()),
-                                          os.kill(os.getpid(), signal.SIGINT)))
+    sent, done = [], threading.Event()
+
+    def ctrl_c():                         # once the driver waits for its run (+ 0.3 s)
+        while not fake.waits and not done.wait(0.05):
+            pass
+        if not done.wait(0.3):
+            sent.append(time.monotonic())
+            os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Thread(target=ctrl_c, daemon=True)
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
             go()
         acted = time.monotonic()
     finally:
-        timer.cancel()
+        done.set()
+        timer.join(5)
     assert sent and acted - sent[0] < 3.0, acted - sent[0]
     assert "grid: interrupted; stopping 1 run(s) (count/nope/seed0)" in log.getvalue()
     assert len(fake.cancelled) == 1
@@ -250,7 +258,7 @@ def test_the_reports_search_writes_lines_while_it_runs(monkeypatch):
     def slow_predict(task, pe, position_offsets=None, search=False, **budgets):
         calls.append(search)
         if search:
-            time.sleep(1.0)
+            time.sleep(1.5)
         return SimpleNamespace(prediction="unknown" if not search else "generalizes")
 
     monkeypatch.setattr(report.predict, "predict", slow_predict)
