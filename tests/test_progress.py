@@ -193,6 +193,8 @@ def test_the_grid_log_is_never_silent_while_a_run_trains(monkeypatch, tmp_path):
     lines = log.getvalue().splitlines()
     during = [ln for ln in lines if ln.startswith("grid: 0/1 [")]
     assert len(during) >= 3, lines
+    assert "\r" not in log.getvalue()          # the run's summary line too (bar.write)
+    assert any(ln.startswith("count/nope/seed0: FAILED: fake job") for ln in lines), lines
     assert all(ln.endswith("training count/nope/seed0]") for ln in during), during
     assert fake.waits and all(0 < w <= 1.0 for w in fake.waits)
     first = lines.index(during[0])

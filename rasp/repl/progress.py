@@ -183,6 +183,9 @@ def _log_lines_class():
             self._lines += 1
             self._last_t, self._last_n = time.time(), self.n
 
+        def clear(self, nolock=False):
+            """Nothing to clear in a log (tqdm's ``write`` would write carriage returns)."""
+
         def display(self, msg=None, pos=None):
             if msg is None and getattr(self, "_beat", None) is not None:   # tqdm initialised
                 self._due()
