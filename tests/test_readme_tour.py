@@ -137,6 +137,17 @@ def test_the_tour_reads_no_output_of_the_checkout(tmp_path):
     assert not linked & WRITTEN, linked
 
 
+def test_the_quick_preset_has_one_time():
+    """The README's tour and docs/training.md state the same time for ``rasp train
+    copy_unique --pe nope --preset quick`` (measured once: 12.2 s wall on 2 cores, issue 50)."""
+    line = "rasp train copy_unique --pe nope --preset quick"
+    said = {}
+    for doc in (README, ROOT / "docs" / "training.md"):
+        hit = next(ln for ln in doc.read_text().splitlines() if ln.startswith(line))
+        said[doc.name] = re.search(r"#.*?(~\d+(?:-\d+)? s)\b", hit).group(1)
+    assert len(set(said.values())) == 1, said
+
+
 def test_the_repl_session():
     """The `>>` lines typed into `rasp`; every other line of the session is printed, in
     order (compared without the leading and trailing blanks)."""
