@@ -121,6 +121,16 @@ def test_a_log_line_comes_every_interval_while_nothing_progresses(monkeypatch):
     with working("quick", file=quiet):
         pass
     assert quiet.getvalue() == ""                    # shorter than the interval: nothing
+    import gc
+    lost = io.StringIO()
+    bar = progress_bar(total=3, desc="lost", file=lost)   # never closed (an error path)
+    time.sleep(0.5)
+    del bar
+    gc.collect()
+    time.sleep(0.1)
+    written = lost.getvalue()
+    time.sleep(1.5)
+    assert written and lost.getvalue() == written    # collected: its thread wrote no more
 
 
 class _Ref:

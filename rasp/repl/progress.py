@@ -23,6 +23,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from typing import Any, Iterable, Iterator, TextIO
 
 __all__ = ["progress_bar", "shows_progress", "log_every", "LOG_EVERY_S", "working"]
@@ -146,16 +147,12 @@ def _log_lines_class():
             kwargs.pop("dynamic_ncols", None)
             super().__init__(*args, **kwargs)
             # the heartbeat: a line whenever `every` seconds passed without one (time-based)
-            self._beat = threading.Thread(target=self._heartbeat, daemon=True,
+            # (it holds the bar weakly: a bar nobody closes is still collected, tqdm's __del__
+            # closes it, and the thread ends)
+            self._beat = threading.Thread(target=_heartbeat, daemon=True,
+                                          args=(weakref.ref(self), self._stop),
                                           name=f"progress {self.desc}")
             self._beat.start()
-
-        def _heartbeat(self) -> None:
-            while True:
-                last = self._last_t if self._last_t is not None else self.start_t
-                if self._stop.wait(max(0.0, last + self._every - time.time())):
-                    return
-                self._due()
 
         def _due(self) -> None:
             """Write a line when the interval passed since the start and the last line."""
@@ -205,6 +202,25 @@ def _log_lines_class():
 
     _LOG_CLASS = LogLines
     return _LOG_CLASS
+
+
+def _heartbeat(ref, stop: threading.Event) -> None:
+    """The thread of a log-lines bar: a line whenever its interval passed without one, until
+    the bar is closed (``stop``) or gone (``ref``, a weak reference, returns None)."""
+    while True:
+        bar = ref()
+        if bar is None:
+            return
+        last = bar._last_t if bar._last_t is not None else bar.start_t
+        wait = max(0.0, last + bar._every - time.time())
+        del bar
+        if stop.wait(min(wait, 1.0)):
+            return
+        bar = ref()
+        if bar is None:
+            return
+        bar._due()
+        del bar
 
 
 def _in_notebook() -> bool:
