@@ -151,8 +151,10 @@ def test_predictions_doc_reads_registrations_as_written_and_refuses_a_changed_ta
     (tmp_path / "r.json").write_text(json.dumps({
         "format": FORMAT, "version": 1, "tasks": [{"name": "t", "in_catalogue": False,
                                                    "source": {"task_file": str(task),
+                                                              "name": "t",
                                                               "sha256": then}}],
-        "predictions": [{"task": "t", "pe": "nope", "prediction": "generalizes"}]}))
+        "predictions": [{"task": "t", "pe": "nope", "prediction": "generalizes",
+                         "prediction_label": "generalizes", "theories": {}}]}))
     with pytest.raises(RegisteredError, match="changed since registration"):
         _registered_section(args, {})
     assert not (tmp_path / "runs").exists()

@@ -857,7 +857,7 @@ def train(task_name, pe: str, seed: int = 0, steps: int | None = None,
         device: ``"cpu"`` or ``"cuda"``.
         config_overrides: flat dict of model / training keys (:mod:`analysis.training.configs`).
         preset: a training preset (:data:`analysis.training.configs.TRAIN_PRESETS`): ``"default"`` or
-            ``"quick"`` (~30 s on 2 cores, for the report demo).
+            ``"quick"`` (~12 s on 2 cores, for the report demo).
         force: redo a finished run or replace a run with another configuration.
         threads: torch CPU threads (default ``$RASP_TORCH_THREADS`` or 1).
         stop_after: stop (as if killed, no checkpoint) after this many global steps; for tests

@@ -118,6 +118,7 @@ def run(args) -> int:
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     import tasks
     from analysis.prediction.predict import PredictError, predict
+    from rasp.repl.progress import working
     found = search_settings(args, args.tasks)
     own = tasks_from_args(args)
     if own and not args.no_search:
@@ -170,9 +171,12 @@ def run(args) -> int:
                         label=label, pe=pe) for pe in pes]
             else:
                 for pe in pes:
-                    preds.append(predict(t, verify_max_length=args.max_length,
-                                         samples=args.samples, **found,
-                                         progress=not args.json, pe=pe))
+                    # the C-RASP searches report no progress of their own: a log line at least
+                    # every RASP_PROGRESS_EVERY seconds while they run (issue 50)
+                    with working(f"score {t.name} / {pe}", show=not args.json):
+                        preds.append(predict(t, verify_max_length=args.max_length,
+                                             samples=args.samples, **found,
+                                             progress=not args.json, pe=pe))
         except PredictError as e:
             raise UsageError(str(e)) from None
     if args.register:

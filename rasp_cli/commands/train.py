@@ -58,7 +58,7 @@ def add_arguments(p) -> None:
                    help="train on lengths 1..L (default: the task's)")
     add_device_option(p)
     p.add_argument("--preset", default="default",
-                   help=f"training preset: {' or '.join(TRAIN_PRESETS)} (quick: ~30 s per run "
+                   help=f"training preset: {' or '.join(TRAIN_PRESETS)} (quick: ~12 s per run "
                         f"on 2 cores)")
     p.add_argument("-o", "--out", default=None, metavar="DIR",
                    help="run directory (single run) or runs root (--grid); default runs/")
