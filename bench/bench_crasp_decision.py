@@ -145,6 +145,7 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=None,
                     help="only the first N outside expressions (default: all 1,000)")
     args = ap.parse_args(argv)
+    from rasp_model.files import atomic_write_bytes   # the one writer
     huang = huang_rows()
     outside = outside_rows(args.limit)
     summary = _outside_summary(outside)
@@ -165,8 +166,9 @@ def main(argv=None) -> int:
     if args.json:
         out = ROOT / "bench" / "results" / "crasp_decision.json"
         slim = [{k: v for k, v in r.items() if k != "witness"} for r in outside]
-        out.write_text(json.dumps({"huang": huang, "outside_summary": summary,
-                                   "outside": slim, "source": SOURCE}, indent=1) + "\n")
+        atomic_write_bytes(out, (json.dumps({"huang": huang, "outside_summary": summary,
+                                             "outside": slim, "source": SOURCE}, indent=1)
+                                 + "\n").encode())
         print(f"\nwrote {out.relative_to(ROOT)}")
     return 0
 
