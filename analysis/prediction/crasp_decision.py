@@ -60,7 +60,7 @@ certificate). See ``docs/predictions.md`` ("Decided verdicts").
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 from analysis.prediction.theories import Evidence
 
@@ -114,9 +114,8 @@ class Decision:
                         theory=_VARIANTS[self.variant])
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("_machine", None)
-        return d
+        """The record as JSON-ready data (the automaton it re-checks on left out)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_machine"}
 
     def check(self) -> bool:
         """Re-run the witness on the automaton: the outputs after ``u v^n w`` for the listed

@@ -82,7 +82,8 @@ def _check_source(src: dict, where: str, field: str) -> None:
 def _prediction_record(p) -> dict:
     return {"task": p.task, "pe": p.pe, "prediction": p.prediction,
             "prediction_label": p.prediction_label, "theory": p.theory,
-            "theories": {k: {"prediction": v["prediction"], "label": v.get("label") or v["prediction"],
+            "theories": {k: {"prediction": v["prediction"],
+                             "label": v.get("label") or v["prediction"],
                              "reason": v.get("reason")} for k, v in p.theories.items()},
             "size": p.size, "size_lower_bound": p.size_lower_bound,
             "program_source": p.program_source, "program": p.source or p.program}

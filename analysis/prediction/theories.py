@@ -284,8 +284,8 @@ def combine(pe: str | None, verdicts: list[TheoryVerdict]) -> tuple[str, str | N
 def prediction_label(prediction: str, verdicts: list[TheoryVerdict]) -> str:
     """A PE's prediction as shown: ``no program <= s`` (one theory) or ``no program (RASP-L
     <= s; C-RASP[periodic, local] <= t)`` for certificates (a theory with a proof shows
-    ``fails`` in the list: ``no program (RASP-L <= s; C-RASP[periodic, local]: fails)``); ``unknown (time cap)`` when a
-    search hit its wall-clock cap; else the prediction."""
+    ``fails`` in the list: ``no program (RASP-L <= s; C-RASP[periodic, local]: fails)``);
+    ``unknown (time cap)`` when a search hit its wall-clock cap; else the prediction."""
     if prediction == CERTIFICATE:
         certs = [v for v in verdicts if v.verdict == CERTIFICATE]
         if len(verdicts) == 1:
