@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import networkx as nx
@@ -165,6 +167,33 @@ def test_floors_are_one_way(graph):
 def test_the_floors_check_fails_on_a_wrong_import(edge):
     """The check is not vacuous: each of these imports, were it written, is refused."""
     assert floor_violations([edge]) == [" -> ".join(edge)]
+
+
+#: what ``import rasp`` must not load: the REPL front end and the parser's grammar library
+LANGUAGE_ALONE = ("import {mod}, sys; loaded = [m for m in ('rasp.repl', 'rasp.parser', 'lark') "
+                  "if m in sys.modules]; assert not loaded, loaded")
+
+
+@pytest.mark.parametrize("mod", ["rasp", "rasp.ir"])
+def test_the_language_loads_alone(mod):
+    """``import rasp`` (and ``import rasp.ir``, which runs ``rasp/__init__.py``) loads the
+    language core, not its REPL (``rasp.repl``: sessions, drawing, display) nor the parser and
+    lark: those load when a public name asks for them (``rasp.Session``, ``rasp.draw``, ...)."""
+    out = subprocess.run([sys.executable, "-c", LANGUAGE_ALONE.format(mod=mod)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_the_public_api_imports_the_repl_only_lazily():
+    """Every module-level import of ``rasp/__init__.py`` of ours stays in the language core's
+    floors (``rasp``, ``rasp.analyses``); the REPL is reached in a function (the lazy
+    attributes)."""
+    tree = ast.parse((ROOT / "rasp" / "__init__.py").read_text())
+    targets = [("rasp." if n.level else "") + (n.module or "")
+               for n in tree.body if isinstance(n, ast.ImportFrom)]
+    targets += [a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names]
+    ours = [t for t in targets if t.split(".")[0] in PACKAGES]
+    assert ours and all(group(t) in ("rasp", "rasp.analyses") for t in ours), ours
 
 
 def test_the_language_rooms_are_groups():
