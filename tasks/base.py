@@ -31,7 +31,7 @@ import numpy as np
 from rasp.errors import RASPError
 import rasp
 
-__all__ = ["BOS", "SEP", "EOS", "PAD", "PLUS", "SPECIAL_VALUES", "Vocab", "Task",
+__all__ = ["BOS", "SEP", "EOS", "PAD", "PLUS", "SPECIAL_VALUES", "Vocab", "Task", "Regime",
            "UnknownTaskError", "TaskInputError", "PROGRAMS_DIR", "inputs_targets",
            "next_token_examples"]
 
@@ -209,6 +209,32 @@ def numeric_vocab(n_content: int, names: Sequence[str] | None = None, hints: int
     return Vocab(names, values, n_content=n_content)
 
 
+@dataclass(frozen=True)
+class Regime:
+    """Where a paper says its theory's prediction for a task applies: to models trained on
+    lengths up to at least ``train_max_len`` (the paper's own training length; its theories are
+    limits, "sufficiently long training lengths"). A prediction checked on runs trained on
+    shorter lengths is outside the regime
+    (:func:`analysis.evidence.claims.prediction_claim`: inconclusive, never contradicted).
+
+    Attributes:
+        train_max_len: the shortest maximum training length (in the task's ``length`` units)
+            the paper states its outcome for.
+        source: the paper and the place it says so.
+    """
+
+    train_max_len: int
+    source: str
+
+    def covers(self, trained_max_len: int | None) -> bool:
+        """Whether runs trained on lengths up to ``trained_max_len`` are inside the regime
+        (None: unknown -> False)."""
+        return trained_max_len is not None and int(trained_max_len) >= self.train_max_len
+
+    def to_dict(self) -> dict:
+        return {"train_max_len": self.train_max_len, "source": self.source}
+
+
 @dataclass(eq=False, repr=False)
 class Task:
     """A task of the catalogue. Subclasses implement :meth:`_generate` and
@@ -236,6 +262,9 @@ class Task:
         test_max_length: the longest length the task's own protocol tests (None: twice the
             training length, our protocol; a regular-expression task: Huang et al.'s 150),
             read by :func:`analysis.prediction.verify.protocol_max_length`.
+        regime: the training length from which the task's paper states its outcome
+            (:class:`Regime`; None: the paper states none, and checks are read at any
+            training length).
     """
 
     name: str
@@ -254,6 +283,16 @@ class Task:
     default_train_max_len: int = 20
     example_length: int = 4
     test_max_length: int | None = None
+    regime: Regime | None = None
+
+    def __post_init__(self) -> None:
+        if self.regime is None:
+            self.regime = self._paper_regime()
+
+    def _paper_regime(self) -> Regime | None:
+        """The regime a task family's paper states for all its tasks (None here; Huang et
+        al.'s tasks: :data:`tasks.huang.HUANG_REGIME`)."""
+        return None
 
     # ---------------------------------------------------------------------------------------
     # lengths

@@ -13,9 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import BOS, EOS, PLUS, SEP, Task, TaskInputError, numeric_vocab
+from .base import BOS, EOS, PLUS, SEP, Regime, Task, TaskInputError, numeric_vocab
 
 ZHOU = "Zhou et al. 2023 (arXiv 2310.16028)"
+
+#: Where Zhou et al. state a training length for a task's outcome (:class:`tasks.base.Regime`).
+COUNT_REGIME = Regime(60, ZHOU + ", Fig. 1b caption: models trained on lengths of 60 or more "
+                          "generalize near-perfectly up to length 150")
+COPY_UNIQUE_REGIME = Regime(30, ZHOU + ": copy of unique tokens generalizes once the maximum "
+                                "training length exceeds about 30 (docs/spec tasks table)")
 KAZ = "Kazemnejad et al. 2023 (arXiv 2305.19466)"
 
 #: alphabet size of copy_unique / sort_unique and numbers of count (values stay in int8).
@@ -423,7 +429,7 @@ def make_generalization_tasks() -> dict[str, Task]:
         reference_file="count.rasp", reference_name="count",
         paper=_paper("short RASP-L program (3 attention ops); trained on lengths >= 60, "
                      "near-perfect EM up to 150", "—"),
-        default_train_max_len=20))
+        default_train_max_len=20, regime=COUNT_REGIME))
     add(ModeTask(
         name="mode", description="n symbols from an alphabet of 5 (unique mode) SEP -> the mode",
         source=ZHOU, vocab=numeric_vocab(5, specials=std),
@@ -435,7 +441,7 @@ def make_generalization_tasks() -> dict[str, Task]:
         max_length=N_NUMBERS, length_definition="n tokens (distinct, alphabet of 120)",
         reference_file="copy_unique.rasp", reference_name="copy_unique",
         paper=_paper("short program (an induction head); generalizes once max train length "
-                     "> ~30", "copy task: NoPE best")))
+                     "> ~30", "copy task: NoPE best"), regime=COPY_UNIQUE_REGIME))
     add(CopyTask(
         name="copy_repeat", description="n tokens over a 2-symbol alphabet SEP -> the same n EOS",
         source=ZHOU, vocab=numeric_vocab(2, names=["a", "b"], specials=std), alphabet=2,

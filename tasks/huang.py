@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import BOS, EOS, PAD, PLUS, SEP, Task, TaskInputError, Vocab
+from .base import BOS, EOS, PAD, PLUS, SEP, Regime, Task, TaskInputError, Vocab
 
 HUANG = "Huang et al. 2025 (ICLR, arXiv 2410.02140)"
 #: Huang et al.'s algorithmic protocol tests lengths 101-150 (train 0-50); the longest length
@@ -96,8 +96,17 @@ def _paper(text: str, generator: str, name: str | None = None) -> dict:
     return out
 
 
+#: Huang et al. train every task on lengths 0-50 (their released files and
+#: ``experiments/<lang>.yaml``): their C-RASP predictions are stated for that regime.
+HUANG_REGIME = Regime(50, HUANG + ": trained on lengths 0-50, tested 51-100 and 101-150")
+
+
 class HuangTask(Task):
-    """Base: ``BOS body SEP answer EOS`` over value-coded ids."""
+    """Base: ``BOS body SEP answer EOS`` over value-coded ids (every one in
+    :data:`HUANG_REGIME`)."""
+
+    def _paper_regime(self):
+        return HUANG_REGIME
 
     def _v(self, ids):
         return [self.vocab.values[i] for i in ids]

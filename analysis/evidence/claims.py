@@ -46,7 +46,8 @@ from analysis.training.configs import ConfigError, RunSpec, TrainConfig
 __all__ = ["LABELS", "ID_FIT", "OOD_GENERALIZES", "MIN_SEEDS", "ClaimError", "RunRecord",
            "Claim", "run_record", "load_runs", "resolved_config", "config_fingerprint",
            "config_differences", "check_poolable", "comparison_groups", "compare_pes",
-           "task_chance", "prediction_claim", "measured_outcome", "distance_claim",
+           "task_chance", "prediction_claim", "trained_max_len", "regime_note",
+           "measured_outcome", "distance_claim",
            "PAPER_DISTANCE_SOURCE", "cross_seed_summary", "confirmation",
            "task_claims", "claims_for_task", "PAPER_PE_CLAIMS"]
 
@@ -344,8 +345,24 @@ def _outcome(records: Sequence[RunRecord], min_seeds: int) -> dict:
             "threshold": threshold}
 
 
+def trained_max_len(records: Sequence[RunRecord]) -> int | None:
+    """The longest training length of ``records`` (their ``config.json``'s
+    ``train.train_max_len``; None when no run records it)."""
+    lens = [(r.config.get("train") or {}).get("train_max_len") for r in records]
+    lens = [int(x) for x in lens if x is not None]
+    return max(lens) if lens else None
+
+
+def regime_note(regime: Any, trained: int | None) -> dict | None:
+    """``{"train_max_len", "source", "trained_max_len", "inside"}`` of a task's
+    :class:`tasks.base.Regime` against runs trained up to ``trained`` (None: no regime)."""
+    if regime is None:
+        return None
+    return {**regime.to_dict(), "trained_max_len": trained, "inside": regime.covers(trained)}
+
+
 def prediction_claim(records: Sequence[RunRecord], predicted: str | None,
-                     min_seeds: int = MIN_SEEDS) -> Claim:
+                     min_seeds: int = MIN_SEEDS, regime: Any = None) -> Claim:
     """Claim "the prediction (generalizes / fails) agrees with the runs" on one task.
 
     The measured outcome is :func:`analysis.evidence.statistics.task_outcome`'s (module
@@ -355,6 +372,15 @@ def prediction_claim(records: Sequence[RunRecord], predicted: str | None,
     fitted PE is below by the same test and interval; otherwise ``inconclusive`` (no PE fits,
     fewer seeds, or a PE near the threshold). The claim is supported when the measured outcome
     equals the prediction, contradicted when it is the other one, inconclusive otherwise.
+
+    **The theory's regime.** The theories are limits (Zhou et al. 2023; Huang et al. 2025:
+    "sufficiently long training lengths"); a task's paper states the training length its outcome
+    holds from (``regime``, a :class:`tasks.base.Regime`: Zhou et al.'s count from 60, Huang et
+    al.'s tasks 0-50). Runs trained on shorter lengths are outside it: the claim is
+    **inconclusive: outside the theory's regime** whatever was measured (a failure there is not
+    evidence against the theory, and a success not evidence for it); the measured outcome is
+    still in ``numbers``. ``regime`` None: the paper states no training length, the claim is
+    read at the runs' lengths (``numbers["regime"]`` None says so).
 
     Raises:
         ClaimError: the runs cannot be pooled.
@@ -372,6 +398,13 @@ def prediction_claim(records: Sequence[RunRecord], predicted: str | None,
         label, reason = "supported", f"predicted {pred}, measured {measured}: {why}"
     else:
         label, reason = "contradicted", f"predicted {pred}, measured {measured}: {why}"
+    trained = trained_max_len(records)
+    in_regime = regime_note(regime, trained)
+    if in_regime is not None and not in_regime["inside"] and pred in ("generalizes", "fails"):
+        label, reason = "inconclusive", (
+            f"outside the theory's regime: trained on lengths up to {trained}, the paper's "
+            f"outcome holds from training length {regime.train_max_len} ({regime.source}); "
+            f"predicted {pred}, measured {measured} (would read {label}): {why}")
     return Claim(id=f"{task}:prediction", task=task, label=label, reason=reason,
                  statement=f"the RASP-Generalization Conjecture's prediction for {task} "
                            f"({pred or 'none'}) agrees with the runs",
@@ -380,7 +413,8 @@ def prediction_claim(records: Sequence[RunRecord], predicted: str | None,
                           "thresholds": {"id_fit": ID_FIT, "ood": out["threshold"],
                                          "chance": out["chance"],
                                          "chance_margin": _stats.CHANCE_MARGIN,
-                                         "min_seeds": MIN_SEEDS}},
+                                         "min_seeds": MIN_SEEDS},
+                          "regime": in_regime, "trained_max_len": trained},
                  runs=[r.run_dir for r in records], protocol=records[0].protocol,
                  config=records[0].fingerprint)
 
@@ -591,7 +625,8 @@ def confirmation(claims: Sequence[dict], selected: str, others: Sequence[str]) -
     return rows
 
 
-def per_pe_prediction_claims(records: Sequence[RunRecord], predicted: dict) -> list[Claim]:
+def per_pe_prediction_claims(records: Sequence[RunRecord], predicted: dict,
+                             regime: Any = None) -> list[Claim]:
     """One claim per PE that ran and has a decided prediction: "the prediction for this PE
     agrees with its runs" (:func:`prediction_claim` on that PE's runs alone). A PE whose
     prediction is not a decision (``no program``: a bounded search certificate, ``unknown``,
@@ -601,6 +636,7 @@ def per_pe_prediction_claims(records: Sequence[RunRecord], predicted: dict) -> l
         records: runs of one comparison group.
         predicted: PE -> ``{"prediction", "theory"}`` (a :class:`analysis.prediction.predict.
             Prediction` as a dict, or a subset of it).
+        regime: the task's :class:`tasks.base.Regime` (:func:`prediction_claim`).
     """
     out = []
     for pe in sorted({r.pe for r in records}):
@@ -608,7 +644,7 @@ def per_pe_prediction_claims(records: Sequence[RunRecord], predicted: dict) -> l
         verdict = pred.get("prediction")
         if verdict not in ("generalizes", "fails"):
             continue
-        c = prediction_claim([r for r in records if r.pe == pe], verdict)
+        c = prediction_claim([r for r in records if r.pe == pe], verdict, regime=regime)
         c.id = f"{c.task}:prediction:{pe}"
         c.statement = (f"the prediction for {PE_LABELS.get(pe, pe)} ({verdict}, from "
                        f"{pred.get('theory') or 'its theory'}) agrees with its runs")
@@ -621,7 +657,8 @@ def task_claims(records: Sequence[RunRecord], predicted: str | dict | None = Non
                 baselines: dict[str, list[float]] | None = None,
                 units: dict[str, str] | None = None,
                 replicates: dict[str, dict[str, Any]] | None = None,
-                baseline_replicates: dict[str, Any] | None = None) -> list[Claim]:
+                baseline_replicates: dict[str, Any] | None = None,
+                regime: Any = None) -> list[Claim]:
     """Every claim about one task's comparison group: the paper's pairwise PE statements
     (:data:`PAPER_PE_CLAIMS`, where both PEs ran), the prediction, and per aggregation the
     attention-distance claim.
@@ -635,6 +672,8 @@ def task_claims(records: Sequence[RunRecord], predicted: str | dict | None = Non
         baselines: aggregation -> NoPE vs NoPE other-seed distances.
         replicates, baseline_replicates: aggregation -> the bootstrap replicates over probe
             sequences of the same (:func:`distance_claim`).
+        regime: the task's :class:`tasks.base.Regime` for the prediction claims
+            (:func:`prediction_claim`; None: the paper states none).
 
     Raises:
         ClaimError: the runs cannot be pooled.
@@ -644,9 +683,9 @@ def task_claims(records: Sequence[RunRecord], predicted: str | dict | None = Non
     out = [compare_pes(records, a, b, source) for a, b, source in PAPER_PE_CLAIMS
            if a in pes and b in pes]
     if isinstance(predicted, dict):
-        out += per_pe_prediction_claims(records, predicted)
+        out += per_pe_prediction_claims(records, predicted, regime)
     else:
-        out.append(prediction_claim(records, predicted))
+        out.append(prediction_claim(records, predicted, regime=regime))
     for agg, d in (distances or {}).items():
         if "t5" not in d:                  # the paper's statement is about T5; nothing to test
             continue
@@ -660,7 +699,7 @@ def task_claims(records: Sequence[RunRecord], predicted: str | dict | None = Non
 
 
 def claims_for_task(records: Sequence[RunRecord], predicted: str | dict | None = None,
-                    probe: Any = None) -> dict:
+                    probe: Any = None, regime: Any = None) -> dict:
     """All claims of one task, computed separately per comparison group, for the report.
 
     Args:
@@ -669,6 +708,7 @@ def claims_for_task(records: Sequence[RunRecord], predicted: str | dict | None =
             dict, see :func:`task_claims`), or None.
         probe: an :class:`analysis.probing.metrics.ProbeResult` of (some of) these runs, or None. A
             group's claims use the distances between its own probed runs only.
+        regime: the task's :class:`tasks.base.Regime` (``task.regime``; :func:`prediction_claim`).
 
     Returns:
         ``{"claims": [Claim.to_dict(), ...], "groups": [{"protocol", "config", "runs",
@@ -702,7 +742,7 @@ def claims_for_task(records: Sequence[RunRecord], predicted: str | dict | None =
                 base_reps[agg] = ref.replicates if ref else None
                 units[agg] = JSD_UNITS["kazemnejad" if agg == "released" else probe.variant]
         out += [c.to_dict() for c in task_claims(g, predicted, distances, baselines, units,
-                                                 reps, base_reps)]
+                                                 reps, base_reps, regime=regime)]
         info.append({"protocol": g[0].protocol, "config": g[0].fingerprint,
                      "runs": [r.run_dir for r in g], "pes": sorted({r.pe for r in g})})
     note = None

@@ -71,17 +71,19 @@ class ValidationRow:
                 "registered": self.registered, "in_catalogue": self.in_catalogue}
 
 
-def measure(records, prediction: str) -> tuple[str, str, str, float | None, tuple | None]:
+def measure(records, prediction: str, regime=None
+            ) -> tuple[str, str, str, float | None, tuple | None]:
     """``(measured, label, reason, mean OOD EM, 95% interval)`` of the runs of one (task, PE)
     (:class:`analysis.evidence.claims.RunRecord`, one per seed) against ``prediction``, by
-    :func:`analysis.evidence.claims.prediction_claim` (module docstring).
+    :func:`analysis.evidence.claims.prediction_claim` (module docstring), inside or outside
+    the task's ``regime`` (:class:`tasks.base.Regime`; None: the paper states none).
 
     Raises:
         analysis.evidence.claims.ClaimError: the runs cannot be pooled (different configurations).
     """
     # start-up: lark and torch load only when this runs
     from analysis.evidence.claims import prediction_claim
-    claim = prediction_claim(records, prediction)
+    claim = prediction_claim(records, prediction, regime=regime)
     (pe_numbers,) = claim.numbers["per_pe"].values()
     oods = [x for x in pe_numbers["ood_em"] if x is not None]
     ci = pe_numbers["ci"]
@@ -100,7 +102,7 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
              address: str | None = None, budget_s: float | None = None,
              overrides: dict | None = None, pe_presets: dict | None = None,
              registered: dict | None = None,
-             replication_dir: str | None = None) -> dict:
+             replication_dir: str | None = None, at_regime: bool = True) -> dict:
     """Predict, train (reusing runs) and compare for every task x PE.
 
     Training goes through the grid runner (:func:`analysis.training.grid.run_grid`: one Ray task per
@@ -123,6 +125,11 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
         pe_presets: PE -> training preset replacing ``preset`` for that PE (``--pe-preset``),
             e.g. ``{"ape_learned": "demo_random_offsets"}`` as the main job trains it, so the
             runs checked here are the runs of ``docs/results.md``.
+        at_regime: train each task whose paper states a training length (``task.regime``,
+            :class:`tasks.base.Regime`: count 60, Huang et al.'s tasks 50) on lengths up to
+            it, where its theory speaks (runs in ``seed<k>-<preset>-L<n>``); False: the
+            preset's lengths, and such a task's label is "inconclusive: outside the theory's
+            regime" (:func:`analysis.evidence.claims.prediction_claim`).
         replication_dir: cell files of ``rasp replicate huang`` (None: ``docs/replication`` of
             this checkout): the prediction registered in each finished cell of these tasks and
             PEs, checked against the cell's runs at the paper's lengths
@@ -153,9 +160,13 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
     crasp_budget = DEFAULT_CRASP_BUDGET if crasp_budget is None else crasp_budget
     # start-up: lark and torch load only when this runs
     from analysis.training.study import Study
+    from analysis.training.trainer import resolve_task
+    regimes = {name: resolve_task(name).regime for name in task_names}
+    lengths = {name: r.train_max_len for name, r in regimes.items()
+               if at_regime and r is not None}
     runs = Study(tasks=list(task_names), pes=list(pes), seeds=list(seeds), train_preset=preset,
                  pe_train_presets=dict(pe_presets or {}), overrides=dict(overrides or {}),
-                 steps=steps, runs_root=str(runs_root)).runs()
+                 steps=steps, task_train_max_len=lengths, runs_root=str(runs_root)).runs()
     check_runs(runs)
     grid = run_grid(runs, runs_root=runs_root, address=address, budget_s=budget_s,
                     progress=progress, log=log)
@@ -184,7 +195,8 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
                             position_offsets=records[0].protocol)
                 pred = {"prediction": p.prediction, "prediction_label": p.prediction_label,
                         "theories": p.theories, "in_catalogue": True}
-            measured, label, reason, mean, ci = measure(records, pred["prediction"])
+            measured, label, reason, mean, ci = measure(records, pred["prediction"],
+                                                        regimes[name])
             row = ValidationRow(task=name, pe=pe, prediction=pred["prediction"],
                                 prediction_label=pred["prediction_label"],
                                 theories=pred["theories"], seeds=list(seeds), id_em=ids,
@@ -206,6 +218,7 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
                          "overrides": dict(overrides or {}),
                          "runs_root": str(runs_root), "search": search,
                          "registered": registered is not None,
+                         "regime_lengths": lengths,
                          "budgets": {"raspl": search_budget, "crasp": crasp_budget,
                                      "unit": "candidates"} if search else None}}
 

@@ -385,7 +385,7 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
     if records:
         try:
             sec["claims"] = _claims.claims_for_task(records, sec["predictions"],
-                                                    sec.get("probe"))
+                                                    sec.get("probe"), regime=task.regime)
         except _claims.ClaimError as e:
             sec["problems"].append(f"claims not computed: {e}")
     sec["seconds"] = round(time.time() - t0, 1)

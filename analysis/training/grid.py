@@ -113,7 +113,7 @@ class GridRun:
         if self.run_dir is not None:
             return Path(self.run_dir)
         return _runs.default_run_dir(self.task_name, self.pe, self.seed, self.preset,
-                                        runs_root)
+                                        runs_root, self.train_max_len)
 
 
 @dataclass

@@ -102,9 +102,14 @@ def disk_full_error(path: Path, what: str) -> DiskFullError:
 
 
 def default_run_dir(task: str, pe: str, seed: int, preset: str | None = "default",
-                    root: str | os.PathLike = RUNS_ROOT) -> Path:
-    """``root/<task>/<pe>/seed<k>`` (``seed<k>-<preset>`` for a non-default preset)."""
+                    root: str | os.PathLike = RUNS_ROOT,
+                    train_max_len: int | None = None) -> Path:
+    """``root/<task>/<pe>/seed<k>`` (``seed<k>-<preset>`` for a non-default preset; ``-L<n>``
+    appended when the training length is set apart from the preset's, ``train_max_len``, so
+    runs of one task at several training lengths never share a directory)."""
     leaf = f"seed{seed}" if preset in (None, "default") else f"seed{seed}-{preset}"
+    if train_max_len is not None:
+        leaf += f"-L{int(train_max_len)}"
     return Path(root) / task / pe / leaf
 
 

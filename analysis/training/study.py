@@ -39,7 +39,9 @@ class Study:
         task_pes: the PEs a task is run with (a task not named: every PE of ``pes``).
         extra_seeds: per PE, seeds ``0..n-1`` added to ``seeds`` (NoPE's other-seed baseline).
         overrides: training settings of every run (``config_overrides``); ``steps`` and
-            ``train_max_len`` likewise.
+            ``train_max_len`` likewise; ``task_train_max_len``: the training length of some
+            tasks (task name -> L; e.g. the length their paper's theory speaks from,
+            :class:`tasks.base.Regime`), over ``train_max_len``.
         runs_root: where the default run directories lie
             (:func:`analysis.training.runs.default_run_dir`: ``<runs_root>/<task>/<pe>/
             seed<k>[-<preset>]``); ``flat``: ``<runs_root>/seed<k>`` instead (a study of one
@@ -57,6 +59,7 @@ class Study:
     overrides: Mapping = field(default_factory=dict)
     steps: int | None = None
     train_max_len: int | None = None
+    task_train_max_len: Mapping[str, int] = field(default_factory=dict)
     runs_root: str = "runs"
     flat: bool = False
     tag: str = ""
@@ -76,12 +79,18 @@ class Study:
         extra = int(dict(self.extra_seeds or {}).get(pe, 0))
         return sorted(set(int(s) for s in self.seeds) | set(range(extra)))
 
+    def train_max_len_of(self, task) -> int | None:
+        """The training length set for ``task``'s runs (None: its preset's)."""
+        name = task if isinstance(task, str) else task.name
+        return dict(self.task_train_max_len or {}).get(name, self.train_max_len)
+
     def run_dir(self, task, pe: str, seed: int) -> Path:
         """The default run directory of one run of the study."""
         if self.flat:
             return Path(self.runs_root) / f"seed{seed}"
         name = task if isinstance(task, str) else task.name
-        return default_run_dir(name, pe, seed, self.preset_of(pe), self.runs_root)
+        return default_run_dir(name, pe, seed, self.preset_of(pe), self.runs_root,
+                               self.train_max_len_of(task))
 
     def triples(self, task) -> list[tuple[str, int, Path]]:
         """``(PE, seed, run directory)`` of ``task``'s runs."""
@@ -92,5 +101,6 @@ class Study:
         """Every run, task by task, PE by PE, seed by seed."""
         return [GridRun(task, pe, seed, preset=self.preset_of(pe),
                         overrides=dict(self.overrides or {}), steps=self.steps,
-                        train_max_len=self.train_max_len, run_dir=str(rd), tag=self.tag)
+                        train_max_len=self.train_max_len_of(task), run_dir=str(rd),
+                        tag=self.tag)
                 for task in self.tasks for pe, seed, rd in self.triples(task)]

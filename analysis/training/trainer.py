@@ -878,7 +878,7 @@ def train(task_name, pe: str, seed: int = 0, steps: int | None = None,
     spec = resolve_spec(task, pe, seed, preset, steps, train_max_len, config_overrides)
     _set_threads(device, threads)
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(
-        task.name, pe, seed, preset, runs_root)
+        task.name, pe, seed, preset, runs_root, train_max_len)
     say = print if verbose else (lambda *a, **k: None)
     with RunLock(run_dir):
         st = prepare(spec, run_dir, device, force, say)
