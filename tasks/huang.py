@@ -5,16 +5,36 @@ Generalization in Transformers", ICLR 2025 (arXiv 2410.02140), and their release
 (github.com/lacoco-lab/length_generalization: ``algorithmic/language_modeling_train.py`` for the
 algorithmic tasks, ``formal_lang_suite/generators`` and ``configs/dataset`` for the languages).
 
-Algorithmic tasks follow their generators exactly (``BOS x SEP answer EOS``; the loss and exact
-match are on the answer):
+Algorithmic tasks follow their generators (``BOS x SEP answer EOS``; the loss and exact match
+are on the answer). Each string of a given length n is drawn as their
+``algorithmic/language_modeling_train.py`` draws it (file:lines of commit b39b743):
 
-* ``majority_binary``: n bits, ties excluded, answer the majority bit (their ``bin_majority``);
-* ``majority``: n symbols of ``a..z`` with a unique most frequent one (``majority``);
-* ``majority_interleave``: three interleaved bit strings of n/3 bits each (period 3, ties
-  excluded per string), answer the three majority bits (``bin_majority_interleave``);
+* ``majority_binary``: n bits, answer the majority bit (their ``bin_majority``,
+  ``BinaryMajorityDataset`` lines 122-131): the *count* of zeros is uniform over ``0..n``
+  without the tie ``n/2`` (a tie is redrawn), then the bits are shuffled; not iid bits, which
+  put most strings near a tie;
+* ``majority``: n symbols of ``a..z`` with a unique most frequent one (``majority``, lines
+  160-168: iid symbols, redrawn on a tie; ours the same);
+* ``majority_interleave``: three interleaved bit strings of n/3 bits each (period 3), answer
+  the three majority bits (``bin_majority_interleave``, lines 198-221): per string the count of
+  zeros uniform without the tie, then shuffled. Two differences, declared: (1) their length is a
+  total ``t`` uniform in the range rounded to ``3 round(t/3)`` (lines 200-205), so the shortest
+  and longest multiple of 3 carry other weights than ours (uniform over the multiples of 3 the
+  trainer draws; e.g. training lengths 3..48: theirs 2/48 at 3 and 4/48 at 48, ours 3/48 each);
+  (2) the numbers they report (``lm-out-new-multi-run/bin_majority_interleave-average*.txt``)
+  are headed ``task: bin_majority_interleave_sep``, a ``_sep`` variant that is not in their
+  released generators: what it separates (a token between the periods or the streams?) is not
+  knowable from their code, so we run the released ``bin_majority_interleave`` and compare with
+  numbers of a variant we cannot reproduce;
 * ``sort_150`` / ``copy_unique_150``: n distinct tokens of 150 (``sort`` / ``unique_copy``);
 * ``copy_ab``: n tokens over ``{a, b}`` copied (``repeat_copy``);
-* ``parity_bits``: n bits, answer ``e`` or ``o`` (``parity``);
+* ``parity_bits``: n bits, answer ``e`` or ``o`` (``parity``, ``ParityDataset`` lines 350-356):
+  the count of ones uniform over ``0..n``, then shuffled. Their ``ParityDataset`` has no
+  ``max(1, ...)``: it trains and tests length 0 (``BOS SEP e EOS``, ~2% of their training
+  strings and of their 0-50 bin). Ours starts at length 1: the trainer draws lengths from
+  ``max(train_min_len, task.min_length or 1)`` (``analysis/training/trainer.py``) and the bins
+  from ``max(1, lo)`` (``analysis/training/evaluation.py`` ``bin_set``), which this task cannot
+  change; the out-of-distribution bins are unaffected;
 * ``addition_binary``: ``BOS a + b = c EOS``, most significant bit first, no hints, operands
   without leading zeros (``addition``); length = ``len(a) + len(b) + 2`` as in their generator.
 
@@ -156,6 +176,33 @@ class MajorityTask(HuangTask):
         return self._ids([top[0][0], EOS])
 
 
+def count_uniform_bits(n: int, rng: np.random.Generator, ones: bool = False,
+                       no_tie: bool = False) -> list[int]:
+    """n bits whose number of zeros (``ones``: of ones) is uniform over ``0..n`` (``no_tie``:
+    without ``n/2``, redrawn as their loop redraws it), then shuffled: Huang et al.'s
+    ``BinaryMajorityDataset`` / ``BinaryMajorityInterleaveDataset`` (zeros, no tie) and
+    ``ParityDataset`` (ones) in ``algorithmic/language_modeling_train.py`` lines 125-130,
+    210-215 and 353-355."""
+    if no_tie and n == 0:
+        raise ValueError("no string of length 0 is free of a tie")
+    while True:
+        count = int(rng.integers(0, n + 1))
+        if not no_tie or 2 * count != n:
+            break
+    first, other = (1, 0) if ones else (0, 1)
+    bits = np.array([first] * count + [other] * (n - count), dtype=np.int64)
+    rng.shuffle(bits)
+    return bits.tolist()
+
+
+class BinaryMajorityTask(MajorityTask):
+    """n bits -> the majority bit, the count of zeros uniform without the tie (their
+    ``BinaryMajorityDataset``; :func:`count_uniform_bits`)."""
+
+    def _generate(self, n, rng):
+        return self._ids([BOS] + count_uniform_bits(n, rng, no_tie=True) + [SEP])
+
+
 class MajorityInterleaveTask(HuangTask):
     """``period`` interleaved bit strings (ties excluded in each) -> their majority bits."""
 
@@ -166,13 +213,7 @@ class MajorityInterleaveTask(HuangTask):
 
     def _generate(self, n, rng):
         m = n // self.period
-        streams = []
-        for _ in range(self.period):
-            while True:
-                s = rng.integers(0, 2, size=m).tolist()
-                if 2 * sum(s) != m:
-                    break
-            streams.append(s)
+        streams = [count_uniform_bits(m, rng, no_tie=True) for _ in range(self.period)]
         body = [s[i] for i in range(m) for s in streams]
         return self._ids([BOS] + body + [SEP])
 
@@ -221,10 +262,11 @@ class CopyABTask(HuangTask):
 
 
 class ParityBitsTask(HuangTask):
-    """n bits -> ``e`` (even number of ones) or ``o``."""
+    """n bits -> ``e`` (even number of ones) or ``o``; the count of ones uniform over
+    ``0..n`` (their ``ParityDataset``; :func:`count_uniform_bits`)."""
 
     def _generate(self, n, rng):
-        return self._ids([BOS] + rng.integers(0, 2, size=n).tolist() + [SEP])
+        return self._ids([BOS] + count_uniform_bits(n, rng, ones=True) + [SEP])
 
     def _solve(self, prompt):
         xs = self._body(prompt)
@@ -755,10 +797,10 @@ def make_huang_tasks() -> dict[str, Task]:
         T[t.name] = t
 
     gen = "algorithmic/language_modeling_train.py"
-    add(MajorityTask(name="majority_binary", description="n bits (no tie) SEP -> majority bit EOS",
-                     source=HUANG, vocab=_vocab(["0", "1"]), k=2,
-                     paper=_paper("generalizes with APE and NoPE (C-RASP program)",
-                                  gen + " BinaryMajorityDataset", "majority_binary")))
+    add(BinaryMajorityTask(name="majority_binary", description="n bits (no tie) SEP -> "
+                           "majority bit EOS", source=HUANG, vocab=_vocab(["0", "1"]), k=2,
+                           paper=_paper("generalizes with APE and NoPE (C-RASP program)",
+                                        gen + " BinaryMajorityDataset", "majority_binary")))
     add(MajorityTask(name="majority", description="n symbols of a..z (unique mode) SEP -> the "
                      "most frequent symbol EOS", source=HUANG,
                      vocab=_vocab([chr(97 + i) for i in range(26)]), k=26,

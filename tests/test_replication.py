@@ -337,7 +337,7 @@ def test_the_fixed_training_set_is_the_same_for_every_seed_and_offsets_below_the
 
 
 def test_their_formal_protocol_settings():
-    """formal_lang_suite: experiments/tomita-4.yaml (layers {1,2,4} x d_model {32,64} x heads
+    """formal_lang_suite: experiments/tomita-4.yaml (layers {1,2,4,6} x d_model {32,64} x heads
     {1,2,4}, batch 16, 100 epochs), configs/optimizer/adamw.yaml (lr 1e-5, weight decay 0.1),
     10,000 training strings; the lengths of their released Tomita-4 files, measured: train
     1-100, val bins 1-100 / 101-150 / 101-150."""
@@ -345,7 +345,7 @@ def test_their_formal_protocol_settings():
     assert sc.train_set == 10_000 and sc.batch_size == 16 and sc.steps == 100 * 625
     assert sc.train_lengths == (1, 100) and sc.bins == ((1, 100), (101, 150), (101, 150))
     assert {(c.n_layers, c.n_heads, c.d_model, c.lr) for c in sc.configs} == {
-        (l, h, d, 1e-5) for l in (1, 2, 4) for h in (1, 2, 4) for d in (32, 64)}
+        (l, h, d, 1e-5) for l in (1, 2, 4, 6) for h in (1, 2, 4) for d in (32, 64)}
     ov = R.run_overrides("tomita4_nextchar", "ape_learned", sc.configs[0], sc)
     assert (ov["weight_decay"], ov["grad_clip"], ov["schedule"], ov["betas"]) == \
         (0.1, 0.0, "constant", [0.9, 0.999])
@@ -386,3 +386,119 @@ def test_a_formal_cell_end_to_end_at_a_tiny_scale(tmp_path):
     assert cell["status"] == "done" and len(cell["bins"]) == 2
     cfg = json.loads(next((tmp_path / "runs").rglob("config.json")).read_text())
     assert cfg["train"]["train_set"] == 40 and cfg["steps"] == 6
+
+
+# ------------------------------------------------------------------------------------------
+# issue 47: their per-language grids, fallbacks, seeds, fit before agreement, compute once
+# ------------------------------------------------------------------------------------------
+
+#: Copied from github.com/lacoco-lab/length_generalization (commit b39b743),
+#: formal_lang_suite/experiments/<file>.yaml: model.num_layers, model.num_heads, model.d_model,
+#: dataset.batch_size, train.epochs; and the number of strings in
+#: formal_lang_suite/generated_ds/<dataset>/train_src.txt (counted: non-empty lines).
+THEIR_EXPERIMENTS = {
+    "tomita1": ("tomita-1.yaml", [1, 2, 4], [1, 2, 4], [32], 16, 100, 1000),
+    "tomita2": ("tomita-2.yaml", [1, 2, 4, 6], [1, 2, 4], [32, 64], 16, 100, 1000),
+    "tomita3": ("tomita-3.yaml", [1, 2, 4, 6], [1, 2, 4], [32, 64], 16, 100, 10000),
+    "tomita4": ("tomita-4.yaml", [1, 2, 4, 6], [1, 2, 4], [32, 64], 16, 100, 10000),
+    "tomita5": ("tomita-5.yaml", [1, 2, 4, 6], [1, 2, 4], [32, 64], 16, 150, 10000),
+    "tomita6": ("tomita-6.yaml", [1, 2, 4, 6], [1, 2, 4], [32, 64], 16, 100, 10000),
+    "tomita7": ("tomita-7.yaml", [1, 2, 4, 6], [1, 2, 4], [32, 64], 16, 100, 10000),
+    "dyck1_depth2": ("d-2.yaml", [1, 2, 4], [1, 2, 4], [32, 64], 16, 100, 200),
+    "dyck1_depth3": ("d-3.yaml", [1, 2, 4], [1, 2, 4], [32, 64], 16, 100, 10000),
+    "dyck1_depth4": ("d-4.yaml", [1, 2, 4], [1, 2, 4], [32, 64], 16, 100, 10000),
+    "dyck1_depth12": ("d-12.yaml", [1, 2, 4], [1, 2, 4], [32, 64], 16, 100, 10000),
+    "aa_star": ("aastar.yaml", [1, 2, 4], [1, 2, 4], [32], 16, 100, 40),
+    "aaaa_star": ("aaaastar.yaml", [1, 2, 4, 6], [1, 2, 4], [32, 64], 16, 100, 125),
+    "abab_star": ("ababstar.yaml", [4, 6], [2, 4], [32, 64], 4, 150, 125),
+    "a_to_e_blocks": ("aastarbbstarccstarddstareestar.yaml", [1, 2, 4], [1, 2, 4], [32, 64],
+                      16, 100, 10000),
+    "ab_d_bc": ("abstar_d_bcstar.yaml", [1, 2, 4], [1, 2, 4], [32], 16, 100, 10000),
+    "ends_02": ("012_star_0_2_star.yaml", [1, 2, 4], [1, 2, 4], [32, 64], 16, 100, 10000),
+}
+
+
+@pytest.mark.parametrize("lang", sorted(THEIR_EXPERIMENTS))
+def test_each_formal_language_runs_their_experiment_files_grid(lang):
+    exp, layers, heads, dims, batch, epochs, n = THEIR_EXPERIMENTS[lang]
+    fp = R.FORMAL_PROTOCOL[lang]
+    assert (fp.experiment, list(fp.layers), list(fp.heads), list(fp.d_models), fp.batch_size,
+            fp.epochs, fp.train_set) == (exp, layers, heads, dims, batch, epochs, n)
+    sc = R.scale_for(f"{lang}_nextchar", "full")
+    assert {(c.n_layers, c.n_heads, c.d_model, c.lr) for c in sc.configs} == {
+        (l, h, d, 1e-5) for l in layers for h in heads for d in dims}
+    assert (sc.batch_size, sc.epochs, sc.train_set) == (batch, epochs, n)
+    assert sc.steps == epochs * -(-n // batch)         # their DataLoader: last batch the rest
+    ov = R.run_overrides(f"{lang}_nextchar", "nope", sc.configs[0], sc)
+    assert (ov["train_set"], ov["batch_size"], ov["steps"]) == (n, batch, sc.steps)
+
+
+def test_the_fallback_and_seeds_are_theirs():
+    """run_multiple_seeds.py: big = 12l12h768d lr 1e-4, bigsmalllr = lr 3e-5 (lines 103-110);
+    task_arch names bigsmalllr for NoPE parity, big for APE addition and NoPE interleave and
+    addition (lines 52-69); seeds range(1000) (line 118)."""
+    assert R.FULL.max_seeds == 1000
+    par = R.fallback_config("parity_bits", "nope", R.FULL)
+    assert (par.n_layers, par.n_heads, par.d_model, par.lr, par.tag) == \
+        (12, 12, 768, 3e-5, "bigsmalllr")
+    for task, pe in (("addition_binary", "ape_learned"), ("majority_interleave", "nope"),
+                     ("addition_binary", "nope"), ("majority", "nope"),
+                     ("parity_bits", "ape_learned")):
+        cfg = R.fallback_config(task, pe, R.FULL)
+        assert (cfg.n_layers, cfg.lr, cfg.tag) == (12, 1e-4, "big"), (task, pe)
+    assert R.fallback_config("parity_bits", "nope", R.SMALL) == R.SMALL.fallback
+    assert R.FULL.fallback_steps == 60_000 and R.FULL.fallback_warmup == 3_000
+
+
+def test_their_model_that_did_not_fit_is_said_before_agreement():
+    """Their NoPE interleave (the fallback, ID 0.9616) and ends_02 NoPE (ID 18.2%): 'their model
+    did not fit', never agrees / disagrees; a fitting one (ID 1.0) is compared as before."""
+    per = {s: _bins(1.0, 0.95, 0.2) for s in range(5)}
+    bins = ((0, 50), (51, 100), (101, 150))
+    ag = R.agreement("majority_binary", "nope", per, list(range(5)), [0.9616, 0.6881, 0.3947],
+                     bins)
+    assert [a["label"] for a in ag] == ["their model did not fit (ID 0.962)"] * 2
+    ag = R.agreement("majority_binary", "nope", per, list(range(5)), [1.0, 0.99, 0.1], bins)
+    assert [a["label"] for a in ag] == ["agrees", "agrees"]
+    assert R.their_fit_label(R.their_numbers("ends_02_nextchar", "nope")) == \
+        "their model did not fit (ID 0.182)"
+    assert R.their_fit_label(R.their_numbers("tomita4_nextchar", "ape_learned")) is None
+
+
+def _done(d, sec, steps=100):
+    d.mkdir(parents=True)
+    (d / "DONE").write_text(json.dumps({"task": "majority_binary", "pe": "nope", "seed": 0,
+                                        "steps": steps, "id_em": 1.0, "ood_em": 1.0,
+                                        "train_seconds": sec, "tokens_per_second": 10.0,
+                                        "params": 1000}))
+
+
+def test_compute_counts_each_run_once(tmp_path):
+    """The sweep's seed 0 of the selected configuration is also the cell's seed 0: once."""
+    a, b = tmp_path / "1l1h16d" / "seed0", tmp_path / "1l1h16d" / "seed1"
+    _done(a, 10.0)
+    _done(b, 5.0)
+    comp = R.measured_compute([a, tmp_path / "x" / ".." / "1l1h16d" / "seed0", a, b])
+    assert (comp["runs"], comp["train_seconds"], comp["steps"]) == (2, 15.0, 200)
+    assert comp["counted_once"]
+    old = {"compute": {"runs": 7, "train_seconds": 70.0, "steps": 700, "flops": 1.0},
+           "selection": {"config": "1l1h16d"}, "sweep": [{"config": "1l1h16d"},
+                                                         {"config": "1l1h16dsmalllr"}],
+           "seeds_tried": [0, 1, 2, 3, 4]}
+    fixed = R.cell_compute(old)
+    assert fixed["runs"] == 6 and not fixed["exact"] and "twice" in fixed["note"]
+    assert R.cell_compute({**old, "compute": comp})["exact"]
+
+
+def test_every_prediction_check_is_marked_in_sample():
+    for task in ("majority_binary", "tomita4_nextchar"):
+        cell = {"task": task, "pe": "nope", "scale": "small", "status": "done",
+                "prediction": {"prediction": "generalizes"},
+                "agreement": [{"bin": [21, 30], "ours": "generalizes", "label": "agrees"}]}
+        chk = R.prediction_check(cell)
+        assert chk["label"] == "supported" and chk["in_sample"] and "fit" in chk["caveat"]
+    from analysis.reporting.replication_doc import render
+    text = render([{**cell, "comparable": False, "registered": None}], "cmd")
+    rows = [line for line in text.splitlines() if line.startswith("| tomita4_nextchar | NoPE "
+                                                                    "| small")]
+    assert rows and all("yes: a fit, not a test" in r for r in rows)

@@ -283,3 +283,148 @@ def test_a_next_set_example_is_one_next_token_example_per_position():
     pairs = tasks.next_token_examples(t, prompt, answer)
     assert [p for p, _ in pairs] == [list(prompt[:i + 1]) for i in range(1, len(prompt))]
     assert [a for _, a in pairs] == [[x] for x in answer]
+
+
+# ------------------------------------------------------------------------------------------
+# the generators' distributions against Huang et al.'s (issue 47, D1-D3)
+# ------------------------------------------------------------------------------------------
+#: Their file: github.com/lacoco-lab/length_generalization, commit b39b743,
+#: algorithmic/language_modeling_train.py. Written here from their code, not from ours.
+DRAWS = 10_000
+
+
+def _their_count_given_length(n, no_tie):
+    """P(count = c | length n), c = 0..n, of their generators: ``num = random.randint(0,
+    length)`` (uniform over 0..n), redrawn while ``num == length - num`` when ``no_tie``
+    (BinaryMajorityDataset lines 125-128, BinaryMajorityInterleaveDataset lines 210-213;
+    ParityDataset line 353 has no redraw)."""
+    allowed = [c for c in range(n + 1) if not (no_tie and 2 * c == n)]
+    return np.array([1.0 / len(allowed) if c in allowed else 0.0 for c in range(n + 1)])
+
+
+def _their_pooled_counts(lengths, no_tie, top):
+    """P(count = c), c = 0..top, with the length uniform over ``lengths`` (their
+    ``random.randint(self.range_min, self.range_max)``: line 124 with range_min = max(1, 0)
+    for bin_majority, line 352 without max for parity) and the count as above."""
+    p = np.zeros(top + 1)
+    for n in lengths:
+        p[:n + 1] += _their_count_given_length(n, no_tie) / len(lengths)
+    return p
+
+
+def _chisquare(observed, expected_p):
+    from scipy.stats import chisquare
+    keep = expected_p > 0
+    assert observed[~keep].sum() == 0, "a count their generator never draws"
+    return chisquare(observed[keep], expected_p[keep] * observed.sum()).pvalue
+
+
+def _our_training_draws(name, pe="nope"):
+    """DRAWS training prompts as ``rasp replicate huang`` draws them at their scale: the lengths
+    of the resolved run (analysis.training.trainer.train_lengths) drawn as the trainer draws
+    them (analysis.training.batches.sample_examples)."""
+    from analysis.evidence import replication as R
+    from analysis.training.batches import sample_examples
+    from analysis.training.trainer import resolve_spec, train_lengths
+    t = tasks.get_task(name)
+    spec = resolve_spec(t, pe, config_overrides=R.run_overrides(name, pe, R.FULL.configs[0],
+                                                                R.FULL))
+    lengths = train_lengths(spec, t)
+    return t, [p for p, _ in sample_examples(t, lengths, DRAWS, np.random.default_rng(47))]
+
+
+def _old_iid(n, rng, no_tie):
+    """The generator we had before issue 47: iid bits (redrawn on a tie)."""
+    while True:
+        xs = rng.integers(0, 2, size=n)
+        if not no_tie or 2 * xs.sum() != n:
+            return xs
+
+
+def test_binary_majority_lengths_and_zero_counts_are_theirs():
+    """Lengths uniform over 1..50 and, pooled over them, the number of zeros as theirs
+    (chi-square on 10,000 training draws); the old iid generator fails the same test."""
+    t, prompts = _our_training_draws("majority_binary")
+    lens = np.array([len(p) - 2 for p in prompts])
+    zeros = np.array([list(p[1:-1]).count(t.vocab.id("0")) for p in prompts])
+    assert _chisquare(np.bincount(lens, minlength=51)[1:], np.full(50, 1 / 50)) > 1e-3
+    expected = _their_pooled_counts(range(1, 51), no_tie=True, top=50)
+    assert _chisquare(np.bincount(zeros, minlength=51), expected) > 1e-3
+    rng = np.random.default_rng(0)
+    old = np.array([int(n) - int(_old_iid(int(n), rng, True).sum()) for n in lens])
+    assert _chisquare(np.bincount(old, minlength=51), expected) < 1e-6
+
+
+def test_parity_lengths_and_one_counts_are_theirs_but_length_0():
+    """Their ParityDataset draws length 0..50 (line 352, no max(1, ...)) and the number of ones
+    uniform (line 353). Ours: the same number of ones given the length, lengths 1..50 (the
+    declared difference: length 0 is never drawn, tasks/huang.py module docstring)."""
+    t, prompts = _our_training_draws("parity_bits")
+    lens = np.array([len(p) - 2 for p in prompts])
+    ones = np.array([list(p[1:-1]).count(t.vocab.id("1")) for p in prompts])
+    assert lens.min() == 1, "length 0 drawn: update the declared difference"
+    assert _chisquare(np.bincount(lens, minlength=51)[1:], np.full(50, 1 / 50)) > 1e-3
+    expected = _their_pooled_counts(range(1, 51), no_tie=False, top=50)
+    assert _chisquare(np.bincount(ones, minlength=51), expected) > 1e-3
+    rng = np.random.default_rng(0)
+    old = np.array([int(_old_iid(int(n), rng, False).sum()) for n in lens])
+    assert _chisquare(np.bincount(old, minlength=51), expected) < 1e-6
+    # their length distribution has 1/51 at length 0: with it, ours fails (the difference is real)
+    with_zero = np.concatenate([[0], np.bincount(lens, minlength=51)[1:]])
+    assert _chisquare(with_zero, np.full(51, 1 / 51)) < 1e-6
+    from analysis.evidence.huang_protocol import NOT_THEIRS
+    assert any("parity" in x and "length 0" in x for x in NOT_THEIRS)
+
+
+@pytest.mark.parametrize("n", [15, 48])
+def test_interleave_zero_counts_per_stream_are_theirs(n):
+    """Each of the three streams of n/3 bits: zeros uniform over 0..n/3 without the tie
+    (BinaryMajorityInterleaveDataset lines 209-215), the streams independent; the old iid
+    generator fails."""
+    t = tasks.get_task("majority_interleave")
+    rng = np.random.default_rng(n)
+    m, zero = n // 3, t.vocab.id("0")
+    counts = np.zeros((3, m + 1), dtype=int)
+    old = np.zeros(m + 1, dtype=int)
+    for _ in range(DRAWS):
+        body = list(t.sample(n, rng)[0][1:-1])
+        for r in range(3):
+            counts[r, body[r::3].count(zero)] += 1
+        old[m - int(_old_iid(m, rng, True).sum())] += 1
+    expected = _their_count_given_length(m, no_tie=True)
+    for r in range(3):
+        assert _chisquare(counts[r], expected) > 1e-3
+    assert _chisquare(old, expected) < 1e-6
+
+
+def _their_interleave_lengths(lo, hi):
+    """P(3m) of their BinaryMajorityInterleaveDataset (lines 200-205): total uniform in
+    max(3, lo)..hi, m = round(total / 3), minus 1 when 3m > hi, plus 1 when 3m < max(3, lo)."""
+    lo = max(3, lo)
+    p = Counter()
+    for total in range(lo, hi + 1):
+        m = round(total / 3)
+        m -= 3 * m > hi
+        m += 3 * m < lo
+        p[3 * m] += 1 / (hi - lo + 1)
+    return p
+
+
+def test_interleave_length_distribution_differs_only_where_declared():
+    """Their rounding of a uniform total weights the first and last multiple of 3 differently
+    from our uniform draw over the multiples of 3: on 3..48, 2/48 at 3 and 4/48 at 48 against
+    3/48; every other length 3/48 in both. This is the declared difference (tasks/huang.py
+    module docstring, the replication's CODE_NOT_PAPER); if it changes, update both."""
+    theirs = _their_interleave_lengths(0, 50)
+    t, prompts = _our_training_draws("majority_interleave")
+    ours = Counter(len(p) - 2 for p in prompts)
+    assert set(ours) == set(theirs) == set(range(3, 49, 3))
+    assert theirs[3] == pytest.approx(2 / 48) and theirs[48] == pytest.approx(4 / 48)
+    assert all(theirs[n] == pytest.approx(3 / 48) for n in range(6, 46, 3))
+    interior = [n for n in range(6, 46, 3)]
+    obs = np.array([ours[n] for n in interior])
+    assert _chisquare(obs, np.full(len(interior), 1 / len(interior))) > 1e-3
+    assert abs(ours[3] / DRAWS - 1 / 16) < 0.01 and abs(ours[48] / DRAWS - 1 / 16) < 0.01
+    from analysis.evidence.huang_protocol import NOT_THEIRS
+    assert any("2/48" in x and "4/48" in x for x in NOT_THEIRS)
+    assert any("_sep" in x for x in NOT_THEIRS) and "_sep" in tasks.huang.__doc__

@@ -4,7 +4,9 @@ Source: Huang, Yang, Hahn, Hahn et al., "A Formal Framework for Understanding Le
 Generalization in Transformers", ICLR 2025 (arXiv 2410.02140), §5 and App. E.3, and their
 released code (github.com/lacoco-lab/length_generalization, ``algorithmic/
 language_modeling_train.py`` for the sweep, ``algorithmic/run_multiple_seeds.py`` for the seeds).
-Where the paper and the code differ, the code is followed (listed in :data:`CODE_NOT_PAPER`).
+Where the paper and the code differ, the code is followed (listed in :data:`CODE_NOT_PAPER`);
+where we differ from their code, :data:`NOT_THEIRS` says so. The settings and tables (scales,
+per-language grids, fallbacks, their selections) live in :mod:`analysis.evidence.huang_protocol`.
 
 One **cell** is a (task, PE) pair, PE ``ape_learned`` (GPT-2's learned absolute positions, trained
 with a random position offset per example) or ``nope``. A cell runs in two stages:
@@ -19,10 +21,16 @@ with a random position offset per example) or ``nope``. A cell runs in two stage
    one with the best exact match on the first out-of-distribution bin (51-100); ties go to the
    first in their sweep order (their sweep stops at the first configuration that is 100% on both
    the ID bin and 51-100, so no later one can be chosen over it). When none fits, their 12-layer
-   model (:attr:`Scale.fallback`), for which every seed counts (their ``threshold = 0.0``).
+   model at the learning rate their scripts chose for the cell (:func:`fallback_config`:
+   ``big`` 1e-4 or ``bigsmalllr`` 3e-5), for which every seed counts (``threshold = 0.0``).
 3. **Seeds** (their ``run_multiple_seeds.py``): seeds 0, 1, 2, ... of the selected configuration
-   until five fit (ID exact match 100% at the early stop or at the last step); the cell's number
-   per bin is the mean over those five, reported with its spread and the number of seeds tried.
+   until five fit (ID exact match 100% at the early stop or at the last step), at most 1,000
+   tried as theirs (``range(1000)``); the cell's number per bin is the mean over those five,
+   reported with its spread and the number of seeds tried.
+4. **Agreement** (:func:`agreement`): per out-of-distribution bin, our outcome against theirs by
+   the claims rule, but "their model did not fit" first where their ID mean is below 100%
+   (their fallback's seeds count at any ID accuracy): a number of a model that did not learn
+   the training lengths says nothing about length generalization.
 
 The training engine is the project's own (:func:`analysis.training.trainer.train` through the
 grid, :mod:`analysis.training.grid`: a local Ray instance, a cluster or in-process); finished runs
@@ -50,11 +58,15 @@ from analysis.evidence import statistics as _stats
 from analysis.training import grid as _grid
 from analysis.training import runs as _runs
 from analysis.training.study import Study
-from rasp.errors import RASPError
 from rasp_model import files as _files   # the one bounded, type-checked reader
 from rasp_model.positional import PE_LABELS
 from analysis.training.trainer import git_commit
-from tasks.huang import RELEASED_FORMAL, RELEASED
+# the protocol's settings and tables (split out; re-exported: callers use replication.X)
+from analysis.evidence.huang_protocol import (  # noqa: F401
+    CODE_NOT_PAPER, FALLBACKS, FIT_EM, FORMAL_NOT_THEIRS, FORMAL_PROTOCOL, FULL, HUANG_PES,
+    NOT_THEIRS, SCALES, SMALL, THEIR_SELECTED, FormalProtocol, ReplicationError, Scale,
+    SweepConfig, fallback_config, formal_language, formal_scale, replication_tasks, scale_for,
+    their_bins, their_fit_label, their_n_positions, their_numbers)
 
 __all__ = ["ReplicationError", "SweepConfig", "Scale", "FULL", "SMALL", "SCALES", "HUANG_PES",
            "replication_tasks", "their_n_positions", "run_overrides", "select_config",
@@ -62,262 +74,17 @@ __all__ = ["ReplicationError", "SweepConfig", "Scale", "FULL", "SMALL", "SCALES"
            "replicate_cell", "CODE_NOT_PAPER", "estimate_flops", "their_numbers",
            "measured_compute", "read_cells", "THEIR_SELECTED", "prediction_check",
            "prediction_checks", "prediction_checks_of", "cell_rows", "DEFAULT_CELLS_DIR",
-           "FORMAL_NOT_THEIRS", "formal_language", "formal_scale", "scale_for", "their_bins"]
+           "FORMAL_NOT_THEIRS", "formal_language", "formal_scale", "scale_for", "their_bins",
+           "NOT_THEIRS", "FALLBACKS", "fallback_config", "FORMAL_PROTOCOL", "IN_SAMPLE",
+           "cell_compute"]
 
-#: The two positional encodings of their experiment: learned APE (GPT-2's, with a random
-#: position offset per training example) and NoPE.
-HUANG_PES = ("ape_learned", "nope")
-
-#: Where this implementation follows their code rather than the paper's text.
-CODE_NOT_PAPER = (
-    "training lengths 1-50: the paper says 0-50; their datasets draw max(1, 0)..50",
-    "selection by the first out-of-distribution bin (51-100) among configurations at 100% in "
-    "distribution, ties to the first in their sweep order (their sweep stops at the first "
-    "configuration at 100% on both bins; the paper leaves ties open)",
-    "exact match under teacher forcing over every answer position and EOS (their "
-    "compute_metrics); for a greedy decoder it equals greedy decoding's exact match",
-    "a seed fits when its ID exact match is 100% at an evaluation (every 3,000 steps) or at the "
-    "last step; the sweep and the seeds stop a run at its first 100% evaluation",
-    "learned APE with a random offset per example drawn uniformly in [0, n_positions - "
-    "len(example)] (their generators; n_positions per task as their scripts set it)",
-)
-
-
-#: The configuration their selection chose per cell (``run_multiple_seeds.py``, ``task_arch``;
-#: ``big`` = their 12-layer fallback), for the comparison with ours; never used to select.
-THEIR_SELECTED = {
-    "ape_learned": {"majority_binary": "1l1h16d", "majority": "1l2h256d",
-                    "majority_interleave": "2l4h256dsmalllr", "copy_unique_150": "2l1h64d",
-                    "copy_ab": "4l4h256d", "sort_150": "1l2h256dsmalllr",
-                    "parity_bits": "4l2h256dsmalllr", "addition_binary": "big"},
-    "nope": {"majority_binary": "1l1h16d", "majority": "1l1h64d", "majority_interleave": "big",
-             "copy_unique_150": "4l4h256d", "copy_ab": "4l4h256d", "sort_150": "1l1h256d",
-             "parity_bits": "bigsmalllr", "addition_binary": "big"},
-}
-
+#: Every cell of their experiment is in-sample for our search grammars (spec predictor.md §5:
+#: the grammars were built with Huang et al.'s 50 cells in view): agreement on one is a fit.
+IN_SAMPLE = ("in-sample: the search grammars were built with Huang et al.'s 50 cells in view, "
+             "so agreement here is a fit, not an out-of-sample test")
 
 #: The cell files this checkout keeps (``make replication``): ``docs/replication``.
 DEFAULT_CELLS_DIR = Path(__file__).resolve().parents[2] / "docs" / "replication"
-
-
-class ReplicationError(RASPError, ValueError):
-    """Bad replication input: a task outside Huang et al.'s algorithmic tasks, a PE they did not
-    train, an unknown scale, a damaged cell file. The message says what to do."""
-
-
-@dataclass(frozen=True)
-class SweepConfig:
-    """One configuration of their sweep: ``n_layers`` x ``n_heads`` x ``d_model`` x ``lr``
-    (GPT-2: d_head = d_model / n_heads, MLP width 4 d_model)."""
-
-    n_layers: int
-    n_heads: int
-    d_model: int
-    lr: float
-
-    @property
-    def tag(self) -> str:
-        """Their directory name: ``2l4h256d`` (lr 1e-3) or ``2l4h256dsmalllr`` (lr 1e-4);
-        other learning rates as ``-lr<lr>``."""
-        base = f"{self.n_layers}l{self.n_heads}h{self.d_model}d"
-        if self.lr == 1e-3:
-            return base
-        return base + ("smalllr" if self.lr == 1e-4 else f"-lr{self.lr:g}")
-
-
-@dataclass(frozen=True)
-class Scale:
-    """A cut of the protocol. ``full`` is theirs (:data:`FULL`); ``small`` fits 2 CPU cores
-    (:data:`SMALL`).
-
-    Attributes:
-        train_lengths: ``(lo, hi)`` of the in-distribution bin (training draws
-            ``max(1, lo)..hi``).
-        bins: the evaluated length bins, the in-distribution one first.
-        configs: the sweep, in their order.
-        steps, fit_every, bin_samples, batch_size: per run (their 30,000 / 3,000 / 2,000 / 64).
-        fitting: fitting seeds per cell (their ``num_run`` 5); ``max_seeds``: seeds tried at most
-            (theirs: 1,000).
-        fallback, fallback_steps, fallback_warmup: the model used when no configuration fits
-            (their ``big``: 12 layers, 12 heads, d_model 768, lr 1e-4, 60,000 steps, 3,000
-            warmup steps; every seed counts). None (the formal languages): the configuration
-            with the best in-distribution exact match is selected, every seed counting.
-        eval_stride, eval_samples: the per-length curve (``accuracy.json``) besides the bins.
-        train_set, epochs: the formal languages' fixed training set read ``epochs`` times in
-            order (``steps`` = ``epochs`` x its batches); 0: fresh examples every step.
-        weight_decay: AdamW's (their algorithmic ``Trainer``: 0.01; formal: 0.1).
-        sweep_stops: the sweep stops at the first configuration 100% on bins 0 and 1 (their
-            algorithmic ``language_modeling_train.py``); the formal languages' W&B grid ran
-            every configuration.
-    """
-
-    name: str
-    train_lengths: tuple
-    bins: tuple
-    configs: tuple
-    steps: int
-    fit_every: int
-    bin_samples: int
-    batch_size: int = 64
-    fitting: int = 5
-    max_seeds: int = 50
-    fallback: SweepConfig | None = None
-    fallback_steps: int = 0
-    fallback_warmup: int = 0
-    eval_stride: int = 5
-    eval_samples: int = 16
-    comparable: bool = True
-    train_set: int = 0
-    epochs: int = 0
-    weight_decay: float = 0.01
-    sweep_stops: bool = True
-
-    def describe(self) -> str:
-        """One paragraph: what this scale trains and evaluates."""
-        c = self.configs
-        grid = (f"{len(c)} configurations (layers {sorted({x.n_layers for x in c})} x heads "
-                f"{sorted({x.n_heads for x in c})} x d_model {sorted({x.d_model for x in c})} x "
-                f"lr {sorted({x.lr for x in c})})")
-        bins = ", ".join(f"{max(1, lo)}-{hi}" for lo, hi in self.bins)
-        data = (f"a fixed training set of {self.train_set:,} strings read {self.epochs} times "
-                f"({self.steps:,} steps of batch {self.batch_size})" if self.train_set else
-                f"{self.steps:,} steps of batch {self.batch_size} with a fit check every "
-                f"{self.fit_every:,}")
-        text = (f"scale {self.name}: training lengths {max(1, self.train_lengths[0])}-"
-                f"{self.train_lengths[1]}, bins {bins} ({self.bin_samples} examples each), "
-                f"{grid}, {data}, the mean of the first {self.fitting} fitting seeds (at most "
-                f"{self.max_seeds} tried)")
-        if not self.comparable:
-            text += "; a cut of their protocol: its numbers are not theirs to compare"
-        return text
-
-
-def _sweep(layers, heads, dims, lrs) -> tuple:
-    return tuple(SweepConfig(l, h, d, lr) for l in layers for h in heads for d in dims
-                 for lr in lrs)
-
-
-#: Their protocol (``language_modeling_train.py``: ``configs``, lengths, bins, 2,000 test
-#: examples, 30,000 steps, evaluation every 3,000; ``run_multiple_seeds.py``: 5 fitting seeds).
-FULL = Scale("full", (0, 50), ((0, 50), (51, 100), (101, 150)),
-             _sweep((1, 2, 4), (1, 2, 4), (16, 64, 256), (1e-3, 1e-4)),
-             steps=30_000, fit_every=3_000, bin_samples=2_000, max_seeds=50,
-             fallback=SweepConfig(12, 12, 768, 1e-4), fallback_steps=60_000,
-             fallback_warmup=3_000)
-
-#: The cut for 2 CPU cores (module docstring); not comparable with their numbers.
-SMALL = Scale("small", (0, 10), ((0, 10), (11, 20), (21, 30)),
-              _sweep((1, 2), (1, 2), (64,), (1e-3,)),
-              steps=3_000, fit_every=500, bin_samples=200, max_seeds=10,
-              fallback=SweepConfig(2, 4, 128, 1e-3), fallback_steps=3_000, fallback_warmup=0,
-              eval_stride=2, eval_samples=16, comparable=False)
-
-SCALES = {"full": FULL, "small": SMALL}
-
-#: Where our runs of their formal languages (``formal_lang_suite``) differ from their code.
-FORMAL_NOT_THEIRS = (
-    "their code has no selection script and logs one unseeded run per configuration to W&B; "
-    "we select as for their algorithmic tasks (best bin-1 exact match among the configurations "
-    "at 100% on bin 0, ties to sweep order; none at 100%: the best bin 0, every seed counting) "
-    "and report the mean of the first five fitting seeds",
-    "training strings drawn by our generator (uniform length over their training lengths, "
-    "uniform among the members of that length) where they read their released train_src.txt "
-    "(their generators' length distribution); bins of 2,000 strings with lengths uniform in "
-    "the bin's range (their val_src_bin*.txt)",
-    "loss and exact match over the string positions; their loss also trains the EOS and "
-    "padding positions (copies of the input token) and their exact match counts them",
-    "AdamW weight decay on the weight matrices only (theirs: every parameter)",
-    "the bins are their released files' measured length ranges (tasks/huang.py "
-    "RELEASED_FORMAL), the numbers their plotted ones (visualise/data_local.py): which epoch "
-    "and which run they plot is not in their code; ours are at the end of training",
-)
-
-
-def formal_language(task: str) -> str | None:
-    """The language of a ``<language>_nextchar`` task with their plotted numbers
-    (:data:`tasks.huang.RELEASED_FORMAL`), else None."""
-    lang = task[:-len("_nextchar")] if task.endswith("_nextchar") else None
-    return lang if lang in RELEASED_FORMAL else None
-
-
-def _ranges(text: str) -> list[tuple[int, int]]:
-    return [tuple(int(x) for x in part.strip().split("-")) for part in text.split("/")]
-
-
-def formal_scale(task: str, name: str = "full") -> Scale:
-    """Their formal-language protocol for one ``<language>_nextchar`` task
-    (``formal_lang_suite/train_with_ce.py``, ``configs/``, ``experiments/<language>.yaml``):
-    the W&B grid layers {1, 2, 4} x heads {1, 2, 4} x d_model {32, 64} at AdamW lr 1e-5,
-    weight decay 0.1, constant rate, no gradient clipping; 10,000 training strings at batch
-    16 for 100 epochs (62,500 steps); the lengths of their released files (train, bin 0 = the
-    in-distribution bin, bins 1 and 2). ``name`` ``"small"``: lengths 1-20, bins 1-20 /
-    21-30 / 31-40, layers {1, 2} x heads {1, 2} x d_model 32, lr 1e-3 (1e-5 learns nothing
-    in its 1,250 steps), 1,000 strings for 20 epochs, 200 examples per bin; not theirs to
-    compare.
-
-    Raises:
-        ReplicationError: not one of their formal languages, or an unknown scale.
-    """
-    lang = formal_language(task)
-    if lang is None:
-        raise ReplicationError(f"{task!r} is not one of Huang et al.'s formal languages: "
-                               f"{', '.join(n + '_nextchar' for n in RELEASED_FORMAL)}")
-    if name == "full":
-        train, *bins = _ranges(RELEASED_FORMAL[lang][3])
-        n, batch, epochs = 10_000, 16, 100
-        return Scale("full", train, tuple(bins), _sweep((1, 2, 4), (1, 2, 4), (32, 64), (1e-5,)),
-                     steps=epochs * -(-n // batch), fit_every=0, bin_samples=2_000,
-                     batch_size=batch, max_seeds=50, train_set=n, epochs=epochs,
-                     weight_decay=0.1, sweep_stops=False, eval_stride=10)
-    if name == "small":
-        n, batch, epochs = 1_000, 16, 20
-        return Scale("small", (1, 20), ((1, 20), (21, 30), (31, 40)),
-                     _sweep((1, 2), (1, 2), (32,), (1e-3,)), steps=epochs * -(-n // batch),
-                     fit_every=0, bin_samples=200, batch_size=batch, max_seeds=10, train_set=n,
-                     epochs=epochs, weight_decay=0.1, sweep_stops=False, eval_stride=2,
-                     comparable=False)
-    raise ReplicationError(f"unknown scale {name!r}: full or small")
-
-
-def scale_for(task: str, name: str) -> Scale:
-    """The protocol of a task at scale ``name`` (``full`` / ``small``): :data:`FULL` /
-    :data:`SMALL` for their algorithmic tasks, :func:`formal_scale` for their formal
-    languages.
-
-    Raises:
-        ReplicationError: an unknown scale or task.
-    """
-    if formal_language(task) is not None:
-        return formal_scale(task, name)
-    if name not in SCALES:
-        raise ReplicationError(f"unknown scale {name!r}: {' or '.join(SCALES)}")
-    return SCALES[name]
-
-
-def replication_tasks() -> dict:
-    """Their tasks with released numbers (catalogue name -> their name): the algorithmic ones
-    (:data:`tasks.huang.RELEASED`) and the formal languages in their next-character-set
-    format (:data:`tasks.huang.RELEASED_FORMAL`, ``<language>_nextchar``)."""
-    out = {name: run for name, (run, _, _) in RELEASED.items()}
-    out.update({f"{lang}_nextchar": key for lang, (key, *_rest) in RELEASED_FORMAL.items()})
-    return out
-
-
-def their_n_positions(task: str, max_test: int) -> int:
-    """``n_positions`` of their GPT-2 for a task (``run_multiple_seeds.py``), which bounds the
-    random offsets: ``offset ~ U[0, n_positions - len(example)]``.
-
-    Raises:
-        ReplicationError: a task they did not run.
-    """
-    table = {"majority_binary": max_test + 4, "majority": max_test + 4,
-             "parity_bits": max_test + 4, "majority_interleave": max_test + 6,
-             "copy_unique_150": 2 * max_test + 3, "copy_ab": 2 * max_test + 3,
-             "sort_150": 2 * max_test + 3, "addition_binary": 2 * max_test}
-    if task not in table:
-        raise ReplicationError(f"{task!r} is not one of Huang et al.'s algorithmic tasks: "
-                               f"{', '.join(sorted(table))}")
-    return table[task]
 
 
 def _gpt2(cfg: SweepConfig) -> dict:
@@ -466,27 +233,6 @@ def bin_summary(per_seed: dict, seeds: Sequence[int], bins: Sequence) -> list[di
     return out
 
 
-def their_bins(task: str) -> list[str]:
-    """The length ranges of their bins (ID first) that :func:`their_numbers` are on."""
-    lang = formal_language(task)
-    if lang is None:
-        return ["1-50", "51-100", "101-150"]
-    return [f"{a}-{b}" for a, b in _ranges(RELEASED_FORMAL[lang][3])[1:]]
-
-
-def their_numbers(task: str, pe: str) -> list[float] | None:
-    """Their released mean exact match per bin (ID, 51-100, 101-150) for a cell
-    (:data:`tasks.huang.RELEASED`), or None."""
-    lang = formal_language(task)
-    if lang is not None:
-        _, ape, nope, _ = RELEASED_FORMAL[lang]
-        return [x / 100.0 for x in (ape if pe == "ape_learned" else nope)]
-    if task not in RELEASED:
-        return None
-    _, ape, nope = RELEASED[task]
-    return list(ape if pe == "ape_learned" else nope)
-
-
 def agreement(task: str, pe: str, per_seed: dict, seeds: Sequence[int],
               theirs: Sequence[float] | None, bins: Sequence) -> list[dict]:
     """Per out-of-distribution bin, whether our seeds agree with their number by the claims
@@ -495,9 +241,12 @@ def agreement(task: str, pe: str, per_seed: dict, seeds: Sequence[int],
     (:func:`~analysis.evidence.statistics.generalization_threshold`, chance at the bin's
     lengths), theirs the side of the threshold their mean lies on; ``agrees`` /
     ``disagrees`` when ours is decided, else ``inconclusive`` (with fewer than five fitting
-    seeds the rule cannot decide); ``no test (chance)`` where the threshold exceeds 1 (a guess
-    from the answer distribution is already right, as for a language with one string per
-    length)."""
+    seeds the rule cannot decide); checked before these, ``their model did not fit (ID x)``
+    where their in-distribution mean ``theirs[0]`` is below :data:`FIT_EM` (their fallback or
+    their plotted formal-language run did not learn the training lengths: its bins are no
+    evidence about length generalization); ``no test (chance)`` where the threshold exceeds 1
+    (a guess from the answer distribution is already right, as for a language with one string
+    per length)."""
     out = []
     for i, (lo, hi) in enumerate(bins):
         if i == 0:
@@ -527,6 +276,8 @@ def agreement(task: str, pe: str, per_seed: dict, seeds: Sequence[int],
         their = None if theirs is None else ("generalizes" if theirs[i] >= thr else "fails")
         if their is None:
             label = "no published number"
+        elif their_fit_label(theirs):
+            label = their_fit_label(theirs)
         elif measured == "inconclusive":
             label = "inconclusive"
         else:
@@ -596,7 +347,8 @@ CELL_SCHEMA = {
                "seeds": (int, _NONE)}], _NONE),
     "theirs": ([float], _NONE), "their_bins": ([str], _NONE), "their_selected": _OPT_STR,
     "agreement": ([{"bin": _BIN, "ours": str, "label": _OPT_STR}], _NONE),
-    "compute": ({"runs": int, "train_seconds": float, "steps": int, "flops": float}, _NONE),
+    "compute": ({"runs": int, "train_seconds": float, "steps": int, "flops": float,
+                 "counted_once": (bool, _NONE)}, _NONE),
     "wall_seconds": _OPT_NUM,
 }
 
@@ -657,9 +409,10 @@ def _bins_of(run_dir: Path) -> list | None:
 def measured_compute(run_dirs: Sequence[Path]) -> dict:
     """What finished runs cost: ``{"runs", "train_seconds", "steps", "flops"}`` with ``flops``
     = 6 x parameters x tokens trained (Kaplan et al. 2020; tokens from ``DONE``'s throughput
-    and training time)."""
+    and training time). A run listed twice (the sweep's seed 0 of the selected configuration
+    is also the cell's seed 0) is counted once (``counted_once``: True)."""
     out = {"runs": 0, "train_seconds": 0.0, "steps": 0, "flops": 0.0}
-    for d in run_dirs:
+    for d in dict.fromkeys(Path(d).resolve() for d in run_dirs):   # each run once
         try:
             done = _runs.read_done(d)
         except _runs.RunDirError:
@@ -671,7 +424,28 @@ def measured_compute(run_dirs: Sequence[Path]) -> dict:
         out["flops"] += 6.0 * int(done.get("params") or 0) * \
             float(done.get("tokens_per_second") or 0.0) * sec
     out["train_seconds"] = round(out["train_seconds"], 1)
+    out["counted_once"] = True
     return out
+
+
+def cell_compute(cell: dict) -> dict:
+    """A cell file's compute with every run counted once: ``{"runs", "train_seconds",
+    "exact", "note"}``. Cell files written before issue 47 (no ``counted_once``) counted the
+    selected sweep configuration's seed 0 twice (a sweep run and the cell's seed 0): their run
+    count is corrected here; their training seconds include that run twice (``exact`` False,
+    an upper bound) since a cell file keeps no per-run times."""
+    comp = dict(cell.get("compute") or {})
+    runs, sec = int(comp.get("runs") or 0), float(comp.get("train_seconds") or 0.0)
+    if comp.get("counted_once") or not comp:
+        return {"runs": runs, "train_seconds": sec, "exact": True, "note": ""}
+    chosen = (cell.get("selection") or {}).get("config")
+    twice = chosen in [r.get("config") for r in cell.get("sweep") or []] and \
+        0 in (cell.get("seeds_tried") or [])
+    if not twice:
+        return {"runs": runs, "train_seconds": sec, "exact": True, "note": ""}
+    return {"runs": runs - 1, "train_seconds": sec, "exact": False,
+            "note": f"the cell file says {runs} runs: written before issue 47, it counted "
+                    f"{chosen} seed 0 twice; its seconds still include that run twice"}
 
 
 def replicate_cell(task: str, pe: str, scale: Scale = FULL, runs_root="runs",
@@ -733,6 +507,7 @@ def _replicate_locked(task, pe, scale, formal, runs_root, out_dir, prediction, g
     cell = {"task": task, "pe": pe, "scale": scale.name, "comparable": scale.comparable,
             "protocol": scale.describe(),
             "code_not_paper": list(FORMAL_NOT_THEIRS if formal else CODE_NOT_PAPER),
+            "not_theirs": [] if formal else list(NOT_THEIRS),
             "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "git_commit": git_commit()}
     if old.get("prediction") is not None:
@@ -774,7 +549,7 @@ def _replicate_locked(task, pe, scale, formal, runs_root, out_dir, prediction, g
                 f"stops there, as theirs does")
             break
     sel = select_config(rows, fallback_model=scale.fallback is not None)
-    cfg = sel.config if sel.config is not None else scale.fallback
+    cfg = sel.config if sel.config is not None else fallback_config(task, pe, scale)
     threshold = 0.0 if sel.fallback else 1.0
     log(f"[{task} {pe}] selected {cfg.tag if cfg else 'nothing'}: {sel.reason}")
 
@@ -821,7 +596,9 @@ def _replicate_locked(task, pe, scale, formal, runs_root, out_dir, prediction, g
     })
     if len(fit) < scale.fitting:
         cell["why_incomplete"] = (f"{len(fit)} of {len(tried)} seeds fit (at most "
-                                  f"{scale.max_seeds} tried)")
+                                  f"{scale.max_seeds:,} tried"
+                                  + (", as theirs)" if scale.max_seeds >= 1_000 else
+                                     f"; theirs: up to 1,000)"))
     _runs.atomic_json(path, cell)
     return cell
 
@@ -840,7 +617,8 @@ def prediction_check(cell: dict) -> dict:
     a decided prediction (``generalizes`` / ``fails``) equals it, ``contradicted`` when it is
     the other decided outcome, else ``inconclusive`` (no registered prediction, a bounded
     search certificate ``no program <= k`` or ``unknown``, which decide nothing, or an
-    undecided measurement)."""
+    undecided measurement). ``in_sample`` (with ``caveat``, :data:`IN_SAMPLE`): true for
+    every cell of their experiment; a supported label there is a fit."""
     pred = (cell.get("prediction") or {}).get("prediction")
     ag = cell.get("agreement") or []
     measured = ag[-1]["ours"] if ag else "inconclusive"
@@ -855,6 +633,7 @@ def prediction_check(cell: dict) -> dict:
     return {"task": cell.get("task"), "pe": cell.get("pe"), "scale": cell.get("scale"),
             "comparable": cell.get("comparable", False), "predicted": pred,
             "measured": measured, "label": label, "reason": reason,
+            "in_sample": cell.get("task") in replication_tasks(), "caveat": IN_SAMPLE,
             "registered": (cell.get("prediction") or {}).get("registered")}
 
 

@@ -7,9 +7,12 @@ writes, per (task, PE) cell: our selected configuration, our mean exact match ov
 seeds per bin with its range, their released number (``tasks/huang.py`` ``RELEASED``; formal
 languages ``RELEASED_FORMAL``), our
 prediction as registered before the runs, and whether our runs agree with theirs by the claims
-rule. Cells at their scale come first; cells of ``--scale small`` are listed apart (a cut of
-their protocol, not theirs to compare). Cells not run are listed with the command to run them
-and an upper bound on their compute.
+rule ("their model did not fit" first where their ID mean is below 100%). Cells at their scale
+come first; cells of ``--scale small`` are listed apart (a cut of their protocol, not theirs to
+compare). Cells not run are listed with the command to run them and an upper bound on their
+compute. Every prediction check is marked in-sample (spec predictor.md §5). The protocol's
+settings come from :mod:`analysis.evidence.huang_protocol` (their released code, file named per
+setting), with the per-language table of their formal languages.
 """
 
 from __future__ import annotations
@@ -49,10 +52,39 @@ def _prediction(cell: dict) -> str:
 
 
 def _agreement(cell: dict) -> str:
+    """The agreement per bin; a cell file written before their ID was checked gets "their
+    model did not fit" here too (:func:`R.their_fit_label`)."""
     ag = cell.get("agreement") or []
     if not ag:
         return "–"
-    return "; ".join(f"{a['bin'][0]}-{a['bin'][1]}: {a.get('label') or '–'}" for a in ag)
+    unfit = R.their_fit_label(cell.get("theirs"))
+
+    def label(a):
+        if unfit and a.get("label") in ("agrees", "disagrees", "inconclusive"):
+            return unfit
+        return a.get("label") or "–"
+    return "; ".join(f"{a['bin'][0]}-{a['bin'][1]}: {label(a)}" for a in ag)
+
+
+def _seconds(cell: dict) -> str:
+    """Training seconds of a cell, every run once (:func:`R.cell_compute`): ``<= s`` where an
+    old cell file counted a run twice."""
+    comp = R.cell_compute(cell)
+    return f"{'' if comp['exact'] else '<= '}{comp['train_seconds']:.0f}"
+
+
+def _formal_table() -> list[str]:
+    """Their formal languages' settings per language (:data:`R.FORMAL_PROTOCOL`)."""
+    out = ["| language | their experiment file | layers | heads | d_model | batch | epochs | "
+           "training strings (their train_src.txt) | their bin sizes | steps |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for lang, fp in R.FORMAL_PROTOCOL.items():
+        steps = fp.epochs * -(-fp.train_set // fp.batch_size)
+        out.append(f"| {lang} | experiments/{fp.experiment} | {', '.join(map(str, fp.layers))} | "
+                   f"{', '.join(map(str, fp.heads))} | {', '.join(map(str, fp.d_models))} | "
+                   f"{fp.batch_size} | {fp.epochs} | {fp.train_set:,} | "
+                   f"{' / '.join(f'{n:,}' for n in fp.bin_sizes)} | {steps:,} |")
+    return out
 
 
 def _rate(cells: list[dict]) -> float | None:
@@ -100,7 +132,7 @@ def _table(cells: list[dict], scale: R.Scale | None) -> list[str]:
             + ours +
             [th, _prediction(c), _agreement(c),
              f"{len(c.get('fitting_seeds') or [])} / {len(c.get('seeds_tried') or [])}",
-             f"{(c.get('compute') or {}).get('train_seconds', 0):.0f}"]) + " |")
+             _seconds(c)]) + " |")
     return out
 
 
@@ -130,28 +162,42 @@ def render(cells: list[dict], command: str) -> str:
         "`algorithmic/run_multiple_seeds.py`).",
         "",
         f"- Their scale: {R.FULL.describe()}; when no configuration fits, their 12-layer model "
-        "(12 heads, d_model 768, lr 1e-4, 60,000 steps, 3,000 warmup) and every seed counts.",
+        "(12 heads, d_model 768, 60,000 steps, 3,000 warmup) and every seed counts, at the "
+        "learning rate their `run_multiple_seeds.py` names for the cell: "
+        + ", ".join(f"{t} / {_PE_NAME[pe]}: `{R.fallback_config(t, pe, R.FULL).tag}` "
+                    f"(lr {R.fallback_config(t, pe, R.FULL).lr:g})"
+                    for pe in R.HUANG_PES for t in R.replication_tasks()
+                    if R.THEIR_SELECTED[pe].get(t, "").startswith("big"))
+        + "; `big` (lr 1e-4) in the other cells.",
         f"- Our CPU cut: {R.SMALL.describe()}.",
         "- Where their code and paper differ we follow the code:",
         *[f"  - {x}" for x in R.CODE_NOT_PAPER],
         "- Our model is the project's Transformer with GPT-2's settings (pre-LN, GELU, MLP 4 "
         "d_model, tied embeddings, init std 0.02, no dropout; AdamW betas (0.9, 0.999), weight "
-        "decay 0.01, linear decay, clipping 1.0, batch 64). Differences: exact GELU (GPT-2: tanh "
-        "approximation); the random offsets of binary addition span our model's positions "
-        "(fewer than their 2 x 150).",
+        "decay 0.01, linear decay, clipping 1.0, batch 64). Where our algorithmic cells differ "
+        "from their code:",
+        *[f"  - {x}" for x in R.NOT_THEIRS],
         "- Agreement: per out-of-distribution bin, our five fitting seeds are classified by the "
         "claims rule (`analysis/evidence/statistics.py` `task_outcome`: exact sign test and "
         "seed bootstrap against max(0.5, chance + 0.1)); their mean is put on the side of the "
-        "same threshold. `agrees` / `disagrees` when ours is decided, else `inconclusive`.",
+        "same threshold. `agrees` / `disagrees` when ours is decided, else `inconclusive`; "
+        "checked first, `their model did not fit (ID x)` where their in-distribution mean is "
+        "below 100% (their fallback's seeds count at any ID accuracy, and their plotted formal "
+        "runs need not fit): such a number is no evidence about length generalization.",
         "- Their formal languages (the `_nextchar` tasks, next-character sets) follow their "
-        "`formal_lang_suite/train_with_ce.py` and `experiments/<language>.yaml`: "
-        f"{t4.describe().replace('scale full: ', '')}, with each language's lengths those of "
-        "their released files (Tomita 4 above); AdamW lr 1e-5, weight decay 0.1, constant "
-        "rate, no clipping; learned APE with an offset uniform in [0, n_positions / 2) per "
-        "training example (n_positions = 2 x the longest test input), none at test. Our CPU "
-        f"cut: {R.formal_scale('tomita4_nextchar', 'small').describe()}. Where ours differs "
-        "from their code:",
+        "`formal_lang_suite/train_with_ce.py` and `experiments/<language>.yaml`, per language "
+        "(the table below; `analysis/evidence/huang_protocol.py` `FORMAL_PROTOCOL`), e.g. "
+        f"{t4.describe().replace('scale full: ', 'Tomita 4: ')}, with each language's lengths "
+        "those of their released files; AdamW lr 1e-5, weight decay 0.1 "
+        "(`configs/optimizer/adamw.yaml`), constant rate, no clipping; learned APE with an "
+        "offset uniform in [0, n_positions / 2) per training example (n_positions = 2 x the "
+        "longest test input), none at test. Our CPU cut: "
+        f"{R.formal_scale('tomita4_nextchar', 'small').describe()}. Where ours differs from "
+        "their code:",
         *[f"  - {x}" for x in R.FORMAL_NOT_THEIRS],
+        "",
+        *_formal_table(),
+        "",
         "- The prediction is ours (`rasp score`'s predictor with its searches), written to the "
         "cell file before the cell's first run; their C-RASP flags and outcomes are never read "
         "by the predictor.",
@@ -172,11 +218,14 @@ def render(cells: list[dict], command: str) -> str:
                  f"faster)") if rate else ""
     done = [c for c in full if c.get("compute")]
     if done:
+        comp = {id(c): R.cell_compute(c) for c in done}
         lines += ["The cells run at their scale cost " + "; ".join(
-            f"{c['task']} / {c['pe']}: {c['compute']['runs']} runs, "
-            f"{c['compute']['train_seconds']:,.0f} training seconds" for c in done)
-            + " (early stops and the sweep's stop make real cells far cheaper than the bound "
-              "below).", ""]
+            f"{c['task']} / {c['pe']}: {comp[id(c)]['runs']} runs, "
+            f"{'at most ' if not comp[id(c)]['exact'] else ''}"
+            f"{comp[id(c)]['train_seconds']:,.0f} training seconds"
+            + (f" ({comp[id(c)]['note']})" if comp[id(c)]['note'] else "") for c in done)
+            + " (every run counted once; early stops and the sweep's stop make real cells far "
+              "cheaper than the bound below).", ""]
     lines += ["| task | PE | command | compute (upper bound: every configuration, no early "
               "stop) |",
               "| --- | --- | --- | --- |"]
@@ -196,14 +245,16 @@ def render(cells: list[dict], command: str) -> str:
     if checks:
         lines += ["The prediction written to each cell file before its first run, against the "
                   "claims rule's outcome on the farthest bin (`analysis.evidence.replication."
-                  "prediction_check`). Huang et al.'s 16 algorithmic cells are in-sample for the "
-                  "search grammar (docs/predictions.md), so these checks are a fit, not an "
-                  "out-of-sample test.", "",
-                  "| task | PE | scale | predicted (registered) | measured | label |",
-                  "| --- | --- | --- | --- | --- | --- |"]
+                  "prediction_check`). Every one of Huang et al.'s 50 cells (16 algorithmic, 34 "
+                  "formal-language) is in-sample for the search grammars (spec predictor.md §5, "
+                  "docs/predictions.md): each row below is marked so, and a `supported` there is "
+                  "a fit, not an out-of-sample test.", "",
+                  "| task | PE | scale | predicted (registered) | measured | label | in-sample |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
         lines += [f"| {r['task']} | {_PE_NAME.get(r['pe'], r['pe'])} | {r['scale']}"
                   f"{'' if r['comparable'] else ' (not comparable)'} | {r['predicted'] or '–'} "
-                  f"({(r['registered'] or '?')[:16]}) | {r['measured']} | **{r['label']}** |"
+                  f"({(r['registered'] or '?')[:16]}) | {r['measured']} | **{r['label']}** | "
+                  f"{'yes: a fit, not a test' if r.get('in_sample') else 'no'} |"
                   for r in checks]
     else:
         lines.append("No finished cell yet.")
