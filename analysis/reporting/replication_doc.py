@@ -66,6 +66,33 @@ def _agreement(cell: dict) -> str:
     return "; ".join(f"{a['bin'][0]}-{a['bin'][1]}: {label(a)}" for a in ag)
 
 
+#: Tasks whose generator changed in issue 47 (iid bits -> their count-uniform draws).
+GENERATOR_CHANGED = ("majority_binary", "majority_interleave", "parity_bits")
+
+
+def _stale(cell: dict) -> bool:
+    """A cell of a task in :data:`GENERATOR_CHANGED` run before issue 47 (its file has no
+    ``not_theirs``, which cells have been written with since): its runs drew iid bits."""
+    return cell.get("task") in GENERATOR_CHANGED and "not_theirs" not in cell and \
+        "error" not in cell
+
+
+def _stale_note(cells: list[dict]) -> list[str]:
+    """One paragraph naming the stale cells and the command that reruns them."""
+    stale = [c for c in cells if _stale(c)]
+    if not stale:
+        return []
+    names = "; ".join(f"{c['task']} / {_PE_NAME.get(c['pe'], c['pe'])} ({c.get('scale')})"
+                      for c in stale)
+    return [f"Stale cells (marked in the tables): {names}. They were run before issue 47 with "
+            "iid bits; their generators (and ours since) draw the count of zeros (parity: of "
+            "ones) uniformly, then shuffle, which puts far fewer test strings near a tie. To "
+            "rerun one, move its finished runs aside (`runs/huang/<scale>/<task>/`: a rerun "
+            "reuses finished runs, and these were trained on iid bits), then `rasp replicate "
+            "huang TASK --pe PE [--scale small] -o docs/replication` (the cell file keeps the "
+            "prediction registered before its first run). Their numbers are unchanged.", ""]
+
+
 def _seconds(cell: dict) -> str:
     """Training seconds of a cell, every run once (:func:`R.cell_compute`): ``<= s`` where an
     old cell file counted a run twice."""
@@ -126,7 +153,8 @@ def _table(cells: list[dict], scale: R.Scale | None) -> list[str]:
         if sel.get("fallback"):
             chosen += " (none fit: the best ID)" if formal else " (fallback: none fit)"
         out.append("| " + " | ".join(
-            [c["task"], _PE_NAME.get(c["pe"], c["pe"]), c.get("status") or "?",
+            [c["task"], _PE_NAME.get(c["pe"], c["pe"]),
+             (c.get("status") or "?") + (" (stale: iid generator)" if _stale(c) else ""),
              f"{chosen} ({swept} of {n_configs} configurations run)",
              c.get("their_selected") or R.THEIR_SELECTED.get(c["pe"], {}).get(c["task"], "–")]
             + ours +
@@ -204,6 +232,7 @@ def render(cells: list[dict], command: str) -> str:
         "",
         "## Cells at their scale",
         "",
+        *_stale_note(cells),
     ]
     if full:
         lines += _table(full, R.FULL)
