@@ -797,7 +797,8 @@ def make_huang_tasks() -> dict[str, Task]:
         T[t.name] = t
 
     gen = "algorithmic/language_modeling_train.py"
-    add(BinaryMajorityTask(name="majority_binary", description="n bits (no tie) SEP -> "
+    add(BinaryMajorityTask(name="majority_binary", description="n bits (no tie; the count "
+                           "of zeros uniform, then shuffled, as their generator) SEP -> "
                            "majority bit EOS", source=HUANG, vocab=_vocab(["0", "1"]), k=2,
                            paper=_paper("generalizes with APE and NoPE (C-RASP program)",
                                         gen + " BinaryMajorityDataset", "majority_binary")))
@@ -806,8 +807,11 @@ def make_huang_tasks() -> dict[str, Task]:
                      vocab=_vocab([chr(97 + i) for i in range(26)]), k=26,
                      paper=_paper("generalizes (C-RASP program)", gen + " MajorityDataset", "majority")))
     add(MajorityInterleaveTask(
-        name="majority_interleave", description="3 interleaved bit strings (period 3) SEP -> "
-        "their 3 majority bits EOS", source=HUANG, vocab=_vocab(["0", "1"]), min_length=3,
+        name="majority_interleave", description="3 interleaved bit strings (period 3; per "
+        "string the count of zeros uniform without a tie, then shuffled) SEP -> their 3 "
+        "majority bits EOS. Their reported numbers are of a `_sep` variant "
+        "(bin_majority_interleave_sep) that is not in their released generators; this is the "
+        "released one", source=HUANG, vocab=_vocab(["0", "1"]), min_length=3,
         length_definition="total bits (a multiple of 3)",
         paper=_paper("generalizes with APE (periodic C-RASP), not with NoPE",
                      gen + " BinaryMajorityInterleaveDataset", "majority_interleave"), example_length=6))
@@ -825,7 +829,9 @@ def make_huang_tasks() -> dict[str, Task]:
     add(CopyABTask(name="copy_ab", description="n tokens over {a, b} SEP -> the same EOS",
                    source=HUANG, vocab=_vocab(["a", "b"]),
                    paper=_paper("fails (no C-RASP program)", gen + " RepeatCopyDataset", "copy_ab")))
-    add(ParityBitsTask(name="parity_bits", description="n bits SEP -> e|o EOS", source=HUANG,
+    add(ParityBitsTask(name="parity_bits", description="n bits (the count of ones uniform, then "
+                       "shuffled, as their generator; their length 0 is not drawn) SEP -> "
+                       "e|o EOS", source=HUANG,
                        vocab=_vocab(["0", "1"], ["e", "o"]),
                        paper=_paper("fails (no C-RASP program)", gen + " ParityDataset", "parity_bits")))
     add(AdditionBinaryTask(
