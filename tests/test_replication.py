@@ -273,6 +273,7 @@ def test_the_report_shows_a_finished_cell_of_the_task(tmp_path):
     assert len(rows) == 1 and rows[0]["label"] == "contradicted"
     assert rows[0]["bins"] == "1-50: 1.000 / 51-100: 0.990 / 101-150: 0.200"
     assert rows[0]["their_selected"] == "1l1h64d"                # run_multiple_seeds.py
+    assert rows[0]["in_sample"]                       # the page says "in-sample" on the row
     assert replication_rows("sort_unique", tmp_path / "cells") == []
     assert replication_rows("majority_binary", tmp_path / "cells") == []
 
