@@ -25,8 +25,8 @@ PACKAGES = ("rasp", "rasp_model", "tasks", "compiler", "analysis", "rasp_cli")
 #: interpreter, parser, values, errors, limits, ...) < its analyses (``rasp.analyses``) < its
 #: REPL front end (``rasp.repl``) < the package's public API (``rasp/__init__.py``, the group
 #: ``rasp.__init__``) < rasp_model (the one Transformer; only rasp.errors of ours) < tasks <
-#: compiler < analysis.training < analysis.probing < analysis.evidence < analysis.prediction <
-#: analysis.reporting < rasp_cli.
+#: compiler < analysis.training < analysis.probing < analysis.evidence < analysis.prediction,
+#: analysis.experiment (beside it) < analysis.reporting < rasp_cli.
 RASP = {"rasp", "rasp.analyses", "rasp.repl", "rasp.__init__"}
 ALLOWED = {
     "rasp": set(),
@@ -42,11 +42,15 @@ ALLOWED = {
     "analysis.evidence": RASP | {"rasp_model", "tasks", "analysis.training", "analysis.probing"},
     "analysis.prediction": RASP | {"rasp_model", "tasks", "compiler", "analysis.training",
                                    "analysis.evidence"},
+    "analysis.experiment": RASP | {"rasp_model", "tasks", "compiler", "analysis.training",
+                                   "analysis.probing", "analysis.evidence",
+                                   "analysis.prediction"},
     "analysis.reporting": RASP | {"rasp_model", "tasks", "compiler", "analysis.training",
-                                  "analysis.probing", "analysis.evidence", "analysis.prediction"},
+                                  "analysis.probing", "analysis.evidence", "analysis.prediction",
+                                  "analysis.experiment"},
     "rasp_cli": RASP | {"rasp_model", "tasks", "compiler", "analysis.training",
                         "analysis.probing", "analysis.evidence", "analysis.prediction",
-                        "analysis.reporting"},
+                        "analysis.experiment", "analysis.reporting"},
 }
 
 #: a module longer than this says why at the top of its docstring (a line "Size: ...")

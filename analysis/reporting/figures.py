@@ -24,7 +24,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from rasp_model.positional import PE_LABELS, PE_NAMES  # noqa: E402
 from rasp_model.files import atomic_write  # a planted link at the PNG is never followed
 
-__all__ = ["PE_COLORS", "accuracy_figure", "accuracy_bands", "heatmap_figure",
+__all__ = ["PE_COLORS", "accuracy_figure", "curve_figure", "accuracy_bands", "heatmap_figure",
            "distance_chart", "layer_diagram", "save", "text_px", "wrap_label"]
 
 #: PNG text key under which :func:`save` records the smallest font size of a figure, in the
@@ -168,6 +168,58 @@ def accuracy_figure(curves: dict[str, list[dict]], train_range: tuple[int, int],
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     if title:
         ax.set_title(title, fontsize=10)
+    return _done(fig, path)
+
+
+def curve_figure(curve: dict, path: str | os.PathLike | None, title: str = "") -> str:
+    """A training-length curve (:class:`analysis.experiment.curve.Curve` as a dict): OOD exact
+    match (lengths L+1..2L) vs the maximum training length L, one line per PE (the mean over
+    seeds, the seeds as dots, the bootstrap 95% interval over seeds as a band, a star at the
+    shortest length that generalizes), the claims rule's threshold dashed, and the paper's regime (where it states one) as a vertical line.
+
+    Args:
+        curve: ``{"task", "pes", "lengths", "points": [{"pe", "train_max_len", "ood_em" (per
+            seed), "ood_mean", "ood_ci"}], "threshold", "regime"}``.
+        path: PNG path (None: return the matplotlib figure).
+    """
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for pe in curve["pes"]:
+        pts = sorted((p for p in curve["points"] if p["pe"] == pe),
+                     key=lambda p: p["train_max_len"])
+        pts = [p for p in pts if p["ood_mean"] is not None]
+        if not pts:
+            continue
+        color = PE_COLORS.get(pe)
+        xs = [p["train_max_len"] for p in pts]
+        ax.plot(xs, [p["ood_mean"] for p in pts], marker="o", ms=4, lw=1.6, color=color,
+                label=PE_LABELS.get(pe, pe))
+        for p in pts:
+            seeds = [x for x in p["ood_em"] if x is not None]
+            ax.scatter([p["train_max_len"]] * len(seeds), seeds, s=9, color=color, alpha=0.45,
+                       lw=0)
+        first = (curve.get("shortest") or {}).get(pe)
+        if first is not None:
+            at = next(p for p in pts if p["train_max_len"] == first)
+            ax.plot([first], [at["ood_mean"]], marker="*", ms=13, color=color, mec="black",
+                    mew=0.6, ls="none")
+        banded = [p for p in pts if p.get("ood_ci")]
+        if banded:
+            ax.fill_between([p["train_max_len"] for p in banded],
+                            [p["ood_ci"][0] for p in banded], [p["ood_ci"][1] for p in banded],
+                            color=color, alpha=0.15, lw=0)
+    if curve.get("threshold") is not None:
+        ax.axhline(curve["threshold"], color="#555555", ls="--", lw=1,
+                   label=f"threshold {curve['threshold']:.2f}")
+    if curve.get("regime"):
+        ax.axvline(curve["regime"]["train_max_len"], color="#999999", ls=":", lw=1.2,
+                   label=f"paper's regime (L >= {curve['regime']['train_max_len']})")
+    ax.set_xlabel("maximum training length L (trained on 1..L)")
+    ax.set_ylabel("OOD exact match (L+1..2L)")
+    ax.set_ylim(-0.03, 1.03)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.set_title(title or f"{curve['task']}: training-length curve", fontsize=10)
     return _done(fig, path)
 
 

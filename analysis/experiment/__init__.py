@@ -1,0 +1,2 @@
+"""The experiment's room: jobs that plan runs, train them through the grid runner and read them
+back into typed records (issue 48's home). ``curve``: training-length curves (``rasp curve``)."""
