@@ -24,6 +24,10 @@ and stacked. Reports CPU seconds per member-step, real tokens per second, and ru
 projected to a whole run (``steps x CPU-s per step + evaluation``); writes
 ``bench/results/training_stacked.json``.
 
+``--train-lengths 10,60`` (issue 47): the same child at several maximum training lengths (count,
+NoPE by default), alternating: runs per CPU-hour at each and the ratio to the first; writes
+``bench/results/training_lengths.json``.
+
 ``--loop`` (issue 35): the real training path, before/after in one run. For each checkout of
 ``--roots`` (default: this one; e.g. ``--roots /tmp/before,.`` with the former commit unpacked
 by ``git archive``), alternately for ``--reps`` repetitions, a child process with one torch
@@ -137,7 +141,12 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=2, help="repetitions for --loop")
     ap.add_argument("--runs", type=int, default=2, help="separate runs per child for --loop")
     ap.add_argument("--stack", type=int, default=0, help="also a stack of M for --loop")
+    ap.add_argument("--train-lengths", default=None, metavar="L,L",
+                    help="the real trainer at these maximum training lengths (count, NoPE, "
+                         "--preset; issue 47): runs per CPU-hour side by side")
     a = ap.parse_args(argv)
+    if a.train_lengths:
+        return lengths_main(a)
     if a.loop:
         return loop_main(a)
     if a.settings:
@@ -337,6 +346,7 @@ torch.set_num_threads(1)
 from analysis.training import trainer
 task_name, pe, preset, steps, runs, stack = sys.argv[2:8]
 steps, runs, stack = int(steps), int(runs), int(stack)
+length = int(sys.argv[8]) if len(sys.argv) > 8 else None
 task = trainer.resolve_task(task_name)
 marks = {}
 def hook(point, step):
@@ -356,7 +366,7 @@ with tempfile.TemporaryDirectory() as d:
     for s in range(runs):
         out["separate"].append(one(lambda: trainer.train(
             task, pe, s, preset=preset, steps=steps, out_dir=f"{d}/a{s}", progress=False,
-            verbose=False, threads=1, step_hook=hook)))
+            verbose=False, threads=1, step_hook=hook, train_max_len=length)))
     if stack:
         from analysis.training import stacked
         specs = [trainer.resolve_spec(task, pe, s, preset, steps=steps) for s in range(stack)]
@@ -365,6 +375,55 @@ with tempfile.TemporaryDirectory() as d:
             threads=1, step_hook=hook))
 print(json.dumps(out))
 """
+
+
+def lengths_main(a) -> int:
+    """``--train-lengths 10,60`` (issue 47 item 4): the real trainer (:func:`trainer.train`, the
+    ``--loop`` child) at each maximum training length, side by side in one run, alternating the
+    lengths over ``--reps`` repetitions: loop CPU seconds per step, evaluation CPU seconds per run
+    (ID and OOD lengths up to 2L), runs per CPU-hour projected to the preset's steps, and each
+    length's ratio to the first. Writes ``bench/results/training_lengths.json``."""
+    import subprocess
+    task = "count" if a.task == "copy_unique" else a.task
+    pe = "nope" if a.pes == "all" else a.pes.split(",")[0]
+    lengths = [int(x) for x in a.train_lengths.split(",")]
+    full = configs.resolve(a.preset)[1].steps
+    per: dict = {L: [] for L in lengths}
+    for rep in range(a.reps):
+        for L in lengths:
+            p = subprocess.run([sys.executable, "-c", _LOOP_CHILD, str(ROOT), task, pe, a.preset,
+                                str(a.steps), str(a.runs), "0", str(L)],
+                               capture_output=True, text=True, cwd=str(ROOT),
+                               env={**os.environ, "RASP_TORCH_THREADS": "1"})
+            if p.returncode:
+                print(p.stderr[-3000:], file=sys.stderr)
+                return 1
+            per[L] += json.loads(p.stdout.strip().splitlines()[-1])["separate"]
+    rows = []
+    print(f"{task}, {pe}, preset {a.preset} ({full:,} steps projected), {a.steps} timed steps "
+          f"x {a.runs} runs x {a.reps} reps per length\n\n| train lengths | loop CPU ms per "
+          f"step | eval CPU-s per run | runs per CPU-hour | ratio to 1..{lengths[0]} |\n"
+          f"|---|---|---|---|---|")
+    for L in lengths:
+        ms = float(np.median([x["loop_cpu_s"] / a.steps for x in per[L]]))
+        ev = float(np.median([x["eval_cpu_s"] for x in per[L]]))
+        rows.append({"train_max_len": L, "cpu_s_per_step": ms, "eval_cpu_s": ev,
+                     "runs_per_cpu_hour": 3600 / (full * ms + ev), "samples": per[L]})
+    for row in rows:
+        row["ratio_to_first"] = row["runs_per_cpu_hour"] / rows[0]["runs_per_cpu_hour"]
+        print(f"| 1..{row['train_max_len']} | {row['cpu_s_per_step'] * 1000:.1f} | "
+              f"{row['eval_cpu_s']:.1f} | {row['runs_per_cpu_hour']:.1f} | "
+              f"{row['ratio_to_first']:.2f} |", flush=True)
+    out = Path(a.out).with_name("training_lengths.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"task": task, "pe": pe, "preset": a.preset, "steps": a.steps,
+                               "reps": a.reps, "machine": {"cpu": cpu_model(),
+                                                           "cores": os.cpu_count(),
+                                                           "torch": torch.__version__,
+                                                           "load_avg": os.getloadavg()},
+                               "rows": rows}, indent=2))
+    print(f"wrote {out}")
+    return 0
 
 
 def loop_main(a) -> int:

@@ -114,6 +114,13 @@ fits its training lengths on every seed and an exact sign test over >= 5 seeds a
 otherwise inconclusive. A prediction is supported when it names the measured outcome,
 contradicted when it names the other one; `unknown` and `no theory` are never decided. The "ID
 EM per seed" column shows whether the models fit their training lengths.
+
+**Where the theory speaks.** The theories are limits ("sufficiently long training"); a task whose
+paper states the training length its outcome holds from (`tasks.base.Regime`: count 60, Zhou et
+al. 2023 Fig. 1b; copy_unique 30; Huang et al.'s tasks 50) is trained on lengths up to it here
+(runs `seed<k>-<preset>-L<n>`, OOD on L+1..2L). A check on runs trained below it would be
+labelled "inconclusive: outside the theory's regime", never contradicted (`--protocol-lengths`).
+How OOD exact match moves with the training length: `rasp curve TASK --train-lengths 10,20,40,60`.
 """
 
 _DIFFER = """\
