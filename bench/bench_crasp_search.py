@@ -1,5 +1,5 @@
-"""C-RASP search benchmark: :func:`analysis.prediction.crasp_search.crasp_search` on each task
-of Huang et al. 2025 (``tasks/huang.py``) for both variants (``crasp`` = C-RASP[], NoPE;
+"""C-RASP search benchmark: :func:`analysis.prediction.search.search` (the C-RASP grammars) on
+each task of Huang et al. 2025 (``tasks/huang.py``) for both variants (``crasp`` = C-RASP[], NoPE;
 ``crasp_pl`` = C-RASP[periodic, local], learned APE with random offsets).
 
 Prints a Markdown table: task, variant, found, size, certified_below, stopped, candidates
@@ -47,7 +47,7 @@ def main(argv=None) -> int:
                     help="only the 30 cells where Huang et al. report a C-RASP program")
     a = ap.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from analysis.prediction.crasp_search import crasp_search
+    from analysis.prediction.search import search
     from tasks.huang import HUANG_EXPRESSIVE, make_huang_tasks
     T = make_huang_tasks()
     names = a.tasks.split(",") if a.tasks else list(T)
@@ -58,8 +58,8 @@ def main(argv=None) -> int:
             expressive = name in HUANG_EXPRESSIVE[pe_of[var]]
             if a.expressive and not expressive:
                 continue
-            r = crasp_search(T[name], var, budget=a.budget, time_cap=a.time_cap,
-                             max_size=a.max_size)
+            r = search(T[name], var, budget=a.budget, time_cap=a.time_cap,
+                       max_size=a.max_size)
             rows.append({**r.to_dict(), "huang_expressive": expressive})
             if not a.json:
                 print(f"{name:16s} {var:9s} found={r.found!s:5s} size={r.size} "

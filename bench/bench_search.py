@@ -3,13 +3,13 @@
 Two parts, one run:
 
 1. **Engines side by side.** The same search problem (a batch of task examples of about 64
-   tokens each: "length-64 batches") is given to today's engine (``analysis.prediction.search``: families
-   of candidates evaluated as array operations) and to the previous engine (the per-candidate
-   interpreter loop of commit ``79749dd``, loaded from git history, its one renamed interpreter
+   tokens each: "length-64 batches") is given to today's engine
+   (``analysis.prediction.raspl_search``: families of candidates evaluated as array operations)
+   and to the previous engine (the per-candidate interpreter loop of commit ``79749dd``, loaded from git history, its one renamed interpreter
    call patched), each for ``--engine-seconds`` (a rate measurement: today's engine gets an
    unlimited budget and that wall-clock cap); reported: candidate programs evaluated per
    second of wall time and per second of CPU time of this process, and the load average.
-2. **What each task's search finds within a work budget.** ``search_task`` per task
+2. **What each task's search finds within a work budget.** ``search(task, "raspl")`` per task
    (default: count, mode, copy_unique, sort_unique, boolean_and, parity_scratchpad) with
    ``--budget N`` candidate programs (:mod:`analysis.prediction.budget`; default
    :data:`~analysis.prediction.budget.DEEP_SEARCH_BUDGET`): the certified lower bound, the
@@ -43,8 +43,9 @@ if str(ROOT) not in sys.path:
 
 from bench import cpu_model  # noqa: E402
 import tasks  # noqa: E402
-from analysis.prediction import search as new_engine  # noqa: E402
-from analysis.prediction.search.storage import _default_threads  # noqa: E402
+from analysis.prediction import raspl_search as new_engine  # noqa: E402
+from analysis.prediction.raspl_search.storage import _default_threads  # noqa: E402
+from analysis.prediction.search import search  # noqa: E402
 from rasp.analyses.measures import measure  # noqa: E402
 
 DEFAULT_TASKS = ["count", "mode", "copy_unique", "sort_unique", "boolean_and",
@@ -84,13 +85,13 @@ def engines(task_name: str, seconds: float, max_length: int) -> dict:
     for label, mod, long, threads in runs:
         if long:
             prob, n = length64_problem(mod, task)
-        else:      # the batch search_task uses: 3 examples at each length 1..6
+        else:      # the batch a task's RASP-L search uses: 3 examples at each length 1..6
             prob, n = mod.problem_from_task(task, range(1, 7), 3, 0), "1..6"
         load0 = os.getloadavg()[0]
         c0, t0 = time.process_time(), time.perf_counter()
         if mod is new_engine:
-            res = mod.search(prob, max_length=max_length, budget=10**15, time_cap=seconds,
-                             combine=0, threads=threads)
+            res = mod.search_raspl(prob, max_size=max_length, budget=10**15,
+                                   time_cap=seconds, combine=0, threads=threads)
         else:
             res = mod.search(prob, max_length=max_length, time_limit=seconds)
         cpu, wall = time.process_time() - c0, time.perf_counter() - t0
@@ -118,8 +119,7 @@ def finds(names, budget: int, max_length: int) -> list[dict]:
         task = tasks.get_task(name)
         ref = task.load_reference() if task.reference_file else None
         c0, t0 = time.process_time(), time.perf_counter()
-        res = new_engine.search_task(task, max_length=max_length, budget=budget,
-                                     progress=sys.stderr.isatty())
+        res = search(task, "raspl", budget, max_size=max_length, progress=sys.stderr.isatty())
         d = res.to_dict()
         d["shipped_length"] = measure(ref).length if ref is not None else None
         d["shipped_size"] = new_engine.tree_size(ref) if ref is not None else None

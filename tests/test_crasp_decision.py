@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 import tasks
 from analysis.prediction.crasp_decision import decide_crasp, decide_task
-from analysis.prediction.crasp_search import crasp_search
+from analysis.prediction.search import search
 from analysis.prediction.predict import predict
 from tasks.huang import DFA
 
@@ -146,7 +146,7 @@ def test_decided_languages_get_no_program_from_the_search():
     # soundness against the search: a language proved to have no C-RASP[] program never gets
     # a verified one (at the budget the tests afford)
     for name in ("aa_star", "tomita5"):
-        res = crasp_search(tasks.get_task(name), variant="crasp", budget=300_000)
+        res = search(tasks.get_task(name), "crasp", budget=300_000)
         assert not res.found, name
 
 

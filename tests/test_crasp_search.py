@@ -1,6 +1,7 @@
-"""The C-RASP search (analysis/prediction/crasp_search.py): found programs are C-RASP for their
-variant and agree with the task's ground truth at every length 1..40; a certificate is re-checked
-by brute force with the interpreter; a 150-symbol task returns a result."""
+"""The C-RASP search (analysis/prediction/crasp_search/, run through analysis.prediction.search):
+found programs are C-RASP for their variant and agree with the task's ground truth at every
+length 1..40; a certificate is re-checked by brute force with the interpreter; a 150-symbol task
+returns a result."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import numpy as np
 import pytest
 
 import rasp
-from analysis.prediction.crasp_search import crasp_search, evaluate_recipe, recipe_size
-from analysis.prediction.search.core import task_problem
+from analysis.prediction.crasp_search import evaluate_recipe, recipe_size
+from analysis.prediction.search import search
+from analysis.prediction.search_core.core import task_problem
 from analysis.prediction.crasp_search.recipes import _Batch, _IRBuilder
 from rasp.analyses.crasp import check_crasp
 from tasks.decode import verify_program
@@ -23,7 +25,7 @@ TASKS = make_huang_tasks()
 def _check_found(r, variant):
     assert r.found, (r.task, r.stopped)
     assert r.stopped == "found"
-    assert r.variant == variant
+    assert r.grammar == variant
     assert check_crasp(r.program, variant).valid
     task = TASKS[r.task]
     ver = verify_program(task, r.program, task.lengths(40), samples=4, seed=123)
@@ -33,7 +35,7 @@ def _check_found(r, variant):
 
 
 def test_majority_binary_found():
-    r = crasp_search(TASKS["majority_binary"], "crasp", budget=24_000_000)
+    r = search(TASKS["majority_binary"], "crasp", budget=24_000_000)
     _check_found(r, "crasp")
     assert r.size <= 10
     # the certificate stays below the found program's size
@@ -43,19 +45,19 @@ def test_majority_binary_found():
 @pytest.mark.parametrize("name,variant", [("tomita1", "crasp"), ("aa_star", "crasp_pl"),
                                           ("majority", "crasp")])
 def test_formal_language_and_uniform_found(name, variant):
-    r = crasp_search(TASKS[name], variant, budget=24_000_000)
+    r = search(TASKS[name], variant, budget=24_000_000)
     _check_found(r, variant)
 
 
 def test_crasp_program_refused_by_nope_check():
     # (aa)* needs the periodic predicate: found in crasp_pl, and that program is not C-RASP[]
-    r = crasp_search(TASKS["aa_star"], "crasp_pl", budget=24_000_000)
+    r = search(TASKS["aa_star"], "crasp_pl", budget=24_000_000)
     assert r.found
     assert not check_crasp(r.program, "crasp").valid
 
 
 def test_large_alphabet_returns_a_result():
-    r = crasp_search(TASKS["copy_unique_150"], "crasp", budget=2_000_000, max_memory_mb=200)
+    r = search(TASKS["copy_unique_150"], "crasp", budget=2_000_000, max_memory_mb=200)
     assert isinstance(r.found, bool)
     assert r.stopped
     if not r.found:
@@ -93,7 +95,7 @@ def _naive_booleans(atoms, max_size):
 def test_certificate_brute_force():
     task = TASKS["parity_bits"]
     cert_size = 3
-    r = crasp_search(task, "crasp", budget=24_000_000, max_size=cert_size)
+    r = search(task, "crasp", budget=24_000_000, max_size=cert_size)
     assert not r.found and r.stopped == "max_size"
     assert r.certified_below == cert_size
     assert r.counterexamples_added == 0

@@ -100,11 +100,11 @@ def test_a_task_file_gets_the_catalogue_task_s_c_rasp_grammar(tmp_path):
     alphabet, whatever defines the task: the catalogue's reverse (symbols 0..9) and a task
     file of it search the same grammar and certify the same bound (they once differed: the
     catalogue task's alphabet was taken as {0, 1})."""
-    from analysis.prediction.crasp_search import crasp_search
+    from analysis.prediction.search import search
     mine = load_task_file(_file(tmp_path, REVERSE10))
     ref = tasks.get_task("reverse")
-    a = crasp_search(ref, "crasp", budget=40_000)
-    b = crasp_search(mine, "crasp", budget=40_000)
+    a = search(ref, "crasp", budget=40_000)
+    b = search(mine, "crasp", budget=40_000)
     assert (a.found, a.certified_below, a.stopped, a.explored, a.level_reached) == \
         (b.found, b.certified_below, b.stopped, b.explored, b.level_reached)
     assert a.certified_below is not None and a.certified_below >= 1

@@ -18,9 +18,8 @@ from threadpoolctl import threadpool_limits
 
 import tasks
 from analysis.prediction.budget import BudgetError, parse_budget
-from analysis.prediction.crasp_search import crasp_search
 from analysis.prediction.predict import PredictError, clear_search_caches, predict
-from analysis.prediction.search import search_task
+from analysis.prediction.search import search
 
 
 @contextmanager
@@ -35,13 +34,13 @@ def busy_loop():
 
 
 def _raspl(threads):
-    r = search_task(tasks.get_task("count"), max_length=8, budget=150_000, threads=threads)
-    return (r.found, r.length, r.certified_below, r.stopped, r.explored, r.combine_work,
+    r = search(tasks.get_task("count"), "raspl", 150_000, max_size=8, threads=threads)
+    return (r.found, r.size, r.certified_below, r.stopped, r.explored, r.combine_work,
             r.source)
 
 
 def _crasp():
-    r = crasp_search(tasks.get_task("majority_interleave"), "crasp_pl", budget=150_000)
+    r = search(tasks.get_task("majority_interleave"), "crasp_pl", budget=150_000)
     return (r.found, r.size, r.certified_below, r.stopped, r.explored, r.level_reached,
             r.schema)
 

@@ -10,8 +10,9 @@ size <= k", brute force finds nothing either.
 import numpy as np
 import pytest
 
-from analysis.prediction.search import matches_problem, problem_from_examples, search
-from analysis.prediction.search.engine import _Engine
+from analysis.prediction.raspl_search import matches_problem, problem_from_examples
+from analysis.prediction.raspl_search.engine import _Engine
+from analysis.prediction.search import search
 from analysis.prediction.budget import Limits
 
 #: an engine budget no test reaches (the tests enumerate small sizes to the end)
@@ -66,13 +67,13 @@ def test_certificate_agrees_with_brute_force(name):
                                     constants=(0, 1), defaults=(0,))
     brute, n_programs = _brute_force_min(problem, k)
     assert n_programs > 1000          # the brute force really enumerated the grammar
-    res = search(problem, max_length=k, budget=200_000_000, grammar=TINY, combine=0)
+    res = search(problem, budget=200_000_000, max_size=k, rules=TINY, combine=0)
     if brute is None:
         assert not res.found
         assert res.certified_below == k and res.stopped == "max_length"
     else:
         assert res.found and res.found_by == "enumeration"
-        assert res.length == brute and res.certified_below == brute - 1
+        assert res.size == brute and res.certified_below == brute - 1
         assert matches_problem(res.program, problem)
 
 
@@ -106,7 +107,7 @@ def test_stored_aggregate_values_equal_the_interpreter():
 
 def _entries(lay, K, Q, op):
     """Causal entries ``[nk * nq, E]`` of ``select(K_x, Q_y, op)`` formed directly."""
-    from analysis.prediction.search.storage import _SEL_OPS
+    from analysis.prediction.raspl_search.storage import _SEL_OPS
     Kf = np.zeros((len(K), lay.B * lay.T), np.int64)
     Kf[:, lay.vflat] = K
     Qf = np.zeros((len(Q), lay.B * lay.T), np.int64)
@@ -127,8 +128,8 @@ def test_select_fingerprints_and_widths_equal_those_of_the_entries(shape, T):
     for n in (T, T - 2, 3):
         xs = [int(v) for v in rng.integers(0, 5, size=n)]
         ex.append((xs + [0], n))
-    from analysis.prediction.search import kernels
-    from analysis.prediction.search.storage import layout_of
+    from analysis.prediction.raspl_search import kernels
+    from analysis.prediction.raspl_search.storage import layout_of
     lay = layout_of(problem_from_examples(ex, constants=(0,), defaults=(0,)))
     nk, nq = shape
     K = rng.integers(-6, 6, size=(nk, lay.Pn)).astype(np.int16)
@@ -138,7 +139,7 @@ def test_select_fingerprints_and_widths_equal_those_of_the_entries(shape, T):
     got = {"<": lt, "<=": le, "==": le - lt, "!=": tot - (le - lt), ">": tot - le,
            ">=": tot - lt}
     x, y = np.divmod(np.arange(nk * nq), nq)
-    from analysis.prediction.search.storage import _STRUCT_OPS
+    from analysis.prediction.raspl_search.storage import _STRUCT_OPS
     for op, h in got.items():
         ent = _entries(lay, K, Q, op)
         want = (ent.astype(np.uint64) * lay.RE.astype(np.uint64)).sum(axis=1, dtype=np.uint64)
@@ -158,8 +159,8 @@ def test_selector_deduplication_keeps_every_distinct_selector():
     entries, dropped 6 distinct size-4 selectors of this batch as duplicates.)"""
     import time
     import tasks
-    from analysis.prediction.search import families, kernels, problem_from_task
-    from analysis.prediction.search.storage import _KIND_STR, _SEL_OPS
+    from analysis.prediction.raspl_search import families, kernels, problem_from_task
+    from analysis.prediction.raspl_search.storage import _KIND_STR, _SEL_OPS
     problem = problem_from_task(tasks.get_task("mode"), range(1, 7), 3, 0)
     eng = _Engine(problem, UNLIMITED, 5, False, 2**31, None)
     eng.found = ("not checked", 0)               # enumerate every size, stop at none
@@ -206,10 +207,10 @@ def test_worker_threads_change_nothing(monkeypatch):
     same s-ops and selectors, in the same order, at every size, as one thread (the sequential
     engine), and count the same candidates. Small blocks: many jobs are in flight at once."""
     import tasks
-    from analysis.prediction.search import engine, families, kernels
+    from analysis.prediction.raspl_search import engine, families, kernels
     for module in (engine, families, kernels):            # the block size each module reads
         monkeypatch.setattr(module, "_CHUNK", 1 << 12)
-    from analysis.prediction.search import problem_from_task
+    from analysis.prediction.raspl_search import problem_from_task
     problem = problem_from_task(tasks.get_task("mode"), range(1, 7), 3, 0)
     r1, rows1, sels1 = _levels(1, problem, 4)
     r2, rows2, sels2 = _levels(2, problem, 4)
@@ -221,8 +222,8 @@ def test_worker_threads_change_nothing(monkeypatch):
         assert all(np.array_equal(a, b) for a, b in zip(sels1[lev], sels2[lev])), lev
     # and the program found first is the same
     sort = problem_from_task(tasks.get_task("sort_unique"), range(1, 7), 3, 0)
-    a = search(sort, max_length=5, budget=200_000_000, combine=0, threads=1)
-    b = search(sort, max_length=5, budget=200_000_000, combine=0, threads=2)
+    a = search(sort, max_size=5, budget=200_000_000, combine=0, threads=1)
+    b = search(sort, max_size=5, budget=200_000_000, combine=0, threads=2)
     assert a.found and (a.source, a.explored) == (b.source, b.explored)
 
 
@@ -230,7 +231,7 @@ def test_selector_matrices_equal_the_entries():
     """The dense ``[B, q, k]`` selector matrices (compared directly in that layout for
     ``select(K, Q, op)`` rows, unpacked for packed rows) hold exactly the causal entries."""
     import tasks
-    from analysis.prediction.search import kernels, problem_from_task
+    from analysis.prediction.raspl_search import kernels, problem_from_task
     problem = problem_from_task(tasks.get_task("copy_unique"), range(1, 7), 3, 0)
     eng = _Engine(problem, UNLIMITED, 3, False, 2**31, None, threads=1)
     eng.lay.tvals = np.full_like(eng.lay.tvals, 99)
@@ -258,6 +259,6 @@ def test_max_aggregate_of_many_distinct_values_stays_exact():
             [int(v) for v in rng.integers(0, 26, 20)]]
     ex = [(xs[:t] + [max(xs[:t])], t) for xs in seqs for t in range(1, len(xs) + 1)]
     for threads in (1, 2):
-        res = search(problem_from_examples(ex), max_length=3, budget=200_000_000, combine=0,
+        res = search(problem_from_examples(ex), max_size=3, budget=200_000_000, combine=0,
                      threads=threads)
-        assert res.found and res.length == 2 and res.certified_below == 1, threads
+        assert res.found and res.size == 2 and res.certified_below == 1, threads

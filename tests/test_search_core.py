@@ -1,4 +1,4 @@
-"""The one search core (analysis/prediction/search/core.py): the counterexample-guided loop on
+"""The one search core (analysis/prediction/search_core/): the counterexample-guided loop on
 a scripted grammar (its rules stated here, not read from the code), and both grammars' results
 through the one interface."""
 
@@ -8,10 +8,9 @@ import pytest
 
 import tasks
 from analysis.prediction.budget import TIME_CAP_STOP
-from analysis.prediction.crasp_search import crasp_search
-from analysis.prediction.search import (SearchError, problem_from_examples, problem_from_task,
-                                        search)
-from analysis.prediction.search.core import Certificate, Round, cegis, task_problem
+from analysis.prediction.raspl_search import problem_from_examples, problem_from_task
+from analysis.prediction.search import SearchError, search
+from analysis.prediction.search_core.core import Certificate, Round, cegis, task_problem
 from rasp.analyses.crasp import check_crasp
 
 
@@ -76,19 +75,19 @@ def test_both_grammars_answer_through_the_one_result_interface():
     next-token program for the constant language (aa)* over {a} needs no condition."""
     seqs = [[3, 1, 4, 1, 5], [2, 7, 1, 8, 2], [9, 9, 0, 1, 0]]
     ex = [(xs[:t] + [max(xs[:t])], t) for xs in seqs for t in range(1, len(xs) + 1)]
-    r = search(problem_from_examples(ex), max_length=3, budget=10_000_000, combine=0)
-    assert r.found and r.size == 2 == r.length and r.source
+    r = search(problem_from_examples(ex), budget=10_000_000, max_size=3, combine=0)
+    assert r.found and r.size == 2 and r.grammar == "raspl" and r.source
     assert r.certificate == Certificate(1, "the RASP-L search grammar", "expression size")
     assert r.certificate.holds
     from tasks.huang import make_huang_tasks
-    c = crasp_search(make_huang_tasks()["majority_binary"], "crasp", budget=2_000_000)
+    c = search(make_huang_tasks()["majority_binary"], "crasp", budget=2_000_000)
     assert c.found and c.source and c.size is not None
     assert c.certificate.grammar == "C-RASP[]" and c.certificate.measure == "C-RASP size"
     assert c.certificate.bound == c.certified_below and c.certified_below < c.size
 
 
 def test_the_counterexample_is_the_shortest_failing_example_first_on_ties():
-    from analysis.prediction.search.core import shortest_failing
+    from analysis.prediction.search_core.core import shortest_failing
     assert shortest_failing([False, True, True, True], [1, 5, 3, 3]) == 2
     assert shortest_failing([False, False], [1, 2]) is None
     assert shortest_failing([True], [7]) == 0
@@ -119,11 +118,11 @@ def test_a_next_set_problem_has_no_row_twice_though_its_prefixes_repeat():
     p = task_problem(task, range(1, 7), 3, 0)
     rows = [tuple(v) for v, _ in p.rows]
     assert len(rows) == len(set(rows))
-    c = crasp_search(task, "crasp", budget=1_000_000)
+    c = search(task, "crasp", budget=1_000_000)
     assert c.found and check_crasp(c.program, "crasp").valid
 
 
 def test_the_rasp_l_engine_has_no_c_rasp_mode():
     problem = problem_from_task(tasks.get_task("sort_unique"), range(1, 4), 1, 0)
-    with pytest.raises(SearchError, match="crasp_search"):
-        search(problem, 2, 1000, grammar={"mode": "crasp"})
+    with pytest.raises(SearchError, match="grammar=\"crasp\""):
+        search(problem, budget=1000, max_size=2, rules={"mode": "crasp"})

@@ -5,7 +5,8 @@ import pytest
 
 import tasks
 from analysis.prediction.budget import DEEP_SEARCH_BUDGET
-from analysis.prediction.search import SearchError, matches_problem, problem_from_task, search_task
+from analysis.prediction.raspl_search import matches_problem, problem_from_task
+from analysis.prediction.search import SearchError, search
 
 
 @pytest.mark.parametrize("name", ["sort_unique", "copy_unique", "count", "boolean_and"])
@@ -40,7 +41,7 @@ def test_reference_program_reproduces_the_search_problem():
 
 def test_short_search_on_a_task_is_bounded_and_consistent():
     task = tasks.get_task("copy_unique")
-    res = search_task(task, max_length=2, budget=2_000_000)
+    res = search(task, "raspl", 2_000_000, max_size=2)
     # copying needs an induction head; no program of <= 2 operations does it
     assert not res.found and res.certified_below == 2
 
@@ -60,11 +61,11 @@ def test_sequence_programs_are_refused():
 @pytest.mark.parametrize("name", ["mode", "copy_unique"])
 def test_search_finds_mode_and_copy_unique_by_deep_aggregates(name):
     """Issue 10: programs found without reading the shipped file (the combination's deep
-    aggregates, analysis/prediction/search/). The found program is checked here against the task's
-    ground truth (its generator's next tokens) at every length up to 30, beyond the search's
+    aggregates, analysis/prediction/raspl_search/). The found program is checked here against
+    the task's ground truth (its generator's next tokens) at every length up to 30, beyond the search's
     validation lengths (1..20). ~1-2 min each: opt-in (``-m slow``)."""
     task = tasks.get_task(name)
-    res = search_task(task, max_length=5, budget=DEEP_SEARCH_BUDGET)
+    res = search(task, "raspl", DEEP_SEARCH_BUDGET, max_size=5)
     assert res.found and res.found_by == "combination"
     check = problem_from_task(task, range(1, 31), 5, seed=7)
     assert matches_problem(res.program, check)
@@ -77,9 +78,9 @@ def test_search_finds_boolean_and():
     search's validation: every bit string of length 1..10 (exhaustive) and sampled lengths up
     to 30. ~1-2 min: opt-in (``-m slow``)."""
     import itertools
-    from analysis.prediction.search import problem_from_examples
+    from analysis.prediction.raspl_search import problem_from_examples
     task = tasks.get_task("boolean_and")
-    res = search_task(task, max_length=8, budget=DEEP_SEARCH_BUDGET)
+    res = search(task, "raspl", DEEP_SEARCH_BUDGET, max_size=8)
     assert res.found
     ex = []
     for n in range(1, 11):

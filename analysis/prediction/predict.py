@@ -13,9 +13,9 @@ to which PE, and how evidence becomes a verdict, is :mod:`analysis.prediction.th
    task's shipped program (``tasks/programs/<task>.rasp``), a program of your own
    (``program=``) and, with ``search=True``, each search (RASP-L, then C-RASP per theory of
    the PE: only without a verified program of its fragment so far) -- what they find
-   within their work budgets (:mod:`analysis.prediction.search`,
-   :mod:`analysis.prediction.crasp_search`; budgets in candidates, :mod:`analysis.prediction.
-   budget`, so a verdict is a function of the task, the PE, the budgets and the code version)
+   within their work budgets (:func:`analysis.prediction.search.search`, each kept for the
+   other PEs by its cache; budgets in candidates, :mod:`analysis.prediction.budget`, so a
+   verdict is a function of the task, the PE, the budgets and the code version)
    — each checked (:func:`rasp.analyses.raspl.check` with the task's vocabulary at its training
    lengths; :func:`rasp.analyses.crasp.check_crasp` per variant) and **verified** against the ground
    truth at every length up to the longest the protocol tests
@@ -35,7 +35,7 @@ as one next-token example (:func:`tasks.base.next_token_examples`: the prefix, t
 next characters), and a program is verified per position on positive strings
 (:func:`tasks.decode.verify_program`), as a decoder writes every position's set in one pass.
 
-Size is the expression size everywhere (:func:`analysis.prediction.search.tree_size`: every
+Size is the expression size everywhere (:func:`analysis.prediction.raspl_search.tree_size`: every
 operation at every use; ``tokens`` and ``indices`` 0): the certified lower bound, the program's
 size and the tables use it. A padded or obfuscated program has a larger size and the same
 verdict.
@@ -53,8 +53,8 @@ import tasks
 from analysis.prediction.budget import (DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET,
                                         TIME_CAP_STOP, BudgetError, Limits, parse_budget)
 from analysis.prediction.crasp_decision import DECISIONS, decide_task
-from analysis.prediction.crasp_search import crasp_search
-from analysis.prediction.search import SearchError, search_task, tree_size
+from analysis.prediction.raspl_search import tree_size
+from analysis.prediction.search import SearchError, cached_search, clear_search_cache
 from analysis.prediction.theories import (DECIDED, THEORY_NAMES, Evidence, TheoryVerdict, combine,
                                           decide, prediction_label, theories_for, theory_sentence)
 from analysis.prediction.verify import protocol_max_length, verify_program_on_task
@@ -586,11 +586,12 @@ def _program_provider(src: str, label: str, sop):
 
 
 def _raspl_search_provider(pool: _Pool, ctx: _Context) -> None:
-    """The RASP-L search (:func:`_search`) as an evidence provider: its record and certificate
-    for ``raspl`` and, when it finds one, its program among the candidates."""
+    """The RASP-L search (cached: several PEs share it) as an evidence provider: its record
+    and certificate for ``raspl`` and, when it finds one, its program among the candidates."""
     try:
-        res = _search(ctx.task, ctx.search_max_length, ctx.search_budget,
-                      ctx.time_cap, ctx.progress)
+        res = cached_search(ctx.task, "raspl", max_size=ctx.search_max_length,
+                            budget=ctx.search_budget, time_cap=ctx.time_cap,
+                            progress=ctx.progress)
     except SearchError as e:
         pool.searches["raspl"] = {"error": str(e)}
         return
@@ -620,47 +621,12 @@ def _no_theory_sentence(pe, position_offsets) -> str:
     return f"none: no paper makes a length-generalization prediction for {pe}"
 
 
-_SEARCHES: dict = {}
-
-
-def _search(task, max_length, budget, time_cap, progress):
-    """:func:`analysis.prediction.search.search_task` once per (task, settings) in this
-    process (several PEs share the RASP-L search). Raises SearchError."""
-    key = (task.name, getattr(task, "sha256", None), max_length, budget, time_cap)
-    if key not in _SEARCHES:
-        try:
-            _SEARCHES[key] = search_task(task, max_length=max_length, budget=budget,
-                                         time_cap=time_cap, progress=progress)
-        except SearchError as e:
-            _SEARCHES[key] = e
-    got = _SEARCHES[key]
-    if isinstance(got, SearchError):
-        raise got
-    return got
-
-
-_CRASP_SEARCHES: dict = {}
-
-
 def clear_search_caches() -> None:
-    """Forget the searches kept for reuse across PEs (:func:`_search`,
-    :func:`_crasp_search_cached`): a long run over many tasks calls it after each task so
-    that memory stays bounded by one task's searches."""
-    _SEARCHES.clear()
-    _CRASP_SEARCHES.clear()
+    """Forget the searches kept for reuse across PEs (:func:`analysis.prediction.search.
+    cached_search`) and the C-RASP decisions: a long run over many tasks calls it after each
+    task so that memory stays bounded by one task's searches."""
+    clear_search_cache()
     DECISIONS.clear()
-
-
-def _crasp_search_cached(task, variant, budget, time_cap):
-    """:func:`analysis.prediction.crasp_search.crasp_search` once per (task, variant, budget,
-    cap) in this process. It verifies its program to its own default length (60); the
-    predictor verifies it again to the protocol's length, so the search does not depend on
-    the verification settings."""
-    key = (task.name, getattr(task, "sha256", None), variant, budget, time_cap)
-    if key not in _CRASP_SEARCHES:
-        _CRASP_SEARCHES[key] = crasp_search(task, variant=variant, budget=budget,
-                                            time_cap=time_cap)
-    return _CRASP_SEARCHES[key]
 
 
 #: a program of a smaller fragment serves every theory whose fragment contains it: the
@@ -691,8 +657,10 @@ def _crasp_provider(variant: str):
         order = [v for v in _CRASP_SEARCH_ORDER[variant] if not getattr(decide_task(task, v),
                                                                         "proved_not", False)]
         for searched in (order if best is None and ctx.search else ()):
-            # the C-RASP search in C-RASP's own terms (alphabet-uniform constructs once)
-            res = _crasp_search_cached(task, searched, ctx.crasp_budget, ctx.time_cap)
+            # the C-RASP search in C-RASP's own terms (alphabet-uniform constructs once); it
+            # verifies its program to its own default length (60), the predictor verifies it
+            # again to the protocol's, so the search does not depend on those settings
+            res = cached_search(task, searched, budget=ctx.crasp_budget, time_cap=ctx.time_cap)
             d = res.to_dict()
             if res.stopped.startswith("refused"):
                 d["error"] = res.stopped

@@ -1,7 +1,8 @@
 """`rasp search TASK [--max-length K] [--budget N] [--time-cap S] [--mode raspl|crasp|crasp_pl]
 [--json]` and
 `rasp search --examples FILE.jsonl ...` / `rasp search --task-file FILE.py ...` /
-`rasp search --regex PATTERN ...`: the shortest-program search (``analysis.prediction.search``) alone.
+`rasp search --regex PATTERN ...`: the shortest-program search alone
+(:func:`analysis.prediction.search.search`, one call for every grammar and target).
 
 For a catalogue task: the search batch is the task's examples at lengths 1..6 (3 per length); a
 program found must also reproduce 10 examples at each length 1..20. It prints the certified
@@ -21,14 +22,15 @@ tokens) are refused with a message naming the example (exit code 2).
 ``--task-file FILE.py`` / ``--regex PATTERN``: a task of your own (``tasks/custom.py``; loading
 a task file runs its Python code), searched as a catalogue task.
 
-``--mode crasp`` / ``--mode crasp_pl``: the C-RASP search instead
-(``analysis.prediction.crasp_search.crasp_search``: C-RASP[] or C-RASP[periodic, local] decision
-lists, size = C-RASP size, budget in candidate Booleans and counts); it needs a task (not
-``--examples``), and its result is a ``CRaspResult``.
+``--mode crasp`` / ``--mode crasp_pl``: the C-RASP grammar instead
+(``analysis.prediction.crasp_search``: C-RASP[] or C-RASP[periodic, local] decision lists,
+size = C-RASP size, budget in candidate Booleans and counts); it needs a task (not
+``--examples``). Every mode returns one ``SearchResult`` and prints its ``text()``.
 
-``--json``: one object (``SearchResult.to_dict``: ``found``, ``length``,
-``certified_no_program_up_to``, ``certified_lower_bound``, ``upper_bound``, ``program``,
-``found_by``, ``explored``, ``programs_per_s``, ...).
+``--json``: one object (``SearchResult.to_dict`` in the grammar's shape, plus ``mode`` and
+``program``; RASP-L: ``found``, ``length``, ``certified_no_program_up_to``,
+``certified_lower_bound``, ``upper_bound``, ``found_by``, ``explored``, ``programs_per_s``, ...;
+C-RASP: ``variant``, ``size``, ``certified_below``, ``schema``, ``notes``, ...).
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ def add_arguments(p) -> None:
 
 def read_examples(path: str) -> list[tuple[list, int]]:
     """Read ``FILE.jsonl`` into ``(values, first_target)`` pairs for
-    :func:`analysis.prediction.search.problem_from_examples`.
+    :func:`analysis.prediction.raspl_search.problem_from_examples`.
 
     Raises:
         ValueError: unreadable file, malformed line, mixed value types, values outside int8,
@@ -144,8 +146,10 @@ def read_examples(path: str) -> list[tuple[list, int]]:
 
 def run(args) -> int:
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
+    import tasks
     from analysis.prediction.budget import DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET
-    from analysis.prediction.search import SearchError, problem_from_examples, search, search_task
+    from analysis.prediction.raspl_search import problem_from_examples
+    from analysis.prediction.search import SearchError, search
     own = tasks_from_args(args)
     if (args.task is not None) + (args.examples is not None) + len(own) != 1:
         raise UsageError("give a TASK, --examples FILE.jsonl, --task-file FILE.py or --regex "
@@ -171,8 +175,6 @@ def run(args) -> int:
     finite_number(args.memory_mb, "--memory-mb")
     if args.threads is not None and not 1 <= args.threads <= 64:
         raise UsageError("--threads must be between 1 and 64")
-    if crasp:
-        return _run_crasp(args, own)
     try:
         if args.examples:
             try:
@@ -181,69 +183,25 @@ def run(args) -> int:
                 raise UsageError(str(e)) from None
             strs = sorted({v for vals, _ in ex for v in vals if isinstance(v, str)})
             consts = [0, 1, 2] + (strs if len(strs) <= 12 else [])
-            problem = problem_from_examples(ex, constants=consts, defaults=[0] + strs[:1],
-                                            name=args.examples)
-            res = search(problem, args.max_length, args.budget, progress=not args.json,
-                         max_memory_mb=args.memory_mb, threads=args.threads,
-                         time_cap=args.time_cap)
+            target = problem_from_examples(ex, constants=consts, defaults=[0] + strs[:1],
+                                           name=args.examples)
         else:
-            # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
-            import tasks
             try:
-                t = own[0] if own else tasks.get_task(args.task)
+                target = own[0] if own else tasks.get_task(args.task)
             except tasks.UnknownTaskError as e:
                 raise UsageError(str(e)) from None
-            res = search_task(t, max_length=args.max_length, budget=args.budget,
-                              progress=not args.json, max_memory_mb=args.memory_mb,
-                              threads=args.threads, time_cap=args.time_cap)
+        if crasp and args.threads is not None:
+            print("note: --threads applies to the RASP-L search only", flush=True)
+        res = search(target, args.mode, args.budget, max_size=args.max_length,
+                     time_cap=args.time_cap, max_memory_mb=args.memory_mb,
+                     progress=not args.json, threads=args.threads)
     except SearchError as e:
         raise UsageError(str(e)) from None
-    if args.json:
-        d = res.to_dict()
-        d["mode"] = args.mode
-        print(json.dumps(d))
-        return 0
-    print(res.summary())
-    if res.found:
-        print(f"program ({res.found_by}; expression size {res.length}, "
-              f"length {res.measured_length}):")
-        print("    " + res.source.replace("\n", "\n    "))
-    return 0
-
-
-def _run_crasp(args, own) -> int:
-    """``--mode crasp`` / ``crasp_pl``: the C-RASP search of one task, printed (or one JSON
-    object, ``CRaspResult.to_dict`` plus ``mode`` and ``program``)."""
-    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
-    import tasks
-    from analysis.prediction.crasp_search import crasp_search
-    try:
-        t = own[0] if own else tasks.get_task(args.task)
-    except tasks.UnknownTaskError as e:
-        raise UsageError(str(e)) from None
-    if args.threads is not None:
-        print("note: --threads applies to the RASP-L search only", flush=True)
-    res = crasp_search(t, args.mode, budget=args.budget, time_cap=args.time_cap,
-                       max_size=args.max_length, max_memory_mb=args.memory_mb)
     if args.json:
         d = res.to_dict()
         d["mode"] = args.mode
         d["program"] = res.source
         print(json.dumps(d))
         return 0
-    bound = res.certificate.text()
-    if res.found:
-        print(f"{t.name}: found a {res.certificate.grammar} program of C-RASP size {res.size} "
-              f"({bound}); {res.explored:,} candidate Booleans and counts of a budget of "
-              f"{res.budget:,} in {res.seconds:.1f} s")
-        print("program:")
-        print("    " + (res.source or res.schema).replace("\n", "\n    "))
-        if res.schema:
-            print("in C-RASP notation:")
-            print("    " + res.schema.replace("\n", "\n    "))
-    else:
-        print(f"{t.name}: {bound} ({res.stopped}); {res.explored:,} candidate Booleans and "
-              f"counts of a budget of {res.budget:,} in {res.seconds:.1f} s")
-    for note in res.notes:
-        print(f"note: {note}")
+    print(res.text())
     return 0

@@ -1,6 +1,6 @@
 """A search over C-RASP programs in C-RASP's own terms (Huang et al. 2025, arXiv 2410.02140, §3).
 
-The RASP-L search (:mod:`analysis.prediction.search`) enumerates RASP-L expressions; a C-RASP
+The RASP-L search (:mod:`analysis.prediction.raspl_search`) enumerates RASP-L expressions; a C-RASP
 program that is short in C-RASP's terms (binary majority: two counts and a comparison) is an
 expression of size 10+ there. This module enumerates C-RASP Booleans and counts directly,
 bottom-up by size with observational equivalence, and assembles a next-token program from them
@@ -66,16 +66,18 @@ selects whose key predicate is the Boolean: the shape :func:`rasp.analyses.crasp
 checked with ``check_crasp`` for the variant and verified with
 :func:`tasks.decode.verify_program` at every length 1..``verify_max_length``.
 
-Public API: :func:`crasp_search` -> :class:`CRaspResult`. Modules: :mod:`.recipes` (recipes,
-their values on a batch, the IR they build), :mod:`.enumeration` (the enumerator and the
-decision lists), :mod:`.driver` (:class:`~.driver.CRaspGrammar`, this grammar behind the search
-core's interface, :class:`analysis.prediction.search.core.Grammar`, whose counterexample loop
-:func:`~analysis.prediction.search.core.cegis` runs the rounds; the entry point and the
-result).
+Reached through :func:`analysis.prediction.search.search` (``grammar="crasp"`` or
+``"crasp_pl"``), which runs :func:`~.driver.search_crasp` and returns the one result type,
+:class:`analysis.prediction.search_core.result.SearchResult`. Modules: :mod:`.recipes`
+(recipes, their values on a batch, the IR they build), :mod:`.enumeration` (the enumerator and
+the decision lists), :mod:`.driver` (:class:`~.driver.CRaspGrammar`, this grammar behind the
+search core's interface, :class:`analysis.prediction.search_core.core.Grammar`, whose
+counterexample loop :func:`~analysis.prediction.search_core.core.cegis` runs the rounds; the
+search and its passes).
 """
 
-from .driver import CRaspResult, crasp_search
+from .driver import search_crasp
 from .recipes import build_program, evaluate_recipe, is_param, recipe_size, recipe_text
 
-__all__ = ["crasp_search", "CRaspResult", "evaluate_recipe", "recipe_size", "recipe_text",
+__all__ = ["search_crasp", "evaluate_recipe", "recipe_size", "recipe_text",
            "build_program", "is_param"]

@@ -1,14 +1,13 @@
-"""The C-RASP search's entry point :func:`crasp_search` (batches, counterexample rounds, the
-passes of ``crasp_pl``, final check and verification) and :class:`CRaspResult`. Part of
-:mod:`analysis.prediction.crasp_search`.
+"""The C-RASP search :func:`search_crasp` (batches, counterexample rounds, the passes of
+``crasp_pl``, final check and verification) and :class:`CRaspGrammar`, the grammar behind the
+search core's interface. Part of :mod:`analysis.prediction.crasp_search`; callers use the one
+entry point, :func:`analysis.prediction.search.search` (``grammar="crasp"`` or
+``"crasp_pl"``).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 
 import tasks
@@ -18,7 +17,7 @@ from tasks.decode import verify_program
 from analysis.prediction.budget import (BUDGET_STOP, DEFAULT_CRASP_BUDGET, TIME_CAP_STOP,
                                         Limits)
 
-from analysis.prediction.search.core import (Certificate, Round, best_bound, cegis,
+from analysis.prediction.search_core import (Round, SearchResult, best_bound, cegis,
                                              exhaustive_rows, hard_rows, program_source,
                                              shortest_failing, task_problem)
 
@@ -28,67 +27,6 @@ from .recipes import _Batch, _decide, build_program, recipe_text
 #: most distinct output values a decision list is enumerated for (its requirement sets grow as
 #: 2^(n-1) per value); more is refused with that reason, before anything is allocated
 MAX_DECISION_VALUES = 12
-
-
-@dataclass
-class CRaspResult:
-    """Outcome of :func:`crasp_search`.
-
-    Attributes:
-        found: a program was found, passed ``rasp.analyses.crasp.check_crasp`` for ``variant`` and was
-            verified at every length 1..``verify_max_length``.
-        program: the IR s-op (causal next-token program) or None.
-        source: the program as RASP source (:func:`rasp.source.program_to_source`, through
-            :func:`analysis.prediction.search.core.program_source`).
-        schema: the program in C-RASP notation (uniform constructs written once).
-        size: its C-RASP size (module docstring) or None.
-        certified_below: no program of the grammar (decision lists with one entry per output
-            value or uniform group) of size <= this exists (None: no level completed). A
-            program found by the greedy decision lists (repeated values) lies outside that
-            grammar and may be smaller.
-        stopped: ``"found"``, ``"budget"`` (the work budget is spent: the certificate
-            stands), ``"time_cap"`` (the wall-clock safety cap passed: where it stopped
-            depends on the machine, so no verdict rests on it), ``"max_size"``,
-            ``"memory_limit"``, ``"rounds"`` or ``"refused: <why>"``.
-        budget: the work budget (candidate Booleans and counts) it ran with.
-        seconds, variant, task; explored / distinct: candidates evaluated / kept;
-        counterexamples_added; verification: the verification summary line.
-    """
-
-    task: str
-    variant: str
-    found: bool
-    program: Any = None
-    source: str | None = None
-    schema: str | None = None
-    size: int | None = None
-    certified_below: int | None = None
-    stopped: str = ""
-    budget: int | None = None
-    seconds: float = 0.0
-    explored: int = 0
-    distinct: int = 0
-    counterexamples_added: int = 0
-    level_reached: int = 0
-    verification: str | None = None
-    notes: list = field(default_factory=list)
-
-    @property
-    def certificate(self):
-        """The search certificate (:class:`analysis.prediction.search.core.Certificate`): no
-        program of C-RASP size <= ``certified_below`` in the variant's grammar."""
-        return Certificate(self.certified_below, VARIANTS[self.variant][0].split(" (")[0],
-                           "C-RASP size")
-
-    def to_dict(self) -> dict:
-        return {"task": self.task, "variant": self.variant, "found": self.found,
-                "size": self.size, "certified_below": self.certified_below,
-                "stopped": self.stopped, "budget": self.budget,
-                "seconds": round(self.seconds, 2),
-                "explored": self.explored, "distinct": self.distinct,
-                "counterexamples_added": self.counterexamples_added,
-                "level_reached": self.level_reached, "schema": self.schema,
-                "verification": self.verification, "notes": self.notes}
 
 
 # --------------------------------------------------------------------------------------------
@@ -113,7 +51,7 @@ def _content(task) -> list[int]:
     return list(range(int(k)))
 
 
-def crasp_search(task, variant: str = "crasp", budget: int = DEFAULT_CRASP_BUDGET,
+def search_crasp(task, variant: str = "crasp", budget: int = DEFAULT_CRASP_BUDGET,
                  time_cap: float | None = None, max_size: int = 14,
                  lengths=None, samples: int | None = None, seed: int = 0,
                  validation_max_length: int | None = None, validation_samples: int = 3,
@@ -121,7 +59,7 @@ def crasp_search(task, variant: str = "crasp", budget: int = DEFAULT_CRASP_BUDGE
                  uniform: bool | None = None, max_memory_mb: float = 768,
                  max_rounds: int = 30, nope_first: float = 0.35,
                  greedy: bool = True, search_mutants: int = 1,
-                 exhaustive: int = 5000, search_exhaustive: int = 0) -> CRaspResult:
+                 exhaustive: int = 5000, search_exhaustive: int = 0) -> SearchResult:
     """Search a C-RASP next-token program for a catalogue task (module docstring).
 
     Args:
@@ -135,8 +73,8 @@ def crasp_search(task, variant: str = "crasp", budget: int = DEFAULT_CRASP_BUDGE
         max_size: largest Boolean size enumerated.
         lengths, samples, seed: the search batch (``samples`` examples per length; default
             lengths 1..6 with 3 samples, 1..4 with 2 for content alphabets over 30 symbols).
-        search_mutants: near misses per search example (:func:`~analysis.prediction.search.core.
-            task_problem`; not for alphabets over
+        search_mutants: near misses per search example (:func:`~analysis.prediction.
+            search_core.core.task_problem`; not for alphabets over
             30 symbols).
         search_exhaustive: the search batch also holds every body of lengths 1, 2, ... while
             their number stays within this budget (0: none).
@@ -163,15 +101,18 @@ def crasp_search(task, variant: str = "crasp", budget: int = DEFAULT_CRASP_BUDGE
             gets the time left. 0 disables the passes.
 
     Returns:
-        :class:`CRaspResult` (never raises for a task it cannot handle: ``stopped`` says
-        ``"refused: ..."``).
+        a :class:`~analysis.prediction.search_core.result.SearchResult` (``grammar`` the
+        variant; never raises for a task it cannot handle: ``stopped`` says ``"refused:
+        ..."``). ``certified_below``: no program of the grammar (decision lists with one entry
+        per output value or uniform group) of C-RASP size <= it; a program found by the greedy
+        decision lists (repeated values) lies outside that grammar and may be smaller.
 
     Raises:
         ValueError: an unknown variant; :class:`analysis.prediction.budget.BudgetError` (a
             ValueError): a negative budget or a time cap that is not a positive number.
     """
     limits = budget if isinstance(budget, Limits) else Limits(budget, time_cap)
-    res = _crasp_search(task, variant, limits, max_size=max_size, lengths=lengths,
+    res = _search_crasp(task, variant, limits, max_size=max_size, lengths=lengths,
                         samples=samples, seed=seed, validation_max_length=validation_max_length,
                         validation_samples=validation_samples,
                         verify_max_length=verify_max_length, verify_samples=verify_samples,
@@ -182,11 +123,11 @@ def crasp_search(task, variant: str = "crasp", budget: int = DEFAULT_CRASP_BUDGE
     return res
 
 
-def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, seed,
+def _search_crasp(task, variant, limits: Limits, max_size, lengths, samples, seed,
                   validation_max_length, validation_samples, verify_max_length, verify_samples,
                   uniform, max_memory_mb, max_rounds, nope_first, greedy, search_mutants,
-                  exhaustive, search_exhaustive) -> CRaspResult:
-    """:func:`crasp_search` under ``limits`` (a budget and the deadline shared by the passes)."""
+                  exhaustive, search_exhaustive) -> SearchResult:
+    """:func:`search_crasp` under ``limits`` (a budget and the deadline shared by the passes)."""
     t0 = time.perf_counter()
     budget = limits.budget
     if isinstance(task, str):
@@ -203,20 +144,20 @@ def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, see
     if variant == "crasp_pl" and nope_first > 0:
         # three passes: the larger grammar briefly (small programs with periodic / local
         # predicates), the smaller grammar (larger C-RASP[] programs), the larger one again
-        rp = _crasp_search(task, "crasp_pl", limits.sub(0.2 * budget), **kw)
+        rp = _search_crasp(task, "crasp_pl", limits.sub(0.2 * budget), **kw)
         if rp.found or rp.stopped.startswith("refused") or rp.stopped in ("max_size",
                                                                           TIME_CAP_STOP):
             rp.seconds = time.perf_counter() - t0
             return rp
-        r0 = _crasp_search(task, "crasp", limits.sub(nope_first * budget), **kw)
+        r0 = _search_crasp(task, "crasp", limits.sub(nope_first * budget), **kw)
         if r0.stopped == TIME_CAP_STOP:
-            r0.variant = "crasp_pl"
+            r0.grammar = "crasp_pl"
             r0.explored += rp.explored
             r0.seconds = time.perf_counter() - t0
             return r0
         if r0.found:
             if check_crasp(r0.program, "crasp_pl").valid:
-                r0.variant = "crasp_pl"
+                r0.grammar = "crasp_pl"
                 r0.certified_below = rp.certified_below
                 r0.explored += rp.explored
                 r0.notes.append("found by the pass over C-RASP[] (a C-RASP[] program is a "
@@ -224,7 +165,7 @@ def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, see
                                 "first pass's over C-RASP[periodic, local]")
                 r0.seconds = time.perf_counter() - t0
                 return r0
-        r1 = _crasp_search(task, "crasp_pl", limits.sub(budget - rp.explored - r0.explored),
+        r1 = _search_crasp(task, "crasp_pl", limits.sub(budget - rp.explored - r0.explored),
                            **kw)
         r1.explored += r0.explored + rp.explored
         if rp.certified_below is not None:
@@ -234,7 +175,7 @@ def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, see
                         f"{r0.certified_below} in C-RASP[]")
         r1.seconds = time.perf_counter() - t0
         return r1
-    res = CRaspResult(task=task.name, variant=variant, found=False)
+    res = SearchResult(task=task.name, grammar=variant, found=False)
 
     def done(stopped):
         res.stopped = stopped
@@ -289,7 +230,7 @@ def _crasp_search(task, variant, limits: Limits, max_size, lengths, samples, see
 
 
 class CRaspGrammar:
-    """The C-RASP grammar behind :class:`analysis.prediction.search.core.Grammar`: a round
+    """The C-RASP grammar behind :class:`analysis.prediction.search_core.core.Grammar`: a round
     enumerates Booleans and counts level by level on the current rows (:class:`._Enum`) and
     tries the decision lists of each level on the validation batches (the 40 smallest exact
     ones, then the greedy one); a program that passes them is checked with ``check_crasp`` and
@@ -303,7 +244,7 @@ class CRaspGrammar:
 
     def __init__(self, task, variant, limits, rows, vbatches, content, uniform, names, eos,
                  max_size, max_memory_mb, seed, greedy, max_rounds, verify_max_length,
-                 verify_samples, res: CRaspResult, t0: float):
+                 verify_samples, res: SearchResult, t0: float):
         self.name = VARIANTS[variant][0].split(" (")[0]
         self.task, self.variant, self.limits = task, variant, limits
         self.rows, self.vbatches = rows, vbatches

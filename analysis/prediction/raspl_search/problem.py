@@ -1,13 +1,13 @@
-"""The search problem and its result: the examples, the next-token targets, the certificate.
+"""The RASP-L search problem: the examples and the next-token targets.
 
 :class:`SearchProblem` is the RASP-L grammar's batch form of a search problem
-(:class:`.core.Problem`): token sequences as ``[batch, seq]`` int arrays with their valid
-positions and per-position targets; :func:`problem_from_examples` (rows) and
-:func:`problem_from_task` (a task, through :func:`.core.task_problem`) make one. :class:`SearchResult` is what a search returns (the program,
-its expression size, the size below which no program exists in the grammar, the count of
-programs explored). Checking a program against a problem (:func:`matches_problem`) and finding
-the row a program gets wrong (the counterexample that joins the batch in the next round of
-counterexample-guided refinement) are here too, since the engine and the driver both use them.
+(:class:`analysis.prediction.search_core.core.Problem`): token sequences as ``[batch, seq]``
+int arrays with their valid positions and per-position targets; :func:`problem_from_examples`
+(rows) and :func:`problem_from_task` (a task, through
+:func:`analysis.prediction.search_core.core.task_problem`) make one. Checking a program against
+a problem (:func:`matches_problem`) and finding the row a program gets wrong (the
+counterexample that joins the batch in the next round of counterexample-guided refinement) are
+here too, since the engine and the driver both use them.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import numpy as np
 
 from rasp.analyses.measures import measure
 from rasp.interpreter import Evaluator
-from rasp.ir import Indices, Node, RASPError, SOp, Tokens
+from rasp.ir import Indices, Node, RASPError, Tokens
 
-from .core import Certificate, SearchError, shortest_failing, task_problem
+from analysis.prediction.search_core.core import SearchError, shortest_failing, task_problem
 
 INT8 = (-128, 127)
 
@@ -116,7 +116,8 @@ def problem_from_examples(examples: Sequence[tuple[Sequence, int]], *, constants
 
 def problem_from_task(task, lengths: Iterable[int] = range(1, 9), samples: int = 3,
                       seed: int = 0) -> SearchProblem:
-    """The RASP-L batch of a task's search problem (:func:`.core.task_problem`: ``samples``
+    """The RASP-L batch of a task's search problem (:func:`~analysis.prediction.search_core.
+    core.task_problem`: ``samples``
     examples per allowed length, seeded, as program values, no row twice). Constants are the
     small integers 0, 1, 2 plus the program values of the special tokens (BOS, SEP, EOS);
     defaults are 0 plus those values.
@@ -130,111 +131,6 @@ def problem_from_task(task, lengths: Iterable[int] = range(1, 9), samples: int =
     strs = [v for v in p.special if isinstance(v, str)]
     return problem_from_examples(p.rows, constants=[0, 1, 2] + ints + strs,
                                  defaults=[0] + ints + strs, lengths=p.lengths, name=p.name)
-
-
-# --------------------------------------------------------------------------------------------
-# Results
-# --------------------------------------------------------------------------------------------
-
-@dataclass
-class SearchResult:
-    """Outcome of :func:`search`.
-
-    Attributes:
-        found: whether a program was found.
-        program: the program (an :class:`~rasp.ir.SOp`, causal) or ``None``.
-        length: its program length, or ``None``.
-        certified_below: every program of length ``<= certified_below`` in the grammar was
-            enumerated (up to observational equivalence) and none reproduces the task. With a
-            found program, ``certified_below == length - 1``: the program is a shortest one.
-        stopped: ``"found"``, ``"max_length"``, ``"memory_limit"``, ``"spurious"``,
-            ``"budget"`` (the work budget is spent; the certificate stands) or ``"time_cap"``
-            (the wall-clock safety cap passed: where it stopped depends on the machine, so no
-            verdict rests on it).
-        explored: candidates the enumeration evaluated; ``distinct``: kept after
-            observational equivalence; ``combine_work``: the combination's work in the same
-            unit; ``work`` = both, what the budget counts (:mod:`analysis.prediction.budget`);
-            ``budget``: the budget it ran with.
-        seconds: wall time (reported, never a stopping rule); ``programs_per_s`` = explored /
-            seconds.
-        lengths: task lengths of the batch; ``n_targets``: number of predicted positions.
-    """
-
-    name: str
-    found: bool
-    program: SOp | None
-    length: int | None
-    certified_below: int
-    stopped: str
-    explored: int
-    distinct: int
-    seconds: float
-    lengths: list
-    n_targets: int
-    max_length: int
-    source: str | None = None
-    counterexamples_added: int = 0
-    found_by: str | None = None
-    measured_length: int | None = None
-    combine_work: int = 0
-    budget: int | None = None
-
-    @property
-    def work(self) -> int:
-        return self.explored + self.combine_work
-
-    @property
-    def size(self) -> int | None:
-        """The found program's expression size (``length``), None for none."""
-        return self.length
-
-    @property
-    def certificate(self):
-        """The search certificate (:class:`analysis.prediction.search.core.Certificate`):
-        no program of expression size <= ``certified_below`` in the RASP-L search grammar
-        (bound None when no size completed)."""
-        return Certificate(self.certified_below if self.certified_below >= 0 else None,
-                           "the RASP-L search grammar", "expression size")
-
-    @property
-    def programs_per_s(self) -> float:
-        return self.explored / self.seconds if self.seconds > 0 else float("nan")
-
-    def to_dict(self) -> dict:
-        return {"task": self.name, "found": self.found, "length": self.length,
-                "certified_no_program_up_to": self.certified_below, "stopped": self.stopped,
-                "explored": self.explored, "distinct": self.distinct,
-                "combine_work": self.combine_work, "work": self.work, "budget": self.budget,
-                "seconds": round(self.seconds, 3),
-                "programs_per_s": round(self.programs_per_s, 1),
-                "lengths": self.lengths, "n_targets": self.n_targets,
-                "max_length": self.max_length, "program": self.source,
-                "counterexamples_added": self.counterexamples_added,
-                "found_by": self.found_by, "measured_length": self.measured_length,
-                "certified_lower_bound": self.certified_below + 1,
-                "upper_bound": self.length}
-
-    def summary(self) -> str:
-        # no size completed (a time cap before size 0 finished): nothing is certified
-        certified = (f"none of size <= {self.certified_below}" if self.certified_below >= 0
-                     else "nothing (no size completed)")
-        if self.found and self.found_by == "combination":
-            head = (f"{self.name}: found a program of expression size {self.length} "
-                    f"(length {self.measured_length}) by combining terms; certified: "
-                    f"{certified}")
-        elif self.found:
-            head = (f"{self.name}: shortest program has size {self.length} "
-                    f"(certified: {certified})")
-        elif self.certified_below < 0:
-            head = f"{self.name}: no program found, nothing certified ({self.stopped})"
-        else:
-            head = (f"{self.name}: no program of size <= {self.certified_below} "
-                    f"({self.stopped})")
-        return (f"{head}; {self.explored:,} candidate programs"
-                + (f" + {self.combine_work:,} units of combination" if self.combine_work
-                   else "")
-                + (f" of a budget of {self.budget:,}" if self.budget is not None else "")
-                + f" in {self.seconds:.1f} s ({self.programs_per_s:.0f}/s)")
 
 
 def tree_size(node: Node) -> int:

@@ -1,7 +1,8 @@
 """The RASP-L grammar of the search core (:class:`RaspLGrammar`: a round of the enumeration
-engine, its refinement policy) and the entry points: :func:`search` (the core's
-counterexample-guided loop, :func:`.core.cegis`, over that grammar) and :func:`search_task` (a
-task's next-token function as a problem).
+engine, its refinement policy) and its search, :func:`search_raspl` (the core's
+counterexample-guided loop, :func:`analysis.prediction.search_core.core.cegis`, over that
+grammar, on a task's batches or on a batch of your own). Callers use the one entry point,
+:func:`analysis.prediction.search.search` (``grammar="raspl"``).
 """
 
 from __future__ import annotations
@@ -12,23 +13,31 @@ from typing import Iterable
 from threadpoolctl import threadpool_limits
 
 from analysis.prediction.budget import BUDGET_STOP, DEFAULT_SEARCH_BUDGET, BudgetError, Limits
+from analysis.prediction.search_core import Loop, Round, SearchResult, cegis
 
-from .core import Loop, Round, cegis
 from .engine import _Engine
-from .problem import (SearchError, SearchProblem, SearchResult, _first_failing_row, _with_row,
-                      matches_problem, problem_from_task)
+from .problem import (SearchError, SearchProblem, _first_failing_row, _with_row, matches_problem,
+                      problem_from_task)
 
 
-def search(problem: SearchProblem, max_length: int = 6,
-           budget: int = DEFAULT_SEARCH_BUDGET, progress: bool = False, max_memory_mb: float = 1024,
-           validation: SearchProblem | None = None, prune: bool = True,
-           grammar: dict | None = None, combine: int | None = None,
-           threads: int | None = None, time_cap: float | None = None) -> SearchResult:
-    """Enumerate RASP-L programs smallest first until one reproduces ``problem``.
+def search_raspl(target, max_size: int = 6, budget: int = DEFAULT_SEARCH_BUDGET, *,
+                 lengths: Iterable[int] = range(1, 7), samples: int = 3, seed: int = 0,
+                 validation_lengths: Iterable[int] = range(1, 21), validation_samples: int = 10,
+                 validation: SearchProblem | None = None, progress: bool = False,
+                 max_memory_mb: float = 1024, prune: bool = True, rules: dict | None = None,
+                 combine: int | None = None, threads: int | None = None,
+                 time_cap: float | None = None) -> SearchResult:
+    """Enumerate RASP-L programs smallest first until one reproduces the target's next-token
+    function.
 
     Args:
-        problem: the batch and the expected next tokens (:func:`problem_from_task`).
-        max_length: largest program length to try (program length of language.md §4).
+        target: a catalogue task (:class:`tasks.base.Task`, next-token or next-set kind) or a
+            batch of your own (:class:`SearchProblem`, e.g. :func:`problem_from_examples`).
+            For a task the search batch is :func:`problem_from_task` ``(task, lengths,
+            samples, seed)``, and a found program must also reproduce a validation batch of
+            ``validation_samples`` examples at each of ``validation_lengths`` (seed
+            ``seed + 1``); the certificate refers to the search batch's lengths.
+        max_size: largest expression size to enumerate.
         budget: candidate programs (:mod:`analysis.prediction.budget`): the enumeration's
             candidates plus the combination's work, over every counterexample round. The
             search stops where the count reaches it, so the result is the same on any
@@ -38,28 +47,34 @@ def search(problem: SearchProblem, max_length: int = 6,
             combination).
         time_cap: a wall-clock safety stop in seconds (None: none); hitting it gives
             ``stopped == "time_cap"``, which no verdict rests on.
-        progress: show a tqdm progress bar (programs evaluated).
-        max_memory_mb: memory for stored values; once it is used up the current length is
-            finished without storing (still a complete check of that length) and the search
+        progress: show a progress bar (programs evaluated).
+        max_memory_mb: memory for stored values; once it is used up the current size is
+            finished without storing (still a complete check of that size) and the search
             stops there (``stopped == "memory_limit"``).
-        validation: a larger batch (more lengths, more samples); a candidate that reproduces
-            ``problem`` is accepted only if it also reproduces ``validation``. A candidate
-            that fits ``problem`` by chance shows that the batch cannot separate some programs
-            (observational equivalence merged them), so the search adds the shortest
-            validation example it gets wrong to the batch and starts again
-            (counterexample-guided refinement; ``counterexamples_added`` in the result).
+        validation: for a :class:`SearchProblem` target, a larger batch (more lengths, more
+            samples); a candidate that reproduces the target is accepted only if it also
+            reproduces ``validation``. A candidate that fits the batch by chance shows that
+            the batch cannot separate some programs (observational equivalence merged them),
+            so the search adds the shortest validation example it gets wrong to the batch and
+            starts again (counterexample-guided refinement; ``counterexamples_added``).
+        rules: grammar switches (``where``, ``maxmin``, ``sel_andor``: all on by default).
         threads: worker threads that compute the candidate families (default: the
             ``RASP_SEARCH_THREADS`` environment variable, else the usable cores, at most 2);
             the result does not depend on it (the emissions are committed in one order).
 
     Returns:
-        a :class:`SearchResult`: the first (shortest) program found, or the largest length
-        ``k`` such that every program of length ``<= k`` was ruled out.
+        a :class:`~analysis.prediction.search_core.result.SearchResult` (``grammar ==
+        "raspl"``): the first (shortest) program found, or the largest size ``k`` such that
+        every program of size ``<= k`` was ruled out.
 
     Raises:
-        SearchError: a negative ``max_length``, a budget below 1 or a bad time cap.
+        SearchError: an unusable task (not a next-token task, no allowed length, ...), a
+            negative ``max_size``, a budget below 1 or a bad time cap.
     """
-    if max_length < 0:
+    if not isinstance(target, SearchProblem):
+        task, target = target, problem_from_task(target, lengths, samples, seed)
+        validation = problem_from_task(task, validation_lengths, validation_samples, seed + 1)
+    if max_size < 0:
         raise SearchError("max_length must be >= 0")
     try:
         limits = Limits(budget, time_cap)
@@ -68,18 +83,18 @@ def search(problem: SearchProblem, max_length: int = 6,
     if limits.budget < 1:
         raise SearchError("budget must be at least 1 candidate program")
     start = time.perf_counter()
-    g = RaspLGrammar(problem, limits, max_length, progress, max_memory_mb, validation, prune,
-                     grammar, combine, threads)
+    g = RaspLGrammar(target, limits, max_size, progress, max_memory_mb, validation, prune,
+                     rules, combine, threads)
     loop = cegis(g, limits.budget)
     return g.result(loop, time.perf_counter() - start)
 
 
 class RaspLGrammar:
-    """The RASP-L search grammar behind :class:`~analysis.prediction.search.core.Grammar`: a
+    """The RASP-L search grammar behind :class:`~analysis.prediction.search_core.core.Grammar`: a
     round is one run of the enumeration engine (:class:`~.engine._Engine`) on the current
     batch, then the combination; refinement adds validation examples to the batch.
 
-    Policy (the arguments of :func:`search`): a program that fits the batch but not
+    Policy (the arguments of :func:`search_raspl`): a program that fits the batch but not
     ``validation`` gives its shortest failing validation example (20 at most, and none once
     the budget is spent: ``stopped == "budget"``); terms of the combination that fit the batch
     by chance give theirs while the rounds have spent under 70% of the budget, and the next
@@ -170,29 +185,10 @@ class RaspLGrammar:
         out.budget = self.limits.budget
         out.seconds = seconds
         out.counterexamples_added = self.added
-        out.max_length = self.max_length
+        out.max_size = self.max_length
         if out.found_by != "enumeration":
             out.certified_below = max(out.certified_below,
                                       -1 if loop.certified is None else loop.certified)
+        if out.certified_below < 0:         # the engine's -1: no size completed
+            out.certified_below = None
         return out
-
-
-def search_task(task, max_length: int = 6, budget: int = DEFAULT_SEARCH_BUDGET,
-                lengths: Iterable[int] = range(1, 7), samples: int = 3, seed: int = 0,
-                progress: bool = False, validation_lengths: Iterable[int] = range(1, 21),
-                validation_samples: int = 10, max_memory_mb: float = 1024,
-                combine: int | None = None, grammar: dict | None = None,
-                threads: int | None = None, time_cap: float | None = None) -> SearchResult:
-    """Search the shortest RASP-L next-token program of a catalogue task.
-
-    The search batch is :func:`problem_from_task` ``(task, lengths, samples, seed)``; a found
-    program must also reproduce a validation batch of ``validation_samples`` examples at each of
-    ``validation_lengths`` (seed ``seed + 1``). The certificate refers to the search batch's
-    lengths (see :class:`SearchResult`). ``budget`` (candidate programs) and ``time_cap``
-    (a wall-clock safety stop) as :func:`search`. Raises :class:`SearchError` for an unusable
-    task or a bad budget.
-    """
-    problem = problem_from_task(task, lengths, samples, seed)
-    validation = problem_from_task(task, validation_lengths, validation_samples, seed + 1)
-    return search(problem, max_length, budget, progress, max_memory_mb, validation,
-                  grammar=grammar, combine=combine, threads=threads, time_cap=time_cap)

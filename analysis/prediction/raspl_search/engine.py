@@ -23,10 +23,10 @@ from rasp.ir import (Aggregate, Elementwise, Full, Indices, Map, Select, Selecto
 from rasp.repl.progress import progress_bar
 
 from .combination import combine
-from .core import program_source
+from analysis.prediction.search_core import SearchResult, program_source
 from .families import leaves, sel_level, sop_level
 from .kernels import row_hash, sel_hash, select_entries, select_hashes
-from .problem import (_GRAMMAR, INT8, SearchError, SearchProblem, SearchResult, _measured,
+from .problem import (_GRAMMAR, INT8, SearchError, SearchProblem, _measured,
                       matches_problem)
 from analysis.prediction.budget import BUDGET_STOP, TIME_CAP_STOP
 
@@ -77,7 +77,7 @@ class _Engine:
         if "mode" in g:
             # the C-RASP grammars are analysis.prediction.crasp_search (one grammar per engine)
             raise SearchError("the RASP-L engine has no C-RASP mode: use "
-                              "analysis.prediction.crasp_search.crasp_search")
+                              "analysis.prediction.search.search(task, grammar=\"crasp\")")
         # the batch's arrays and fingerprint coefficients (an explicit record, storage.Layout)
         self.lay = layout_of(problem)
         self.target_str = self.lay.is_str
@@ -420,12 +420,15 @@ class _Engine:
         f = self.found
         if f is not None and found_by == "enumeration":
             certified = f[1] - 1
+        # certified_below stays an int (-1: none) through the rounds; the driver's result
+        # makes it None for none
         return SearchResult(
-            name=self.p.name, found=f is not None, program=f[0] if f else None,
-            length=f[1] if f else None, certified_below=certified, stopped=stopped,
+            task=self.p.name, grammar="raspl", found=f is not None,
+            program=f[0] if f else None,
+            size=f[1] if f else None, certified_below=certified, stopped=stopped,
             explored=self.explored, distinct=len(self.store.seen), seconds=seconds,
             combine_work=self.combine_work,
             lengths=list(self.p.lengths), n_targets=self.p.n_targets,
-            max_length=self.max_length,
+            max_size=self.max_length,
             source=program_source(f[0] if f else None), found_by=found_by,
             measured_length=_measured(f[0]) if f else None)

@@ -6,8 +6,9 @@ widths; ``select(K, Q, op)`` of a key row against every query row; aggregates of
 selectors over every value row (one batched matrix product for means, a masked reduction for
 max/min). Each family is cut into jobs for the worker threads and committed in emission order
 (``_Engine._families``). Functions of the engine record ``e``
-(:class:`analysis.prediction.search.engine._Engine`: ``e.lay`` the batch layout, ``e.store.rows`` /
-``e.store.sels`` the levels kept so far; emissions go through ``e._emit`` / ``e._prep``).
+(:class:`analysis.prediction.raspl_search.engine._Engine`: ``e.lay`` the batch layout,
+``e.store.rows`` / ``e.store.sels`` the levels kept so far; emissions go through ``e._emit`` /
+``e._prep``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ tokens, default, max|min)`` found top-down for the targets no constant gives. Th
 (Alur et al. 2017, divide and conquer) builds a decision list ``c1 ? t1 : (c2 ? t2 : ...)`` of
 enumerated terms and 0/1 conditions; a combined program is validated like any other and is an
 upper bound, not certified shortest. Functions of the engine record ``e``
-(:class:`analysis.prediction.search.engine._Engine`: its levels, layout and work counts).
+(:class:`analysis.prediction.raspl_search.engine._Engine`: its levels, layout and work counts).
 """
 
 from __future__ import annotations

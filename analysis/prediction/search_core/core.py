@@ -1,4 +1,4 @@
-"""The one search core both grammars run on: the certificate, the result, a round, the grammar
+"""The one search core both grammars run on: the problem, the certificate, a round, the grammar
 interface and the counterexample-guided loop (CEGIS; Solar-Lezama et al. 2006).
 
 A search asks for the smallest program of a grammar that reproduces a task's next-token
@@ -12,8 +12,8 @@ function of the task, the grammar, the budget and the code version, never of the
 
 The two grammars behind :class:`Grammar`:
 
-* RASP-L (:class:`analysis.prediction.search.driver.RaspLGrammar`): expressions of the RASP-L
-  search grammar, size = expression size (every operation at every use), unit = candidate
+* RASP-L (:class:`analysis.prediction.raspl_search.driver.RaspLGrammar`): expressions of the
+  RASP-L search grammar, size = expression size (every operation at every use), unit = candidate
   programs (plus the combination's work);
 * C-RASP (:class:`analysis.prediction.crasp_search.driver.CRaspGrammar`): Booleans and counts
   of C-RASP[] or C-RASP[periodic, local] in decision lists, size = C-RASP size, unit =
@@ -22,10 +22,11 @@ The two grammars behind :class:`Grammar`:
 Both grammars search one kind of problem, :class:`Problem` (examples as rows of program values,
 drawn from a task by :func:`task_problem`; a task's hard cases by :func:`hard_rows`, every
 short body by :func:`exhaustive_rows`). Each grammar encodes it in its own batch form (the
-RASP-L :class:`~analysis.prediction.search.problem.SearchProblem` arrays, the C-RASP
+RASP-L :class:`~analysis.prediction.raspl_search.problem.SearchProblem` arrays, the C-RASP
 ``_Batch``) and owns its refinement policy (how many counterexamples, how much of the budget a
-restart may take); :func:`cegis` owns the loop, the work count and the certificate. Found programs are IR s-ops printed as ``.rasp`` source by
-:func:`rasp.source.program_to_source` (:func:`program_source`).
+restart may take); :func:`cegis` owns the loop, the work count and the certificate. Found
+programs are IR s-ops printed as ``.rasp`` source by :func:`rasp.source.program_to_source`
+(:func:`program_source`); both grammars return one result type, :class:`.result.SearchResult`.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from rasp.source import program_to_source
 from tasks.base import next_token_examples
 
 __all__ = ["Problem", "SearchError", "task_problem", "hard_rows", "exhaustive_rows",
-           "Certificate", "Round", "Grammar", "Result", "Loop", "cegis", "program_source",
+           "Certificate", "Round", "Grammar", "Loop", "cegis", "program_source",
            "best_bound", "shortest_failing"]
 
 
@@ -298,31 +299,6 @@ class Grammar(Protocol):
     def round(self, left: int) -> Round: ...
 
     def refine(self, rnd: Round, spent: int, rounds: int) -> str | None: ...
-
-
-class Result(Protocol):
-    """What every search returns (:class:`~analysis.prediction.search.problem.SearchResult`,
-    :class:`~analysis.prediction.crasp_search.driver.CRaspResult`): whether a program was
-    found, the program (an IR s-op) and its ``.rasp`` source, its size in the grammar's
-    measure, the certificate, why it stopped, the work spent (``explored``, candidates) of
-    its ``budget``, the counterexamples added and the wall seconds (reported, never a
-    stopping rule)."""
-
-    found: bool
-    program: Any
-    source: str | None
-    certified_below: int | None
-    stopped: str
-    explored: int
-    budget: int | None
-    seconds: float
-    counterexamples_added: int
-
-    @property
-    def size(self) -> int | None: ...
-
-    @property
-    def certificate(self) -> Certificate: ...
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Bounded shortest-program search over RASP-L next-token programs, and the search core.
+"""The RASP-L grammar of the program search: bounded shortest-program search over RASP-L
+next-token programs, on the search core (:mod:`analysis.prediction.search_core`).
 
 The RASP-Generalization Conjecture (Zhou et al. 2023, arXiv 2310.16028, §3) predicts length
 generalization from the length of the *shortest* RASP-L program for a task's next-token
@@ -39,6 +40,8 @@ the RASP-L ``kqv``), ``max``, ``min`` and the constants as defaults; ``selector_
 derived from indices (selector widths included, as :mod:`rasp.analyses.raspl` rule 3 says) are only
 compared or shifted. The C-RASP grammars (Huang et al. §3) are a grammar of their own
 (:mod:`analysis.prediction.crasp_search`) on the same core; ``rasp search --mode crasp`` runs it.
+Both are reached through one entry point, :func:`analysis.prediction.search.search`
+(``grammar="raspl"`` runs this package).
 
 **Certificate.** "No program of size <= k in this grammar reproduces the next-token function on
 the search batch" — and so on every batch, since a correct program must reproduce this one.
@@ -62,13 +65,12 @@ only where their term is right. A combined program is validated like any other a
 
 **The package, one job per module** (imports one way, top to bottom):
 
-- :mod:`.core` — the search core both grammars run on (this package's RASP-L grammar and
-  :mod:`analysis.prediction.crasp_search`'s C-RASP grammar): :class:`~.core.Certificate`,
-  :class:`~.core.Round`, the :class:`~.core.Grammar` interface, the counterexample-guided
-  loop :func:`~.core.cegis`, and the problem both grammars search (:class:`~.core.Problem`,
-  drawn from a task by :func:`~.core.task_problem`).
-- :mod:`.problem` — :class:`SearchProblem` (the RASP-L batch form of a problem),
-  :class:`SearchResult`, the batch from examples or a task, checking a program against a problem, counterexample rows.
+- :mod:`analysis.prediction.search_core` (outside this package) — the search core both
+  grammars run on: the problem (:class:`~analysis.prediction.search_core.core.Problem`),
+  the certificate, a round, the grammar interface, the counterexample-guided loop and the one
+  result type (:class:`~analysis.prediction.search_core.result.SearchResult`).
+- :mod:`.problem` — :class:`SearchProblem` (the RASP-L batch form of a problem), the batch
+  from examples or a task, checking a program against a problem, counterexample rows.
 - :mod:`.storage` — two explicit records: the batch layout (:class:`~.storage.Layout`) and
   what the enumeration keeps (:class:`~.storage.Store`: levels of s-ops and selectors, the
   fingerprint seen-sets, bytes stored; :func:`~.storage.keep_sops`,
@@ -81,16 +83,16 @@ only where their term is right. A combined program is validated like any other a
 - :mod:`.engine` — ``_Engine``, the record of one round: emit / commit, IR nodes from
   recipes, the level loop; the three modules above are functions of it (no mixins).
 - :mod:`.driver` — the RASP-L grammar of the core (:class:`~.driver.RaspLGrammar`: a round, its
-  refinement policy), :func:`search` (the core's loop over it) and :func:`search_task`.
+  refinement policy) and :func:`~.driver.search_raspl` (the core's loop over it, on a task or
+  a batch).
 
 Found programs of both grammars are printed as ``.rasp`` source by
-:func:`rasp.source.program_to_source` (:func:`.core.program_source`).
+:func:`rasp.source.program_to_source` (:func:`analysis.prediction.search_core.program_source`).
 """
 
-from .core import Problem, task_problem
-from .driver import search, search_task
-from .problem import (INT8, SearchError, SearchProblem, SearchResult, matches_problem,
-                      problem_from_examples, problem_from_task, tree_size)
+from .driver import search_raspl
+from .problem import (INT8, SearchError, SearchProblem, matches_problem, problem_from_examples,
+                      problem_from_task, tree_size)
 
-__all__ = ["Problem", "task_problem", "SearchProblem", "SearchResult", "SearchError", "search", "search_task",
-           "matches_problem", "problem_from_examples", "problem_from_task", "tree_size", "INT8"]
+__all__ = ["SearchProblem", "SearchError", "search_raspl", "matches_problem",
+           "problem_from_examples", "problem_from_task", "tree_size", "INT8"]
