@@ -4,12 +4,15 @@ through the one interface."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 import tasks
 from analysis.prediction.budget import TIME_CAP_STOP
 from analysis.prediction.raspl_search import problem_from_examples, problem_from_task
-from analysis.prediction.search import SearchError, search
+from analysis.prediction.search import SearchError, cached_search, clear_search_cache, search
 from analysis.prediction.search_core.core import Certificate, Round, cegis, task_problem
 from rasp.analyses.crasp import check_crasp
 
@@ -126,3 +129,69 @@ def test_the_rasp_l_engine_has_no_c_rasp_mode():
     problem = problem_from_task(tasks.get_task("sort_unique"), range(1, 4), 1, 0)
     with pytest.raises(SearchError, match="grammar=\"crasp\""):
         search(problem, budget=1000, max_size=2, rules={"mode": "crasp"})
+
+
+ROOT = Path(__file__).resolve().parent.parent
+PRED = "analysis.prediction"
+
+
+def _imports(path: Path) -> set[str]:
+    """``module`` and ``module.name`` of every import in ``path`` (relative ones resolved)."""
+    pkg = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    if path.name != "__init__.py":
+        pkg = pkg.rpartition(".")[0]
+    out = set()
+    for n in ast.walk(ast.parse(path.read_text())):
+        if isinstance(n, ast.Import):
+            out |= {a.name for a in n.names}
+        elif isinstance(n, ast.ImportFrom):
+            base = pkg.split(".")[:len(pkg.split(".")) - n.level + 1] if n.level else []
+            mod = ".".join(base + ([n.module] if n.module else []))
+            out |= {mod} | {f"{mod}.{a.name}" for a in n.names}
+    return out
+
+
+def test_one_front_door_over_a_core_outside_both_grammars():
+    """The core imports neither grammar nor the entry; neither grammar imports the other or the
+    entry; outside the grammars only the entry (``analysis/prediction/search.py``) starts a
+    grammar's search (``search_raspl``, ``search_crasp``): every caller in the product goes
+    through ``search`` (``bench/bench_search.py`` times the RASP-L engine itself)."""
+    grammars = (f"{PRED}.raspl_search", f"{PRED}.crasp_search")
+    for f in (ROOT / "analysis" / "prediction" / "search_core").glob("*.py"):
+        bad = {m for m in _imports(f) if m.startswith(grammars + (f"{PRED}.search",))
+               and not m.startswith(f"{PRED}.search_core")}
+        assert not bad, (f.name, bad)
+    for own, other in (grammars, grammars[::-1]):
+        for f in (ROOT / Path(*own.split("."))).glob("*.py"):
+            bad = {m for m in _imports(f) if m.startswith(other)
+                   or m == f"{PRED}.search" or m.startswith(f"{PRED}.search.")}
+            assert not bad, (f, bad)
+    starts = []
+    for pkg in ("rasp", "tasks", "compiler", "analysis", "rasp_cli"):
+        for f in (ROOT / pkg).rglob("*.py"):
+            rel = f.relative_to(ROOT).as_posix()
+            if rel.startswith(("analysis/prediction/raspl_search/",
+                               "analysis/prediction/crasp_search/")):
+                continue
+            if any(m.endswith((".search_raspl", ".search_crasp")) for m in _imports(f)):
+                starts.append(rel)
+    assert starts == ["analysis/prediction/search.py"], starts
+
+
+def test_the_one_cache_keeps_a_search_and_forgets_it_when_cleared():
+    task = tasks.get_task("sort_unique")
+    clear_search_cache()
+    a = cached_search(task, "raspl", max_size=1, budget=2_000, progress=False)
+    assert cached_search(task, "raspl", max_size=1, budget=2_000, progress=True) is a
+    assert cached_search(task, "raspl", max_size=1, budget=3_000) is not a
+    clear_search_cache()
+    assert cached_search(task, "raspl", max_size=1, budget=2_000) is not a
+    clear_search_cache()
+
+
+def test_the_entry_refuses_an_unknown_grammar_and_a_batch_for_c_rasp():
+    problem = problem_from_task(tasks.get_task("sort_unique"), range(1, 3), 1, 0)
+    with pytest.raises(SearchError, match="unknown search grammar"):
+        search(problem, "rasp")
+    with pytest.raises(SearchError, match="give it a task"):
+        search(problem, "crasp")
