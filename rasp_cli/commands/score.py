@@ -1,6 +1,7 @@
 """`rasp score [TASK...] [--task-file FILE.py] [--regex PATTERN] [--pe PE|all] [--json]
 [--search] [--search-budget N] [--crasp-budget N] [--search-time-cap S] [--max-length N]
-[--samples K] [--program FILE [--name NAME]] [--register FILE.json]`: the length-generalization predictor
+[--samples K] [--program FILE [--name NAME]] [--register FILE.json [--runs DIR]]`: the
+length-generalization predictor
 (``analysis.prediction.predict``) for each task (or one program of your own on one task's
 format), per positional encoding.
 
@@ -24,24 +25,34 @@ program, so the searches run by default with the default work budgets (``--no-se
 ``--program FILE --name NAME``, your own program, is evidence; ``--program`` adds it to the
 searches' evidence otherwise).
 
-``--register FILE.json`` writes the predictions with the code commit, the budgets, each task
-file's sha256 and the time (``analysis.prediction.registered``), before any run exists;
+``--register FILE.json`` writes the predictions with the code commit (only from a clean tree;
+else "uncommitted changes" and the sha256 of ``git diff HEAD``), the budgets, each task's
+source (a task file's sha256, a regular expression) and the time
+(``analysis.prediction.registered``), and prints one sha256 over the whole file to publish or
+commit; it refuses a (task, PE) whose runs already exist under ``--runs DIR`` (default runs/).
 ``rasp validate-predictor --registered FILE.json`` later checks runs against them as written.
+
+A prediction names the training protocol it assumes: a learned APE's theories (RASP-L,
+C-RASP[periodic, local]) assume random position offsets -- a ``conditions:`` line in the
+table, the ``theory`` sentence and ``assumes`` in the JSON and the registration.
 
 ``--json`` prints one object per task and PE (``Prediction.to_dict``): ``prediction``,
 ``theory``, ``verdict_evidence`` (per theory: ``kind`` program / certificate / impossibility /
 none, ``detail``, ``size``, ``certified_below``, ``source``, ``verified_up_to``),
-``theories``, ``disagreement``, ``size``, ``size_lower_bound``, ``size_upper_bound``,
-``rasp_l``, ``verdict`` (the RASP-L status of the program used), ``length`` and the other
-measures, ``violations``, ``paper``, ``search``, ``crasp``.
+``theories``, ``assumes`` (the training protocol the theories need, e.g.
+``{"position_offsets": "random"}``, or null), ``disagreement``, ``size``, ``size_lower_bound``,
+``size_upper_bound``, ``rasp_l``, ``verdict`` (the RASP-L status of the program used),
+``length`` and the other measures, ``violations``, ``paper``, ``search``, ``crasp``.
 
 Exit codes: 0 printed; 2 bad input (unknown task: the message lists the known ones; a part-B
-sequence program; a broken task file: one line naming FILE:LINE).
+sequence program; a broken task file: one line naming FILE:LINE; ``--register`` of a cell whose
+runs exist).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 
 from rasp_cli.common import (UsageError, add_search_args, add_task_source_args, load_program,
@@ -90,8 +101,13 @@ def add_arguments(p) -> None:
                         f"RASP-L and {DEFAULT_CRASP_BUDGET:,} candidate Booleans and counts "
                         "per C-RASP search: about a minute per task on 2 cores)")
     p.add_argument("--register", metavar="FILE.json", default=None,
-                   help="register the predictions in FILE.json (code commit, budgets, each "
-                        "task file's sha256, time) for `rasp validate-predictor --registered`")
+                   help="register the predictions in FILE.json (code commit from a clean "
+                        "tree, budgets, each task's source and sha256, time; one sha256 over "
+                        "the file, printed to publish) for `rasp validate-predictor "
+                        "--registered`; refused for a task and PE whose runs exist in --runs")
+    p.add_argument("--runs", default="runs", metavar="DIR",
+                   help="with --register: the runs root the checks will train into (default "
+                        "runs/); a task and PE with runs there is not registered")
 
 
 #: the text table's columns, printed under it
@@ -148,6 +164,11 @@ def run(args) -> int:
         raise UsageError("--name needs --program FILE")
     if args.program and len(resolved) != 1:
         raise UsageError("--program scores one program: give exactly one TASK")
+    if args.register:
+        # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
+        from analysis.prediction.registered import refuse_existing_runs
+        # before the (slower) predictions: a cell trained already cannot be predicted blind
+        refuse_existing_runs(args.runs, [(t.name, pe) for t in resolved for pe in pes])
     preds = []
     for t in resolved:
         try:
@@ -179,13 +200,19 @@ def run(args) -> int:
                                              progress=not args.json, pe=pe))
         except PredictError as e:
             raise UsageError(str(e)) from None
+    doc = None
     if args.register:
         # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
         from analysis.prediction.registered import write_registration
-        write_registration(args.register, preds, resolved, found,
-                           getattr(args, "command_line", None))
+        doc = write_registration(args.register, preds, resolved, found,
+                                 getattr(args, "command_line", None))
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
+    from analysis.prediction.theories import PROTOCOL, PROTOCOL_SENTENCE
     if args.json:
-        print(json.dumps([p.to_dict() for p in preds]))
+        print(json.dumps([{**p.to_dict(), "assumes": {"position_offsets": PROTOCOL[p.pe]}
+                           if p.pe in PROTOCOL else None} for p in preds]))
+        if doc is not None:
+            _print_registered(args.register, preds, doc, file=sys.stderr)
         return 0
     print(f"{'task':22s} {'pe':14s} {'size [lo]':>9s} {'program':8s} {'RASP-L':28s} "
           f"{'prediction':18s} {'Zhou et al.':17s} agree")
@@ -196,6 +223,8 @@ def run(args) -> int:
                   + (p.program if p.program_source != "search" else "below"))
         if not p.theories:
             print(f"{'':26s}theory: {p.theory}")
+        elif p.pe in PROTOCOL_SENTENCE:
+            print(f"{'':26s}conditions: {PROTOCOL_SENTENCE[p.pe]}")
         for th in (p.theories or {}).values():
             print(f"{'':26s}{th['theory']}: {th.get('label', th['prediction'])} - "
                   f"{th['reason']}")
@@ -225,6 +254,22 @@ def run(args) -> int:
                         print(f"{'':28s}{line}")
     print()
     print(textwrap.fill(LEGEND, width=100))
-    if args.register:
-        print(f"\nregistered {len(preds)} prediction(s) in {args.register}")
+    if doc is not None:
+        print()
+        _print_registered(args.register, preds, doc)
     return 0
+
+
+def _print_registered(path, preds, doc, file=None) -> None:
+    """What a registration is: the count, the sha256 to publish and the code it names."""
+    code = doc["code"]
+    print(f"registered {len(preds)} prediction(s) in {path}\nsha256 {doc['sha256']}: "
+          f"publish or commit it; `rasp validate-predictor --registered {path} "
+          f"--registered-sha256 {doc['sha256']}` refuses any other file", file=file)
+    if code["state"] == "clean":
+        print(f"code: commit {code['head']}", file=file)
+    else:
+        print(f"code: {code['state']}"
+              + (f" on {code['head'][:12]} (git diff HEAD sha256 {code['diff_sha256']}; "
+                 f"{code['untracked']} untracked file(s)): no commit recorded; commit the code "
+                 "first for a registration that names it" if code["head"] else ""), file=file)

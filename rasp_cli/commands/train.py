@@ -12,11 +12,18 @@ interrupted one resumes. ``--grid`` trains every task x PE x seed with the grid 
 a table of mean ID and OOD exact match (mean over seeds). Exit codes: 0 done, 1 a run of the
 grid failed or was left by the budget, 2 bad input (unknown task / PE / setting, unreachable
 cluster, a run directory holding another configuration without ``--force``).
+
+A learned APE (``--pe ape_learned``) trained without random position offsets (every preset but
+``demo_random_offsets`` unless ``--set position_offsets=random``) gets one warning line on
+stderr (:func:`offsets_warning`): the RASP-L and C-RASP[periodic, local] theories -- every
+prediction for that PE, registered ones included -- assume random offsets, so checks of such
+runs (``rasp validate-predictor``) get "no theory".
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from rasp_cli.common import (MAX_THREADS, PE_HELP, UsageError, add_device_option,
@@ -103,6 +110,29 @@ def format_grid(results) -> str:
     return "\n".join(lines)
 
 
+def offsets_warning(pes, preset: str, overrides: dict) -> str | None:
+    """The warning line for runs of a PE whose theories assume a training protocol
+    (:data:`analysis.prediction.theories.PROTOCOL`: a learned APE, random position offsets)
+    that ``preset`` with ``overrides`` does not use; None when every PE is trained as its
+    theories assume, or when the settings are invalid (training then says why)."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
+    from analysis.prediction.theories import PROTOCOL
+    from analysis.training import configs
+    try:
+        _, tr = configs.resolve(preset, overrides)
+    except (configs.ConfigError, TypeError, ValueError):
+        return None
+    off = [pe for pe in dict.fromkeys(pes) if PROTOCOL.get(pe, tr.position_offsets)
+           != tr.position_offsets]
+    if not off:
+        return None
+    return (f"warning: {', '.join(off)} trained with position_offsets="
+            f"{tr.position_offsets}: the RASP-L and C-RASP[periodic, local] theories (Zhou et "
+            "al. 2023; Huang et al. 2025) assume random position offsets, so checks of these "
+            "runs get 'no theory'; train with --preset demo_random_offsets or --set "
+            "position_offsets=random")
+
+
 def check_train_options(args) -> None:
     """``rasp train``'s own numbers, checked before a run directory is created: ``--seed``
     0..2^32-1, ``--steps`` and ``--train-max-len`` >= 1, ``--threads`` 1..MAX_THREADS."""
@@ -140,6 +170,9 @@ def run(args) -> int:
     overrides = parse_overrides(args.set)
     check_train_options(args)
     seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
+    warning = offsets_warning(pes, args.preset, overrides)
+    if warning:
+        print(warning, file=sys.stderr)
     several = len(pes) > 1 or len(seeds) > 1 or len(tasks) > 1
     # only task files (no TASK to put after --grid): several PEs or seeds are their grid
     grid = bool(args.grid) or (several and bool(own) and not args.task)

@@ -1,6 +1,7 @@
 """`rasp validate-predictor [TASK...] [--pe PE ...] [--seeds 0-4] [--preset P] [--steps S]
 [--runs DIR] [--search] [--search-budget N] [--crasp-budget N] [--task-file FILE.py]
-[--regex PATTERN] [--registered FILE.json] [--protocol-lengths] [--json]`: predictions checked
+[--regex PATTERN] [--registered FILE.json [--registered-sha256 HEX]] [--protocol-lengths]
+[--json]`: predictions checked
 against our own training.
 
 For each task and positional encoding: the prediction (``analysis.prediction.predict``, per PE), the models
@@ -17,11 +18,15 @@ quick preset.
 Tasks of your own: ``--task-file FILE.py`` / ``--regex PATTERN`` (``rasp score --help``).
 ``--registered FILE.json`` (from ``rasp score --register``) checks the runs against the
 predictions as written there -- never recomputed -- for its tasks and PEs (or the TASKs and
-``--pe`` given, which it must hold), and refuses (exit 2) when a task file changed since;
-predictions on tasks outside the catalogue are counted apart.
+``--pe`` given, which it must hold), and refuses (exit 2) when a task file changed since, when
+the file was edited after it was written (its recorded sha256; ``--registered-sha256``: the
+one published) -- a registration written before hashes is "registered before hashes; not
+checkable"; after the table it says when the registration first appeared in git and whether
+that precedes the creation of every run checked (``analysis.prediction.registered.provenance``;
+JSON: ``"registration"``). Predictions on tasks outside the catalogue are counted apart.
 
 Exit codes: 0 printed; 2 bad input (unknown task or PE, bad numbers, a broken task file, a
-registration file that does not match its task files).
+registration file that does not match its task files or its sha256).
 """
 
 from __future__ import annotations
@@ -66,6 +71,9 @@ def add_arguments(p) -> None:
                         "(`rasp score --register`) as written; refused when a task file "
                         "changed since. A task file it names is loaded only when named again "
                         "with --task-file (or with --trust-task-files): " + TASK_FILE_WARNING)
+    p.add_argument("--registered-sha256", metavar="HEX", default=None,
+                   help="the sha256 `rasp score --register` printed (published or committed): "
+                        "--registered is refused when its file has another")
     p.add_argument("--trust-task-files", action="store_true",
                    help="load the task files --registered names without naming them again: "
                         + TASK_FILE_WARNING)
@@ -91,6 +99,8 @@ def run(args) -> int:
     from analysis.training.trainer import RunDirError, TrainingError
     from analysis.training.grid import GridError
     from analysis.prediction.validate import format_validation, validate
+    if args.registered_sha256 and not args.registered:
+        raise UsageError("--registered-sha256 checks the file of --registered FILE.json")
     found = search_settings(args, args.tasks)
     own = [t.name for t in tasks_from_args(args)]
     registered = None
@@ -135,10 +145,19 @@ def run(args) -> int:
                        log=None if args.json else (lambda m: print(m, file=sys.stderr)))
     except (TrainingError, RunDirError, PredictError, GridError, ClaimError) as e:
         raise UsageError(str(e)) from None
+    if registered is not None:
+        # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
+        from analysis.prediction.registered import format_provenance, provenance
+        out["registration"] = provenance(args.registered,
+                                         [d for r in out["rows"] for d in r["run_dirs"]],
+                                         args.registered_sha256)
     if args.json:
         print(json.dumps(out))
     else:
         print(format_validation(out))
+        if registered is not None:
+            print()
+            print("\n".join(format_provenance(out["registration"])))
     return 0
 
 
@@ -151,7 +170,7 @@ def _registered(args, found) -> tuple[dict, list, list]:
     if found["search"]:
         raise UsageError("--registered checks the predictions as written in the file; "
                          "--search / --search-budget / --crasp-budget would recompute them")
-    doc = read_registration(args.registered)
+    doc = read_registration(args.registered, args.registered_sha256)
     names = [t.name for t in registered_tasks(doc, args.task_file or (),
                                               trust=args.trust_task_files,
                                               where=args.registered)]
