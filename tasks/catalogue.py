@@ -80,13 +80,20 @@ TASK_SOURCES_ENV = "RASP_TASK_SOURCES"
 _USER: dict[str, Task] = {}
 
 
-def task_from_source(spec: dict) -> Task:
+def task_from_source(spec: dict, check_sha256: bool = False) -> Task:
     """The task a :func:`task_source` record describes (a task file is loaded: its code
-    runs). Raises TaskFileError / UnknownTaskError."""
+    runs). ``check_sha256``: a task file must still have the record's ``sha256`` (it did not
+    change since the record was made). Raises TaskFileError / UnknownTaskError."""
     # breaks an import cycle: .custom imports this module
-    from .custom import load_task_file, regex_task
+    from .custom import TaskFileError, load_task_file, regex_task
     if "task_file" in spec:
-        return load_task_file(spec["task_file"])
+        task = load_task_file(spec["task_file"])
+        want = spec.get("sha256")
+        if check_sha256 and want is not None and task.sha256 != want:
+            raise TaskFileError(f"{spec['task_file']}: changed since its runs were planned "
+                                f"(sha256 {want[:12]}..., now {task.sha256[:12]}...); "
+                                "plan the runs again")
+        return task
     if "regex" in spec:
         return regex_task(spec["regex"], spec.get("format", "membership"),
                           list(spec["alphabet"]) if spec.get("alphabet") else None,

@@ -45,6 +45,7 @@ import socket
 import subprocess
 import sys
 import time
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -53,9 +54,11 @@ from analysis.training import runs as _runs
 from analysis.training import stacked, trainer
 from rasp_model.positional import PE_NAMES
 from rasp.errors import RASPError
+from tasks.custom import task_source
 from rasp.repl.progress import progress_bar
 
 __all__ = ["GridRun", "GridResult", "GridReport", "GridError", "run_grid", "check_runs",
+           "with_source",
            "connect", "priority", "train_pending", "auto_stack", "plan_jobs", "GPU_STACK",
            "parse_address", "DEFAULT_GPUS_PER_RUN", "CONNECT_TIMEOUT_S", "WAIT_S"]
 
@@ -83,7 +86,11 @@ class GridError(RASPError, RuntimeError):
 class GridRun:
     """One run of a grid: the arguments of :func:`analysis.training.trainer.train`.
 
-    ``task`` is a task name (or a task object, for ``serial=True`` only); ``overrides`` are
+    ``task`` is a task name (or a task object, for ``serial=True`` only); ``source`` is where a
+    task outside the catalogue comes from (:func:`tasks.custom.task_source`: a task file with its
+    sha256, a regular expression), set by :func:`run_grid` so that a worker loads the task from
+    the record itself (:meth:`load_task`) — on a cluster node that never saw the driver's
+    registrations or environment; ``overrides`` are
     ``config_overrides`` (flat model / training settings, :mod:`analysis.training.configs`); ``run_dir``
     defaults to ``runs_root/<task>/<pe>/seed<k>[-<preset>]``; ``tag`` is free text shown in the
     summary (e.g. a sweep configuration).
@@ -98,6 +105,16 @@ class GridRun:
     train_max_len: int | None = None
     run_dir: str | None = None
     tag: str = ""
+    source: dict | None = None
+
+    def load_task(self):
+        """The run's task: from :attr:`source` when set (a task file is loaded and must still
+        have the recorded sha256), else :attr:`task` (a catalogue name or a task object).
+
+        Raises:
+            analysis.training.trainer.TrainingError: unknown task, or a task file that changed
+                or no longer loads."""
+        return trainer.resolve_task(self.source if self.source is not None else self.task)
 
     @property
     def task_name(self) -> str:
@@ -218,7 +235,7 @@ def _train_one(run: GridRun, run_dir: str, device: str, threads: int, force: boo
     Executed by a Ray worker (or in-process with ``serial=True``); exceptions propagate to the
     driver, which reports them with the run directory."""
     resumed = _runs.has_checkpoint(run_dir)
-    res = trainer.train(run.task, run.pe, seed=run.seed, steps=run.steps,
+    res = trainer.train(run.load_task(), run.pe, seed=run.seed, steps=run.steps,
                          train_max_len=run.train_max_len, out_dir=run_dir, device=device,
                          config_overrides=dict(run.overrides) or None, progress=False,
                          preset=run.preset, force=force, threads=threads, verbose=False)
@@ -233,7 +250,7 @@ def _train_job(job: list, device: str, threads: int, force: bool) -> list[dict]:
     (:func:`analysis.training.stacked.train_group`, a member's error is its own entry
     ``{"status": "failed", "error"}``). Executed by a Ray worker or in-process."""
     run0 = job[0][0]
-    task = trainer.resolve_task(run0.task)
+    task = run0.load_task()
     specs = [trainer.resolve_spec(task, r.pe, r.seed, r.preset, r.steps, r.train_max_len,
                                   dict(r.overrides) or None) for r, _ in job]
     # one run alone: the single-model loop, except on CUDA, where a stack of one takes the
@@ -276,7 +293,7 @@ def plan_jobs(runs: Sequence[GridRun], todo: Sequence[int], stack: int,
     for i in todo:
         r = runs[i]
         try:
-            task = trainer.resolve_task(r.task)
+            task = r.load_task()
             key = stacked.stack_key(trainer.resolve_spec(task, r.pe, r.seed, r.preset, r.steps,
                                                          r.train_max_len,
                                                          dict(r.overrides) or None))
@@ -297,10 +314,26 @@ def _reuse_in_driver(run: GridRun, run_dir: Path) -> _runs.RunResult | None:
     run has the same configuration and returns it without training); None if not finished."""
     if not _runs.is_finished(run_dir):
         return None
-    return trainer.train(run.task, run.pe, seed=run.seed, steps=run.steps,
+    return trainer.train(run.load_task(), run.pe, seed=run.seed, steps=run.steps,
                           train_max_len=run.train_max_len, out_dir=run_dir,
                           config_overrides=dict(run.overrides) or None, progress=False,
                           preset=run.preset, verbose=False)
+
+
+def with_source(run: GridRun) -> GridRun:
+    """``run`` carrying its task's source record (:attr:`GridRun.source`) when the task is
+    outside the catalogue (a task file, a regular expression), resolved here in the driver;
+    a catalogue task's run, or one whose task does not resolve (it fails where it trains, with
+    the error), unchanged."""
+    if run.source is not None:
+        return run
+    try:
+        task = run.load_task()
+    except (trainer.TrainingError, RASPError):
+        return run                 # the run fails where it trains, with the error (as before)
+    if getattr(task, "spec", None) is None:
+        return run
+    return dataclasses.replace(run, source=task_source(task))
 
 
 # ------------------------------------------------------------------------------------------
@@ -544,6 +577,7 @@ def run_grid(runs: Sequence[GridRun], runs_root: str | os.PathLike = "runs",
         raise GridError(f"num_gpus per run must be a fraction in (0, 1] or a whole number, "
                         f"got {num_gpus}")
     dirs = [str(r.directory(runs_root)) for r in runs]
+    runs = [with_source(r) for r in runs]     # workers load tasks from these records
     if len(set(dirs)) != len(dirs):
         dup = next(d for d in dirs if dirs.count(d) > 1)
         raise GridError(f"two runs of the grid write the same run directory {dup}")

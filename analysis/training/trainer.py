@@ -82,14 +82,17 @@ class TrainingError(RASPError, ValueError):
 
 
 def resolve_task(task_or_name):
-    """A task object from a name (``tasks.get_task``) or the object itself.
+    """A task object from a name (``tasks.get_task``), a source record
+    (:func:`tasks.catalogue.task_from_source`, a task file's sha256 checked), or the object.
 
-    Raises :class:`TrainingError` listing the known tasks for an unknown name."""
-    if not isinstance(task_or_name, str):
+    Raises :class:`TrainingError`: an unknown name, a task file that changed or fails."""
+    if not isinstance(task_or_name, (str, dict)):
         return task_or_name
     try:
+        if isinstance(task_or_name, dict):
+            return tasks.catalogue.task_from_source(task_or_name, check_sha256=True)
         return tasks.get_task(task_or_name)
-    except tasks.UnknownTaskError as e:
+    except (tasks.UnknownTaskError, tasks.TaskFileError) as e:
         raise TrainingError(str(e.args[0]) if e.args else f"unknown task {task_or_name!r}") \
             from None
 
