@@ -377,6 +377,21 @@ print(json.dumps(out))
 """
 
 
+def _write_loop_json(a, name: str, task: str, pe: str, rows: list) -> int:
+    """Write ``rows`` of a child-process benchmark (``--loop``, ``--train-lengths``) with the
+    settings and the machine to ``bench/results/<name>``; 0."""
+    out = Path(a.out).with_name(name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"task": task, "pe": pe, "preset": a.preset, "steps": a.steps,
+                               "reps": a.reps, "machine": {"cpu": cpu_model(),
+                                                           "cores": os.cpu_count(),
+                                                           "torch": torch.__version__,
+                                                           "load_avg": os.getloadavg()},
+                               "rows": rows}, indent=2))
+    print(f"wrote {out}")
+    return 0
+
+
 def lengths_main(a) -> int:
     """``--train-lengths 10,60`` (issue 47 item 4): the real trainer (:func:`trainer.train`, the
     ``--loop`` child) at each maximum training length, side by side in one run, alternating the
@@ -414,16 +429,7 @@ def lengths_main(a) -> int:
         print(f"| 1..{row['train_max_len']} | {row['cpu_s_per_step'] * 1000:.1f} | "
               f"{row['eval_cpu_s']:.1f} | {row['runs_per_cpu_hour']:.1f} | "
               f"{row['ratio_to_first']:.2f} |", flush=True)
-    out = Path(a.out).with_name("training_lengths.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"task": task, "pe": pe, "preset": a.preset, "steps": a.steps,
-                               "reps": a.reps, "machine": {"cpu": cpu_model(),
-                                                           "cores": os.cpu_count(),
-                                                           "torch": torch.__version__,
-                                                           "load_avg": os.getloadavg()},
-                               "rows": rows}, indent=2))
-    print(f"wrote {out}")
-    return 0
+    return _write_loop_json(a, "training_lengths.json", task, pe, rows)
 
 
 def loop_main(a) -> int:
@@ -477,16 +483,7 @@ def loop_main(a) -> int:
             print(f"{row['root']} / {base['root']}: separate "
                   f"{row['ratio_separate_to_first']:.3f}"
                   + (f", stacked {row['ratio_stacked_to_first']:.3f}" if a.stack else ""))
-    out = Path(a.out).with_name("training_loop.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"task": task, "pe": pe, "preset": a.preset, "steps": a.steps,
-                               "reps": a.reps, "machine": {"cpu": cpu_model(),
-                                                           "cores": os.cpu_count(),
-                                                           "torch": torch.__version__,
-                                                           "load_avg": os.getloadavg()},
-                               "rows": rows}, indent=2))
-    print(f"wrote {out}")
-    return 0
+    return _write_loop_json(a, "training_loop.json", task, pe, rows)
 
 
 if __name__ == "__main__":
