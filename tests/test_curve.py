@@ -34,6 +34,7 @@ def test_curve_recovers_a_known_transition(tmp_path, capsys):
         assert cfg["train"]["train_max_len"] == L
     assert json.loads((out / "curve.json").read_text())["shortest"] == {"nope": 8}
     assert (out / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "- nope: 8" in (out / "curve.md").read_text()
     # a second call reuses every finished run (no training): same numbers
     assert main(argv) == 0
     again = json.loads(capsys.readouterr().out)

@@ -216,7 +216,7 @@ def curve_figure(curve: dict, path: str | os.PathLike | None, title: str = "") -
     ax.set_xlabel("maximum training length L (trained on 1..L)")
     ax.set_ylabel("OOD exact match (L+1..2L)")
     ax.set_ylim(-0.03, 1.03)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xticks(sorted(curve["lengths"]))            # the lengths trained, and only those
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.set_title(title or f"{curve['task']}: training-length curve", fontsize=10)
