@@ -281,6 +281,29 @@ def parse_pes(text):
     return pes
 
 
+PE_PRESET_HELP = ("another training preset for one PE (repeatable), e.g. --pe-preset "
+                  "ape_learned=demo_random_offsets: the random position offsets the theories "
+                  "for a learned APE assume, as the main job trains it")
+
+
+def parse_pe_presets(items) -> dict:
+    """``--pe-preset PE=PRESET`` items as ``{pe: preset}``; :class:`UsageError` naming the
+    item when it is not ``PE=PRESET`` with a known PE and training preset."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
+    from analysis.training.configs import TRAIN_PRESETS
+    from rasp_model.positional import PE_NAMES
+    out = {}
+    for item in items or ():
+        pe, sep, preset = item.partition("=")
+        pe, preset = pe.strip(), preset.strip()
+        if not sep or pe not in PE_NAMES or preset not in TRAIN_PRESETS:
+            raise UsageError(f"--pe-preset {item!r}: expected PE=PRESET with PE one of "
+                             f"{', '.join(PE_NAMES)} and PRESET one of "
+                             f"{', '.join(TRAIN_PRESETS)}")
+        out[pe] = preset
+    return out
+
+
 def parse_overrides(items) -> dict:
     """``--set KEY=VALUE`` items as a dict: each value read as JSON, else kept as the string
     (``act=gelu``); :class:`UsageError` without ``=`` or for a value nested too deeply."""

@@ -59,6 +59,7 @@ class ValidationRow:
     run_dirs: list = field(default_factory=list)
     registered: bool = False
     in_catalogue: bool = True
+    threshold: float | None = None
 
     def to_dict(self) -> dict:
         return {"task": self.task, "pe": self.pe, "prediction": self.prediction,
@@ -68,12 +69,14 @@ class ValidationRow:
                 "seeds": self.seeds, "id_em": self.id_em, "ood_em": self.ood_em,
                 "ood_mean": self.ood_mean, "ood_ci95": self.ood_ci, "measured": self.measured,
                 "label": self.label, "reason": self.reason, "run_dirs": self.run_dirs,
-                "registered": self.registered, "in_catalogue": self.in_catalogue}
+                "registered": self.registered, "in_catalogue": self.in_catalogue,
+                "threshold": self.threshold}
 
 
 def measure(records, prediction: str, regime=None
-            ) -> tuple[str, str, str, float | None, tuple | None]:
-    """``(measured, label, reason, mean OOD EM, 95% interval)`` of the runs of one (task, PE)
+            ) -> tuple[str, str, str, float | None, tuple | None, float]:
+    """``(measured, label, reason, mean OOD EM, 95% interval, OOD threshold)`` of the runs of
+    one (task, PE)
     (:class:`analysis.evidence.claims.RunRecord`, one per seed) against ``prediction``, by
     :func:`analysis.evidence.claims.prediction_claim` (module docstring), inside or outside
     the task's ``regime`` (:class:`tasks.base.Regime`; None: the paper states none).
@@ -89,7 +92,7 @@ def measure(records, prediction: str, regime=None
     ci = pe_numbers["ci"]
     ci = None if any(c != c for c in ci) else (round(ci[0], 4), round(ci[1], 4))
     return (claim.numbers["measured"], claim.label, claim.reason,
-            float(np.mean(oods)) if oods else None, ci)
+            float(np.mean(oods)) if oods else None, ci, claim.numbers["thresholds"]["ood"])
 
 
 def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int],
@@ -195,15 +198,15 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
                             position_offsets=records[0].protocol)
                 pred = {"prediction": p.prediction, "prediction_label": p.prediction_label,
                         "theories": p.theories, "in_catalogue": True}
-            measured, label, reason, mean, ci = measure(records, pred["prediction"],
-                                                        regimes[name])
+            measured, label, reason, mean, ci, threshold = measure(
+                records, pred["prediction"], regimes[name])
             row = ValidationRow(task=name, pe=pe, prediction=pred["prediction"],
                                 prediction_label=pred["prediction_label"],
                                 theories=pred["theories"], seeds=list(seeds), id_em=ids,
                                 ood_em=oods, ood_mean=mean, ood_ci=ci, measured=measured,
                                 label=label, reason=reason, run_dirs=dirs,
                                 registered=registered is not None,
-                                in_catalogue=pred["in_catalogue"])
+                                in_catalogue=pred["in_catalogue"], threshold=threshold)
             if log:
                 log(f"{name} {pe}: predicted {row.prediction_label}, measured {measured} "
                     f"-> {row.label}")

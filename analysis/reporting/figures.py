@@ -24,7 +24,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from rasp_model.positional import PE_LABELS, PE_NAMES  # noqa: E402
 from rasp_model.files import atomic_write  # a planted link at the PNG is never followed
 
-__all__ = ["PE_COLORS", "accuracy_figure", "curve_figure", "accuracy_bands", "heatmap_figure",
+__all__ = ["PE_COLORS", "accuracy_figure", "claims_figure", "curve_figure", "accuracy_bands", "heatmap_figure",
            "distance_chart", "layer_diagram", "save", "text_px", "wrap_label"]
 
 #: PNG text key under which :func:`save` records the smallest font size of a figure, in the
@@ -220,6 +220,50 @@ def curve_figure(curve: dict, path: str | os.PathLike | None, title: str = "") -
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.set_title(title or f"{curve['task']}: training-length curve", fontsize=10)
+    return _done(fig, path)
+
+
+def claims_figure(rows: Sequence[dict], path: str | os.PathLike | None) -> str:
+    """Predictions checked against runs (``rasp validate-predictor -o``): one panel per task,
+    one column per PE with its seeds' OOD exact match as dots, the mean with the bootstrap
+    95% interval over seeds as a bar, the claims rule's threshold dashed, and under each
+    column the prediction, the measured outcome and the label (supported / contradicted /
+    inconclusive).
+
+    Args:
+        rows: :meth:`analysis.prediction.validate.ValidationRow.to_dict` records: ``{"task",
+            "pe", "prediction_label", "ood_em" (per seed), "ood_mean", "ood_ci95",
+            "measured", "label", "threshold"}``.
+        path: PNG path (None: return the matplotlib figure).
+    """
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    n_pe = max([sum(1 for r in rows if r["task"] == t) for t in tasks] + [1])
+    fig, axes = plt.subplots(1, max(1, len(tasks)), squeeze=False,
+                             figsize=(max(3.4, 2.3 * n_pe) * max(1, len(tasks)), 3.9))
+    for ax, task in zip(axes[0], tasks):
+        mine = [r for r in rows if r["task"] == task]
+        for x, r in enumerate(mine):
+            color = PE_COLORS.get(r["pe"])
+            seeds = [v for v in r["ood_em"] if v is not None]
+            ax.scatter([x] * len(seeds), seeds, s=16, color=color, alpha=0.6, lw=0,
+                       zorder=3)
+            if r.get("ood_mean") is not None:
+                ci = r.get("ood_ci95")
+                err = None if not ci else [[r["ood_mean"] - ci[0]], [ci[1] - r["ood_mean"]]]
+                ax.errorbar([x + 0.18], [r["ood_mean"]], yerr=err, fmt="o", ms=5,
+                            color=color, capsize=4, lw=1.4, zorder=4)
+            if r.get("threshold") is not None:
+                ax.plot([x - 0.35, x + 0.35], [r["threshold"]] * 2, color="#555555", ls="--",
+                        lw=1)
+        ax.set_xticks(range(len(mine)))
+        ax.set_xticklabels([f"{PE_LABELS.get(r['pe'], r['pe'])}\npredicted "
+                            f"{r['prediction_label']}\nmeasured {r['measured']}\n"
+                            f"-> {r['label']}" for r in mine], fontsize=8)
+        ax.set_xlim(-0.6, len(mine) - 0.4)
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_ylabel("OOD exact match per seed")
+        ax.grid(alpha=0.3, axis="y")
+        ax.set_title(f"{task}: predictions vs runs (dashed: threshold)", fontsize=10)
     return _done(fig, path)
 
 

@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 from rasp_cli.common import (PE_HELP, UsageError, add_task_source_args, output_dir,
-                             parse_overrides, parse_pes, parse_seeds, tasks_from_args,
-                             whole_number)
+                             parse_overrides, parse_pe_presets, parse_pes, parse_seeds,
+                             tasks_from_args, whole_number)
 
 #: the one-line help of `rasp curve` (shown by `rasp --help` without importing the command)
 HELP = 'OOD exact match vs training length per PE; the shortest length that generalizes'
@@ -72,19 +72,11 @@ def add_arguments(p) -> None:
 
 
 def _pe_presets(args) -> dict:
-    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
-    from analysis.training.configs import TRAIN_PRESETS
-    from rasp_model.positional import PE_NAMES
+    """``--pe-preset`` items; none given: a learned APE with random offsets under the demo
+    preset (the protocol its theories assume)."""
     if args.pe_preset is None:
         return {"ape_learned": "demo_random_offsets"} if args.preset == "demo" else {}
-    out = {}
-    for item in args.pe_preset:
-        pe, sep, preset = item.partition("=")
-        if not sep or pe not in PE_NAMES or preset not in TRAIN_PRESETS:
-            raise UsageError(f"--pe-preset {item!r}: expected PE=PRESET with PE one of "
-                             f"{', '.join(PE_NAMES)} and PRESET one of {', '.join(TRAIN_PRESETS)}")
-        out[pe] = preset
-    return out
+    return parse_pe_presets(args.pe_preset)
 
 
 def run(args) -> int:

@@ -58,6 +58,11 @@ import textwrap
 from rasp_cli.common import (UsageError, add_search_args, add_task_source_args, load_program,
                              parse_pes, search_settings, tasks_from_args)
 
+#: how to read a printed C-RASP program (Huang et al. 2025's next-token form)
+CRASP_READING = ("(the output at position i is the token x of the first line NEXT_x whose "
+                 "condition holds, else the 'otherwise' token; #[j<=i] P(j) counts the "
+                 "positions j <= i where P holds)")
+
 #: the one-line help of `rasp score` (shown by `rasp --help` without importing the command)
 HELP = 'length-generalization prediction per task and positional encoding, with its evidence'
 
@@ -219,7 +224,7 @@ def run(args) -> int:
     for p in preds:
         print(_row(p))
         if p.program_source:
-            print(f"{'':26s}program used ({p.program_source}): "
+            print(f"{'':26s}RASP-L program ({p.program_source}): "
                   + (p.program if p.program_source != "search" else "below"))
         if not p.theories:
             print(f"{'':26s}theory: {p.theory}")
@@ -228,8 +233,12 @@ def run(args) -> int:
         for th in (p.theories or {}).values():
             print(f"{'':26s}{th['theory']}: {th.get('label', th['prediction'])} - "
                   f"{th['reason']}")
-            if p.disagreement and th.get("program"):
-                for line in str(th["program"]).splitlines()[:12]:
+            shown = th.get("program")
+            if shown and (p.disagreement or str(shown) != str(p.program or "")):
+                # the program the verdict rests on, whenever it is not the one printed above
+                if "NEXT_" in str(shown):
+                    print(f"{'':30s}{CRASP_READING}")
+                for line in str(shown).splitlines()[:12]:
                     print(f"{'':30s}{line}")
         if not p.rasp_l:
             for v in p.violations[:3]:

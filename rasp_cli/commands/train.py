@@ -26,10 +26,11 @@ import json
 import sys
 from pathlib import Path
 
-from rasp_cli.common import (MAX_THREADS, PE_HELP, UsageError, add_device_option,
-                             add_task_source_args, check_grid_options, grid_options,
-                             output_dir, parse_overrides, parse_pes, parse_seeds,
-                             run_grid_from_args, seed_flag, tasks_from_args, whole_number)
+from rasp_cli.common import (MAX_THREADS, PE_HELP, PE_PRESET_HELP, UsageError,
+                             add_device_option, add_task_source_args, check_grid_options,
+                             grid_options, output_dir, parse_overrides, parse_pe_presets,
+                             parse_pes, parse_seeds, run_grid_from_args, seed_flag,
+                             tasks_from_args, whole_number)
 
 #: the one-line help of `rasp train` (shown by `rasp --help` without importing the command)
 HELP = 'train transformers with a positional encoding on a task'
@@ -67,6 +68,8 @@ def add_arguments(p) -> None:
     p.add_argument("--preset", default="default",
                    help=f"training preset: {' or '.join(TRAIN_PRESETS)} (quick: ~12 s per run "
                         f"on 2 cores)")
+    p.add_argument("--pe-preset", action="append", default=[], metavar="PE=PRESET",
+                   help=PE_PRESET_HELP + " (run directories seed<k>-<that preset>)")
     p.add_argument("-o", "--out", default=None, metavar="DIR",
                    help="run directory (single run) or runs root (--grid); default runs/")
     p.add_argument("--force", action="store_true",
@@ -110,27 +113,31 @@ def format_grid(results) -> str:
     return "\n".join(lines)
 
 
-def offsets_warning(pes, preset: str, overrides: dict) -> str | None:
+def offsets_warning(pes, preset: str, overrides: dict,
+                    pe_presets: dict | None = None) -> str | None:
     """The warning line for runs of a PE whose theories assume a training protocol
     (:data:`analysis.prediction.theories.PROTOCOL`: a learned APE, random position offsets)
-    that ``preset`` with ``overrides`` does not use; None when every PE is trained as its
-    theories assume, or when the settings are invalid (training then says why)."""
+    that its preset (``pe_presets.get(pe, preset)``) with ``overrides`` does not use; None
+    when every PE is trained as its theories assume, or when the settings are invalid
+    (training then says why)."""
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.prediction.theories import PROTOCOL
     from analysis.training import configs
-    try:
-        _, tr = configs.resolve(preset, overrides)
-    except (configs.ConfigError, TypeError, ValueError):
-        return None
-    off = [pe for pe in dict.fromkeys(pes) if PROTOCOL.get(pe, tr.position_offsets)
-           != tr.position_offsets]
+    off = {}
+    for pe in dict.fromkeys(pes):
+        try:
+            _, tr = configs.resolve((pe_presets or {}).get(pe, preset), overrides)
+        except (configs.ConfigError, TypeError, ValueError):
+            return None
+        if PROTOCOL.get(pe, tr.position_offsets) != tr.position_offsets:
+            off[pe] = tr.position_offsets
     if not off:
         return None
     return (f"warning: {', '.join(off)} trained with position_offsets="
-            f"{tr.position_offsets}: the RASP-L and C-RASP[periodic, local] theories (Zhou et "
+            f"{next(iter(off.values()))}: the RASP-L and C-RASP[periodic, local] theories (Zhou et "
             "al. 2023; Huang et al. 2025) assume random position offsets, so checks of these "
-            "runs get 'no theory'; train with --preset demo_random_offsets or --set "
-            "position_offsets=random")
+            "runs get 'no theory'; train with --preset demo_random_offsets, --pe-preset "
+            "ape_learned=demo_random_offsets or --set position_offsets=random")
 
 
 def check_train_options(args) -> None:
@@ -170,7 +177,11 @@ def run(args) -> int:
     overrides = parse_overrides(args.set)
     check_train_options(args)
     seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
-    warning = offsets_warning(pes, args.preset, overrides)
+    pe_presets = parse_pe_presets(args.pe_preset)
+    if set(pe_presets) - set(pes):
+        raise UsageError(f"--pe-preset names {', '.join(sorted(set(pe_presets) - set(pes)))}, "
+                         "which --pe does not train")
+    warning = offsets_warning(pes, args.preset, overrides, pe_presets)
     if warning:
         print(warning, file=sys.stderr)
     several = len(pes) > 1 or len(seeds) > 1 or len(tasks) > 1
@@ -185,7 +196,7 @@ def run(args) -> int:
         # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
         from analysis.training.study import Study
         runs = Study(tasks=tasks, pes=pes, seeds=seeds, train_preset=args.preset,
-                     overrides=overrides, steps=args.steps, train_max_len=args.train_max_len,
+                     pe_train_presets=pe_presets, overrides=overrides, steps=args.steps, train_max_len=args.train_max_len,
                      runs_root=args.out or "runs").runs()
         try:
             check_runs(runs)
@@ -204,7 +215,8 @@ def run(args) -> int:
         r = train(tasks[0], pes[0], seed=seeds[0], out_dir=args.out, steps=args.steps,
                   train_max_len=args.train_max_len, device=args.device,
                   config_overrides=overrides, progress=not args.no_progress,
-                  preset=args.preset, force=args.force, threads=args.threads)
+                  preset=pe_presets.get(pes[0], args.preset), force=args.force,
+                  threads=args.threads)
     except (TrainingError, RunDirError) as e:
         raise UsageError(str(e)) from None
     print("length split    EM      n   95% CI")

@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
-from rasp_cli.common import (TASK_FILE_WARNING, UsageError, add_search_args,
-                             add_task_source_args, output_dir, parse_overrides, parse_pes,
-                             parse_seeds, search_settings, tasks_from_args)
+from rasp_cli.common import (PE_PRESET_HELP, TASK_FILE_WARNING, UsageError, add_search_args,
+                             add_task_source_args, output_dir, parse_overrides,
+                             parse_pe_presets, parse_pes, parse_seeds, search_settings,
+                             tasks_from_args)
 
 #: the one-line help of `rasp validate-predictor` (shown by `rasp --help` without importing the command)
 HELP = 'predicted vs measured length generalization per task and PE'
@@ -55,8 +57,7 @@ def add_arguments(p) -> None:
                         "analysis/evidence/statistics.py)")
     p.add_argument("--preset", default="quick", help="training preset (default quick)")
     p.add_argument("--pe-preset", action="append", default=[], metavar="PE=PRESET",
-                   help="another training preset for one PE (repeatable), e.g. --pe-preset "
-                        "ape_learned=demo_random_offsets as the main job trains it")
+                   help=PE_PRESET_HELP)
     p.add_argument("--steps", type=int, default=None, help="override the training steps")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a model or training setting of every run (JSON value), e.g. "
@@ -85,6 +86,10 @@ def add_arguments(p) -> None:
                         "paper's length (runs seed<k>-<preset>-L<n>; count at 60 costs ~5x "
                         "the tokens of 1-10)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("-o", "--out", default=None, metavar="DIR",
+                   help="also write validation.json, validation.md (the tables) and "
+                        "validation.png (OOD exact match per seed and PE, the mean with its "
+                        "95%% interval, the threshold, and each claim's label) to DIR")
     p.add_argument("--address", default=None, metavar="HOST:PORT",
                    help="train on this Ray cluster (default: $RAY_ADDRESS, else a local Ray "
                         "instance; analysis.training.grid)")
@@ -123,19 +128,10 @@ def run(args) -> int:
     seeds = parse_seeds(args.seeds)
     if args.steps is not None and args.steps < 1:
         raise UsageError("--steps must be positive")
-    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
-    from analysis.training.configs import TRAIN_PRESETS
-    from rasp_model.positional import PE_NAMES
     overrides = parse_overrides(args.set)
     output_dir(args.runs, "--runs")               # a regular file there: one line, no grid
-    pe_presets = {}
-    for item in args.pe_preset:
-        pe, sep, preset = item.partition("=")
-        if not sep or pe not in PE_NAMES or preset not in TRAIN_PRESETS:
-            raise UsageError(f"--pe-preset {item!r}: expected PE=PRESET with PE one of "
-                             f"{', '.join(PE_NAMES)} and PRESET one of "
-                             f"{', '.join(TRAIN_PRESETS)}")
-        pe_presets[pe] = preset
+    out_dir = Path(output_dir(args.out)) if args.out else None
+    pe_presets = parse_pe_presets(args.pe_preset)
     try:
         out = validate(names, pes, seeds, preset=args.preset,
                        runs_root=args.runs, steps=args.steps, **found,
@@ -151,14 +147,35 @@ def run(args) -> int:
         out["registration"] = provenance(args.registered,
                                          [d for r in out["rows"] for d in r["run_dirs"]],
                                          args.registered_sha256)
+    text = format_validation(out)
+    if registered is not None:
+        text += "\n\n" + "\n".join(format_provenance(out["registration"]))
     if args.json:
         print(json.dumps(out))
     else:
-        print(format_validation(out))
-        if registered is not None:
-            print()
-            print("\n".join(format_provenance(out["registration"])))
+        print(text)
+    if out_dir is not None:
+        written = write_validation(out, text, out_dir)
+        if not args.json:
+            print(f"\nwrote {', '.join(str(p) for p in written)}")
     return 0
+
+
+def write_validation(out: dict, text: str, out_dir: Path) -> list[Path]:
+    """``out_dir``/validation.json, validation.md (``text`` under the command that made it)
+    and validation.png (:func:`analysis.reporting.figures.claims_figure`), each written
+    atomically; returns their paths."""
+    # start-up: matplotlib loads only when a figure is drawn
+    from analysis.reporting.figures import claims_figure
+    from analysis.training.runs import atomic_write_text
+    out_dir.mkdir(parents=True, exist_ok=True)
+    command = ("rasp validate-predictor " + " ".join(sys.argv[2:])
+               if sys.argv[1:2] == ["validate-predictor"] else None)
+    atomic_write_text(out_dir / "validation.json", json.dumps(out, indent=1), mode=0o644)
+    atomic_write_text(out_dir / "validation.md", (f"Generated by `{command}`.\n\n" if command
+                                                  else "") + text + "\n", mode=0o644)
+    png = claims_figure(out["rows"], out_dir / "validation.png")
+    return [out_dir / "validation.json", out_dir / "validation.md", Path(png)]
 
 
 def _registered(args, found) -> tuple[dict, list, list]:
