@@ -207,8 +207,8 @@ def test_worker_threads_change_nothing(monkeypatch):
     same s-ops and selectors, in the same order, at every size, as one thread (the sequential
     engine), and count the same candidates. Small blocks: many jobs are in flight at once."""
     import tasks
-    from analysis.prediction.raspl_search import engine, families, kernels
-    for module in (engine, families, kernels):            # the block size each module reads
+    from analysis.prediction.raspl_search import families, kernels, storage
+    for module in (storage, families, kernels):           # the block size each module reads
         monkeypatch.setattr(module, "_CHUNK", 1 << 12)
     from analysis.prediction.raspl_search import problem_from_task
     problem = problem_from_task(tasks.get_task("mode"), range(1, 7), 3, 0)

@@ -71,8 +71,11 @@ def add_arguments(p) -> None:
     p.add_argument("--mode", choices=("raspl", "crasp", "crasp_pl"), default="raspl",
                    help="grammar: RASP-L (default), C-RASP[] or C-RASP[periodic, local] "
                         "(the C-RASP search, analysis.prediction.crasp_search)")
-    p.add_argument("--memory-mb", type=float, default=1024, metavar="M",
-                   help="memory for stored values (default 1024)")
+    p.add_argument("--memory-mb", type=float, default=None, metavar="M",
+                   help="the search's memory in MB (RASP-L: every array it keeps and its "
+                        "temporaries, counted in bytes, default 2048; C-RASP: stored values, "
+                        "default 768); where it is spent the search stops with 'stopped: "
+                        "memory', the sizes it completed certified")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="worker threads computing the candidate families (default: "
                         "$RASP_SEARCH_THREADS, else the usable cores, at most 2); the result "

@@ -17,8 +17,8 @@ from tasks.decode import verify_program
 from analysis.prediction.budget import (BUDGET_STOP, DEFAULT_CRASP_BUDGET, TIME_CAP_STOP,
                                         Limits)
 
-from analysis.prediction.search_core import (Round, SearchResult, best_bound, cegis,
-                                             exhaustive_rows, hard_rows, program_source,
+from analysis.prediction.search_core import (MEMORY_STOP, Round, SearchResult, best_bound,
+                                             cegis, exhaustive_rows, hard_rows, program_source,
                                              shortest_failing, task_problem)
 
 from .enumeration import _Budget, _Enum, _Memory, _Timeout
@@ -355,7 +355,7 @@ class CRaspGrammar:
         except _Timeout:
             stopped = TIME_CAP_STOP
         except _Memory:
-            stopped = "memory_limit"
+            stopped = MEMORY_STOP
         res.explored += en.explored
         res.distinct = max(res.distinct, en.distinct)
         res.certified_below = self.best_cert

@@ -38,11 +38,16 @@ def deep_aggregates(e, need: np.ndarray) -> list:
     key_cap, query_cap = int(e.g.get("deep_key_rows", 2000)), int(
         e.g.get("deep_query_rows", 400_000))
     T = e.lay.T
+    nS = int(need.sum())
+    # the pools within the memory the enumeration left: a quarter for the key rows' tables
+    # ([keys, nS, 256] bools, three of them), a quarter for the query values (uint8)
+    left = _memory_left(e) // 4
+    key_cap = min(key_cap, max(1, left // (nS * 256 * 4)))
+    query_cap = min(query_cap, max(1, left // (nS * 3)))
     # the query positions (batch row, index) of the needed targets
     flat = e.lay.vflat[e.lay.tcols[need]]
     qb, qi = flat // T, flat % T
     y = e.lay.tvals[need]
-    nS = len(y)
     def rows_upto(max_size, cap):
         """Key / query candidates: int or index rows of levels 0..max_size, smallest
         first, at most ``cap``; their values in the ``[row, B*T]`` layout and sizes."""
@@ -68,11 +73,16 @@ def deep_aggregates(e, need: np.ndarray) -> list:
         lv = e.store.rows[k]
         idx = np.flatnonzero(lv.kind != _KIND_STR)[: query_cap - len(qpool)]
         qpool += [(k, int(i)) for i in idx]
-        qparts.append(lv.vals[idx][:, cols].astype(np.int64))
+        step = max(1, e.chunk // max(1, cols.size))
+        qparts += [(lv.vals[np.ix_(idx[a:a + step], cols)].astype(np.int16) + 128).astype(
+            np.uint8) for a in range(0, idx.size, step)]
     if not kpool or not qpool:
         return []
     qsizes = np.array([k for k, _ in qpool], dtype=np.int64)
-    Qv = np.concatenate(qparts) + 128                             # [Mq, nS] in 0..255
+    Qv = np.concatenate(qparts)                                   # [Mq, nS] in 0..255
+    del qparts
+    # query rows per block of the check below ([16, nS, block] bools), from the memory left
+    qblock = max(1, min(len(qpool), _memory_left(e) // 4 // max(1, 16 * nS)))
     qvals = np.arange(-128, 128)
     out, seen = [], set()
 
@@ -95,8 +105,8 @@ def deep_aggregates(e, need: np.ndarray) -> list:
                 keys = full[:, qb[s_] * T: qb[s_] * T + qi[s_] + 1]         # [M, L]
                 vv = vfull[qb[s_] * T: qb[s_] * T + qi[s_] + 1]              # [L]
                 eq = keys[:, :, None] == qvals[None, None, :]               # [M, L, 256]
-                fill = -10**6 if red == "max" else 10**6
-                cand = np.where(eq, vv[None, :, None], fill)
+                fill = -32000 if red == "max" else 32000
+                cand = np.where(eq, vv.astype(np.int16)[None, :, None], np.int16(fill))
                 r_ = cand.max(axis=1) if red == "max" else cand.min(axis=1)
                 has = eq.any(axis=1)
                 hit[:, s_] = has & (r_ == y[s_])
@@ -112,8 +122,16 @@ def deep_aggregates(e, need: np.ndarray) -> list:
                         break
                     kk = viable[a:a + 16]
                     e._cwork(kk.size * len(qpool), stop=False)
-                    ok = allowed[kk][:, np.arange(nS)[:, None], Qv.T].all(axis=1)
-                    for kr, qr in zip(*np.nonzero(ok)):
+                    ak = allowed[kk]
+                    got = []
+                    for q0 in range(0, len(qpool), qblock):
+                        qv = Qv[q0:q0 + qblock].T
+                        kr_, qr_ = np.nonzero(ak[:, np.arange(nS)[:, None], qv].all(axis=1))
+                        got.append((kr_, qr_ + q0))
+                    krs = np.concatenate([g[0] for g in got])
+                    qrs = np.concatenate([g[1] for g in got])
+                    order = np.lexsort((qrs, krs))            # (key, query) row-major
+                    for kr, qr in zip(krs[order], qrs[order]):
                         kr = int(kk[kr])
                         size = 2 + int(ksizes[kr]) + int(qsizes[qr])
                         key = (kpool[kr], qpool[int(qr)], vname, red, d)
@@ -151,6 +169,11 @@ def deep_aggregates(e, need: np.ndarray) -> list:
     return terms
 
 
+def _memory_left(e) -> int:
+    """Bytes of the search's memory that what the enumeration keeps leaves to the combination."""
+    return max(0, e.store.max_bytes - e.store.used())
+
+
 def combine(e):
     """Divide and conquer (Alur et al. 2017, "Scaling enumerative program synthesis via
     divide and conquer"): terms of the pool that are right on part of the targets are
@@ -160,15 +183,27 @@ def combine(e):
     levels = sorted(k for k in e.store.rows if len(e.store.rows[k]))
     refs, covs, costs = [], [], []
     crefs, conds, ccosts = [], [], []
+    nT = len(e.lay.tcols)
+    # the pool's bytes at their peak: terms twice (parts, then one array), conditions four
+    # times (parts, one array, its negation, a step's columns); smallest levels first, the
+    # pool stops growing where the search's memory ends (a search stopped by memory keeps
+    # the terms that fit)
+    left = _memory_left(e) // 2
     for k in levels:
         lv = e.store.rows[k]
         kind_ok = (lv.kind == _KIND_STR) == e.target_str
-        cov = (lv.vals[:, e.lay.tcols] == e.lay.tvals) & kind_ok[:, None]
-        nz = np.flatnonzero(cov.any(axis=1))
-        refs += [(k, int(i)) for i in nz]
-        covs.append(cov[nz])
-        costs += [k] * nz.size
+        step = max(1, e.chunk // max(1, nT))
+        nz = np.concatenate([np.flatnonzero(((lv.vals[a:a + step, e.lay.tcols] == e.lay.tvals)
+                                             & kind_ok[a:a + step, None]).any(axis=1)) + a
+                             for a in range(0, len(lv), step)])
         b = np.flatnonzero(lv.binary)
+        need = (2 * nz.size + 4 * b.size) * nT
+        if need > left:
+            break
+        left -= need
+        refs += [(k, int(i)) for i in nz]
+        covs.append((lv.vals[nz][:, e.lay.tcols] == e.lay.tvals) & kind_ok[nz, None])
+        costs += [k] * nz.size
         crefs += [(k, int(i)) for i in b]
         conds.append(lv.vals[b][:, e.lay.tcols].astype(bool))
         ccosts += [k] * b.size
@@ -207,6 +242,8 @@ def combine(e):
                 conds.append(f(v, c)[None, :])
                 ccosts.append(int(costs[t]) + 1)
     C = np.concatenate(conds)
+    del conds
+    notC = ~C
     ccosts = np.array(ccosts)
     nT = len(e.lay.tcols)
     beam = e.g.get("combine_beam", 6)
@@ -229,7 +266,7 @@ def combine(e):
             bad = S & ~cov[t]
             good = S & cov[t]
             for neg in (False, True):
-                Cv = ~C if neg else C
+                Cv = notC if neg else C
                 okc = ~(Cv[:, bad].any(axis=1))
                 if not okc.any():
                     continue

@@ -24,7 +24,7 @@ def search_raspl(target, max_size: int = 6, budget: int = DEFAULT_SEARCH_BUDGET,
                  lengths: Iterable[int] = range(1, 7), samples: int = 3, seed: int = 0,
                  validation_lengths: Iterable[int] = range(1, 21), validation_samples: int = 10,
                  validation: SearchProblem | None = None, progress: bool = False,
-                 max_memory_mb: float = 1024, prune: bool = True, rules: dict | None = None,
+                 max_memory_mb: float = 2048, prune: bool = True, rules: dict | None = None,
                  combine: int | None = None, threads: int | None = None,
                  time_cap: float | None = None) -> SearchResult:
     """Enumerate RASP-L programs smallest first until one reproduces the target's next-token

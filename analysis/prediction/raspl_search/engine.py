@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import collections
 from concurrent.futures import ThreadPoolExecutor, wait
+import ctypes
+import os
 import time
 
 import numpy as np
@@ -23,15 +25,42 @@ from rasp.ir import (Aggregate, Elementwise, Full, Indices, Map, Select, Selecto
 from rasp.repl.progress import progress_bar
 
 from .combination import combine
-from analysis.prediction.search_core import SearchResult, program_source
+from analysis.prediction.search_core import MEMORY_STOP, SearchResult, program_source
 from .families import leaves, sel_level, sop_level
 from .kernels import row_hash, sel_hash, select_entries, select_hashes
 from .problem import (_GRAMMAR, INT8, SearchError, SearchProblem, _measured,
                       matches_problem)
 from analysis.prediction.budget import BUDGET_STOP, TIME_CAP_STOP
 
-from .storage import (_CHUNK, _KIND_STR, _OP_COEF, _STRUCT_OPS, _Budget, _default_threads,
-                      _Found, _Level, _Prep, _quiet, Store, keep_sels, keep_sops, layout_of)
+from .storage import (_KIND_STR, _OP_COEF, _STRUCT_OPS, _Budget, _default_threads, _Found,
+                      _Level, _Memory, _Prep, _quiet, Store, chunk_of, keep_sels, keep_sops,
+                      layout_of)
+
+#: family jobs in flight (computed or computing, not yet committed) with the default threads:
+#: the blocks are sized for this many (:func:`.storage.chunk_of`), whatever the threads, so
+#: that where a search stops never depends on them
+_JOBS_IN_FLIGHT = 5
+#: the safety net (never a verdict's reason on its own): the resident set may grow past the
+#: counted memory by this factor (allocator slack) before the search stops with "memory"
+_RSS_SLACK = 1.5
+
+
+def _rss_bytes() -> int | None:
+    """This process's resident set in bytes (Linux ``/proc/self/statm``), None elsewhere."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def _trim() -> None:
+    """Give freed heap memory back to the system (glibc ``malloc_trim``; nothing elsewhere):
+    the levels' blocks are freed in many sizes, and the allocator would keep them."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 class _Engine:
@@ -84,6 +113,12 @@ class _Engine:
         # what the enumeration keeps (an explicit record, storage.Store): levels of s-ops and
         # selectors, fingerprints, bytes stored
         self.store = Store(max_bytes, self.lay.Pn)
+        # elements per block of a family, from the memory for temporaries (every family's
+        # blocks hold at most this; the unbounded search's block when the memory allows it)
+        self.chunk = chunk_of(self.store, _JOBS_IN_FLIGHT)
+        self._rss0 = _rss_bytes()
+        self._commits = 0
+        self.memory_note = None
         self.start = 0.0
         self.bar = None
         self._nodes: dict = {}
@@ -149,11 +184,28 @@ class _Engine:
                 h = np.unique(row_hash(self.lay, v, k), return_index=True)
         return _Prep(M, kinds, ok, allok, hits, idx, v, k, h)
 
-    def _commit(self, level: int, prep: "_Prep | None", recipe):
+    def _commit(self, level: int, prep: "_Prep | None", recipe, part: tuple | None = None):
         """The part of :meth:`_emit` that changes engine state, in emission order (main thread):
-        the target hits are considered, the candidates counted, the new rows kept."""
+        the target hits are considered, the candidates counted, the new rows kept.
+
+        ``part`` = ``(offset, total, last)``: the emission is one block (rows ``offset..``) of
+        a family's emission of ``total`` candidates cut to fit the memory; it behaves as the
+        uncut emission would: the candidates are counted once, after the last block's hits,
+        and an emission that crosses the budget keeps none of its rows."""
+        self._check_memory()
+        off = 0
+        if part is not None:
+            off, total, last = part
+            if off == 0:
+                self._crossing = self.explored + total > self.limits.budget
+            if self.limits.over_time():
+                raise TimeoutError
         if prep is None:
+            if part is not None and last:
+                self._tick(total)
             return
+        if off:
+            recipe = (lambda i, r=recipe, o=off: r(o + i))
         ok, kinds = prep.ok, prep.kinds
         if self.all_programs is not None:
             for i in (range(prep.M) if prep.allok else np.flatnonzero(ok)):
@@ -166,7 +218,39 @@ class _Engine:
                 self._consider(level, recipe(int(i)))
                 if self.found is not None or self.spurious_node is not None:
                     raise _Found
-        self._tick(prep.M)
+        if part is None:
+            self._tick(prep.M)
+        elif self._crossing:
+            if last:
+                self._tick(total)
+            return
+        try:
+            self._keep(level, prep, recipe)
+        finally:
+            if part is not None and last:
+                self._tick(total)
+
+    def _check_memory(self):
+        """The safety net under the counted memory: every few commits, the resident set's
+        growth since the search began past :data:`_RSS_SLACK` times ``--memory-mb`` stops the
+        search with "memory" (the counted bytes are a model of the arrays; this catches what
+        the model misses, e.g. the allocator's slack), saying so in a note."""
+        self._commits += 1
+        if self._rss0 is None or self._commits % 16:
+            return
+        rss = _rss_bytes()
+        if rss is not None and rss - self._rss0 > _RSS_SLACK * self.store.max_bytes:
+            _trim()
+            rss = _rss_bytes() or rss
+            if rss - self._rss0 > _RSS_SLACK * self.store.max_bytes:
+                self.memory_note = (f"the resident set grew by {(rss - self._rss0) / 2**20:,.0f}"
+                                    f" MB, past {_RSS_SLACK:g} x the search's memory "
+                                    f"({self.store.max_bytes / 2**20:,.0f} MB): stopped by the "
+                                    "safety net, where it stopped depends on the machine")
+                raise _Memory("resident set")
+
+    def _keep(self, level: int, prep: "_Prep", recipe):
+        """Keep a prepared emission's new distinct rows (:meth:`_commit`)."""
         if not self.store.storing or prep.v is None or prep.v.shape[0] == 0:
             return
         v, k, idx = prep.v, prep.k, prep.idx
@@ -221,6 +305,7 @@ class _Engine:
         M = ent.shape[0] if ent is not None else h.shape[0]
         if M == 0:
             return
+        self._check_memory()
         self._tick(M)
         if not self.store.storing:
             return
@@ -245,7 +330,7 @@ class _Engine:
                 widths = widths_of(x_, y_, opc)
             else:
                 K, Q = self.store.rows[klev].vals, self.store.rows[qlev].vals
-                step = max(1, _CHUNK // self.lay.E)
+                step = max(1, self.chunk // self.lay.E)
                 widths = np.concatenate([
                     np.add.reduceat(select_entries(self.lay, K[krows[x_[a:a + step]]],
                                                    Q[qrows[y_[a:a + step]]], opc),
@@ -384,13 +469,15 @@ class _Engine:
                             bar.set_postfix(size=k)
                         sop_level(self, k)
                         certified = k
+                        _trim()
                         if not self.store.storing:
-                            stopped = "memory_limit"
+                            stopped = MEMORY_STOP
                             break
                         if k < self.max_length:
                             sel_level(self, k)
+                            _trim()
                             if not self.store.storing:
-                                stopped = "memory_limit"
+                                stopped = MEMORY_STOP
                                 break
                 except _Found:
                     stopped = "spurious" if self.found is None else "found"
@@ -398,6 +485,13 @@ class _Engine:
                     stopped = BUDGET_STOP
                 except TimeoutError:
                     stopped = TIME_CAP_STOP
+                except (_Memory, MemoryError) as e:
+                    # an array the counted memory cannot hold (or, the safety net, one the
+                    # system refused): the sizes completed stay certified
+                    stopped = MEMORY_STOP
+                    if isinstance(e, MemoryError) and self.memory_note is None:
+                        self.memory_note = ("the system refused memory (MemoryError): where "
+                                            "it stopped depends on the machine")
         finally:
             if bar is not None:
                 bar.close()
@@ -414,6 +508,11 @@ class _Engine:
                 pass
             except TimeoutError:
                 stopped = TIME_CAP_STOP
+            except (_Memory, MemoryError) as e:
+                stopped = MEMORY_STOP
+                if isinstance(e, MemoryError) and self.memory_note is None:
+                    self.memory_note = ("the system refused memory (MemoryError) in the "
+                                        "combination: where it stopped depends on the machine")
             if self.found is not None:
                 found_by = "combination"
         seconds = time.perf_counter() - self.start
@@ -431,4 +530,5 @@ class _Engine:
             lengths=list(self.p.lengths), n_targets=self.p.n_targets,
             max_size=self.max_length,
             source=program_source(f[0] if f else None), found_by=found_by,
-            measured_length=_measured(f[0]) if f else None)
+            measured_length=_measured(f[0]) if f else None,
+            notes=[self.memory_note] if self.memory_note else [])

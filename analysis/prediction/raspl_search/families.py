@@ -18,7 +18,7 @@ import itertools
 import numpy as np
 
 from .kernels import (agg_gemm, agg_maxmin, cached_rank_table, dense_cache, dense_sels,
-                      full_layout, sel_entries)
+                      full_layout, rank_table, sel_entries)
 from .storage import _CHUNK, _KIND_IDX, _KIND_INT, _KIND_STR, _SEL_OPS
 
 
@@ -43,34 +43,80 @@ def maps(e, k):
 
 
 def map_jobs(e, k):
-    """Jobs (:meth:`~.engine._Engine._families`) of the maps of level k - 1: one per operation and
-    constant."""
+    """Jobs (:meth:`~.engine._Engine._families`) of the maps of level k - 1: one emission per
+    operation and constant, cut into blocks of rows (:func:`row_parts`)."""
     lv = e._lv(k - 1)
     if lv is None:
         return
-    X = lv.vals.astype(np.int16)
+    X = lv.vals
     kind = lv.kind
     arith = kind != _KIND_STR
     num = np.flatnonzero(arith & ~lv.binary)
-    ids = [(k - 1, int(i)) for i in range(len(lv))]
-    def job(vals, kinds, rec, checked=True):
-        return lambda: [(k, e._prep(k, vals(), kinds, checked), rec)]
+    lev = k - 1
+
+    def jobs(rows, vals, kinds, rec, checked=True):
+        # vals(x): the values of the int16 rows x; kinds: [len(rows)] or a scalar
+        for a, b, part in row_parts(e, rows.size):
+            def job(a=a, b=b, part=part):
+                kk = kinds[a:b] if isinstance(kinds, np.ndarray) else kinds
+                return [(k, e._prep(k, vals(X[rows[a:b]].astype(np.int16)), kk, checked),
+                         rec, part)]
+            yield job
     sub = np.flatnonzero(arith)
     for c in (1, -1):
-        yield job(lambda c=c: X[sub] + c, kind[sub],
-                  lambda i, c=c: ("map", "add", c, ids[sub[i]]))
+        yield from jobs(sub, lambda x, c=c: x + c, kind[sub],
+                        lambda i, c=c: ("map", "add", c, (lev, int(sub[i]))))
     for c in e.lay.int_consts:
         for op, f in (("eq", np.equal), ("lt", np.less), ("gt", np.greater)):
-            yield job(lambda c=c, f=f: f(X[num], c).astype(np.int8), _KIND_INT,
-                      lambda i, c=c, op=op: ("map", op, int(c), ids[num[i]]), False)
+            yield from jobs(num, lambda x, c=c, f=f: f(x, c).astype(np.int8), _KIND_INT,
+                            lambda i, c=c, op=op: ("map", op, int(c), (lev, int(num[i]))),
+                            False)
     b = np.flatnonzero(lv.binary)
-    yield job(lambda: 1 - X[b], _KIND_INT, lambda i: ("map", "not", None, ids[b[i]]),
-              False)
+    yield from jobs(b, lambda x: 1 - x, _KIND_INT,
+                    lambda i: ("map", "not", None, (lev, int(b[i]))), False)
     if e.lay.is_str:
         s = np.flatnonzero(kind == _KIND_STR)
         for c in e.lay.str_consts:
-            yield job(lambda code=e.lay.code[c]: (X[s] == code).astype(np.int16), _KIND_INT,
-                      lambda i, c=c: ("map", "eq", c, ids[s[i]]))
+            yield from jobs(s, lambda x, code=e.lay.code[c]: (x == code).astype(np.int16),
+                            _KIND_INT, lambda i, c=c: ("map", "eq", c, (lev, int(s[i]))))
+
+
+def row_parts(e, n: int):
+    """``(a, b, part)``: rows ``a:b`` of an emission of ``n`` rows, in blocks of at most
+    ``e.chunk`` elements; ``part`` = ``(a, n, last)`` for
+    :meth:`~.engine._Engine._commit` (the candidates count once, as the uncut emission's)."""
+    step = max(1, e.chunk // max(1, e.lay.Pn))
+    if n == 0:
+        yield 0, 0, (0, 0, True)
+        return
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        yield a, b, (a, n, b == n)
+
+
+def _fits_once(e, rows: int) -> bool:
+    """Whether an int16 copy of ``rows`` rows, made once for a family, fits an eighth of the
+    memory for temporaries (else each block makes its own)."""
+    return rows * e.lay.Pn * 2 <= e.store.work_bytes // 8
+
+
+def grid_parts(e, nx: int, ny: int):
+    """Blocks ``(x0, x1, y0, y1)`` of an ``[nx, ny]`` family of rows in row-major order (the
+    order of its emission), each at most ``e.chunk`` elements: whole blocks of x rows, or,
+    when one x row is too large, blocks of its y rows."""
+    per = max(1, ny * e.lay.Pn)
+    if nx * per <= e.chunk:
+        yield 0, nx, 0, ny
+        return
+    if per <= e.chunk:
+        gx = max(1, e.chunk // per)
+        for x0 in range(0, nx, gx):
+            yield x0, min(nx, x0 + gx), 0, ny
+        return
+    gy = max(1, e.chunk // max(1, e.lay.Pn))
+    for x0 in range(nx):
+        for y0 in range(0, ny, gy):
+            yield x0, x0 + 1, y0, min(ny, y0 + gy)
 
 
 def pair_blocks(e, nx, ny):
@@ -91,7 +137,7 @@ def seqmap_jobs(e, k):
         lx, ly = e._lv(i), e._lv(j)
         if lx is None or ly is None:
             continue
-        X, Y = lx.vals.astype(np.int16), ly.vals.astype(np.int16)
+        X, Y = lx.vals, ly.vals
         kx, ky = lx.kind, ly.kind
         fams = []
         # arithmetic: neither index-derived (rule 3) nor strings
@@ -112,28 +158,40 @@ def seqmap_jobs(e, k):
         for op, xs_, ys_, f, comm in fams:
             if xs_.size == 0 or ys_.size == 0:
                 continue
-            Yv = Y[ys_]
+            # the y rows as int16 once when they fit a block, else per block
+            Yv = Y[ys_].astype(np.int16) if _fits_once(e, ys_.size) else None
+            ny = ys_.size
             for a, b in pair_blocks(e, xs_.size, ys_.size):
                 xi = xs_[a:b]
-                ny = ys_.size
-                # x op y == y op x: only pairs with x <= y
-                tri = xi[:, None] <= ys_[None, :] if comm and i == j else None
-                pairs = np.argwhere(tri) if tri is not None else None
+                # x op y == y op x: only pairs with x <= y (ys_ ascending: a suffix per row)
+                b0 = np.searchsorted(ys_, xi) if comm and i == j else None
+                starts = None if b0 is None else np.concatenate([[0], np.cumsum(ny - b0)])
 
-                def rec(r, xi=xi, op=op, pairs=pairs, ny=ny, ys_=ys_, i=i, j=j):
-                    if pairs is not None:
-                        a_, b_ = pairs[r]
+                def rec(r, xi=xi, op=op, b0=b0, starts=starts, ny=ny, ys_=ys_, i=i, j=j):
+                    if b0 is not None:
+                        a_ = int(np.searchsorted(starts, r, side="right")) - 1
+                        b_ = int(b0[a_]) + r - int(starts[a_])
                     else:
                         a_, b_ = divmod(r, ny)
                     return ("seq", op, (i, int(xi[a_])), (j, int(ys_[b_])))
+                total = (b - a) * ny if b0 is None else int(starts[-1])
+                parts = list(grid_parts(e, b - a, ny))
+                done = 0
+                for n_, (x0, x1, y0, y1) in enumerate(parts):
+                    tri = None if b0 is None else \
+                        np.arange(y0, y1)[None, :] >= b0[x0:x1, None]
+                    cnt = (x1 - x0) * (y1 - y0) if tri is None else int(tri.sum())
+                    part = (done, total, n_ == len(parts) - 1)
+                    done += cnt
 
-                def job(xi=xi, tri=tri, f=f, X=X, Yv=Yv, kx=kx, ky=ky, ys_=ys_, op=op,
-                        rec=rec):
-                    out = f(X[xi][:, None, :], Yv[None, :, :])
-                    out = out[tri] if tri is not None else out.reshape(-1, e.lay.Pn)
-                    return [(k, e._prep(k, out.astype(np.int16, copy=False), _KIND_INT,
-                                        op in ("add", "sub")), rec)]
-                yield job
+                    def job(xr=xi[x0:x1], y0=y0, y1=y1, tri=tri, f=f, X=X, Y=Y, Yv=Yv,
+                            ys_=ys_, op=op, rec=rec, part=part):
+                        yv = Yv[y0:y1] if Yv is not None else Y[ys_[y0:y1]].astype(np.int16)
+                        out = f(X[xr].astype(np.int16)[:, None, :], yv[None, :, :])
+                        out = out[tri] if tri is not None else out.reshape(-1, e.lay.Pn)
+                        return [(k, e._prep(k, out.astype(np.int16, copy=False), _KIND_INT,
+                                            op in ("add", "sub")), rec, part)]
+                    yield job
 
 
 def wheres(e, k):
@@ -156,33 +214,42 @@ def where_jobs(e, k):
             lx, ly = e._lv(b), e._lv(c_)
             if lx is None or ly is None:
                 continue
-            X, Y = lx.vals.astype(np.int16), ly.vals.astype(np.int16)
+            X, Y = lx.vals, ly.vals
             for strness in ((False, True) if e.lay.is_str else (False,)):
                 xs_ = np.flatnonzero((lx.kind == _KIND_STR) == strness)
                 ys_ = np.flatnonzero((ly.kind == _KIND_STR) == strness)
                 if xs_.size == 0 or ys_.size == 0:
                     continue
-                Xs, Ys = X[xs_], Y[ys_]
+                ny = ys_.size
+                # the rows as int16 once when they fit a block, else per block
+                Xs = X[xs_].astype(np.int16) if _fits_once(e, xs_.size) else None
+                Ys = Y[ys_].astype(np.int16) if _fits_once(e, ny) else None
                 kx, ky = lx.kind[xs_], ly.kind[ys_]
-                kind = np.maximum(kx[:, None], ky[None, :]).reshape(-1)
                 for ci in cs:
                     cond = lc.vals[ci].astype(bool)
                     for x0, x1 in pair_blocks(e, xs_.size, ys_.size):
-                        ny = ys_.size
 
                         def rec(r, x0=x0, ci=ci, ny=ny, xs_=xs_, ys_=ys_, b=b, c_=c_,
                                 a=a):
                             p_, q_ = divmod(r, ny)
                             return ("where", (a, int(ci)), (b, int(xs_[x0 + p_])),
                                     (c_, int(ys_[q_])))
+                        parts = list(grid_parts(e, x1 - x0, ny))
+                        for n_, (u0, u1, y0, y1) in enumerate(parts):
+                            part = (u0 * ny + y0, (x1 - x0) * ny, n_ == len(parts) - 1)
 
-                        def job(cond=cond, x0=x0, x1=x1, Xs=Xs, Ys=Ys, kind=kind, ny=ny,
-                                rec=rec):
-                            out = np.where(cond[None, None, :], Xs[x0:x1, None, :],
-                                           Ys[None, :, :]).reshape(-1, e.lay.Pn)
-                            return [(k, e._prep(k, out, kind[x0 * ny:x1 * ny], False),
-                                     rec)]
-                        yield job
+                            def job(cond=cond, u0=x0 + u0, u1=x0 + u1, y0=y0, y1=y1, Xs=Xs,
+                                    Ys=Ys, rec=rec, part=part, X=X, Y=Y, xs_=xs_, ys_=ys_,
+                                    kx=kx, ky=ky):
+                                xv = Xs[u0:u1] if Xs is not None else \
+                                    X[xs_[u0:u1]].astype(np.int16)
+                                yv = Ys[y0:y1] if Ys is not None else \
+                                    Y[ys_[y0:y1]].astype(np.int16)
+                                out = np.where(cond[None, None, :], xv[:, None, :],
+                                               yv[None, :, :]).reshape(-1, e.lay.Pn)
+                                kind = np.maximum(kx[u0:u1, None], ky[None, y0:y1]).reshape(-1)
+                                return [(k, e._prep(k, out, kind, False), rec, part)]
+                            yield job
 
 
 def widths(e, k):
@@ -208,13 +275,17 @@ def aggregates(e, k):
 def aggregate_jobs(e, k, i, j, sl, lv, BTT):
     """The jobs of :func:`aggregates` for selector level i and value level j: blocks of
     selectors, each one gemm (mean) or one rank gemm (max / min). Shared caches (dense
-    selector matrices, layouts, rank tables) are made here, on the main thread."""
+    selector matrices, layouts, rank tables) are made here, on the main thread, when the
+    search's memory holds them; a block larger than the memory for temporaries is cut into
+    parts (:func:`aggregate_parts`) that emit the same candidates in the same order."""
     M = len(lv)
     kinds = lv.kind
     num = np.flatnonzero(kinds != _KIND_STR)
     multi = sl.maxw > 1
-    V = full_layout(e, j)                  # [B, M, T] float32
-    Vi = V[:, num].astype(np.int16)
+    B, T = e.lay.B, e.lay.T
+    V = full_layout(e, j) if getattr(lv, "_full", None) is not None or \
+        e.store.fits(M * B * T * 4) else None                 # [B, M, T] float32
+    Vi = None
     dense_cache(e, sl)
     for red in ("mean", "max", "min"):
         if red != "mean" and not e.g["maxmin"]:
@@ -224,14 +295,26 @@ def aggregate_jobs(e, k, i, j, sl, lv, BTT):
         srows = np.arange(len(sl)) if red == "mean" else np.flatnonzero(multi)
         if srows.size == 0:
             continue
-        if red != "mean":
-            cached_rank_table(e, lv, num, red)
+        table = None
+        if red != "mean" and V is not None:
+            table = cached_rank_table(e, lv, num, red, fit=True)
+            if table is not None and Vi is None:
+                e.store.need(num.size * B * T * 2, "the value rows of the aggregates")
+                Vi = V[:, num].astype(np.int16)
         cols = np.arange(M) if red == "mean" else num
         # per selector: its matrix (bool + float) and the output rows (float)
-        per = cols.size * e.lay.B * e.lay.T * 8 + BTT * 9
+        per = cols.size * B * T * 8 + BTT * 9
         step = max(1, (_CHUNK * 8) // per)
+        whole = (V is not None and (red == "mean" or table is not None)
+                 and min(step, srows.size) * per <= 8 * e.chunk)
         for a in range(0, srows.size, step):
-            def job(rows=srows[a:a + step], red=red, cols=cols):
+            rows = srows[a:a + step]
+            if not whole:
+                yield from aggregate_parts(e, k, i, j, sl, lv, rows, red, cols, multi, per,
+                                           V, Vi, table)
+                continue
+
+            def job(rows=rows, red=red, cols=cols, table=table, Vi=Vi):
                 S = dense_sels(e, sl, rows)              # [s, B, q, k] float32
                 if red == "mean":
                     sums = agg_gemm(V, S, e.lay.vflat)               # [s, M, P]
@@ -240,10 +323,105 @@ def aggregate_jobs(e, k, i, j, sl, lv, BTT):
                     # cast truncates towards zero: the RASP-L mean (trunc) in one pass
                     out = np.divide(sums, wq, out=sums).astype(np.int16)
                 else:
-                    out = agg_maxmin(cached_rank_table(e, lv, num, red), Vi, S, red,
-                                     e.lay.vflat)                    # [s, M', P]
+                    out = agg_maxmin(table, Vi, S, red, e.lay.vflat)  # [s, M', P]
                 return agg_emissions(e, k, sl, rows, out, kinds, cols, multi, i, j, red)
             yield job
+
+
+def _agg_values(e, sl, lv, rows, cols, c0, c1, red, V, table):
+    """``[len(rows), c1 - c0, P]`` int16 aggregates of selectors ``rows`` over the value rows
+    ``cols[c0:c1]`` (blocks of the level's cached layout and rank table when given, else made
+    for these rows only)."""
+    S = dense_sels(e, sl, rows)
+    B, T, vflat = e.lay.B, e.lay.T, e.lay.vflat
+    cb = cols[c0:c1]
+    if V is None:
+        f = np.zeros((cb.size, B * T), np.float32)
+        f[:, vflat] = lv.vals[cb]
+        Vb = f.reshape(cb.size, B, T).transpose(1, 0, 2)
+    elif red == "mean":
+        Vb = V[:, c0:c1]                          # cols = every row: a view
+    else:
+        Vb = V[:, cb]
+    if red == "mean":
+        sums = agg_gemm(Vb, S, vflat)
+        wq = np.maximum(sl.W[rows], 1).astype(np.float32)[:, None, :]
+        return np.divide(sums, wq, out=sums).astype(np.int16)
+    t = rank_table(lv.vals[cb], red, B, T, vflat) if table is None else \
+        _table_block(table, c0, c1)
+    return agg_maxmin(t, Vb.astype(np.int16), S, red, vflat)
+
+
+def _table_block(table: tuple, c0: int, c1: int) -> tuple:
+    """The rank table (:func:`.kernels.rank_table`) of rows ``c0:c1`` of a table's rows."""
+    i32, W32, i64, W64, val_of, fast, bits = table
+    a, b = np.searchsorted(i32, (c0, c1))
+    u, v = np.searchsorted(i64, (c0, c1))
+    return (i32[a:b] - c0, W32[:, a:b], i64[u:v] - c0, W64[:, u:v], val_of[c0:c1],
+            fast[c0:c1], bits)
+
+
+def aggregate_parts(e, k, i, j, sl, lv, rows, red, cols, multi, per, V, Vi, table):
+    """The jobs of one block of selectors ``rows`` cut to the memory for temporaries: per
+    default, the block's emission (as :func:`agg_emissions` makes it) in parts of a few
+    selectors over every value row or, when one selector is too large, of one selector
+    over blocks of value rows (rank tables then made per block)."""
+    kinds = lv.kind
+    B, T = e.lay.B, e.lay.T
+    sb = max(1, (8 * e.chunk) // per)
+    cb = cols.size if per <= 8 * e.chunk else \
+        max(1, (8 * e.chunk - B * T * T * 9) // (B * T * 8))
+    e.store.need(min(cb, cols.size) * B * T * 8 + B * T * T * 9,
+                 "an aggregate of one selector", 1)
+    he = sl.has_empty[rows]
+    empty = sl.W[rows] == 0
+    for di, d in enumerate(e.lay.defaults):
+        sub = np.flatnonzero(he) if di else np.arange(rows.size)
+        if sub.size == 0:
+            continue
+        dv = e.lay.code[d] if e.lay.is_str else d
+        okc = (kinds[cols] != _KIND_STR)[None, :] | ~multi[rows[sub]][:, None] \
+            if red == "mean" else np.ones((sub.size, cols.size), bool)
+        total = int(okc.sum())
+        rec = _agg_rec(okc, rows, sub, cols, d, red, i, j)
+        blocks = [(s0, min(sub.size, s0 + sb), 0, cols.size)
+                  for s0 in range(0, sub.size, sb)] if cb >= cols.size else \
+            [(s0, s0 + 1, c0, min(cols.size, c0 + cb)) for s0 in range(sub.size)
+             for c0 in range(0, cols.size, cb)]
+        done = 0
+        for n_, (s0, s1, c0, c1) in enumerate(blocks):
+            ok = okc[s0:s1, c0:c1]
+            part = (done, total, n_ == len(blocks) - 1)
+            done += int(ok.sum())
+
+            def job(s0=s0, s1=s1, c0=c0, c1=c1, ok=ok, part=part, dv=dv, sub=sub, rec=rec,
+                    table=table):
+                o = _agg_values(e, sl, lv, rows[sub[s0:s1]], cols, c0, c1, red, V, table)
+                if he[sub[s0:s1]].any():
+                    o = np.where(empty[sub[s0:s1]][:, None, :], np.int16(dv), o)
+                o = o.reshape(-1, e.lay.Pn)
+                sel_ok = ok.reshape(-1)
+                if not sel_ok.all():
+                    o = o[sel_ok]
+                kk = np.broadcast_to(kinds[cols[c0:c1]][None, :], ok.shape).reshape(-1)
+                return [(k, e._prep(k, o, kk[sel_ok], checked=False), rec, part)]
+            yield job
+
+
+def _agg_rec(okc, rows, sub, cols, d, red, i, j):
+    """The recipe of row ``r`` of an emission of aggregates ``[selectors rows[sub], cols]``
+    filtered by ``okc`` (row-major), computed when asked (no table of pairs kept)."""
+    full = okc.all(axis=1)
+    starts = np.concatenate([[0], np.cumsum(okc.sum(axis=1))])
+    colsok = None if full.all() else np.flatnonzero(okc[int(np.argmin(full))])
+
+    def rec(r_):
+        s_ = int(np.searchsorted(starts, r_, side="right")) - 1
+        c_ = r_ - int(starts[s_])
+        if not full[s_]:
+            c_ = int(colsok[c_])
+        return ("agg", (i, int(rows[sub[s_]])), (j, int(cols[c_])), d, red)
+    return rec
 
 
 def agg_emissions(e, k, sl, rows, out, kinds, cols, multi, i, j, red) -> list:
@@ -271,12 +449,8 @@ def agg_emissions(e, k, sl, rows, out, kinds, cols, multi, i, j, red) -> list:
         o = o.reshape(-1, e.lay.Pn)
         if not sel_ok.all():
             o = o[sel_ok]
-        pairs = np.argwhere(okc[sub])
         nc = len(cols)
-
-        def rec(r_, sub=sub, rows=rows, pairs=pairs, d=d, red=red, cols=cols, i=i, j=j):
-            s_, c_ = pairs[r_]
-            return ("agg", (i, int(rows[sub[s_]])), (j, int(cols[c_])), d, red)
+        rec = _agg_rec(okc[sub], rows, sub, cols, d, red, i, j)
         kk = np.broadcast_to(kinds[cols][None, :], (sub.size, nc)).reshape(-1)
         ems.append((k, e._prep(k, o, kk[sel_ok], checked=False), rec))
     return ems
@@ -301,6 +475,7 @@ def selects(e, k):
             nq = qq.size
             # key rows in blocks whose one-hot values and gathers fit in _CHUNK elements
             step = max(1, _CHUNK // max(1, nq * e.lay.Pn))
+            e.store.need(nq * e.lay.Pn * 2, "the query rows of the selectors")
 
             def jobs(kk=kk, qq=qq, Qv=Qv, nq=nq, ops=ops, lk=lk, i=i, j=j, step=step):
                 for a in range(0, kk.size, step):
@@ -319,7 +494,7 @@ def selects(e, k):
             a_, b_ = e.store.sels.get(i), e.store.sels.get(j)
             if a_ is None or b_ is None or not len(a_) or not len(b_):
                 continue
-            bstep = max(1, _CHUNK // e.lay.E)
+            bstep = max(1, e.chunk // e.lay.E)
             for b0 in range(0, len(b_), bstep):
                 eb = sel_entries(e, b_, np.arange(b0, min(b0 + bstep, len(b_))))
                 for x in range(len(a_)):
@@ -342,9 +517,11 @@ def sop_level(e, k):
     wheres(e, k)
     if k in e.store.rows:
         e.store.rows[k].freeze()
+    e.store.end_level()
 
 
 def sel_level(e, k):
     selects(e, k)
     if k in e.store.sels:
         e.store.sels[k].freeze(e.lay.nbytes, e.lay.Pn)
+    e.store.end_level()

@@ -92,12 +92,14 @@ def sel_matrices(e, sl: _SelLevel, rows: np.ndarray,
 
 def dense_cache(e, sl: _SelLevel):
     """Unpack a level's selector matrices once (``[n, B, q, k]`` float32, kept on the
-    level) while they fit in ``_DENSE_BYTES``; main thread only (the blocks are filled
+    level) while they fit in ``_DENSE_BYTES`` and the search's memory; main thread only (the blocks are filled
     on the worker threads)."""
-    if getattr(sl, "_dense", None) is None and len(sl) * e.lay.B * e.lay.T * e.lay.T * 4 <= \
-            _DENSE_BYTES - e.store.dense_bytes:
+    nbytes = len(sl) * e.lay.B * e.lay.T * e.lay.T * 4
+    if getattr(sl, "_dense", None) is None and nbytes <= _DENSE_BYTES - e.store.dense_bytes \
+            and e.store.fits(nbytes):
+        e.store.cache(nbytes, "dense selector matrices")
         dense = np.empty((len(sl), e.lay.B, e.lay.T, e.lay.T), np.float32)
-        step = max(1, _CHUNK // (e.lay.B * e.lay.T * e.lay.T))
+        step = max(1, e.chunk // (e.lay.B * e.lay.T * e.lay.T))
         blocks = [np.arange(a, min(a + step, len(sl))) for a in range(0, len(sl), step)]
 
         def fill(r):
@@ -122,14 +124,20 @@ def dense_sels(e, sl: _SelLevel, rows: np.ndarray) -> np.ndarray:
     return dense[rows]
 
 
-def cached_rank_table(e, lv, num, red):
+def cached_rank_table(e, lv, num, red, fit: bool = False):
     """:func:`rank_table` of the value rows ``num`` of a level, cached on the level (made on
-    the main thread)."""
+    the main thread) and counted in the search's memory. With ``fit``: None when the
+    memory cannot hold it (the caller makes tables per block); else :class:`.storage._Memory`."""
     if not hasattr(lv, "_rank_cache"):
         lv._rank_cache = {}
     key = (red, num.size, int(num[:1].sum()) if num.size else 0)
     cached = lv._rank_cache.get(key)
     if cached is None:
+        # the table and its making: [M', 256] ranks, [M', B*T] float64, the float32 copy
+        nbytes = num.size * (e.lay.B * e.lay.T * 4)
+        if fit and not e.store.fits(nbytes + num.size * (256 * 16 + e.lay.B * e.lay.T * 8)):
+            return None
+        e.store.cache(nbytes, "a rank table")
         cached = rank_table(lv.vals[num], red, e.lay.B, e.lay.T, e.lay.vflat)
         lv._rank_cache[key] = cached
     return cached
@@ -276,9 +284,9 @@ def select_hashes(lay, K: np.ndarray, Q: np.ndarray):
             c = _OP_COEF[opc].astype(np.int16)
             w = c[2] * allk[None, :]
             if c[0]:
-                w = w + c[0] * Cn[x[:, None], f_lt[y]]
+                w = w + c[0] * Cn[x[:, None], f_lt(y)]
             if c[1]:
-                w = w + c[1] * Cn[x[:, None], f_le[y]]
+                w = w + c[1] * Cn[x[:, None], f_le(y)]
             return w.astype(np.int16)
         lo_side, hi_side = "left", "right"
     else:           # S[p, u] = sum over queries q >= p of p's batch row with value U[u]
@@ -290,14 +298,19 @@ def select_hashes(lay, K: np.ndarray, Q: np.ndarray):
         lo_side, hi_side = "right", "left"
     Tf = Tb.reshape(ng, P * (nu + 1))
     base = (np.arange(P) * (nu + 1))[None, :]
-    f_lt = np.searchsorted(U, O, side=lo_side) + base             # [no, P]
-    f_le = np.searchsorted(U, O, side=hi_side) + base
+
+    def f_lt(y):        # [len(y), P] flat indices of "values < O[y]" (made per block: the
+        return np.searchsorted(U, O[y], side=lo_side) + base     # whole [no, P] is large)
+
+    def f_le(y):
+        return np.searchsorted(U, O[y], side=hi_side) + base
     lt = np.empty((ng, no), np.int64)
     le = np.empty((ng, no), np.int64)
     step = max(1, _CHUNK // max(1, ng * P))
     for a in range(0, no, step):
-        lt[:, a:a + step] = Tf[:, f_lt[a:a + step]].sum(axis=2)
-        le[:, a:a + step] = Tf[:, f_le[a:a + step]].sum(axis=2)
+        y = np.arange(a, min(no, a + step))
+        lt[:, a:a + step] = Tf[:, f_lt(y)].sum(axis=2)
+        le[:, a:a + step] = Tf[:, f_le(y)].sum(axis=2)
     if by_key:
         return lt, le, widths_of
     return lt.T, le.T, None
@@ -307,6 +320,7 @@ def full_layout(e, k) -> np.ndarray:
     """``[B, M, T]`` float32 values of level k (padded positions 0), cached."""
     lv = e.store.rows[k]
     if lv._full is None:
+        e.store.cache(len(lv) * e.lay.B * e.lay.T * 4, "a level's float layout")
         f = np.zeros((len(lv), e.lay.B * e.lay.T), np.float32)
         f[:, e.lay.vflat] = lv.vals
         lv._full = f.reshape(len(lv), e.lay.B, e.lay.T).transpose(1, 0, 2).copy()

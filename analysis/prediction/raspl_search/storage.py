@@ -52,7 +52,14 @@ def _default_threads() -> int:
 _STRUCT_OPS = ("<", "<=", "==", "!=", ">", ">=")
 _OP_COEF = np.array([(1, 0, 0), (0, 1, 0), (-1, 1, 0), (1, -1, 1), (0, -1, 1), (-1, 0, 1)],
                     np.int64)
-_DENSE_BYTES = 1 << 28    # dense float32 selector matrices kept per search
+_DENSE_BYTES = 1 << 28    # dense float32 selector matrices kept per search (at most)
+#: bytes a kept row costs beyond its values: its 64-bit fingerprint in the seen-set (a Python
+#: int and its slot, ~80 measured) and its recipe's row index
+_ROW_OVERHEAD = 96
+#: bytes per element of a block that one family job holds at its peak (its values as int16, the
+#: int8 check, the rows it may keep, the float32 sums of an aggregate, their casts)
+_JOB_BYTES_PER_ELEMENT = 16
+_MIN_CHUNK = 1 << 12
 
 
 class _Recipes:
@@ -98,11 +105,25 @@ class _Level:
 
     def freeze(self):
         if self.parts:
-            self._vals = np.concatenate([self._vals] + self.parts)
+            # one array, each part dropped once copied (a level is the largest thing kept:
+            # its copy and its parts should not all be alive at once)
+            parts, self.parts = [self._vals] + self.parts, []
+            vals = np.empty((sum(len(x) for x in parts), self._vals.shape[1]), np.int8)
+            pos = 0
+            while parts:
+                x = parts.pop(0)
+                vals[pos:pos + len(x)] = x
+                pos += len(x)
+                del x
+            self._vals = vals
             self._kind = np.concatenate([self._kind] + self.kinds)
-            self.parts, self.kinds = [], []
-        self.binary = ((self._vals >= 0) & (self._vals <= 1)).all(axis=1) & \
-            (self._kind == _KIND_INT)
+            self.kinds = []
+        # 0/1 rows, in blocks of rows (two [M, P] temporaries would be three times the level)
+        step = max(1, _CHUNK // max(1, self._vals.shape[1]))
+        self.binary = np.concatenate(
+            [((v >= 0) & (v <= 1)).all(axis=1) for v in
+             (self._vals[a:a + step] for a in range(0, len(self._vals), step))]
+            or [np.zeros(0, bool)]) & (self._kind == _KIND_INT)
 
     @property
     def vals(self) -> np.ndarray:
@@ -339,14 +360,27 @@ def layout_of(problem) -> Layout:
         defaults=defaults)
 
 
+class _Memory(Exception):
+    """The search's memory (``--memory-mb``: bytes of arrays, counted, never measured) cannot
+    hold what the next step needs: the search stops with ``stopped == "memory"``."""
+
+
 @dataclass
 class Store:
-    """What the enumeration keeps, one explicit record: the distinct s-ops (``rows``: size ->
-    :class:`_Level`) and selectors (``sels``: size -> :class:`_SelLevel`) by expression size,
-    their fingerprints (``seen``, ``sel_seen``), the bytes stored (``stored_bytes``, at most
-    ``max_bytes``; past it ``storing`` is False and the current size finishes without storing)
-    and the dense selector matrices cached (``dense_bytes``). ``Pn`` = valid positions of the
-    batch (a row's length)."""
+    """What the enumeration keeps, one explicit record, and the search's memory (bytes of
+    arrays, counted so that where a search stops does not depend on the machine): the
+    distinct s-ops (``rows``: size -> :class:`_Level`) and selectors (``sels``: size ->
+    :class:`_SelLevel`) by expression size, their fingerprints (``seen``, ``sel_seen``).
+
+    Memory: ``max_bytes`` is the whole search's (``--memory-mb``); ``work_bytes`` (a quarter)
+    is kept for the temporaries of the families (blocks of ``chunk`` elements, a few jobs in
+    flight: :func:`chunk_of`) and the combination; the rest holds what is kept:
+    ``stored_bytes`` (rows and selectors with their fingerprints and recipes,
+    :data:`_ROW_OVERHEAD` each), ``cache_bytes`` (arrays derived from levels and kept on them:
+    dense selector matrices ``dense_bytes``, float layouts, rank tables) and
+    ``level_bytes`` (the level being built: freezing it copies it once). Past that
+    ``storing`` is False and the current size finishes without storing; an array that cannot
+    be made within it raises :class:`_Memory`. ``Pn`` = valid positions of the batch."""
 
     max_bytes: int
     Pn: int
@@ -356,33 +390,78 @@ class Store:
     sel_seen: _Seen = field(default_factory=_Seen)
     stored_bytes: int = 0
     dense_bytes: int = 0
+    cache_bytes: int = 0
+    level_bytes: int = 0
     storing: bool = True
+
+    @property
+    def work_bytes(self) -> int:
+        return self.max_bytes // 4
+
+    @property
+    def keep_bytes(self) -> int:
+        """Bytes for what is kept (rows, selectors, caches, the level being frozen)."""
+        return self.max_bytes - self.work_bytes
+
+    def used(self) -> int:
+        return self.stored_bytes + self.cache_bytes + self.level_bytes
+
+    def fits(self, nbytes: int) -> bool:
+        """Whether ``nbytes`` more can be kept."""
+        return self.used() + int(nbytes) <= self.keep_bytes
+
+    def cache(self, nbytes: int, what: str) -> None:
+        """Count ``nbytes`` of an array kept on a level; :class:`_Memory` when it does not fit
+        (the enumeration cannot go on without it)."""
+        if not self.fits(nbytes):
+            raise _Memory(what)
+        self.cache_bytes += int(nbytes)
+
+    def need(self, nbytes: int, what: str, jobs: int = 1) -> None:
+        """A temporary of ``nbytes`` that cannot be cut into smaller blocks, held by up to
+        ``jobs`` jobs at once: :class:`_Memory` when the temporaries' share cannot hold it."""
+        if int(nbytes) * jobs > self.work_bytes:
+            raise _Memory(what)
+
+    def end_level(self) -> None:
+        """The level being built is frozen: its bytes are stored bytes now."""
+        self.level_bytes = 0
+
+
+def chunk_of(store: Store, jobs: int) -> int:
+    """Elements per block of a family (at most :data:`_CHUNK`, the block of an unbounded
+    search): ``jobs`` blocks in flight hold at most the temporaries' share of the memory."""
+    return int(max(_MIN_CHUNK, min(_CHUNK, store.work_bytes //
+                                   (_JOB_BYTES_PER_ELEMENT * max(1, jobs)))))
 
 
 def _count_bytes(store: Store, n: int) -> None:
+    """Count ``n`` bytes kept in the level being built (freezing it copies them once more)."""
     store.stored_bytes += n
-    if store.stored_bytes > store.max_bytes:
+    store.level_bytes += n
+    if store.used() > store.keep_bytes:
         store.storing = False
 
 
 def keep_sops(store: Store, level: int, vals: np.ndarray, kinds: np.ndarray, recipe,
               rows: np.ndarray) -> None:
     """Keep new distinct s-ops at ``level``: values ``[m, Pn]``, kinds ``[m]``, row ``i``'s
-    recipe ``recipe(rows[i])``; counts ``m * Pn`` bytes."""
+    recipe ``recipe(rows[i])``; counts ``m * (Pn + _ROW_OVERHEAD)`` bytes."""
     lv = store.rows.setdefault(level, _Level(store.Pn))
     lv.add(vals, kinds, recipe, rows)
-    _count_bytes(store, len(rows) * store.Pn)
+    _count_bytes(store, len(rows) * (store.Pn + _ROW_OVERHEAD))
 
 
 def keep_sels(store: Store, level: int, structs: np.ndarray, widths: np.ndarray, recipe,
               rows: np.ndarray, packed: np.ndarray | None, row_bytes: int) -> None:
     """Keep new distinct selectors at ``level``: structures ``[m, 5]`` (``-1``: packed),
     widths ``[m, Pn]`` int16, recipes ``recipe(rows[i])``, packed causal entries ``[m,
-    nbytes]`` or None (structured selectors); counts ``m * (row_bytes + 2 * Pn)`` bytes."""
+    nbytes]`` or None (structured selectors); counts ``m * (row_bytes + 2 * Pn +
+    _ROW_OVERHEAD)`` bytes."""
     lv = store.sels.setdefault(level, _SelLevel())
     if packed is not None:
         lv.packed.append(packed)
     lv.widths.append(widths)
     lv.structs.append(structs)
     lv.recipes.extend(recipe, rows)
-    _count_bytes(store, len(rows) * (row_bytes + 2 * store.Pn))
+    _count_bytes(store, len(rows) * (row_bytes + 2 * store.Pn + _ROW_OVERHEAD))

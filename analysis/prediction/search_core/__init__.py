@@ -15,8 +15,8 @@ task by :func:`~.core.task_problem`; :class:`~.core.Certificate`, :class:`~.core
 
 from .core import (Certificate, Grammar, Loop, Problem, Round, SearchError, best_bound, cegis,
                    exhaustive_rows, hard_rows, program_source, shortest_failing, task_problem)
-from .result import GRAMMARS, SearchResult
+from .result import GRAMMARS, MEMORY_STOP, SearchResult
 
 __all__ = ["Problem", "SearchError", "task_problem", "hard_rows", "exhaustive_rows",
            "Certificate", "Round", "Grammar", "Loop", "cegis", "program_source", "best_bound",
-           "shortest_failing", "SearchResult", "GRAMMARS"]
+           "shortest_failing", "SearchResult", "GRAMMARS", "MEMORY_STOP"]

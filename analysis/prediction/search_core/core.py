@@ -266,7 +266,7 @@ class Round:
     Attributes:
         work: budget units the round spent (candidates).
         stopped: why it ended: ``"found"``, ``"refine"`` (a chance fit refuted: see
-            ``counterexamples``), ``"budget"``, ``"time_cap"``, ``"memory_limit"``,
+            ``counterexamples``), ``"budget"``, ``"time_cap"``, ``"memory"``,
             ``"max_length"`` / ``"max_size"``, ``"spurious"``, ``"refused: ..."``.
         certified: the size bound this round certified, or None (none, or one the loop must
             not count, such as the round of a program found by enumeration).

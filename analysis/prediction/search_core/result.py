@@ -21,6 +21,10 @@ from rasp.analyses.crasp import VARIANTS
 
 from .core import Certificate
 
+#: ``stopped`` of a search whose memory (``--memory-mb``, bytes of arrays counted, the same on
+#: every machine) could not hold its next step; the sizes it completed stay certified
+MEMORY_STOP = "memory"
+
 #: the grammars a search runs: name -> (the grammar as a verdict states it, its size measure)
 GRAMMARS = {
     "raspl": ("the RASP-L search grammar", "expression size"),
@@ -50,7 +54,9 @@ class SearchResult:
         stopped: ``"found"``, ``"budget"`` (the work budget is spent: the certificate
             stands), ``"time_cap"`` (the wall-clock safety cap passed: where it stopped depends
             on the machine, so no verdict rests on it), ``"max_length"`` / ``"max_size"``,
-            ``"memory_limit"``, ``"spurious"``, ``"rounds"`` or ``"refused: <why>"``.
+            ``"memory"`` (:data:`MEMORY_STOP`: the search's memory could not hold its next
+            step; the sizes completed stay certified), ``"spurious"``, ``"rounds"`` or
+            ``"refused: <why>"``.
         budget: the work budget it ran with (:mod:`analysis.prediction.budget`: candidate
             programs for RASP-L, candidate Booleans and counts for C-RASP); ``explored``: the
             enumeration's candidates, ``distinct``: those kept after observational equivalence.
@@ -139,7 +145,7 @@ class SearchResult:
             if self.found:
                 return (f"{self.task}: found a {self.certificate.grammar} program of C-RASP size "
                         f"{self.size} ({bound}); {work}")
-            return f"{self.task}: {bound} ({self.stopped}); {work}"
+            return f"{self.task}: {bound} ({self._stop_text()}); {work}"
         # no size completed (a time cap before size 0 finished): nothing is certified
         cb = self.certified_below
         certified = (f"none of size <= {cb}" if cb is not None else "nothing (no size completed)")
@@ -150,14 +156,20 @@ class SearchResult:
         elif self.found:
             head = f"{self.task}: shortest program has size {self.size} (certified: {certified})"
         elif cb is None:
-            head = f"{self.task}: no program found, nothing certified ({self.stopped})"
+            head = f"{self.task}: no program found, nothing certified ({self._stop_text()})"
         else:
-            head = f"{self.task}: no program of size <= {cb} ({self.stopped})"
+            head = f"{self.task}: no program of size <= {cb} ({self._stop_text()})"
         return (f"{head}; {self.explored:,} candidate programs"
                 + (f" + {self.combine_work:,} units of combination" if self.combine_work
                    else "")
                 + (f" of a budget of {self.budget:,}" if self.budget is not None else "")
                 + f" in {self.seconds:.1f} s ({self.programs_per_s:.0f}/s)")
+
+    def _stop_text(self) -> str:
+        """Why it stopped, as the summary says it (a memory stop says which memory)."""
+        if self.stopped == MEMORY_STOP:
+            return "stopped: memory, the search's memory (--memory-mb) is spent"
+        return self.stopped
 
     def text(self) -> str:
         """What ``rasp search`` prints: :meth:`summary`, then the program found (indented
