@@ -15,10 +15,15 @@ import json
 import math
 import os
 import sys
+import time
 from pathlib import Path
 
 from rasp.ir import RASPError
 from rasp.repl.session import run_source
+
+#: when this `rasp` process started its work (``time.time()`` at the CLI's import): the report
+#: page and the CLI both measure a command's wall time from it, so they print the same number
+STARTED = time.time()
 
 
 class UsageError(RASPError):
@@ -460,6 +465,11 @@ def add_report_arguments(p, default_preset: str = "tour") -> None:
                         "task the demo did not select for (count) and reports whether each "
                         "claim is confirmed there")
     p.set_defaults(preset=default_preset)
+    p.add_argument("--seeds", default=None, metavar="SEEDS",
+                   help="training seeds per PE, e.g. 0-6 (default: the study preset's: 0-4 "
+                        "for --demo, 0-6 for --full, 0 and NoPE 0-1 for --quick); the command "
+                        "says before training what they can decide (5 seeds: a comparison "
+                        "supported, not contradicted; 7: both; fewer than 5: nothing)")
     p.add_argument("--pe", default="all",
                    help="comma-separated positional encodings (default: all six)")
     p.add_argument("--runs", metavar="DIR", help="root of the run directories")
@@ -520,12 +530,16 @@ def report_options(args):
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be >= 1")
     finite_number(args.budget, "--budget", allow_equal=True)
+    seeds = parse_seeds(args.seeds) if getattr(args, "seeds", None) else None
     return ReportOptions(preset=args.preset, pes=pes, runs_root=args.runs, device=args.device,
+                         # NoPE's other-seed baseline needs two NoPE seeds
+                         seeds=seeds, nope_seeds=None if seeds is None else
+                         (0 if len(seeds) > 1 else 2),
                          train_missing=not args.no_train, variant=args.variant,
                          progress=not args.quiet, jobs=args.jobs,
                          budget_s=args.budget, address=args.address,
                          replication_dir=getattr(args, "replication", None),
-                         search=getattr(args, "search", False))
+                         search=getattr(args, "search", False), started_at=STARTED)
 
 
 def generate_report_from_args(args) -> int:
@@ -533,8 +547,16 @@ def generate_report_from_args(args) -> int:
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.reporting.report import ReportError, generate_report
 
+    from analysis.evidence.statistics import decidable_with
+
     own = [t.name for t in tasks_from_args(args)]      # your own tasks, found by name
     opts = report_options(args)
+    try:
+        n_seeds = len(opts.resolved()["seeds"])
+    except ReportError as e:
+        raise UsageError(str(e))
+    if not args.quiet:                 # what the seeds can decide, said before any training
+        print(f"[report] {decidable_with(n_seeds)['sentence']}", file=sys.stderr)
     try:
         path = generate_report((args.tasks + own) or None, args.out, opts,
                                force=getattr(args, "force", False))

@@ -222,3 +222,31 @@ def test_the_page_a_researcher_mails(tmp_path):
         mode = stat.S_IMODE(os.stat(tmp_path / name).st_mode)
         assert mode & stat.S_IROTH and mode & stat.S_IRGRP, oct(mode)
     assert html.count("one-to-one") <= 1                      # one matching table, not one per model
+
+
+def test_the_page_and_report_json_give_one_wall_time_and_say_what_the_seeds_decide(tmp_path):
+    """The page's wall time runs from the command's start (``meta["started"]``, the CLI's
+    ``rasp_cli.common.STARTED``) to the page, and report.json (which `rasp demo` prints) holds
+    the same number; the header says before any claim what the seeds can decide and links
+    the checkout's docs/results.md by a relative path that exists."""
+    import json
+    import os
+    import re
+    import time
+    from analysis.evidence.statistics import decidable_with
+    sec = _synthetic_section(np.random.default_rng(3))
+    out = tmp_path / "deep" / "rep"
+    started = time.time() - 7.0
+    path = report.render_report([sec], out, meta={
+        "started": started, "decides": decidable_with(1)["sentence"],
+        "results_doc": os.path.relpath(report.CHECKOUT / "docs" / "results.md", out)})
+    html = path.read_text()
+    doc = json.loads((out / "report.json").read_text())
+    wall = doc["meta"]["wall_seconds"]
+    assert 7.0 <= wall < 7.0 + 120 and "started" not in doc["meta"]
+    assert f" · {wall} s" in html
+    head = html[:html.index("</header>")]
+    assert "1 seed(s) per PE: every claim will be inconclusive" in head
+    href = re.search(r'id="decides">.*?<a href="([^"]+)"', head).group(1)
+    assert (out / href).resolve() == (report.CHECKOUT / "docs" / "results.md").resolve()
+    assert (out / href).exists()

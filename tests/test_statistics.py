@@ -137,3 +137,22 @@ def test_fewer_than_five_seeds_are_inconclusive_with_the_reason():
         c = compare_pes(_simulated_runs(rng, k, 0.97, 0.15, 0.0, 0.01), "nope", "ape_sinusoidal")
         assert c.label == "inconclusive"
         assert c.reason == f"needs >= 5 seeds per compared arm; have {k}"
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 6, 7, 9])
+def test_what_n_seeds_can_decide_is_what_the_rule_decides_at_its_extremes(n):
+    """`decidable_with(n)` (said before training by `rasp report/demo`) against the rule itself
+    on the most extreme runs n seeds can give: NoPE far above the APE on every seed (the
+    smallest p a sign-flip test over n pairs can reach, 2^-n) -- supported iff it says so --
+    and the reverse -- contradicted iff it says so."""
+    rng = np.random.default_rng(n)
+    said = st.decidable_with(n)
+    better = compare_pes(_simulated_runs(rng, n, 0.95, 0.05, 0.0, 0.01), "nope",
+                         "ape_sinusoidal").label
+    worse = compare_pes(_simulated_runs(rng, n, 0.05, 0.95, 0.0, 0.01), "nope",
+                        "ape_sinusoidal").label
+    assert (better == "supported") == said["supported"]
+    assert (worse == "contradicted") == said["contradicted"]
+    # by hand: 5 seeds reach 1/32 <= 0.04, 7 reach 1/128 <= 0.01
+    assert said["supported"] == (n >= 5) and said["contradicted"] == (n >= 7)
+    assert str(n) in said["sentence"]

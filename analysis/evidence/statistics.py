@@ -81,7 +81,7 @@ __all__ = ["MIN_SEEDS", "ALPHA", "ALPHA_STATED", "ALPHA_REVERSE", "ID_FIT", "OOD
            "CHANCE_MARGIN", "EXACT_MAX", "sign_flip_pvalue", "sign_test_pvalue",
            "ood_replicates", "resample_seeds", "percentile_interval", "seed_bootstrap", "paired_bootstrap", "PairedComparison",
            "paired_comparison", "fits", "chance_em", "generalization_threshold",
-           "pe_against_threshold", "task_outcome"]
+           "pe_against_threshold", "task_outcome", "decidable_with"]
 
 #: A decided label needs at least this many paired seeds (seeds per compared arm).
 MIN_SEEDS = 5
@@ -147,6 +147,39 @@ def sign_flip_pvalue(diffs: Sequence[float], alternative: str = "greater",
     else:
         hits = np.count_nonzero(np.abs(stats) >= abs(obs) - tol)
     return float((hits + extra) / (len(stats) + extra))
+
+
+def decidable_with(n_seeds: int) -> dict:
+    """What ``n_seeds`` seeds per PE can decide, before any run: the smallest one-sided p an
+    exact sign-flip (or sign) test over ``n`` pairs can reach is ``2**-n`` (every difference
+    on one side), so a paired claim can be *supported* when ``n >= MIN_SEEDS`` and ``2**-n <=
+    ALPHA_STATED`` (from 5 seeds), *contradicted* when ``2**-n <= ALPHA_REVERSE`` too (from 7),
+    and a PE's outcome (generalizes / fails, a prediction's label) decided when ``2**-n <=
+    ALPHA`` and ``n >= MIN_SEEDS`` (from 5).
+
+    Returns:
+        ``{"seeds", "supported", "contradicted", "outcome"}`` (booleans) and ``"sentence"``:
+        one line to print before training.
+    """
+    n = int(n_seeds)
+    best = 0.5 ** n if n > 0 else 1.0
+    enough = n >= MIN_SEEDS
+    out = {"seeds": n, "supported": enough and best <= ALPHA_STATED,
+           "contradicted": enough and best <= ALPHA_REVERSE,
+           "outcome": enough and best <= ALPHA}
+    need_c = next(k for k in range(MIN_SEEDS, 64) if 0.5 ** k <= ALPHA_REVERSE)
+    if not out["supported"]:
+        out["sentence"] = (f"{n} seed(s) per PE: every claim will be inconclusive (a label "
+                           f"needs >= {MIN_SEEDS} seeds; >= {need_c} for 'contradicted')")
+    elif not out["contradicted"]:
+        out["sentence"] = (f"{n} seeds per PE: a comparison of two PEs can be supported, not "
+                           f"contradicted (its smallest p, 2^-{n} = {best:.3g}, is above "
+                           f"{ALPHA_REVERSE}: that needs >= {need_c} seeds); a prediction can "
+                           "be supported or contradicted")
+    else:
+        out["sentence"] = (f"{n} seeds per PE: comparisons of PEs and predictions can be "
+                           "supported or contradicted")
+    return out
 
 
 def sign_test_pvalue(values: Sequence[float], threshold: float,

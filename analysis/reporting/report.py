@@ -63,7 +63,6 @@ __all__ = ["ReportError", "ReportOptions", "collect_task", "render_report", "gen
 #: Thresholds of a task's outcome (one owner: :mod:`analysis.evidence.claims`).
 OOD_GENERALIZES, ID_FIT = _claims.OOD_GENERALIZES, _claims.ID_FIT
 
-
 #: Seconds kept for compiling, probing and drawing after training when a budget is set
 #: (``--budget``; measured for the report of 18 demo runs: 15 s wall at load ~1, 37 s at load
 #: ~9); runs that would not end within the budget are skipped and named, and the next call
@@ -72,8 +71,7 @@ RENDER_RESERVE_S = 50.0
 
 
 class ReportError(RASPError):
-    """A report cannot be produced (bad task name, unwritable output directory, runs of another
-    task, ...). The message says what and how to fix it."""
+    """A report cannot be produced (bad task, unwritable output, ...): says what and how to fix."""
 
 
 @dataclass
@@ -100,6 +98,8 @@ class ReportOptions:
     jobs: int | None = None
     #: ``HOST:PORT`` of a Ray cluster to train on (default ``$RAY_ADDRESS``, else local).
     address: str | None = None
+    #: the command's start (``time.time()``; None: the call): the page's wall time runs from it
+    started_at: float | None = None
     #: wall-clock budget of the whole report in seconds (training stops starting new runs
     #: RENDER_RESERVE_S before it); None = no budget (``rasp demo``'s default).
     budget_s: float | None = None
@@ -791,6 +791,8 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
     env.filters["nopath"] = lambda t: strip_paths(t, out)
     env.filters["pename"] = lambda pe: PE_LABELS.get(pe, pe)
     meta = dict(meta or {})
+    if "started" in meta:      # the command's wall time up to this page (figures drawn)
+        meta["seconds"] = meta["wall_seconds"] = round(time.time() - meta.pop("started"), 1)
     page = env.get_template("report.html.j2").render(
         title=title, sections=views, meta=meta, claims=all_claims, finding=finding(all_claims),
         runs_root=display_path(meta["runs_root"], out) if meta.get("runs_root") else None,
@@ -866,7 +868,7 @@ def generate_report(task_names: Sequence[str] | None = None,
     if unknown:
         raise ReportError(f"unknown task(s) {', '.join(unknown)}; known tasks: "
                           f"{', '.join(sorted(known))}")
-    t0 = time.time()
+    t0 = opts.started_at or time.time()
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     trained = train_missing(names, opts, budget_s=(None if opts.budget_s is None else
                                                    max(0.0, opts.budget_s - RENDER_RESERVE_S)))
@@ -875,8 +877,9 @@ def generate_report(task_names: Sequence[str] | None = None,
     with working("[report] drawing figures and writing the page", show=opts.progress):
         path = render_report(sections, out, meta={
             "preset": study_preset(opts.preset), "pes": opts.pes,
-            "seconds": round(time.time() - t0, 1),
-            "wall_seconds": round(time.time() - t0, 1), "driver_cpu_seconds": round(_cpu_seconds(), 1),
+            "started": t0, "driver_cpu_seconds": round(_cpu_seconds(), 1),
+            "decides": _stats.decidable_with(len(opts.resolved()["seeds"]))["sentence"],
+            "results_doc": os.path.relpath(CHECKOUT / "docs" / "results.md", out.resolve()),
             "run_seconds_trained_now": round(sum(r.get("seconds") or 0.0 for r in trained.values()
                                                  if r.get("status") in ("trained", "resumed")), 1),
             "cpu_count": os.cpu_count(), "load_before": load_before,
@@ -893,8 +896,5 @@ def generate_report(task_names: Sequence[str] | None = None,
 def _cpu_seconds() -> float:
     """User + system CPU seconds of this process and its finished child processes (the driver:
     Ray's workers are not counted here; their runs' seconds are ``run_seconds_trained_now``)."""
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
-        resource.RUSAGE_CHILDREN)
+    me, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
