@@ -29,6 +29,7 @@ from rasp_model.files import FileReadError, atomic_write_bytes, read_json, read_
 
 from .basis_inference import infer_bases
 from .blocks_to_model import Assembly, assemble
+from .bool_typing import chain_spec, type_rows
 from .graph_to_blocks import build_head, build_mlp
 from .encoding import CATEGORICAL
 from .verification import GATE_SAMPLES, gate_is_exhaustive, verify_compiled
@@ -39,11 +40,16 @@ from .graph.mlp_pricing import mlp_units
 from .graph.nodes import CompilerGraph
 from .graph.rasp_to_graph import build_graph
 from .layer_allocation import allocate_layers
-from .raising import check_model_raises, raising_search
+from .raising import check_model_raises, raising_search, refuse_gate_raising
 from .residual_space import ResidualSpace
 
 __all__ = ["compile_program", "CompiledModel", "load_compiled", "DEFAULT_MAX_PARAMS",
-           "MAX_SEQ_LEN"]
+           "MAX_SEQ_LEN", "RAISING"]
+
+#: ``compile_program``'s ``raising`` options: refuse a program on which the interpreter raises
+#: for an input of the declared vocabulary and lengths (the default), or compile it with those
+#: inputs declared out of contract (listed in ``stats["raising_inputs"]``)
+RAISING = ("refuse", "declare")
 
 #: models estimated above this many parameters are refused before any weight is allocated
 DEFAULT_MAX_PARAMS = 50_000_000
@@ -103,10 +109,12 @@ class CompiledModel:
     #: a causal model compiled with ``allow_noncausal=True`` from a program whose selects
     #: read later positions: the first such select (None otherwise)
     reads_later_positions: str | None = None
-    #: the output is a mean of bools with a bool or None default: the direction of its count
-    #: head (``1/(w+1)``), or the list of those of a chain of means of such a mean (issue 51);
-    #: :meth:`run` returns bools where the interpreter does (every query of the sequences of
-    #: one length selects at most one key, in every mean), else 0/1 numbers
+    #: the output is a mean of bools with a bool or None default, or a chain of means down to
+    #: one (issue 51): :func:`compiler.bool_typing.chain_spec`'s levels (each mean's count head
+    #: ``1/(w+1)``, value directions and default); :meth:`run` types the output as the
+    #: interpreter types the sequences of one length (:func:`compiler.bool_typing.type_rows`).
+    #: Models saved before: a count head's direction or a list of them (bools where every
+    #: query of the batch selects at most one key, in every mean)
     bool_typing: int | list | None = None
 
     def __post_init__(self):
@@ -221,12 +229,17 @@ class CompiledModel:
 
     def _typed_bools(self, out, resid, lens):
         """The output of a mean of bools as the interpreter types it: the sequences of one
-        length are evaluated as one batch, whose values are the moved bools when every query
-        selected at most one key (its count head reads ``1/(w+1) >= 1/2``), else numbers."""
+        length are evaluated as one batch (:func:`compiler.bool_typing.type_rows`; a model
+        saved before: the moved bools when every query selected at most one key, its count
+        heads reading ``1/(w+1) >= 1/2``, else numbers)."""
         rows = [out[b] for b in range(len(lens))]
         for n in set(lens):
             idx = [b for b, m in enumerate(lens) if m == n]
-            if all(np.all(resid[b, 1: 1 + n, self.bool_typing] > 0.4) for b in idx):
+            if isinstance(self.bool_typing, list) and isinstance(self.bool_typing[0], dict):
+                typed = type_rows(self.bool_typing, resid[idx, 1: 1 + n], [rows[b] for b in idx])
+                for b, r in zip(idx, typed):
+                    rows[b] = r
+            elif all(np.all(resid[b, 1: 1 + n, self.bool_typing] > 0.4) for b in idx):
                 for b in idx:
                     rows[b] = homogeneous_array([v if v is None else bool(v)
                                                  for v in np.asarray(rows[b]).tolist()])
@@ -543,7 +556,7 @@ def _estimate(cg: CompilerGraph, space: ResidualSpace, vocab_size: int, n: int) 
 
 def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bool = False,
                     allow_noncausal: bool = False, max_params: int = DEFAULT_MAX_PARAMS,
-                    verify_samples: int = GATE_SAMPLES, raising: str = "raise") -> CompiledModel:
+                    verify_samples: int = GATE_SAMPLES, raising: str = "refuse") -> CompiledModel:
     """Compile an s-op into transformer weights.
 
     Args:
@@ -566,27 +579,32 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
             ``vocab`` and lengths ``1..max_seq_len`` (issue 51; the value sets list the
             operations that may raise, :func:`compiler.raising.raising_operations`, and the
             interpreter is run over the inputs to find where:
-            :func:`compiler.raising.find_raising_inputs`). ``"raise"`` (default): compile it
-            when the model raises on every such input found (they are listed in
-            ``stats["raising_inputs"]``: out of the program's contract); ``"refuse"``: refuse
-            it, naming the input and the operation. Either way an operation that may raise
-            and for which the model has no run-time check (a ``max`` / ``min`` over ``None``,
-            an intermediate mixing strings and numbers without directions) is refused unless
-            every input was run and none raised.
+            :func:`compiler.raising.find_raising_inputs`, every input when they number at
+            most 4,096, else 64 seeded inputs per length). ``"refuse"`` (default): refuse it
+            up front, naming the input and the operation. ``"declare"``: compile it with the
+            inputs found declared out of the program's contract (listed in
+            ``stats["raising_inputs"]``; the model must raise on each, as the interpreter
+            does, else it is refused). Either way an operation that may raise and for which
+            the model has no run-time check (a ``max`` / ``min`` over ``None``, an
+            intermediate mixing strings and numbers without directions) is refused unless
+            every input was run and none raised; a sampled search that finds no raising input
+            compiles the program, whose run-time checks raise on such an input
+            (``stats["raising_search"]`` says ``"sampled"``).
 
     Returns:
         :class:`CompiledModel` whose ``.run(inputs)`` equals ``rasp.evaluate(sop, inputs)``
         (``causal=True``: ``rasp.evaluate(sop, inputs, causal=True)``), raising where the
         interpreter raises. ``stats`` includes ``verify_seconds``, ``verified_inputs`` and
-        ``raising_inputs`` (``[[input, message], ...]``: inputs found where the interpreter,
-        and the model, raise; at most 4) with ``raising_search`` (inputs run, ``"all"`` or
-        ``"sampled"``; absent when no operation may raise).
+        ``raising_search`` (inputs run, ``"all"`` or ``"sampled"``) with ``raising_inputs``
+        (``[[input, message], ...]``: inputs found where the interpreter, and the model, raise;
+        at most 4; empty unless ``raising="declare"``), both absent when no operation may
+        raise.
 
     Raises:
         UnsupportedError: a construct that cannot be compiled, or a value set that cannot be
             made exact (names the op, line:column, why); a program on which the interpreter
-            raises where the model would not, or with ``raising="refuse"`` at all (names the
-            input and the operation).
+            raises on an input found (``raising="refuse"``, the default) or where the model
+            would not (names the input and the operation).
         FloatPrecisionError: (an ``UnsupportedError``) an operation whose result depends on
             how the interpreter's float64 arithmetic rounds a mean (``round(mean * 10)`` of
             non-dyadic floats, a comparison or ``trunc`` of one): refused before building
@@ -601,8 +619,8 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
     if not isinstance(verify_samples, int) or isinstance(verify_samples, bool) or \
             verify_samples < 1:
         raise CompilerError(f"verify_samples must be a positive int, got {verify_samples!r}")
-    if raising not in ("raise", "refuse"):
-        raise CompilerError(f"raising must be 'raise' or 'refuse', got {raising!r}")
+    if raising not in RAISING:
+        raise CompilerError(f"raising must be 'refuse' or 'declare', got {raising!r}")
     try:
         hazards: list[str] = []
         cm = _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params, hazards,
@@ -642,6 +660,7 @@ def compile_program(sop: SOp, vocab: Iterable[Any], max_seq_len: int, causal: bo
             f"{check.checked} inputs checked ({'all inputs' if check.exhaustive else 'sampled'}"
             f"); refusing to return it. First counterexample: {check.counterexample}",
             sop.span)
+    refuse_gate_raising(cm, sop, check, raising)
     return cm
 
 
@@ -652,7 +671,7 @@ _INTERNAL = (ValueError, TypeError, ArithmeticError, IndexError, KeyError, Asser
 
 
 def _compile(sop, vocab, max_seq_len, causal, allow_noncausal, max_params,
-             hazards: list[str] | None = None, raising: str = "raise") -> CompiledModel:
+             hazards: list[str] | None = None, raising: str = "refuse") -> CompiledModel:
     """The stages of :func:`compile_program` (Tracr's ``compiling.compile_rasp_to_model``).
     ``hazards``: a list that collects the precision-sensitive operations
     (``FloatPrecisionError`` messages) when the gate will compare every input; with a sampled
@@ -789,12 +808,8 @@ def _compiled_model(cg: CompilerGraph, space: ResidualSpace, asm: Assembly, voca
     count_checks = [(n.name, space.dir(n.count_check)) for n in cg.nodes
                     if n.kind == "aggregate" and n.count_check is not None
                     and any(isinstance(v, str) for v in n.values_node.values)]
-    typing_dirs = [space.dir(n.count_check) for n in cg.nodes
-                   if n.kind == "aggregate" and n.count_check is not None
-                   and not any(isinstance(v, str) for v in n.values_node.values)]
-    # one count head (a mean of bools), or those of a chain of means of a mean of bools
-    bool_typing = (None if not typing_dirs else typing_dirs[0] if len(typing_dirs) == 1
-                   else typing_dirs)
+    # a mean of bools, or a chain of means down to one: typed as the interpreter types it
+    bool_typing = chain_spec(cg, space)
     checks = [(n.name, space.node_slice(n)) for n in cg.nodes
               if n.kind == "aggregate" and n.may_average and space.is_categorical(n)]
     node_dirs = {}

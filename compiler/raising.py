@@ -9,7 +9,9 @@ possible values makes the interpreter raise:
 * an s-op whose values mix strings and numbers: a sequence holding both raises;
 * a ``max`` / ``min`` over values that may be ``None``: the interpreter raises whenever a
   query selects a ``None`` (issue 51, D1);
-* a mean of strings over a selector that may select several keys.
+* a mean of strings over a selector that may select several keys;
+* an aggregate over values that may be ``None`` whose default is a bool beside other numbers
+  (or a number beside bools) and whose selector may select nothing.
 
 Each one is either **covered** (the compiled model has a run-time check that raises exactly
 there: an error flag of a map, a string/number kind check, a count head; see
@@ -18,8 +20,11 @@ every input of the declared vocabulary and lengths (at most :data:`SEARCH_LIMIT`
 seeded sample at every length) and returns the inputs it raises on, with its message (which
 names the operation). ``compile_program`` refuses a program with an uncovered operation unless
 the search proves, exhaustively, that it never raises; a program that raises on an input found
-is refused with that input when ``raising="refuse"``, and otherwise compiled only if the model
-raises on every input found (listed in ``stats["raising_inputs"]``).
+is refused with that input by default (``raising="refuse"``), and with ``raising="declare"``
+compiled only if the model raises on every input found (listed in
+``stats["raising_inputs"]``). The verification gate's inputs are a second net: by default an
+input on which the interpreter raises there refuses the program too
+(:func:`refuse_gate_raising`).
 """
 
 from __future__ import annotations
@@ -30,15 +35,15 @@ import numpy as np
 
 from rasp.interpreter import evaluate
 from rasp.ir import Aggregate, Map, RASPError, SequenceMap, SOp, topological_order
-from rasp.analyses.value_sets import ValueSets, selects_at_most_one
+from rasp.analyses.value_sets import ValueSets, selects_at_least_one, selects_at_most_one
 
 from .errors import UnsupportedError
 from .graph.nodes import CompilerGraph
 from .residual_space import ResidualSpace
 
 __all__ = ["RaisingOp", "RaisingSearch", "raising_operations", "find_raising_inputs",
-           "show_input", "raising_search", "check_model_raises", "SEARCH_LIMIT",
-           "SEARCH_SAMPLES"]
+           "show_input", "raising_search", "check_model_raises", "refuse_gate_raising",
+           "SEARCH_LIMIT", "SEARCH_SAMPLES"]
 
 #: every input is run through the interpreter when all lengths together number at most this
 SEARCH_LIMIT = 4096
@@ -46,6 +51,9 @@ SEARCH_LIMIT = 4096
 #: :data:`SEARCH_TOKENS` positions over all lengths (at least 4 per length)
 SEARCH_SAMPLES = 64
 SEARCH_TOKENS = 32_768
+#: the end of a refusal of a program that raises on a declared input (the default)
+REFUSED = ("refused (the default, raising='refuse'; raising='declare' compiles it with such "
+           "inputs declared out of contract, the model raising there too)")
 #: inputs per interpreter batch (a batch that raises is bisected down to single inputs)
 _CHUNK = 256
 
@@ -57,8 +65,9 @@ class RaisingOp:
     Attributes:
         node: the IR s-op.
         reason: why (one clause, e.g. ``"its values mix strings and numbers"``).
-        kind: ``"map"``, ``"mixed"``, ``"none_order"`` (max / min over ``None``) or
-            ``"string_mean"``.
+        kind: ``"map"``, ``"mixed"``, ``"none_order"`` (max / min over ``None``),
+            ``"string_mean"`` or ``"none_mixed"`` (a bool default beside numbers that may be
+            ``None``).
         covered: whether the compiled model raises there too (set by ``compile_program``
             once the graph is built; ``None`` until then).
     """
@@ -126,7 +135,28 @@ def raising_operations(sop: SOp, vs: ValueSets) -> list[RaisingOp]:
                 not selects_at_most_one(node.selector, vs.sets):
             out.append(RaisingOp(node, "a mean of strings that may select several keys",
                                  "string_mean"))
+        if _default_mixes_bools_and_numbers(node, V) and \
+                not selects_at_least_one(node.selector, vs.sets):
+            out.append(RaisingOp(node, f"its default {node.default!r} and the values of "
+                                 f"'{node.values.label}', which may be None, mix bools and "
+                                 "numbers: a batch holding None keeps each value as it is and "
+                                 "raises where a sequence mixes them", "none_mixed"))
     return out
+
+
+def _default_mixes_bools_and_numbers(node: Aggregate, V: list) -> bool:
+    """An aggregate over values that may be ``None`` whose default is a bool beside values
+    that may be other numbers, or a number beside bools: the interpreter, given a batch
+    holding ``None``, keeps every value as it is (``_aggregate_objects``) and its array cannot
+    hold both (it raises where they meet and some value is not integral)."""
+    d = node.default
+    if d is None or isinstance(d, str) or not any(v is None for v in V):
+        return False
+    is_bool = lambda v: isinstance(v, (bool, np.bool_))          # noqa: E731
+    nums = [v for v in V if v is not None and not isinstance(v, str)]
+    if is_bool(d):
+        return any(not is_bool(v) for v in nums)
+    return any(is_bool(v) for v in nums)
 
 
 def _all_inputs(vocab: list, max_seq_len: int, limit: int) -> bool:
@@ -215,6 +245,8 @@ def _covered(op: RaisingOp, cg: CompilerGraph, space: ResidualSpace) -> bool:
         return True
     if op.kind == "none_order":
         return False
+    if op.kind == "none_mixed":         # typed (and raising) as the interpreter does
+        return any(node.ir is op.node for _, node, _, _ in cg.typing)
     mine = [n for n in cg.nodes if n.ir is op.node and not n.internal and n.kind != "full"]
     if op.kind == "string_mean":
         return any(n.kind == "aggregate" and n.count_check is not None for n in mine)
@@ -235,9 +267,10 @@ def raising_search(sop, value_sets, cg: CompilerGraph, space: ResidualSpace, voc
     operation may raise).
 
     Raises:
-        UnsupportedError: ``raising="refuse"`` and an input raises; or an operation without a
-            run-time check in the model may raise (an input found, or the inputs sampled:
-            none can be excluded). The message names the operation and the input.
+        UnsupportedError: ``raising="refuse"`` (the default) and an input raises; or an
+            operation without a run-time check in the model may raise (an input found, or the
+            inputs sampled: none can be excluded). The message names the operation and the
+            input.
     """
     ops = raising_operations(sop, value_sets)
     if not ops:
@@ -252,9 +285,7 @@ def raising_search(sop, value_sets, cg: CompilerGraph, space: ResidualSpace, voc
             raise UnsupportedError(
                 f"the interpreter raises on input {show_input(x)} ({msg}), an input of the "
                 f"declared {scope}; the operations that may raise: "
-                f"{'; '.join(op.describe() for op in ops[:3])}; refused (raising='refuse'; "
-                "compile with raising='raise' for a model that raises there too)", None,
-                sop.span)
+                f"{'; '.join(op.describe() for op in ops[:3])}; {REFUSED}", None, sop.span)
     uncovered = [op for op in ops if not op.covered]
     if uncovered and (found.found or not found.exhaustive):
         op = uncovered[0]
@@ -287,3 +318,29 @@ def check_model_raises(cm) -> None:
             f"the interpreter raises on input {show_input(x)} ({msg}) and the compiled model "
             "does not (no run-time check covers that operation); refused rather than return "
             "a model that would compute a value where the interpreter raises")
+
+
+def refuse_gate_raising(cm, sop, check, raising: str) -> None:
+    """After the verification gate: an input of the gate on which the interpreter raised
+    (``check.raising``, where the model raised too, else the gate refused it) is, by default,
+    a refusal naming the input and the interpreter's message (an operation the value sets did
+    not list, e.g. a mean of a ``None``-padded mean that the interpreter types bool in one
+    position and float in another); with ``raising="declare"`` it is listed in
+    ``stats["raising_inputs"]`` (at most 4 in all).
+
+    Raises:
+        UnsupportedError: ``raising="refuse"`` and the gate saw the interpreter raise.
+    """
+    if not check.raising:
+        return
+    if raising == "refuse":
+        x, msg = check.raising[0]
+        raise UnsupportedError(
+            f"the interpreter raises on input {show_input(x)} ({msg}), an input of the declared "
+            f"vocabulary {{{', '.join(map(repr, cm.vocab))}}}, lengths 1..{cm.max_seq_len}; "
+            f"{REFUSED}", None, sop.span)
+    listed = cm.stats.setdefault("raising_inputs", [])
+    seen = [x for x, _ in listed]
+    for x, msg in check.raising:
+        if len(listed) < 4 and list(x) not in seen:
+            listed.append([list(x), msg])

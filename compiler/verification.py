@@ -75,6 +75,8 @@ class VerificationResult:
         counterexample: the first mismatch, as text (input, interpreter's value or error,
             compiled model's value or error); None when there is none.
         seconds: wall time of the check.
+        raising: ``[(input, message)]``: inputs on which the interpreter raised (and the model
+            too, else they are mismatches), at most 4.
     """
 
     checked: int = 0
@@ -83,6 +85,7 @@ class VerificationResult:
     per_length: dict = field(default_factory=dict)
     counterexample: str | None = None
     seconds: float = 0.0
+    raising: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -207,6 +210,9 @@ def verify_compiled(cm, sop: SOp, samples: int = GATE_SAMPLES, seed: int = 0,
             w_err, g_err = isinstance(w, BaseException), isinstance(g, BaseException)
             same = (w_err and g_err) or (not w_err and not g_err and
                                           values_equal(w, g, strict=True))
+            if w_err and g_err and len(res.raising) < 4:
+                res.raising.append((list(x), w.message if isinstance(w, RASPError)
+                                    else f"{type(w).__name__}: {w}"))
             if not same:
                 bad += 1
                 if res.counterexample is None:

@@ -563,12 +563,14 @@ def outcomes(fn, batch: list) -> list:
 
 
 def run_exhaustive_profile(strategy, max_examples: int, seed_value: int, causal: bool,
-                           max_len: int = MAX_LEN) -> dict:
+                           max_len: int = MAX_LEN, raising: str = "declare") -> dict:
     """Compile ``max_examples`` programs of ``strategy`` (hypothesis, seeded) over
     :data:`VOCAB` and compare each compiled model with ``rasp.evaluate`` on **every** input of
     every length ``1..max_len`` (one batch per length, as the gate runs them; strict equality:
     a bool equals only a bool). At the default ``max_len`` 6 there are 1,092 inputs, more than
-    the gate enumerates: the gate samples, this comparison does not. Returns::
+    the gate enumerates: the gate samples, this comparison does not. ``raising``:
+    ``compile_program``'s option (``"declare"``: programs that raise on some inputs are
+    compiled, the models compared where both raise too; the default refuses them). Returns::
 
         {"programs", "compiled", "refused": Counter(reason), "inputs", "mismatches",
          "wrong_models", "gate_refusals", "internal_errors", "examples"}
@@ -586,7 +588,7 @@ def run_exhaustive_profile(strategy, max_examples: int, seed_value: int, causal:
     def body(prog):
         stats["programs"] += 1
         try:
-            cm = compile_program(prog, VOCAB, max_len, causal=causal)
+            cm = compile_program(prog, VOCAB, max_len, causal=causal, raising=raising)
         except CompilerError as e:
             reason = refusal_reason(e)
             stats["refused"][reason] += 1

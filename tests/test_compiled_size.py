@@ -71,7 +71,7 @@ def test_ternary_of_a_string_branch_and_a_number_branch_keeps_the_interpreters_e
     where the interpreter raises raise in the compiled model too."""
     src = 'y = tokens if indices == 0 else 1;'
     sop = _program(src, "y")
-    cm = compile_program(sop, ["a", "b"], 3)
+    cm = compile_program(sop, ["a", "b"], 3, raising="declare")   # refused by default
     assert _exhaustive(cm, sop, ["a", "b"], 1) == 2
     with pytest.raises(rasp.RASPError):
         rasp.evaluate(sop, [["a", "b"]])

@@ -81,7 +81,7 @@ def test_4_mean_of_provably_equal_values_stays_categorical():
 def test_4_categorical_average_of_strings_reported_at_run_time():
     prog = aggregate(select(tokens, tokens, "=="), indices)  # numeric: fine
     prog_s = aggregate(select(indices, indices, "<="), tokens)  # averages strings
-    cm = compile_program(prog_s, ["a", "b"], 4)
+    cm = compile_program(prog_s, ["a", "b"], 4, raising="declare")   # raises on "aa"
     assert cm.run(["a"])[0].tolist() == ["a"]                 # one key selected: moved
     # the interpreter raises for a mean of several strings, equal ones included: so does the
     # compiled model (a selector-width check head)

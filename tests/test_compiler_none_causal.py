@@ -24,7 +24,8 @@ VOCAB = ["1", "2", "3"]
 def exhaustive_mismatches(prog, n_max: int = 4, causal: bool = False, vocab=VOCAB) -> int:
     """Compile ``prog`` and count the inputs (every sequence of length 1..n_max) where the
     model and the interpreter differ (a value, or one raising where the other does not)."""
-    cm = compile_program(prog, vocab, n_max, causal=causal)
+    cm = compile_program(prog, vocab, n_max, causal=causal,
+                         raising="declare")     # raising programs: refused by default
     bad = 0
     for n in range(1, n_max + 1):
         for x in itertools.product(vocab, repeat=n):
@@ -65,7 +66,7 @@ def test_d1_none_times_a_number_raises_in_both():
     assert rasp.evaluate(prog, [list("11")])[0].tolist() == [0.5, 0.5]
     with pytest.raises(rasp.RASPError):          # "1": no key has index 1 -> None * 0.5
         rasp.evaluate(prog, [list("1")])
-    cm = compile_program(prog, VOCAB, 4)
+    cm = compile_program(prog, VOCAB, 4, raising="declare")   # refused by default
     with pytest.raises(CompiledRuntimeError):
         cm.run([list("1")])
     assert exhaustive_mismatches(prog) == 0
@@ -135,7 +136,8 @@ def d3():
 
 def test_d3_the_gate_checks_causal_models_at_every_length():
     prog = d3()
-    cm = compile_program(prog, VOCAB, 6, causal=True)      # 1,092 inputs: sampled gate
+    cm = compile_program(prog, VOCAB, 6, causal=True,      # 1,092 inputs: sampled gate
+                         raising="declare")              # raises: refused by default
     assert verify_compiled(cm, prog).ok
     with pytest.raises(rasp.RASPError):
         rasp.evaluate(prog, [list("123123")], causal=True)

@@ -105,7 +105,7 @@ def test_discretising_mlp_is_exact_with_negative_outputs():
 
 def test_attention_shape_and_default_goes_to_bos():
     prog = aggregate(select(tokens, "z", "=="), tokens, default="q")
-    cm = compile_program(prog, ["a", "z"], 5)
+    cm = compile_program(prog, ["a", "z"], 5, raising="declare")   # raises on "zz"
     att = cm.attention(["aaza", "aaaa"])
     assert att.shape == (2, cm.stats["layers"], cm.stats["max_heads"], 5, 5)
     assert np.allclose(att.sum(-1), 1.0)

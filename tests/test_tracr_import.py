@@ -77,7 +77,9 @@ def test_lib_program_evaluates_as_tracr(name):
 def test_lib_program_compiles_and_the_model_computes_as_tracr(name):
     prog, vocab = PROGRAMS[name]
     cm_vocab = list("abcd") if vocab == "unique" else vocab
-    cm = compile_program(rasp.from_tracr(prog), cm_vocab, 6)
+    # "unique": distinct keys are the contract (a repeated one raises: refused by default)
+    cm = compile_program(rasp.from_tracr(prog), cm_vocab, 6,
+                         raising="declare" if vocab == "unique" else "refuse")
     rng = np.random.default_rng(2)
     for n in range(1, 7):
         for _ in range(6):

@@ -93,7 +93,9 @@ PROGRAMS = _programs()
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_compiled_export_loads_strictly_and_matches(tmp_path, name):
     sop, vocab, n, causal = PROGRAMS[name]
-    cm = compile_program(sop, vocab, n, causal=causal)
+    # sort_unique's keys must be distinct (a repeated one raises: refused by default)
+    cm = compile_program(sop, vocab, n, causal=causal,
+                         raising="declare" if name == "sort_unique" else "refuse")
     cm.save(tmp_path)                                  # what `rasp compile -o DIR` writes
     tl_model = _load_like_a_tl_user(tmp_path)
     assert tl_model.cfg.attention_dir == ("causal" if causal else "bidirectional")
@@ -113,7 +115,7 @@ def test_compiled_export_loads_strictly_and_matches(tmp_path, name):
 
 def test_padded_batch_of_different_lengths_matches():
     sop, vocab, n, _ = PROGRAMS["sort_unique"]
-    cm = compile_program(sop, vocab, n)
+    cm = compile_program(sop, vocab, n, raising="declare")    # distinct keys: its contract
     tl_model = to_transformer_lens(cm)
     batch = [["b", "a"], ["d", "c", "a", "b"], ["c"], ["a", "d", "b"]]
     ids, lens = cm.encode(batch)

@@ -205,6 +205,9 @@ class Lowerer:
         self.conv_memo: dict[int, CNode] = {}
         #: nodes computed only so that the model raises where the interpreter does
         self.extra_roots: list[CNode] = []
+        #: ``[(count head, mean node, IR default)]`` of the output's chain of means of bools
+        #: (``CompilerGraph.typing``), innermost first
+        self.typing: list = []
         self.warnings: list[str] = []
         self._indices: CNode | None = None
         self.root_id: int | None = None
@@ -315,28 +318,34 @@ class Lowerer:
     def _aggregate(self, node: Aggregate, enc) -> CNode:
         vals_c = self.memo[node.values.id]
         spec = self.lower_selector(node.selector)
-        if node.id in self.vs.unbounded:
-            # a numerical mean whose value set is too large to enumerate (the value-set pass
-            # accepted it: mean reduction, numeric default, no truncation)
-            return CNode("aggregate", self.fresh(node.label), node, NUMERICAL, [],
-                         selector=spec, values_node=vals_c, default=node.default,
-                         reduction="mean", unbounded=True)
         V = vals_c.values
-        numeric = _is_numeric_values(V)
         at_most_one = selects_at_most_one(node.selector, self.vs.sets) or \
             selects_equal_values(node.selector, node.values)
-        default = node.default.item() if isinstance(node.default, np.generic) else node.default
         may_average = (node.reduction == "mean" and len(V) > 1 and not at_most_one)
-        out_vals = self.vs.means.get(node.id, self.vs.sets[node.id])
-        needs_trunc = node.truncate and any(
-            isinstance(v, float) and not float(v).is_integer() for v in out_vals)
-        if node.reduction == "mean" and may_average and any(v is None for v in V):
+        if node.reduction == "mean" and any(v is None for v in V) and (
+                may_average or node.id in self.vs.unbounded):
+            # before the unbounded branch (issue 51, D4: a None-padded mean feeding a mean
+            # whose value set is too large to enumerate reached the head builder as a number)
+            big = "" if may_average else " (a value set too large to enumerate)"
             raise UnsupportedError(
                 f"a mean of '{node.values.label}', which may be None, over a selector that may "
-                "select several keys: the interpreter raises where None is among several "
+                f"select several keys{big}: the interpreter raises where None is among several "
                 "selected values and averages the others, which the compiled model cannot tell "
                 "apart; make the selector select one key, or give the inner aggregate a "
                 "numeric default", node)
+        if node.id in self.vs.unbounded:
+            # a numerical mean whose value set is too large to enumerate (the value-set pass
+            # accepted it: mean reduction, numeric default, no truncation)
+            agg = CNode("aggregate", self.fresh(node.label), node, NUMERICAL, [],
+                        selector=spec, values_node=vals_c, default=node.default,
+                        reduction="mean", unbounded=True)
+            self._bool_typing(agg, V, may_average)
+            return agg
+        numeric = _is_numeric_values(V)
+        default = node.default.item() if isinstance(node.default, np.generic) else node.default
+        out_vals = self.vs.means.get(node.id, self.vs.sets[node.id])
+        needs_trunc = node.truncate and any(
+            isinstance(v, float) and not float(v).is_integer() for v in out_vals)
         if needs_trunc:
             agg_enc = NUMERICAL
         elif default is None and node.reduction in ("max", "min"):
@@ -396,6 +405,7 @@ class Lowerer:
                 isinstance(v, (bool, np.bool_)) for v in V) and (
                 node.default is None or isinstance(node.default, (bool, np.bool_))):
             agg.count_check = self._count_head(agg.name, node, agg.selector)
+            self.typing = [(agg.count_check, agg, node.default, node.truncate)]
         elif node.id == self.root_id:
             self._bool_chain(agg)
 
@@ -403,14 +413,15 @@ class Lowerer:
         """The output is a mean (bool or ``None`` default) of a mean of bools, possibly through
         several such means (issue 51, D3): the interpreter's values are bools only when every
         mean of the chain selected at most one key for every query of the batch (an inner
-        mean that averaged gives numbers, which the outer ones move or average), else
-        numbers. Every mean of the chain gets a count head; ``CompiledModel.run`` types the
-        output bools where all of them read ``1/(w+1) >= 1/2``."""
+        mean that averaged gives numbers, which the outer ones move or average) and no inner
+        ``None`` padding made the batch an object array (whose bools a mean turns into 0/1),
+        else numbers. Every mean of the chain gets a count head; ``CompiledModel.run`` types
+        the output from them and the means' values (:mod:`compiler.bool_typing`)."""
         chain = [agg]
         while True:
             node = chain[-1].ir
             if not (isinstance(node, Aggregate) and chain[-1].kind == "aggregate"
-                    and node.reduction == "mean" and not node.truncate
+                    and node.reduction == "mean"
                     and (node.default is None or isinstance(node.default, (bool, np.bool_)))):
                 return
             V = self.vs.sets.get(node.values.id) or []
@@ -418,7 +429,8 @@ class Lowerer:
                 break
             inner = self.memo.get(node.values.id)
             if inner is not None and inner.kind == "mlp" and inner.expr is not None:
-                # a mean with the default None: its numerical mean node (_none_default_mean)
+                # a mean with the default None (_none_default_mean) or truncated (kqv): its
+                # numerical mean node
                 inner = next((l for l in inner.expr.leaves() if l.kind == "aggregate"
                               and l.ir is inner.ir and l.reduction == "mean"), None)
             if inner is None or inner.selector is None:
@@ -429,6 +441,8 @@ class Lowerer:
         for c in chain:
             if c.count_check is None:
                 c.count_check = self._count_head(c.name, c.ir, c.selector)
+        self.typing = [(c.count_check, c, c.ir.default, c.ir.truncate)
+                       for c in reversed(chain)]
 
     def _none_default_mean(self, node: Aggregate, spec: SelectorSpec, vals_c: CNode,
                            out_vals: list, needs_trunc: bool) -> CNode:

@@ -143,3 +143,7 @@ class CompilerGraph:
     causal: bool
     max_seq_len: int
     warnings: list
+    #: the output is a mean of bools, or a chain of means down to one (issue 51, D3):
+    #: ``[(count head, mean node, IR default, truncated)]``, innermost first, read by
+    #: :mod:`compiler.bool_typing` to type the output as the interpreter does
+    typing: list = field(default_factory=list)

@@ -64,5 +64,5 @@ def build_graph(sop: SOp, vocab, max_seq_len: int, causal: bool = False, *,
         for d in n.deps():
             g.add_edge(d.name, n.name)
     order = [g.nodes[x]["cnode"] for x in nx.topological_sort(g)]
-    return CompilerGraph(g, order, out, causal, max_seq_len, low.warnings)
+    return CompilerGraph(g, order, out, causal, max_seq_len, low.warnings, low.typing)
 

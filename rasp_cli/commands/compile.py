@@ -1,4 +1,5 @@
-"""`rasp compile FILE --name NAME --vocab a,b,c --max-len N [--causal] [-o DIR] [--verify K]`:
+"""`rasp compile FILE --name NAME --vocab a,b,c --max-len N [--causal] [-o DIR] [--verify K]
+[--raising refuse|declare]`:
 compile an s-op of a .rasp file into transformer weights.
 
 Prints the size table (layers, heads, d_model, d_head, MLP hidden, parameters, non-zero
@@ -14,6 +15,11 @@ length 1..N.
 
 A file whose selects are all causal (``#!causal``) is compiled to a causal (decoder-only)
 model even without ``--causal``.
+
+A program on which the interpreter raises for some input of the vocabulary and lengths is
+refused with that input and the operation (exit 2); ``--raising declare`` compiles it with
+those inputs declared out of contract (``stats.raising_inputs`` in ``model.json``; the model
+raises on them as the interpreter does).
 
 Exit codes: 0 success, 1 ``--verify`` found a mismatch, 2 bad input (missing file, unknown
 name, bad vocabulary / length, a construct the compiler refuses).
@@ -62,6 +68,11 @@ def add_arguments(p) -> None:
                         "all inputs when few), check K random inputs per length against the "
                         "interpreter")
     p.add_argument("--seed", type=int, default=0, help="seed of --verify's inputs")
+    p.add_argument("--raising", choices=["refuse", "declare"], default="refuse",
+                   help="a program on which the interpreter raises for some input of --vocab "
+                        "and lengths 1..N: refuse it, naming the input and the operation "
+                        "(default, exit 2), or compile it with those inputs declared out of "
+                        "contract (listed in model.json's stats; the model raises there too)")
 
 
 def _parse_vocab(text: str) -> list[str]:
@@ -107,7 +118,8 @@ def run(args) -> int:
         raise UsageError(f"{args.name!r} is not an s-op (it is {type(sop).__name__})")
     selects = [n for n in topological_order(sop) if isinstance(n, Select)]
     causal = args.causal or (bool(selects) and all(s.causal for s in selects))
-    cm = compiler.compile_program(sop, vocab, args.max_len, causal=causal)
+    cm = compiler.compile_program(sop, vocab, args.max_len, causal=causal,
+                                  raising=args.raising)
     print(f"compiled {args.name} from {args.file} (vocab {','.join(vocab)}, max_len "
           f"{args.max_len}, {'causal' if causal else 'bidirectional'})")
     print(cm.size_table())
