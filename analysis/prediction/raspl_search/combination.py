@@ -39,10 +39,11 @@ def deep_aggregates(e, need: np.ndarray) -> list:
         e.g.get("deep_query_rows", 400_000))
     T = e.lay.T
     nS = int(need.sum())
-    # the pools within the memory the enumeration left: a quarter for the key rows' tables
-    # ([keys, nS, 256] bools, three of them), a quarter for the query values (uint8)
-    left = _memory_left(e) // 4
-    key_cap = min(key_cap, max(1, left // (nS * 256 * 4)))
+    # the pools within the memory the enumeration and the combination's pool left: a third
+    # for the key rows' tables ([keys, nS, 256] bools and their temporaries), a third for the
+    # query values (uint8), a third for the check of a block of query rows
+    left = _memory_left(e) // 3
+    key_cap = min(key_cap, max(1, left // (nS * 256 * 6)))
     query_cap = min(query_cap, max(1, left // (nS * 3)))
     # the query positions (batch row, index) of the needed targets
     flat = e.lay.vflat[e.lay.tcols[need]]
@@ -82,7 +83,7 @@ def deep_aggregates(e, need: np.ndarray) -> list:
     Qv = np.concatenate(qparts)                                   # [Mq, nS] in 0..255
     del qparts
     # query rows per block of the check below ([16, nS, block] bools), from the memory left
-    qblock = max(1, min(len(qpool), _memory_left(e) // 4 // max(1, 16 * nS)))
+    qblock = max(1, min(len(qpool), left // max(1, 16 * nS)))
     qvals = np.arange(-128, 128)
     out, seen = [], set()
 
@@ -169,9 +170,46 @@ def deep_aggregates(e, need: np.ndarray) -> list:
     return terms
 
 
+class _Refs:
+    """The combination's references: enumerated rows ``(level, row)`` kept as arrays (a tuple
+    per row costs ~100 bytes), then other items (IR terms, comparisons) appended."""
+
+    def __init__(self):
+        self.parts: list = []
+        self.extra: list = []
+        self.n = 0
+
+    def add_rows(self, level: int, rows: np.ndarray) -> None:
+        self.parts.append((level, np.asarray(rows, np.int64)))
+
+    def freeze(self) -> None:
+        self.lev = np.concatenate([np.full(r.size, k, np.int64) for k, r in self.parts]
+                                  or [np.zeros(0, np.int64)])
+        self.idx = np.concatenate([r for _, r in self.parts] or [np.zeros(0, np.int64)])
+        self.n, self.parts = self.lev.size, []
+
+    def append(self, item) -> None:
+        self.extra.append(item)
+
+    def __len__(self) -> int:
+        return self.n + len(self.extra)
+
+    def __getitem__(self, t):
+        t = int(t)
+        if t < self.n:
+            return (int(self.lev[t]), int(self.idx[t]))
+        return self.extra[t - self.n]
+
+
+def _flat(parts: list) -> np.ndarray:
+    """One int64 array of arrays and numbers, in order."""
+    return np.concatenate([np.atleast_1d(np.asarray(x, np.int64)) for x in parts]
+                          or [np.zeros(0, np.int64)])
+
+
 def _memory_left(e) -> int:
     """Bytes of the search's memory that what the enumeration keeps leaves to the combination."""
-    return max(0, e.store.max_bytes - e.store.used())
+    return max(0, e.store.usable_bytes - e.store.used())
 
 
 def combine(e):
@@ -181,14 +219,14 @@ def combine(e):
     are true only where the term is right. The program found is validated like any other;
     it is an upper bound, not certified shortest."""
     levels = sorted(k for k in e.store.rows if len(e.store.rows[k]))
-    refs, covs, costs = [], [], []
-    crefs, conds, ccosts = [], [], []
+    refs, covs, costs = _Refs(), [], []
+    crefs, conds, ccosts = _Refs(), [], []
     nT = len(e.lay.tcols)
     # the pool's bytes at their peak: terms twice (parts, then one array), conditions four
     # times (parts, one array, its negation, a step's columns); smallest levels first, the
     # pool stops growing where the search's memory ends (a search stopped by memory keeps
     # the terms that fit)
-    left = _memory_left(e) // 2
+    left = start = _memory_left(e) // 2
     for k in levels:
         lv = e.store.rows[k]
         kind_ok = (lv.kind == _KIND_STR) == e.target_str
@@ -197,18 +235,29 @@ def combine(e):
                                              & kind_ok[a:a + step, None]).any(axis=1)) + a
                              for a in range(0, len(lv), step)])
         b = np.flatnonzero(lv.binary)
-        need = (2 * nz.size + 4 * b.size) * nT
+        need = (2 * nz.size + 4 * b.size) * nT + 24 * (nz.size + b.size)
         if need > left:
             break
         left -= need
-        refs += [(k, int(i)) for i in nz]
+        refs.add_rows(k, nz)
         covs.append((lv.vals[nz][:, e.lay.tcols] == e.lay.tvals) & kind_ok[nz, None])
-        costs += [k] * nz.size
-        crefs += [(k, int(i)) for i in b]
+        costs.append(np.full(nz.size, k, np.int64))
+        crefs.add_rows(k, b)
         conds.append(lv.vals[b][:, e.lay.tcols].astype(bool))
-        ccosts += [k] * b.size
-    if not refs or not crefs:
+        ccosts.append(np.full(b.size, k, np.int64))
+    refs.freeze()
+    crefs.freeze()
+    if not len(refs) or not len(crefs):
         return
+    e.store.held_bytes = start - left          # the pool, while the combination runs
+    try:
+        _combine(e, refs, covs, costs, crefs, conds, ccosts)
+    finally:
+        e.store.held_bytes = 0
+
+
+def _combine(e, refs, covs, costs, crefs, conds, ccosts):
+    """:func:`combine` once its pool of terms and conditions is made."""
     if e.g.get("deep_aggregates", True):
         # the targets the most frequent target value (one constant term) does not give
         vals_, counts_ = np.unique(e.lay.tvals, return_counts=True)
@@ -220,7 +269,8 @@ def combine(e):
                 covs.append(c[None, :])
                 costs.append(size)
     cov = np.concatenate(covs)
-    costs = np.array(costs)
+    covs.clear()                     # the parts (the caller's list too): one copy kept
+    costs = _flat(costs)
     # conditions one size up, made lazily: comparisons of the best terms with constants
     # (term == c, term > c, term < c), on the target positions only
     top = np.lexsort((costs, -cov.sum(axis=1)))[:e.g.get("combine_terms", 4000)]
@@ -242,9 +292,9 @@ def combine(e):
                 conds.append(f(v, c)[None, :])
                 ccosts.append(int(costs[t]) + 1)
     C = np.concatenate(conds)
-    del conds
+    conds.clear()
     notC = ~C
-    ccosts = np.array(ccosts)
+    ccosts = _flat(ccosts)
     nT = len(e.lay.tcols)
     beam = e.g.get("combine_beam", 6)
 

@@ -372,13 +372,14 @@ class Store:
     distinct s-ops (``rows``: size -> :class:`_Level`) and selectors (``sels``: size ->
     :class:`_SelLevel`) by expression size, their fingerprints (``seen``, ``sel_seen``).
 
-    Memory: ``max_bytes`` is the whole search's (``--memory-mb``); ``work_bytes`` (a quarter)
-    is kept for the temporaries of the families (blocks of ``chunk`` elements, a few jobs in
+    Memory: ``max_bytes`` is the whole search's (``--memory-mb``), 7/8 of it counted for
+    arrays (``usable_bytes``); ``work_bytes`` (a quarter of that) is kept for the temporaries of the families (blocks of ``chunk`` elements, a few jobs in
     flight: :func:`chunk_of`) and the combination; the rest holds what is kept:
     ``stored_bytes`` (rows and selectors with their fingerprints and recipes,
     :data:`_ROW_OVERHEAD` each), ``cache_bytes`` (arrays derived from levels and kept on them:
     dense selector matrices ``dense_bytes``, float layouts, rank tables) and
-    ``level_bytes`` (the level being built: freezing it copies it once). Past that
+    ``level_bytes`` (the level being built: freezing it copies it once), ``held_bytes`` (the
+    combination's pool while it runs). Past that
     ``storing`` is False and the current size finishes without storing; an array that cannot
     be made within it raises :class:`_Memory`. ``Pn`` = valid positions of the batch."""
 
@@ -392,19 +393,26 @@ class Store:
     dense_bytes: int = 0
     cache_bytes: int = 0
     level_bytes: int = 0
+    held_bytes: int = 0
     storing: bool = True
 
     @property
+    def usable_bytes(self) -> int:
+        """The memory the arrays may take: 7/8 of ``max_bytes`` (the rest: the allocator's
+        slack and the interpreter, which the counted bytes do not see)."""
+        return self.max_bytes * 7 // 8
+
+    @property
     def work_bytes(self) -> int:
-        return self.max_bytes // 4
+        return self.usable_bytes // 4
 
     @property
     def keep_bytes(self) -> int:
         """Bytes for what is kept (rows, selectors, caches, the level being frozen)."""
-        return self.max_bytes - self.work_bytes
+        return self.usable_bytes - self.work_bytes
 
     def used(self) -> int:
-        return self.stored_bytes + self.cache_bytes + self.level_bytes
+        return self.stored_bytes + self.cache_bytes + self.level_bytes + self.held_bytes
 
     def fits(self, nbytes: int) -> bool:
         """Whether ``nbytes`` more can be kept."""
@@ -435,10 +443,11 @@ def chunk_of(store: Store, jobs: int) -> int:
                                    (_JOB_BYTES_PER_ELEMENT * max(1, jobs)))))
 
 
-def _count_bytes(store: Store, n: int) -> None:
-    """Count ``n`` bytes kept in the level being built (freezing it copies them once more)."""
+def _count_bytes(store: Store, n: int, copied: int) -> None:
+    """Count ``n`` bytes kept in the level being built, ``copied`` of them arrays that
+    freezing it copies once more."""
     store.stored_bytes += n
-    store.level_bytes += n
+    store.level_bytes += copied
     if store.used() > store.keep_bytes:
         store.storing = False
 
@@ -449,7 +458,7 @@ def keep_sops(store: Store, level: int, vals: np.ndarray, kinds: np.ndarray, rec
     recipe ``recipe(rows[i])``; counts ``m * (Pn + _ROW_OVERHEAD)`` bytes."""
     lv = store.rows.setdefault(level, _Level(store.Pn))
     lv.add(vals, kinds, recipe, rows)
-    _count_bytes(store, len(rows) * (store.Pn + _ROW_OVERHEAD))
+    _count_bytes(store, len(rows) * (store.Pn + _ROW_OVERHEAD), len(rows) * store.Pn)
 
 
 def keep_sels(store: Store, level: int, structs: np.ndarray, widths: np.ndarray, recipe,
@@ -464,4 +473,5 @@ def keep_sels(store: Store, level: int, structs: np.ndarray, widths: np.ndarray,
     lv.widths.append(widths)
     lv.structs.append(structs)
     lv.recipes.extend(recipe, rows)
-    _count_bytes(store, len(rows) * (row_bytes + 2 * store.Pn + _ROW_OVERHEAD))
+    _count_bytes(store, len(rows) * (row_bytes + 2 * store.Pn + _ROW_OVERHEAD),
+                 len(rows) * (row_bytes + 2 * store.Pn))

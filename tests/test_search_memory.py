@@ -1,0 +1,123 @@
+"""The program search within its memory and its time cap (issue 49): ``--memory-mb`` bounds the
+whole search (what it keeps and the temporaries of its families and of the combination), and a
+search it cannot hold ends in the verdict ``stopped: memory``, never in a kill; ``--time-cap``
+ends a search within seconds.
+
+Each reproducer runs the real ``rasp search`` in a subprocess under a 2 GB address-space cap
+and a 60 s alarm (SIGALRM kills it), and reports the process's own peak resident set (VmHWM).
+Truths stated independently of the code: a process told to use M MB does not reach several
+times M; a search told to stop after S seconds has stopped a few seconds later; cutting a
+family's blocks smaller is a matter of memory, not of which programs exist.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+GB = 1 << 30
+MB = 1 << 20
+#: the interpreter, NumPy and the command's modules (about 50 MB measured) with room to spare
+BASE_BYTES = 350 * MB
+
+DRIVER = r"""
+import contextlib, io, json, sys, time, traceback
+argv = json.loads(sys.argv[1])
+from rasp_cli.main import main
+out, err = io.StringIO(), io.StringIO()
+rc, tb = None, None
+t0 = time.perf_counter()
+try:
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(argv)
+except SystemExit as e:
+    rc = e.code
+except BaseException:
+    tb = traceback.format_exc()[-1500:]
+secs = time.perf_counter() - t0
+with open("/proc/self/status") as f:
+    peak = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+print(json.dumps({"rc": rc, "out": out.getvalue(), "err": err.getvalue()[-2000:], "tb": tb,
+                  "peak_kb": peak, "seconds": secs}))
+"""
+
+
+def _capped():
+    import resource
+    import signal
+    resource.setrlimit(resource.RLIMIT_AS, (2 * GB, 2 * GB))
+    signal.alarm(60)                    # kept across exec: the default action ends the process
+
+
+def _search(argv: list[str]) -> dict:
+    p = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(["search"] + argv)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120, preexec_fn=_capped,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), "RASP_PROGRESS_EVERY": "0"})
+    assert p.returncode == 0 and p.stdout.strip(), \
+        f"ended by signal or error {p.returncode}: {p.stderr[-1500:]}"
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["tb"] is None and r["rc"] == 0, r
+    return r
+
+
+def test_a_deep_search_in_little_memory_ends_in_a_memory_verdict():
+    """copy_unique at its deep budget (180M candidates, the predictions doc's) reached 8.9 GB
+    resident with --memory-mb 1024: told 192 MB it ends, within the caps, with the verdict
+    'memory' and the sizes it completed certified, its peak near what it was told."""
+    r = _search(["copy_unique", "--budget", "180M", "--memory-mb", "192", "--json"])
+    d = json.loads(r["out"])
+    assert d["stopped"] == "memory", d
+    assert d["certified_lower_bound"] >= 2 and d["work"] <= 180_000_000, d
+    assert r["peak_kb"] * 1024 < 192 * MB * 1.5 + BASE_BYTES, r["peak_kb"] // 1024
+    # the text says so in words
+    r = _search(["parity_scratchpad", "--memory-mb", "128"])
+    assert "stopped: memory" in r["out"].splitlines()[0], r["out"]
+    assert r["peak_kb"] * 1024 < 128 * MB * 1.5 + BASE_BYTES, r["peak_kb"] // 1024
+
+
+def test_the_time_cap_ends_a_deep_search_within_seconds():
+    """A --time-cap 540 search ran past 600 s: a capped search stops a few seconds after its
+    cap, with the time-cap verdict."""
+    r = _search(["copy_unique", "--budget", "180M", "--memory-mb", "1024", "--time-cap", "4",
+                 "--json"])
+    d = json.loads(r["out"])
+    assert d["stopped"] == "time_cap", d
+    assert r["seconds"] < 4 + 6, r["seconds"]
+
+
+def _levels(problem, k, chunk=None, budget=10**15):
+    from analysis.prediction.budget import Limits
+    from analysis.prediction.raspl_search.engine import _Engine
+    eng = _Engine(problem, Limits(budget), k, False, 2**31, None, threads=2)
+    if chunk is not None:
+        eng.chunk = chunk                     # blocks as a small memory would cut them
+    eng.lay.tvals = np.full_like(eng.lay.tvals, 99)          # no program meets it: every size runs
+    res = eng.run()
+    rows = {lev: (lv.vals.copy(), lv.kind.copy(), [lv.recipes[i] for i in range(len(lv))])
+            for lev, lv in eng.store.rows.items()}
+    return res, rows
+
+
+def test_blocks_cut_to_the_memory_keep_the_same_programs():
+    """Cutting the families into small blocks (what a small --memory-mb does) keeps the same
+    rows with the same recipes in the same order and counts the same candidates, also where
+    the budget ends inside a size."""
+    import tasks
+    from analysis.prediction.raspl_search import problem_from_task
+    problem = problem_from_task(tasks.get_task("mode"), range(1, 7), 3, 0)
+    for budget in (10**15, 700_000):
+        r1, rows1 = _levels(problem, 4, budget=budget)
+        r2, rows2 = _levels(problem, 4, chunk=1 << 11, budget=budget)
+        assert (r1.explored, r1.stopped, r1.certified_below) == \
+            (r2.explored, r2.stopped, r2.certified_below), budget
+        assert rows1.keys() == rows2.keys()
+        for lev in rows1:
+            v1, k1, rec1 = rows1[lev]
+            v2, k2, rec2 = rows2[lev]
+            assert np.array_equal(v1, v2) and np.array_equal(k1, k2) and rec1 == rec2, lev
