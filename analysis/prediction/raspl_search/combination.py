@@ -103,6 +103,7 @@ def deep_aggregates(e, need: np.ndarray) -> list:
             hit = np.zeros((len(kpool), nS, 256), bool)
             empty = np.zeros((len(kpool), nS, 256), bool)
             for s_ in range(nS):
+                e._check_time()
                 keys = full[:, qb[s_] * T: qb[s_] * T + qi[s_] + 1]         # [M, L]
                 vv = vfull[qb[s_] * T: qb[s_] * T + qi[s_] + 1]              # [L]
                 eq = keys[:, :, None] == qvals[None, None, :]               # [M, L, 256]
@@ -228,6 +229,7 @@ def combine(e):
     # the terms that fit)
     left = start = _memory_left(e) // 2
     for k in levels:
+        e._check_time()
         lv = e.store.rows[k]
         kind_ok = (lv.kind == _KIND_STR) == e.target_str
         step = max(1, e.chunk // max(1, nT))

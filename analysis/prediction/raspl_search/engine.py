@@ -136,6 +136,11 @@ class _Engine:
         if self.limits.over_time():
             raise TimeoutError
 
+    def _check_time(self):
+        """``TimeoutError`` once the wall-clock cap has passed (steps between commits)."""
+        if self.limits.over_time():
+            raise TimeoutError
+
     def _cwork(self, n: int, stop: bool = True) -> bool:
         """Count ``n`` units of the combination's work; with ``stop`` raise :class:`_Budget`
         once its budget is spent, else return whether it is. ``TimeoutError`` past the cap."""

@@ -283,6 +283,7 @@ def aggregate_jobs(e, k, i, j, sl, lv, BTT):
     num = np.flatnonzero(kinds != _KIND_STR)
     multi = sl.maxw > 1
     B, T = e.lay.B, e.lay.T
+    e._check_time()
     V = full_layout(e, j) if getattr(lv, "_full", None) is not None or \
         e.store.fits(M * B * T * 4) else None                 # [B, M, T] float32
     Vi = None
@@ -297,6 +298,7 @@ def aggregate_jobs(e, k, i, j, sl, lv, BTT):
             continue
         table = None
         if red != "mean" and V is not None:
+            e._check_time()
             table = cached_rank_table(e, lv, num, red, fit=True)
             if table is not None and Vi is None:
                 e.store.need(num.size * B * T * 2, "the value rows of the aggregates")
