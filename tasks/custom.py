@@ -31,7 +31,10 @@ write; default: the sets seen on a seeded sample of inputs at the training lengt
 
 The file is checked when it loads (every training length: ``inputs`` and ``target`` called and
 their results checked); an error in the file, or raised by ``inputs``/``target`` later, is a
-:class:`TaskFileError` whose one-line message starts with ``FILE:LINE``.
+:class:`TaskFileError` whose one-line message starts with ``FILE:LINE``. Each call of the file's
+code has a time limit (:data:`TASK_FILE_SECONDS`); one that runs longer than
+:data:`PROGRESS_AFTER_S` shows progress (:mod:`rasp.repl.progress`: a bar on a terminal, a
+line every ``$RASP_PROGRESS_EVERY`` seconds in a log) naming the file, the call and the limit.
 
 A regular expression (``regex_task``)
 -------------------------------------
@@ -58,6 +61,7 @@ import reprlib
 import signal
 import threading
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Callable
@@ -89,6 +93,8 @@ MAX_ITEMS = 10_000
 #: seconds one call of a task file's code may take (its import, ``inputs``, ``target``, reading
 #: a result): ``$RASP_TASK_FILE_SECONDS``, default 60 (the main thread only: SIGALRM)
 TASK_FILE_SECONDS = limits.positive_from_environment("RASP_TASK_FILE_SECONDS", 60.0, "seconds")
+#: seconds a call of the task file's code runs before its progress shows
+PROGRESS_AFTER_S = 2.0
 #: the longest token name (VOCAB, OUTPUTS)
 MAX_TOKEN_CHARS = 100
 #: the longest regular expression, and the largest repetition count ``{m,n}`` in one (the
@@ -155,25 +161,40 @@ def _too_slow(what: str) -> str:
 
 
 @contextlib.contextmanager
-def _time_limit():
+def _time_limit(desc: str = "task file"):
     """Raise :class:`_TooSlow` in the user's code after :data:`TASK_FILE_SECONDS` (and every
-    second after, should the code catch it); only in the main thread and when no other timer
-    is pending (a caller's own alarm is never replaced)."""
+    second after, should the code catch it); past :data:`PROGRESS_AFTER_S`, progress named
+    ``desc`` (the one progress helper, :func:`rasp.repl.progress.progress_bar`: its heartbeat
+    writes a log line every interval, the timer redraws a terminal's bar every second). Only
+    in the main thread and when no other timer is pending (a caller's own alarm is never
+    replaced)."""
     if (threading.current_thread() is not threading.main_thread()
             or not hasattr(signal, "setitimer")
             or signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0)):
         yield
         return
+    start = time.monotonic()
+    bar = None
 
     def on_alarm(signum, frame):
-        raise _TooSlow()
+        nonlocal bar
+        if time.monotonic() - start >= TASK_FILE_SECONDS - 0.01:
+            raise _TooSlow()
+        if bar is None:
+            from rasp.repl.progress import progress_bar
+            bar = progress_bar(total=None, desc=desc, leave=False)
+            bar.set_postfix_str(f"the limit: {TASK_FILE_SECONDS:g} s", refresh=False)
+        bar.refresh()
     old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, TASK_FILE_SECONDS, 1.0)
+    signal.setitimer(signal.ITIMER_REAL, min(PROGRESS_AFTER_S, TASK_FILE_SECONDS),
+                     min(1.0, TASK_FILE_SECONDS))
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        if bar is not None:
+            bar.close()
 
 
 def _items(value, what: str, bad: Callable[[str], TaskFileError], bound: int = MAX_ITEMS
@@ -182,7 +203,7 @@ def _items(value, what: str, bad: Callable[[str], TaskFileError], bound: int = M
     an infinite or huge one is refused before it is materialised); its ``__iter__`` /
     ``__next__`` guarded (any exception: ``bad``'s one line)."""
     try:
-        with _time_limit():
+        with _time_limit(f"task file: iterating {what}"):
             out = list(itertools.islice(iter(value), bound + 1))
     except KeyboardInterrupt:
         raise
@@ -241,7 +262,7 @@ def _import_file(path: str):
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        with _time_limit():
+        with _time_limit(f"{path}: loading the task file"):
             spec.loader.exec_module(module)
     except _TooSlow:
         sys.modules.pop(name, None)
@@ -284,7 +305,7 @@ class FileTask(Task):
     # the user's functions, wrapped: any error is one TaskFileError line naming FILE:LINE
     def _call(self, fn, what: str, *args):
         try:
-            with _time_limit():
+            with _time_limit(f"{self.path}: {what}"):
                 return fn(*args)
         except KeyboardInterrupt:
             raise

@@ -438,3 +438,19 @@ def test_a_task_file_call_has_a_time_limit(tmp_path, code, words):
                        env={**os.environ, "RASP_TASK_FILE_SECONDS": "1"})
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-800:]
     assert words in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_a_slow_task_file_call_shows_progress(tmp_path):
+    """User code had no progress line: a call of the task file's code that runs past a few
+    seconds says so (the file, the call, the limit) while it runs, and the command goes on."""
+    f = tmp_path / "slow.py"
+    f.write_text(TASK_BASE + "import time\nSLEPT = []\ndef inputs(rng, n):\n"
+                 "    if not SLEPT:\n        SLEPT.append(1)\n        time.sleep(4)\n"
+                 "    return ['a'] * n\n")
+    p = subprocess.run([sys.executable, "-m", "rasp_cli.main", "verify", "--task-file", str(f)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "RASP_TASK_FILE_SECONDS": "30",
+                            "RASP_PROGRESS_EVERY": "1"})
+    assert "Traceback" not in p.stderr, p.stderr[-800:]
+    lines = [x for x in p.stderr.splitlines() if "slow.py: inputs(rng, 1)" in x]
+    assert lines and "working" in lines[0] and "30 s" in lines[0], p.stderr[-800:]
