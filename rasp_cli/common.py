@@ -296,7 +296,7 @@ def parse_pe_presets(items) -> dict:
     item when it is not ``PE=PRESET`` with a known PE and training preset."""
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.training.configs import TRAIN_PRESETS
-    from rasp_model.positional import PE_NAMES
+    from rasp_model.pe_names import PE_NAMES
     out = {}
     for item in items or ():
         pe, sep, preset = item.partition("=")
@@ -518,8 +518,7 @@ def report_options(args):
     """The report's options (``ReportOptions``) from :func:`add_report_arguments`' flags;
     :class:`UsageError` for an unknown PE, ``--jobs`` < 1 or a bad ``--budget``."""
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
-    from analysis.reporting.report import ReportOptions
-    from rasp_model.positional import PE_NAMES
+    from rasp_model.pe_names import PE_NAMES
 
     pes = list(PE_NAMES) if args.pe == "all" else [x.strip() for x in args.pe.split(",")
                                                            if x.strip()]
@@ -531,6 +530,8 @@ def report_options(args):
         raise UsageError("--jobs must be >= 1")
     finite_number(args.budget, "--budget", allow_equal=True)
     seeds = parse_seeds(args.seeds) if getattr(args, "seeds", None) else None
+    # start-up: torch loads once the arguments are checked (a usage error answers at once)
+    from analysis.reporting.report import ReportOptions
     return ReportOptions(preset=args.preset, pes=pes, runs_root=args.runs, device=args.device,
                          # NoPE's other-seed baseline needs two NoPE seeds
                          seeds=seeds, nope_seeds=None if seeds is None else
@@ -544,13 +545,11 @@ def report_options(args):
 
 def generate_report_from_args(args) -> int:
     """Write the report of :func:`add_report_arguments`' flags (and ``--results``); 0."""
-    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
-    from analysis.reporting.report import ReportError, generate_report
-
-    from analysis.evidence.statistics import decidable_with
-
     own = [t.name for t in tasks_from_args(args)]      # your own tasks, found by name
-    opts = report_options(args)
+    opts = report_options(args)                        # the flags checked before torch loads
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
+    from analysis.evidence.statistics import decidable_with
+    from analysis.reporting.report import ReportError, generate_report
     try:
         n_seeds = len(opts.resolved()["seeds"])
     except ReportError as e:

@@ -4,16 +4,31 @@ Imports nothing of the project. Modules:
 
 - :mod:`rasp_model.config` — :class:`TransformerConfig` (hyper-parameters; TransformerLens field
   names, see its table) and :class:`TransformerConfigError`.
-- :mod:`rasp_model.positional` — the six positional encodings (:data:`PE_NAMES`).
+- :mod:`rasp_model.pe_names` — the encodings' names (:data:`PE_NAMES`, :data:`PE_LABELS`),
+  no torch.
+- :mod:`rasp_model.positional` — the six positional encodings (PyTorch).
 - :mod:`rasp_model.transformer` — :class:`Transformer` (TransformerLens parameter and hook names).
 - :mod:`rasp_model.io` — safetensors save / load.
 """
 
 from rasp_model.config import TransformerConfig, TransformerConfigError
-from rasp_model.io import load_safetensors, read_safetensors_metadata, save_safetensors
-from rasp_model.positional import PE_NAMES, PositionalEncodingError
-from rasp_model.transformer import ContextLengthError, HookPoint, Transformer
+from rasp_model.pe_names import PE_NAMES, PositionalEncodingError
 
 __all__ = ["TransformerConfig", "TransformerConfigError", "Transformer", "HookPoint",
            "ContextLengthError", "PositionalEncodingError", "PE_NAMES", "save_safetensors",
            "load_safetensors", "read_safetensors_metadata"]
+
+#: the names that load torch, imported on first use (PEP 562): a config, the PE names and a
+#: usage error need no tensors (``tests/test_cli_startup.py``)
+_LAZY = {"Transformer": "rasp_model.transformer", "HookPoint": "rasp_model.transformer",
+         "ContextLengthError": "rasp_model.transformer", "save_safetensors": "rasp_model.io",
+         "load_safetensors": "rasp_model.io", "read_safetensors_metadata": "rasp_model.io"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'rasp_model' has no attribute {name!r}")

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rasp_model.positional import (
+from rasp_model.pe_names import (
     PE_NAMES, PositionalEncodingError, default_rotary_dim, rotary_dim_from_fraction)
 from rasp.errors import RASPError
 

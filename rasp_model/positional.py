@@ -32,28 +32,12 @@ import math
 import numpy as np
 import torch
 from torch import nn
-from rasp.errors import RASPError
 
-#: the six positional encodings, in the order every table, figure and `all` list uses: no
-#: position information, then the relative encodings, then the absolute ones
-PE_NAMES = ("nope", "t5", "alibi", "rope", "ape_sinusoidal", "ape_learned")
-
-#: the name each encoding has in the papers (tables, figures, claims)
-PE_LABELS = {"nope": "NoPE", "t5": "T5 bias", "alibi": "ALiBi", "rope": "RoPE (Rotary)",
-             "ape_sinusoidal": "APE (sinusoidal)", "ape_learned": "APE (learned)"}
-"""The six positional encodings, in the order of Kazemnejad et al.'s tables."""
-
-
-class PositionalEncodingError(RASPError, ValueError):
-    """A bad positional-encoding setting or a position the encoding cannot represent."""
-
-
-def check_pe(pe: str) -> str:
-    """Return ``pe`` if it names one of :data:`PE_NAMES`, else raise PositionalEncodingError."""
-    if pe not in PE_NAMES:
-        raise PositionalEncodingError(
-            f"unknown positional encoding {pe!r}; known: {', '.join(PE_NAMES)}")
-    return pe
+# the names, the papers' names, the error and the rotary dimensions live in the torch-free
+# rasp_model.pe_names (a usage error must not wait for torch); re-exported here
+from rasp_model.pe_names import (  # noqa: E402,F401
+    DEFAULT_ROTARY_FRACTION, PE_LABELS, PE_NAMES, PositionalEncodingError, check_pe,
+    default_rotary_dim, rotary_dim_from_fraction)
 
 
 # --------------------------------------------------------------------------------------------
@@ -186,27 +170,6 @@ def alibi_bias(n_heads: int, q_len: int, k_len: int, q_offset: int = 0,
 # --------------------------------------------------------------------------------------------
 # Rotary
 # --------------------------------------------------------------------------------------------
-
-DEFAULT_ROTARY_FRACTION = 0.25
-"""Share of each head's dimensions rotated when ``rotary_dim`` is not given (Kazemnejad et al.
-2023 rotated 25%, GPT-J style)."""
-
-
-def rotary_dim_from_fraction(d_head: int, fraction: float) -> int:
-    """Rotated dimensions for a share of ``d_head``: ``int(d_head * fraction)`` rounded down to
-    even, at least 2. Raises PositionalEncodingError unless 0 < fraction <= 1. (Configs saved
-    before ``rotary_dim`` existed stored ``rope_fraction``; this converts them.)"""
-    if not 0.0 < fraction <= 1.0:
-        raise PositionalEncodingError(f"rope_fraction must be in (0, 1], got {fraction}")
-    r = int(d_head * fraction) // 2 * 2
-    return max(2, min(r, d_head // 2 * 2))
-
-
-def default_rotary_dim(d_head: int) -> int:
-    """``rotary_dim`` when a config does not set it: :data:`DEFAULT_ROTARY_FRACTION` of
-    ``d_head`` (16 -> 4)."""
-    return rotary_dim_from_fraction(d_head, DEFAULT_ROTARY_FRACTION)
-
 
 def apply_rotary(x: torch.Tensor, positions: torch.Tensor, rot_dim: int,
                  base: float = 10000.0) -> torch.Tensor:

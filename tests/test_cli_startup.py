@@ -47,3 +47,25 @@ def test_every_subcommand_still_has_its_full_parser(capsys):
             main([cmd, "--help"])
         assert e.value.code == 0
         assert option in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [
+    ["train", "count", "--pe", "bogus"],
+    ["train", "count", "--pe", "nope", "--seeds", "x"],
+    ["train", "count", "--pe", "nope", "--pe-preset", "nope=bogus"],
+    ["report", "--pe", "bogus"],
+    ["report", "--seeds", "x"],
+    ["demo", "--pe", "bogus"],
+    ["curve", "count", "--train-lengths", "x"],
+    ["score", "--pe", "bogus"],
+    ["validate-predictor", "--pe", "bogus"],
+])
+def test_usage_errors_answer_before_torch_loads(argv):
+    """A mistyped flag of a heavy command is answered (exit 2) before torch, matplotlib or Ray
+    load: under load those imports took 20-30 s before the one-line error (issue 50)."""
+    p = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=HEAVY)], cwd=ROOT,
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    line = [x for x in p.stderr.splitlines() if x.startswith("HEAVY:")]
+    assert line, p.stderr[-2000:]
+    assert "error" in p.stderr.lower()
+    assert line[-1] == "HEAVY:", f"rasp {' '.join(argv)} imported {line[-1][6:]} first"

@@ -141,3 +141,18 @@ def test_rasp_draw_and_sop_draw_as_a_notebook_user_calls_them(env, tmp_path):
     assert (tmp_path / "h.png").stat().st_size > 1000
     with pytest.raises(RASPTypeError, match=".svg or .png"):
         rasp.draw(env["hist"], path=tmp_path / "h.pdf")
+
+
+def test_an_unnamed_s_op_is_titled_by_its_expression_not_an_internal_id():
+    """`rasp.draw` of an s-op built in Python without a name: the title is what the REPL would
+    write for it (`rasp.source.describe_node`), never the IR's `aggregate_<id>` label."""
+    import re
+    from rasp.repl.draw import Drawing
+    from rasp.source import describe_node
+    env = rasp.run_source("flip = select(indices, length - indices - 1, ==);")
+    node = rasp.aggregate(env["flip"], rasp.tokens)
+    assert node.name is None and re.fullmatch(r"aggregate_\d+", node.label)
+    texts = _texts(draw_figure(node, "abc"))
+    title = [t for t in texts if t.endswith(" on abc")]
+    assert title == [f"{describe_node(node, 3)} on abc"]
+    assert node.label not in " ".join(texts) and node.label not in repr(Drawing(node, "abc"))

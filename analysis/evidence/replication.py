@@ -506,7 +506,11 @@ def _replicate_locked(task, pe, scale, formal, runs_root, out_dir, prediction, g
     old = read_cell(path) if path.exists() else {}
     cell = {"task": task, "pe": pe, "scale": scale.name, "comparable": scale.comparable,
             "protocol": scale.describe(),
-            "code_not_paper": list(FORMAL_NOT_THEIRS if formal else CODE_NOT_PAPER),
+            "code_not_paper": ([] if scale.comparable else [
+                f"scale {scale.name} is a CPU cut of their protocol: the notes below compare "
+                "their code with ours at full scale (sizes, seeds, steps); this cell's own "
+                "settings are its protocol line"])
+            + list(FORMAL_NOT_THEIRS if formal else CODE_NOT_PAPER),
             "not_theirs": [] if formal else list(NOT_THEIRS),
             "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "git_commit": git_commit()}

@@ -736,7 +736,7 @@ def train_steps(stepper: Stepper, task, progress: bool = True, stop_after: int |
                         write(m, {"step": now, "probe_id_em": em,
                                   "probe_length": spec0.train_lengths[1]})
                     stepper.train_mode()
-                    bar.set_postfix(id_em=f"{em:.2f}")
+                    bar.set_postfix({f"em_len{spec0.train_lengths[1]}": f"{em:.2f}"})
                     hook("probe", step)
                 if fit_data is not None and (now % tr.fit_every == 0 or now == total):
                     counts = stepper.fit_counts(task, fit_data, tr.eval_batch_size)

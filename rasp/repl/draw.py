@@ -328,7 +328,7 @@ def draw_figure(node: Node, example: Any = DEFAULT_EXAMPLE):
             hx.tick_params(length=0, pad=1)
             hx.set_label(" ".join(b.title))             # which selector (not drawn)
     shown = "".join(map(str, seq)) if isinstance(example, str) else seq
-    ax.text(W / 2, H - 0.2, f"{node.label} on {shown}", ha="center", va="center",
+    ax.text(W / 2, H - 0.2, f"{node_title(node)[0]} on {shown}", ha="center", va="center",
             fontsize=9)
     return fig
 
@@ -377,7 +377,7 @@ class Drawing:
 
     def __repr__(self) -> str:
         n = len(topological_order(self.node))
-        return (f"<Drawing of {self.node.label} on {self.example!r}: {n} operations; "
+        return (f"<Drawing of {node_title(self.node)[0]} on {self.example!r}: {n} operations; "
                 f"shown inline in a notebook, .save('flow.svg') writes a file>")
 
 

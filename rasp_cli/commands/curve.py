@@ -81,11 +81,7 @@ def _pe_presets(args) -> dict:
 
 def run(args) -> int:
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
-    from analysis.experiment.curve import format_curve, training_length_curve
     from analysis.training.configs import TRAIN_PRESETS
-    from analysis.training.grid import GridError
-    from analysis.training.runs import RunDirError, atomic_write_text
-    from analysis.training.trainer import TrainingError
     own = [t.name for t in tasks_from_args(args)]
     if args.task and own:
         raise UsageError("give a TASK or --task-file / --regex, not both")
@@ -106,9 +102,15 @@ def run(args) -> int:
     whole_number(args.steps, "--steps", 1, 10 ** 9)
     pes, seeds = parse_pes(args.pe), parse_seeds(args.seeds)
     out_dir = Path(output_dir(args.out or str(Path("reports") / "curves" / name)))
+    pe_presets = _pe_presets(args)
+    # start-up: torch loads once the arguments are checked (a usage error answers at once)
+    from analysis.experiment.curve import format_curve, training_length_curve
+    from analysis.training.grid import GridError
+    from analysis.training.runs import RunDirError, atomic_write_text
+    from analysis.training.trainer import TrainingError
     try:
         curve = training_length_curve(
-            name, pes, lengths, seeds, preset=args.preset, pe_presets=_pe_presets(args),
+            name, pes, lengths, seeds, preset=args.preset, pe_presets=pe_presets,
             steps=args.steps, overrides=parse_overrides(args.set), runs_root=args.runs,
             address=args.address, serial=args.serial, budget_s=args.budget,
             progress=not args.no_progress,

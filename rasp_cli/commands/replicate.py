@@ -15,6 +15,7 @@ Exit codes: 0 every cell done, 1 a cell incomplete (fewer than five seeds fit, a
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from rasp_cli.common import (UsageError, add_device_option, check_grid_options, grid_options,
                              output_dir, parse_pes)
@@ -147,8 +148,11 @@ def run(args) -> int:
             per = (time.time() - t0) / k
             print(f"  {k}/{len(cells)} cells in {time.time() - t0:.0f} s; ~{per * left:.0f} s "
                   f"left")
-    print(f"cell files under {args.out}/{args.scale}/; docs: python -m "
-          f"analysis.reporting.replication_doc --cells {args.out} -o docs/huang-replication.md")
+    # the tracked docs/huang-replication.md is `make replication`'s (docs/replication's cells)
+    doc = ("docs/huang-replication.md" if Path(args.out).resolve() ==
+           (Path.cwd() / "docs" / "replication").resolve() else Path(args.out) / "replication.md")
+    print(f"cell files under {args.out}/{args.scale}/; a document of them: python -m "
+          f"analysis.reporting.replication_doc --cells {args.out} -o {doc}")
     return 0 if ok else 1
 
 

@@ -152,11 +152,6 @@ def check_train_options(args) -> None:
 def run(args) -> int:
     """Run ``rasp train``; returns the exit code (1 when a run of a grid failed or was not
     started within the budget)."""
-    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
-    from analysis.training.grid import check_runs
-    from analysis.training.runs import RunDirError, atomic_write_text
-    from analysis.training.trainer import TrainingError, train
-
     own = [t.name for t in tasks_from_args(args)]      # your own tasks, found by name
     if args.grid and args.task:
         raise UsageError("give either TASK or --grid TASKS, not both")
@@ -184,6 +179,10 @@ def run(args) -> int:
     warning = offsets_warning(pes, args.preset, overrides, pe_presets)
     if warning:
         print(warning, file=sys.stderr)
+    # start-up: torch loads once the arguments are checked (a usage error answers at once)
+    from analysis.training.grid import check_runs
+    from analysis.training.runs import RunDirError, atomic_write_text
+    from analysis.training.trainer import TrainingError, train
     several = len(pes) > 1 or len(seeds) > 1 or len(tasks) > 1
     # only task files (no TASK to put after --grid): several PEs or seeds are their grid
     grid = bool(args.grid) or (several and bool(own) and not args.task)

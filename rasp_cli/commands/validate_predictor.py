@@ -98,12 +98,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     import tasks
-    from analysis.evidence.claims import ClaimError
-    from analysis.prediction.predict import PredictError
     from analysis.reporting.presets import VALIDATION_TASKS
-    from analysis.training.trainer import RunDirError, TrainingError
-    from analysis.training.grid import GridError
-    from analysis.prediction.validate import format_validation, validate
     if args.registered_sha256 and not args.registered:
         raise UsageError("--registered-sha256 checks the file of --registered FILE.json")
     found = search_settings(args, args.tasks)
@@ -132,6 +127,12 @@ def run(args) -> int:
     output_dir(args.runs, "--runs")               # a regular file there: one line, no grid
     out_dir = Path(output_dir(args.out)) if args.out else None
     pe_presets = parse_pe_presets(args.pe_preset)
+    # start-up: torch loads once the arguments are checked (a usage error answers at once)
+    from analysis.evidence.claims import ClaimError
+    from analysis.prediction.predict import PredictError
+    from analysis.prediction.validate import format_validation, validate
+    from analysis.training.grid import GridError
+    from analysis.training.trainer import RunDirError, TrainingError
     try:
         out = validate(names, pes, seeds, preset=args.preset,
                        runs_root=args.runs, steps=args.steps, **found,
