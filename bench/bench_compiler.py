@@ -7,7 +7,10 @@ the sizes at max_seq_len 64, then Tracr's own compiler against ours on every pro
 library (``tracr.compiler.lib`` through ``rasp.from_tracr``, bidirectional and causal:
 parameters, non-zero parameters (ours: all we store, ``W_U`` included; Tracr's: its ``params``
 plus its unembedding, a projection applied outside them), layers, compile CPU; needs the test
-extra). Every compiled model is checked against the interpreter: all inputs
+extra), then, per program whose non-zeros exceed Tracr's, the parts where they do (both
+models counted the same way, part by part: ``ours_nonzeros`` / ``tracr_nonzeros``) and the
+exactness weights among ours (``exactness_nonzeros``: PAD mask, ``None`` value, count heads).
+Every compiled model is checked against the interpreter: all inputs
 at the peer's size (exhaustive), ``--random`` random inputs per length at 64. The CPU seconds of
 the compiler's stages and of its verification gate (inside ``compile_program``) are reported
 side by side, with the gate's share of the total.
@@ -90,6 +93,107 @@ def measure(name, sop, vocab, n, random_k):
             "checked_inputs": total, "mismatches": bad}
 
 
+def _nz(x) -> int:
+    return int((np.asarray(x) != 0).sum())
+
+
+def ours_nonzeros(cm) -> dict:
+    """Our model's non-zero weights by part, counted as :func:`tracr_nonzeros` counts Tracr's:
+    ``embed`` (tokens), ``pos``, per layer ``L<i> attn`` (Q, K, V, O and their biases of every
+    head) and ``L<i> mlp`` (in, out, biases), ``unembed`` (``W_U``, ``b_U``); and
+    ``heads``: ``{"L<i> <node>": non-zeros}`` per head, named by the node it computes
+    (``..._count``: a count head of the run-time checks)."""
+    sd = {k: v.detach().numpy() for k, v in cm.model.packed_state_dict().items()}
+    out = {"embed": 0, "pos": 0, "unembed": 0}
+    heads = {}
+    for k, a in sd.items():
+        if k.startswith("embed."):
+            out["embed"] += _nz(a)
+        elif k.startswith("pos_embed."):
+            out["pos"] += _nz(a)
+        elif k.startswith("unembed."):
+            out["unembed"] += _nz(a)
+        elif k.startswith("blocks."):
+            layer, part = int(k.split(".")[1]), k.split(".")[2]
+            key = f"L{layer} {'attn' if part == 'attn' else 'mlp'}"
+            out[key] = out.get(key, 0) + _nz(a)
+    for layer, names in enumerate(cm.head_nodes):
+        if f"blocks.{layer}.attn.W_Q" not in sd:
+            continue
+        for name, cols in zip(names, _head_columns(cm, layer)):
+            heads[f"L{layer} {name}"] = sum(_nz(sd[f"blocks.{layer}.attn.{w}"][:, cols])
+                                            for w in ("W_Q", "W_K", "W_V")) + _nz(
+                sd[f"blocks.{layer}.attn.W_O"][cols])
+    out["total"] = sum(v for k, v in out.items())
+    out["heads"] = heads
+    out["exactness"] = exactness_nonzeros(cm)
+    return out
+
+
+def _head_columns(cm, layer: int) -> list[slice]:
+    """Each head's columns of the packed ``W_Q``/``W_K``/``W_V`` (rows of ``W_O``)."""
+    out, c0 = [], 0
+    for w in cm.model.cfg.d_head_widths[layer]:
+        out.append(slice(c0, c0 + w))
+        c0 += w
+    return out
+
+
+#: the exactness weights Tracr's models lack, by kind
+EXACTNESS = ("pad", "none", "count")
+
+
+def exactness_nonzeros(cm, kinds=EXACTNESS) -> dict:
+    """The non-zero weights of ``cm`` spent on exactness Tracr's compiled models lack:
+    ``pad`` -- one ``W_K`` weight per head giving PAD keys a large negative logit (Tracr never
+    masks PAD: its failure mode 7); ``none`` -- the value and output weights of a ``None``
+    direction (Tracr's default is the zero vector, decoded as an arbitrary value: failure
+    mode 5); ``count`` -- a count head (``..._count``: ``1/(w+1)`` read by the run-time checks,
+    e.g. the model raising where a mean of strings selects two keys, as the interpreter).
+    Returns ``{kind: non-zeros}`` for ``kinds``."""
+    sd = cm.model.packed_state_dict()
+    labels = cm.residual_labels
+    pad = labels.index("pad")
+    out = dict.fromkeys(kinds, 0)
+    for layer in range(cm.model.cfg.n_layers):
+        if f"blocks.{layer}.attn.W_K" not in sd:
+            continue
+        WQ, WK, WV, WO = (sd[f"blocks.{layer}.attn.{w}"] for w in ("W_Q", "W_K", "W_V", "W_O"))
+        for h, cols in enumerate(_head_columns(cm, layer)):
+            if "count" in kinds and cm.head_nodes[layer][h].endswith("_count"):
+                out["count"] += sum(_nz(t[:, cols]) for t in (WQ, WK, WV)) + _nz(WO[cols])
+                continue
+            if "pad" in kinds:
+                out["pad"] += _nz(WK[pad, cols])
+            if "none" in kinds:
+                for j in range(cols.start, cols.stop):
+                    if any(labels[d].endswith(":None") for d in np.flatnonzero(WO[j].numpy())):
+                        out["none"] += _nz(WO[j]) + _nz(WV[:, j])
+    return out
+
+
+def tracr_nonzeros(theirs) -> dict:
+    """Tracr's non-zero weights by part (the parts of :func:`ours_nonzeros`): its ``params``
+    (token and position embeddings, per layer attention and MLP, biases included) and its
+    unembedding, a projection onto the output space applied outside ``params`` (one weight
+    per output direction, as our ``W_U``)."""
+    out = {"embed": 0, "pos": 0}
+    for mod, arrays in theirs.params.items():
+        n = sum(_nz(a) for a in arrays.values())
+        if mod.startswith("token_embed"):
+            out["embed"] += n
+        elif mod.startswith("pos_embed"):
+            out["pos"] += n
+        elif "/layer_" in mod:
+            layer = int(mod.split("/layer_")[1].split("/")[0])
+            key = f"L{layer} {'attn' if '/attn/' in mod else 'mlp'}"
+            out[key] = out.get(key, 0) + n
+    enc = theirs.output_encoder
+    out["unembed"] = len(enc.encoding_map) if hasattr(enc, "encoding_map") else 1
+    out["total"] = sum(out.values())
+    return out
+
+
 def tracr_library(max_seq_len: int = 8, corpus: bool = False) -> list[dict]:
     """Tracr's compiler against ours on every program of Tracr's own library
     (``tracr.compiler.lib``, imported with ``rasp.from_tracr``), bidirectional and causal:
@@ -125,23 +229,28 @@ def tracr_library(max_seq_len: int = 8, corpus: bool = False) -> list[dict]:
             rows.append(row)
             continue
         leaves = [np.asarray(x) for x in jax.tree_util.tree_leaves(theirs.params)]
-        enc = theirs.output_encoder
+        parts = tracr_nonzeros(theirs)
         row["tracr"] = {"params": int(sum(x.size for x in leaves)),
                         "nonzero_params": int(sum((x != 0).sum() for x in leaves)),
                         # its unembedding: a projection onto the output space applied
                         # outside ``params`` (one weight per output direction)
-                        "unembed_nonzero": (len(enc.encoding_map)
-                                            if hasattr(enc, "encoding_map") else 1),
+                        "unembed_nonzero": parts["unembed"],
+                        "nonzero_parts": parts,
                         "layers": int(theirs.model_config.num_layers),
                         "compile_cpu_seconds": round(time.process_time() - c0, 3)}
         c0 = time.process_time()
         try:
-            cm = compile_program(rasp.from_tracr(prog), vocab, max_seq_len, causal=causal)
+            # make_sort_unique's contract is distinct keys (Tracr requires them; its mean of
+            # strings raises on a repeated one, which the compiler refuses by default): those
+            # inputs are declared out of contract, the model raising there (a count head)
+            cm = compile_program(rasp.from_tracr(prog), vocab, max_seq_len, causal=causal,
+                                 raising="declare" if name == "make_sort_unique" else "refuse")
         except CompilerError as e:
-            row["ours"] = {"refused": str(e).splitlines()[0]}
+            row["ours"] = {"refused": e.message.splitlines()[0]}
         else:
             row["ours"] = {"params": cm.stats["params"],
                            "nonzero_params": cm.stats["nonzero_params"],
+                           "nonzero_parts": ours_nonzeros(cm),
                            "layers": cm.stats["layers"],
                            "compile_cpu_seconds": round(time.process_time() - c0, 3)}
         rows.append(row)
@@ -190,7 +299,38 @@ def _print_tracr_library(rows: list[dict],
                                for r in rows if r["causal"]),
     }
     print("tracr library summary:", json.dumps(summary))
+    _print_excess(rows)
     return summary
+
+
+def _print_excess(rows: list[dict]) -> None:
+    """Per program whose non-zeros exceed Tracr's (counted the same way, part by part): the
+    parts where ours are more, and our heads in those layers (a ``..._count`` head is a
+    run-time check: the model raises where the interpreter does)."""
+    print("\nnon-zeros above Tracr's, part by part (ours - Tracr's; parts: token / position "
+          "embedding, attention and MLP per layer, unembedding)")
+    for r in rows:
+        o, t = r.get("ours", {}), r["tracr"]
+        if "refused" in o or "refused" in t or "nonzero_parts" not in o:
+            continue
+        po, pt = o["nonzero_parts"], t["nonzero_parts"]
+        if po["total"] <= pt["total"]:
+            continue
+        keys = [k for k in po if k not in ("total", "heads", "exactness")] + [
+            k for k in pt if k not in po and k != "total"]
+        diff = {k: po.get(k, 0) - pt.get(k, 0) for k in keys if po.get(k, 0) != pt.get(k, 0)}
+        print(f"{r['program']:22s} {'causal' if r['causal'] else 'bidir.':6s} "
+              f"{po['total']} vs {pt['total']} (+{po['total'] - pt['total']}): "
+              + ", ".join(f"{k} {v:+d}" for k, v in diff.items()))
+        more = {k.split()[0] for k, v in diff.items() if v > 0 and k.endswith("attn")}
+        heads = {k: v for k, v in po["heads"].items() if k.split()[0] in more}
+        if heads:
+            print(f"{'':29s} our heads there: "
+                  + ", ".join(f"{k.split(' ', 1)[1]} ({k.split()[0]}) {v}"
+                              for k, v in heads.items()))
+        ex = po["exactness"]
+        print(f"{'':29s} exactness weights: " + ", ".join(f"{k} {v}" for k, v in ex.items())
+              + f"; without them {po['total'] - sum(ex.values())} vs {pt['total']}")
 
 
 def main(argv=None) -> int:

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import rasp
+from bench.bench_compiler import exactness_nonzeros
 from compiler import compile_program
 from compiler.basis_inference import infer_bases
 from compiler.graph.passes import smaller
@@ -145,33 +146,9 @@ KNOWN_NONZEROS_ABOVE_TRACR = {
 
 
 def _exactness_weights(cm, kinds) -> int:
-    """The non-zero weights of ``cm`` spent on the kinds of exactness in ``kinds``."""
-    sd = cm.model.packed_state_dict()
-    labels = cm.residual_labels
-    pad = labels.index("pad")
-    out = 0
-    for l in range(cm.model.cfg.n_layers):
-        if f"blocks.{l}.attn.W_K" not in sd:
-            continue
-        WK, WQ = sd[f"blocks.{l}.attn.W_K"], sd[f"blocks.{l}.attn.W_Q"]
-        WV, WO = sd[f"blocks.{l}.attn.W_V"], sd[f"blocks.{l}.attn.W_O"]
-        widths = cm.model.cfg.d_head_widths[l]
-        c0 = 0
-        for h, w in enumerate(widths):
-            cols = slice(c0, c0 + w)
-            c0 += w
-            if "count" in kinds and cm.head_nodes[l][h].endswith("_count"):
-                out += sum(int(torch.count_nonzero(t[:, cols])) for t in (WQ, WK, WV))
-                out += int(torch.count_nonzero(WO[cols]))
-                continue
-            if "pad" in kinds:
-                out += int(torch.count_nonzero(WK[pad, cols]))
-            if "none" in kinds:
-                for j in range(cols.start, cols.stop):
-                    if any(labels[d].endswith(":None") for d in
-                           torch.nonzero(WO[j]).flatten().tolist()):
-                        out += int(torch.count_nonzero(WO[j]) + torch.count_nonzero(WV[:, j]))
-    return out
+    """The non-zero weights of ``cm`` spent on the kinds of exactness in ``kinds``
+    (``bench.bench_compiler.exactness_nonzeros``, which the benchmark prints per program)."""
+    return sum(exactness_nonzeros(cm, kinds).values())
 
 
 def test_nonzeros_at_or_below_tracr_on_every_library_program(tracr_against_ours):
