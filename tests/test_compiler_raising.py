@@ -216,7 +216,7 @@ def test_d4_reproduced_a_none_padded_mean_into_a_mean_too_large_to_enumerate():
     (a TypeError in the head builder: "internal error"); at 3 the same program was refused
     with the reason. Both lengths now give the reason."""
     VOC = ["1", "2", "3"]
-    inner = Aggregate(select(tokens_int, indices - 1, "=="), rasp.tokens == "1", default=None)
+    inner = Aggregate(select(tokens_int, indices - 1, "=="), tokens == "1", default=None)
     prog = Aggregate(select(tokens_int, indices - 1, "<"), inner, default=0)
     with pytest.raises(rasp.RASPError):      # query 3 averages [None, None, 1.0, None]
         rasp.evaluate(prog, [["1", "1", "1", "1"]])
@@ -240,7 +240,7 @@ def none_mean_into_mean(draw):
     causal or not."""
     causal = draw(st.booleans())
     with rasp.causal_mode(causal):
-        v = draw(st.sampled_from([tokens_int, indices, rasp.tokens == "1", tokens_int * 0.5,
+        v = draw(st.sampled_from([tokens_int, indices, tokens == "1", tokens_int * 0.5,
                                   indices < 2]))
         inner = Aggregate(draw(st.sampled_from(D4_SELECTS))(), v, default=None,
                           truncate=draw(st.booleans()))
