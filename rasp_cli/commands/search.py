@@ -11,7 +11,9 @@ lower bound ("no program of expression size <= k reproduces the task") and the p
 with a progress bar of the programs evaluated. The search stops after ``--budget`` candidate
 programs (work, not seconds: the result is the same on any machine at any load;
 ``analysis.prediction.budget``); ``--time-cap S`` adds a wall-clock safety stop whose result
-says ``time_cap`` and certifies nothing a verdict may rest on.
+says ``time_cap`` and certifies nothing a verdict may rest on. ``--memory-mb M`` (RASP-L
+default 2048) bounds the whole search, counted in bytes of arrays (the same on every machine):
+where it is spent the search ends with ``stopped: memory``, the sizes it completed certified.
 
 ``--examples FILE.jsonl``: your own task, one example per line, ``{"prompt": [...], "answer":
 [...]}`` with token values (all integers in [-128, 127], or all strings); the program sees
