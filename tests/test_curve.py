@@ -27,9 +27,12 @@ def test_curve_recovers_a_known_transition(tmp_path, capsys):
     assert points[3]["outcome"] != "generalizes"
     assert points[8]["outcome"] == "generalizes"
     assert curve["shortest"] == {"nope": 8} and curve["stays"] == {"nope": True}
-    # the runs at each length have their own directories, trained on 1..L
+    # the runs at each length have their own directories, trained on 1..L; at the task's own
+    # length (LENGTHS 1..8) they are the directories `rasp train --task-file` writes
+    # (seed<k>-quick), so a curve picks up the runs trained before it
     for L, p in points.items():
-        assert all(Path(d).name.endswith(f"-L{L}") for d in p["run_dirs"])
+        want = [f"seed{k}-quick" + ("" if L == 8 else f"-L{L}") for k in range(5)]
+        assert [Path(d).name for d in p["run_dirs"]] == want
         cfg = json.loads((Path(p["run_dirs"][0]) / "config.json").read_text())
         assert cfg["train"]["train_max_len"] == L
     assert json.loads((out / "curve.json").read_text())["shortest"] == {"nope": 8}

@@ -250,3 +250,34 @@ def test_the_page_and_report_json_give_one_wall_time_and_say_what_the_seeds_deci
     href = re.search(r'id="decides">.*?<a href="([^"]+)"', head).group(1)
     assert (out / href).resolve() == (report.CHECKOUT / "docs" / "results.md").resolve()
     assert (out / href).exists()
+
+
+def test_a_training_length_curve_beside_the_report_is_drawn_on_its_task_s_section(tmp_path):
+    """`rasp curve` writes <out>/curves/<task>/curve.json by default when the report is in
+    reports/: the page shows that curve under the task, with the shortest training length per
+    PE read from the file (here written by hand: NoPE from 20, the APE never)."""
+    import json
+    sec = _synthetic_section(np.random.default_rng(4))
+    task = sec["name"]
+    curve = {"task": task, "pes": ["nope", "ape_learned"], "lengths": [10, 20],
+             "seeds": [0, 1, 2, 3, 4], "threshold": 0.5, "regime": None,
+             "shortest": {"nope": 20, "ape_learned": None},
+             "points": [{"pe": pe, "train_max_len": L, "ood_em": [m] * 5, "ood_mean": m,
+                         "ood_ci": [m - 0.05, m + 0.05]}
+                        for pe, ms in (("nope", (0.2, 0.9)), ("ape_learned", (0.1, 0.2)))
+                        for L, m in zip((10, 20), ms)]}
+    where = tmp_path / "curves" / task
+    where.mkdir(parents=True)
+    (where / "curve.json").write_text(json.dumps(curve))
+    html = report.render_report([sec], tmp_path, meta={}).read_text()
+    assert (tmp_path / f"{task}_curve.png").exists()
+    cap = html[html.index(f'alt="training-length curve of {task}"'):]
+    cap = cap[cap.index("<figcaption>"):cap.index("</figcaption>")]
+    assert "NoPE: from L = 20" in cap and "APE (learned): not within the lengths tried" in cap
+    # another task's curve is never shown here
+    curve["task"] = "other"
+    (where / "curve.json").write_text(json.dumps(curve))
+    (tmp_path / f"{task}_curve.png").unlink()
+    html = report.render_report([sec], tmp_path, meta={}).read_text()
+    assert "training-length curve of" not in html
+    assert not (tmp_path / f"{task}_curve.png").exists()

@@ -174,7 +174,7 @@ def training_length_curve(task, pes: Sequence[str], lengths: Sequence[int],
     from analysis.evidence.claims import load_runs
     from analysis.training.grid import check_runs, run_grid
     from analysis.training.study import Study
-    from analysis.training.trainer import TrainingError, resolve_task
+    from analysis.training.trainer import TrainingError, resolve_spec, resolve_task
     task_obj = resolve_task(task)
     name = task_obj.name
     lengths = sorted({int(L) for L in lengths})
@@ -183,22 +183,29 @@ def training_length_curve(task, pes: Sequence[str], lengths: Sequence[int],
         raise TrainingError(f"training lengths {bad or lengths} are not lengths task "
                             f"{name!r} can produce (lengths {task_obj.min_length}.."
                             f"{task_obj.max_length or 'unbounded'})")
+    # the task's own training length (every PE's preset gives it): those runs are the ones
+    # `rasp train` / the report wrote (seed<k>-<preset>, no -L<n>), reused here
+    own = {resolve_spec(task_obj, pe, int(seeds[0]) if seeds else 0,
+                        dict(pe_presets or {}).get(pe, preset), steps, None,
+                        dict(overrides or {})).train_lengths[1] for pe in pes}
     studies = {L: Study(tasks=[task], pes=list(pes), seeds=list(seeds), train_preset=preset,
                         pe_train_presets=dict(pe_presets or {}),
                         overrides=dict(overrides or {}), steps=steps,
-                        task_train_max_len={name: L}, runs_root=str(runs_root))
+                        task_train_max_len={} if own == {L} else {name: L},
+                        runs_root=str(runs_root))
                for L in lengths}
     runs = [r for st in studies.values() for r in st.runs()]
+    length_of = {r.run_dir: L for L, st in studies.items() for r in st.runs()}
     check_runs(runs)
     grid = run_grid(runs, runs_root=runs_root, address=address, budget_s=budget_s,
                     serial=serial, progress=progress, log=log)
     if not grid.ok:
-        raise TrainingError("; ".join(f"{r.run.label()} L{r.run.train_max_len}: {r.status}: "
+        raise TrainingError("; ".join(f"{r.run.label()} L{length_of[r.run.run_dir]}: {r.status}: "
                                       f"{r.error} ({r.run_dir})"
                                       for r in grid.results if not r.finished))
     by_point: dict = {}
     for r in grid.results:
-        by_point.setdefault((r.run.pe, int(r.run.train_max_len)), []).append(r.result.run_dir)
+        by_point.setdefault((r.run.pe, length_of[r.run.run_dir]), []).append(r.result.run_dir)
     records = {k: load_runs(v) for k, v in by_point.items()}
     # the curve's order: PEs as asked
     records = {(pe, L): records[(pe, L)] for pe in pes for L in lengths if (pe, L) in records}

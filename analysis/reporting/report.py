@@ -55,6 +55,8 @@ from analysis.training.runs import read_spec
 from analysis.training.study import Study
 from rasp.repl.draw import Drawing
 from rasp.repl.progress import working
+from analysis.reporting.captions import (accuracy_caption, curve_caption,  # noqa: F401
+                                         distance_note, finding)
 
 __all__ = ["ReportError", "ReportOptions", "collect_task", "render_report", "generate_report",
            "check_overwrite", "DEFAULT_TASKS", "FULL_TASKS", "REPORT_PRESETS", "wanted_runs",
@@ -475,6 +477,21 @@ def _slug(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
 
 
+def find_curve(task: str, out_dir: Path) -> tuple[dict, Path] | None:
+    """The training-length curve of ``task`` (``rasp curve``'s curve.json) the page shows: the
+    one beside the report (``<out>/curves/<task>``, where ``rasp curve`` writes by default
+    when the report is in ``reports/``), else the checkout's ``docs/curves/<task>``; None when
+    neither holds one of this task that reads as a curve."""
+    for where in (Path(out_dir) / "curves" / task, CHECKOUT / "docs" / "curves" / task):
+        try:
+            data = json.loads((where / "curve.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("task") == task and data.get("points"):
+            return data, where / "curve.json"
+    return None
+
+
 def _figures_for_section(sec: dict, out_dir: Path) -> dict:
     """Draw a section's figures; returns name -> {"path", "uri", "caption"}."""
     figs: dict[str, dict] = {}
@@ -489,6 +506,11 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
         p = figures.accuracy_figure(sec["accuracy"], tr, out_dir / f"{slug}_accuracy.png",
                                     title=f"{sec['name']}: exact match by length")
         add("accuracy", p, accuracy_caption(sec["accuracy"]))
+    curve = find_curve(sec["name"], out_dir)
+    if curve is not None:
+        data, where = curve
+        p = figures.curve_figure(data, out_dir / f"{slug}_curve.png")
+        add("curve", p, curve_caption(data, display_path(where, out_dir)))
     comp = sec.get("compiled") or {}
     if comp.get("heads"):
         labels = {tuple(int(x) for x in k.split(",")): v
@@ -579,91 +601,6 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
                                f"relative-position (T5 bucket) fit, on the longest probe "
                                f"sequence ({n} tokens)"})
     return figs
-
-
-def accuracy_caption(curves: dict[str, list[dict]]) -> str:
-    """The accuracy figure's caption, saying which band each PE's curve has
-    (:func:`analysis.reporting.figures.accuracy_bands`, what the figure draws)."""
-    bands = figures.accuracy_bands(curves)
-    order = sorted(bands, key=lambda p: PE_NAMES.index(p) if p in PE_NAMES else 99)
-    rng = [PE_LABELS.get(p, p) for p in order if bands[p] == "seed range"]
-    wil = [PE_LABELS.get(p, p) for p in order if bands[p] == "wilson"]
-    parts = []
-    if rng:
-        parts.append("the range over seeds (min to max) for " + ", ".join(rng))
-    if wil:
-        parts.append("the 95% Wilson interval of its one seed, dotted, for " + ", ".join(wil))
-    band = ("; band: " + "; ".join(parts)) if parts else ""
-    return ("Exact match of greedy decoding per input length: line, the mean over seeds"
-            f"{band}. Grey: training lengths; right of it, out of distribution.")
-
-
-def distance_note(sec: dict) -> str:
-    """Why a section has no distance chart, from what was probed: the chart compares each
-    PE's model with the NoPE models of the other seeds, so it needs a NoPE model and a model
-    of another PE of another seed."""
-    res: metrics.ProbeResult | None = sec.get("probe")
-    loaded = [r for r in (sec.get("runs") or [])
-              if r.get("status") in ("reused", "trained", "resumed")]
-    if res is None:
-        return (f"no trained model was probed ({len(loaded)} of "
-                f"{len(sec.get('runs') or [])} run(s) of this task finished)")
-    labels = [l for l in res.models if l != res.compiled_label]
-    by_pe: dict[str, set] = {}
-    for l in labels:
-        pe, _, seed = l.partition("/")
-        by_pe.setdefault(pe, set()).add(seed)
-    if "nope" not in by_pe:
-        return ("it measures each PE's distance from the NoPE models, and no NoPE model was "
-                "probed")
-    others = [pe for pe in by_pe if pe != "nope"]
-    if not others:
-        n = len(by_pe["nope"])
-        return (f"only NoPE was probed ({n} seed{'s' if n != 1 else ''}); it needs a model of "
-                "another positional encoding")
-    return ("it compares each PE's model with the NoPE models of other seeds, and every "
-            "probed model of another PE shares its seed with every NoPE model")
-
-
-def finding(claims: Sequence[dict], most: int = 4) -> str:
-    """The page's one-sentence finding, computed from its claims: the decided ones (label,
-    seeds per arm), then how many stayed inconclusive and, when no claim has the seeds a
-    decision needs, that number."""
-    if not claims:
-        return "No claim was computed: no finished runs."
-    decided = [c for c in claims if c.get("label") in ("supported", "contradicted")]
-    undecided = len(claims) - len(decided)
-    parts = [f"{c['statement']} ({c['label']}, {_claim_seeds(c)} seeds)"
-             for c in decided[:most]]
-    if len(decided) > most:
-        parts.append(f"{len(decided) - most} more decided")
-    if not decided:
-        seeds = [n for n in (_claim_seeds(c) for c in claims) if n is not None]
-        most_seeds = max(seeds) if seeds else 0
-        short = (f"; at most {most_seeds} seed{'s' if most_seeds != 1 else ''} per positional "
-                 f"encoding where a decision needs {_stats.MIN_SEEDS}"
-                 if seeds and most_seeds < _stats.MIN_SEEDS else "")
-        return (f"No claim is decided by these runs: all {len(claims)} "
-                f"{'is' if len(claims) == 1 else 'are'} inconclusive{short}.")
-    tail = f"; {undecided} other claim{'s' if undecided != 1 else ''} inconclusive" \
-        if undecided else ""
-    return "; ".join(parts) + tail + "."
-
-
-def _claim_seeds(c: dict) -> int | None:
-    """The seeds a claim compared per positional encoding (the fewest of its arms)."""
-    num = c.get("numbers") or {}
-    if num.get("paired_seeds") is not None:
-        return len(num["paired_seeds"])
-    counts = []
-    for v in (num.get("per_pe") or {}).values():
-        if isinstance(v, dict):
-            seeds = v.get("seeds")
-            counts.append(len(seeds) if isinstance(seeds, (list, tuple)) else seeds)
-        elif isinstance(v, (list, tuple)):
-            counts.append(len(v))
-    counts = [n for n in counts if isinstance(n, int)]
-    return min(counts) if counts else None
 
 
 def _section_view(sec: dict) -> dict:

@@ -2,7 +2,9 @@
 training-length curves (``analysis.experiment.curve``).
 
 Trains the task with each PE on lengths 1..L for every L given (run directories
-``<runs>/<task>/<pe>/seed<k>-<preset>-L<n>``: finished runs reused, interrupted ones resumed),
+``<runs>/<task>/<pe>/seed<k>-<preset>-L<n>``, and at the task's own training length the
+``seed<k>-<preset>`` runs ``rasp train`` and ``rasp report`` write: finished runs reused,
+interrupted ones resumed),
 then prints per PE and L the OOD exact match on L+1..2L (per seed, mean with a bootstrap 95%
 interval over seeds), the claims rule's outcome, and the **shortest training length at which each
 PE generalizes** (or "not within the lengths tried"), beside the training length the task's paper
