@@ -234,7 +234,8 @@ def run(args) -> int:
             print(f"{'':26s}{th['theory']}: {th.get('label', th['prediction'])} - "
                   f"{th['reason']}")
             shown = th.get("program")
-            if shown and (p.disagreement or str(shown) != str(p.program or "")):
+            raspl_used = th["theory"].startswith("RASP-L") and p.program_source
+            if shown and (p.disagreement or not raspl_used):
                 # the program the verdict rests on, whenever it is not the one printed above
                 if "NEXT_" in str(shown):
                     print(f"{'':30s}{CRASP_READING}")
@@ -261,12 +262,26 @@ def run(args) -> int:
                 if s.get("program"):
                     for line in s["program"].splitlines():
                         print(f"{'':28s}{line}")
+                    legend = _value_legend(p.task)
+                    if legend:
+                        print(f"{'':28s}({legend})")
     print()
     print(textwrap.fill(LEGEND, width=100))
     if doc is not None:
         print()
         _print_registered(args.register, preds, doc)
     return 0
+
+
+def _value_legend(task_name: str) -> str:
+    """Which token each value in a printed RASP-L program stands for (``tasks.base.Vocab.
+    value_legend``); empty when the task is not found or every value is its token's name."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
+    import tasks
+    try:
+        return tasks.get_task(task_name).vocab.value_legend()
+    except (tasks.UnknownTaskError, AttributeError):
+        return ""
 
 
 def _print_registered(path, preds, doc, file=None) -> None:
