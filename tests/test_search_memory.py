@@ -81,13 +81,14 @@ def test_a_deep_search_in_little_memory_ends_in_a_memory_verdict():
 
 @pytest.mark.slow
 def test_the_deep_search_at_the_default_memory_ends_in_a_verdict_under_4_gb():
-    """The predictions doc's copy_unique search (180M candidates, the default memory) under a
-    4 GB address-space cap: a verdict (measured: stopped: memory after 18.6M + 19.4M, the
-    program of size 14 found, peak 2.0 GB, 25-35 s on 2 busy cores), never a kill."""
+    """The predictions doc's copy_unique search (180M candidates, the default memory: 3 GB
+    above a 40M budget) under a 4 GB address-space cap: a verdict (measured: stopped: memory
+    after 24.7M + 19.5M, the program of size 14 found, peak 2.6 GB, ~32 s on 2 busy cores),
+    never a kill."""
     r = _search(["copy_unique", "--budget", "180M", "--json"], gb=4, seconds=300)
     d = json.loads(r["out"])
     assert d["stopped"] in ("memory", "budget", "found"), d
-    assert r["peak_kb"] * 1024 < 2048 * MB + BASE_BYTES, r["peak_kb"] // 1024
+    assert r["peak_kb"] * 1024 < 3072 * MB + BASE_BYTES, r["peak_kb"] // 1024
 
 
 def test_the_time_cap_ends_a_deep_search_within_seconds():

@@ -52,7 +52,8 @@ def search(task, grammar: str = "raspl", budget: int | None = None, *,
         time_cap: a wall-clock safety stop in seconds (None: none); a search it stops says
             ``stopped == "time_cap"`` and no verdict rests on it.
         max_memory_mb: the search's memory in MB (RASP-L: every array it keeps and its
-            temporaries, counted in bytes, default 2048; C-RASP: stored values, default 768);
+            temporaries, counted in bytes, default 2048, 3072 above the default budget; C-RASP:
+            stored values, default 768);
             where it is spent the search stops with ``stopped == "memory"``.
         progress, threads: a progress bar and the worker threads of the RASP-L enumeration
             (the C-RASP enumeration has neither: they are ignored there).

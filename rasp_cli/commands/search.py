@@ -12,8 +12,9 @@ with a progress bar of the programs evaluated. The search stops after ``--budget
 programs (work, not seconds: the result is the same on any machine at any load;
 ``analysis.prediction.budget``); ``--time-cap S`` adds a wall-clock safety stop whose result
 says ``time_cap`` and certifies nothing a verdict may rest on. ``--memory-mb M`` (RASP-L
-default 2048) bounds the whole search, counted in bytes of arrays (the same on every machine):
-where it is spent the search ends with ``stopped: memory``, the sizes it completed certified.
+default 2048, 3072 above a 40M budget) bounds the whole search, counted in bytes of arrays
+(the same on every machine): where it is spent the search ends with ``stopped: memory``, the
+sizes it completed certified.
 
 ``--examples FILE.jsonl``: your own task, one example per line, ``{"prompt": [...], "answer":
 [...]}`` with token values (all integers in [-128, 127], or all strings); the program sees
@@ -75,9 +76,9 @@ def add_arguments(p) -> None:
                         "(the C-RASP search, analysis.prediction.crasp_search)")
     p.add_argument("--memory-mb", type=float, default=None, metavar="M",
                    help="the search's memory in MB (RASP-L: every array it keeps and its "
-                        "temporaries, counted in bytes, default 2048; C-RASP: stored values, "
-                        "default 768); where it is spent the search stops with 'stopped: "
-                        "memory', the sizes it completed certified")
+                        "temporaries, counted in bytes, default 2048, 3072 for budgets above "
+                        "40M; C-RASP: stored values, default 768); where it is spent the "
+                        "search stops with 'stopped: memory', the sizes it completed certified")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="worker threads computing the candidate families (default: "
                         "$RASP_SEARCH_THREADS, else the usable cores, at most 2); the result "

@@ -39,12 +39,14 @@ def deep_aggregates(e, need: np.ndarray) -> list:
         e.g.get("deep_query_rows", 400_000))
     T = e.lay.T
     nS = int(need.sum())
-    # the pools within the memory the enumeration and the combination's pool left: a third
-    # for the key rows' tables ([keys, nS, 256] bools and their temporaries), a third for the
-    # query values (uint8), a third for the check of a block of query rows
-    left = _memory_left(e) // 3
-    key_cap = min(key_cap, max(1, left // (nS * 256 * 6)))
-    query_cap = min(query_cap, max(1, left // (nS * 3)))
+    # the pools within the memory the enumeration and the combination's pool left: half for
+    # the key rows' tables ([keys, nS, 256] bools: hit, empty, allowed and a temporary), a
+    # quarter for the query values (uint8, and their parts), a quarter for the check of a
+    # block of query rows
+    left = _memory_left(e)
+    key_cap = min(key_cap, max(1, left // 2 // (nS * 256 * 4)))
+    query_cap = min(query_cap, max(1, left // 4 // (nS * 2)))
+    left //= 4
     # the query positions (batch row, index) of the needed targets
     flat = e.lay.vflat[e.lay.tcols[need]]
     qb, qi = flat // T, flat % T
@@ -227,7 +229,7 @@ def combine(e):
     # times (parts, one array, its negation, a step's columns); smallest levels first, the
     # pool stops growing where the search's memory ends (a search stopped by memory keeps
     # the terms that fit)
-    left = start = _memory_left(e) // 2
+    left = start = _memory_left(e) * 3 // 4
     for k in levels:
         e._check_time()
         lv = e.store.rows[k]

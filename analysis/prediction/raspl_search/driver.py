@@ -24,7 +24,8 @@ def search_raspl(target, max_size: int = 6, budget: int = DEFAULT_SEARCH_BUDGET,
                  lengths: Iterable[int] = range(1, 7), samples: int = 3, seed: int = 0,
                  validation_lengths: Iterable[int] = range(1, 21), validation_samples: int = 10,
                  validation: SearchProblem | None = None, progress: bool = False,
-                 max_memory_mb: float = 2048, prune: bool = True, rules: dict | None = None,
+                 max_memory_mb: float | None = None, prune: bool = True,
+                 rules: dict | None = None,
                  combine: int | None = None, threads: int | None = None,
                  time_cap: float | None = None) -> SearchResult:
     """Enumerate RASP-L programs smallest first until one reproduces the target's next-token
@@ -48,9 +49,12 @@ def search_raspl(target, max_size: int = 6, budget: int = DEFAULT_SEARCH_BUDGET,
         time_cap: a wall-clock safety stop in seconds (None: none); hitting it gives
             ``stopped == "time_cap"``, which no verdict rests on.
         progress: show a progress bar (programs evaluated).
-        max_memory_mb: memory for stored values; once it is used up the current size is
+        max_memory_mb: the search's memory in MB (default :func:`default_memory_mb`: 2048,
+            3072 for budgets above the default budget): what it keeps and its temporaries,
+            counted in bytes of arrays (:class:`.storage.Store`), so where it stops is the
+            same on every machine. Once what it keeps fills its share the current size is
             finished without storing (still a complete check of that size) and the search
-            stops there (``stopped == "memory_limit"``).
+            stops there (``stopped == "memory"``), as it does when a step cannot be held.
         validation: for a :class:`SearchProblem` target, a larger batch (more lengths, more
             samples); a candidate that reproduces the target is accepted only if it also
             reproduces ``validation``. A candidate that fits the batch by chance shows that
@@ -82,11 +86,27 @@ def search_raspl(target, max_size: int = 6, budget: int = DEFAULT_SEARCH_BUDGET,
         raise SearchError(str(e)) from None
     if limits.budget < 1:
         raise SearchError("budget must be at least 1 candidate program")
+    if max_memory_mb is None:
+        max_memory_mb = default_memory_mb(limits.budget)
     start = time.perf_counter()
     g = RaspLGrammar(target, limits, max_size, progress, max_memory_mb, validation, prune,
                      rules, combine, threads)
     loop = cegis(g, limits.budget)
     return g.result(loop, time.perf_counter() - start)
+
+
+#: the search's memory in MB by default (``--memory-mb``) ...
+DEFAULT_MEMORY_MB = 2048
+#: ... and for budgets above :data:`analysis.prediction.budget.DEFAULT_SEARCH_BUDGET` (the
+#: predictions doc's deep searches: boolean_and at 180M finds its size-13 program from 3 GB on)
+DEEP_MEMORY_MB = 3072
+
+
+def default_memory_mb(budget: int) -> int:
+    """The default memory of a search with ``budget`` candidates (a function of the settings,
+    never of the machine): :data:`DEFAULT_MEMORY_MB`, :data:`DEEP_MEMORY_MB` above the
+    default budget."""
+    return DEFAULT_MEMORY_MB if budget <= DEFAULT_SEARCH_BUDGET else DEEP_MEMORY_MB
 
 
 class RaspLGrammar:
