@@ -40,8 +40,9 @@ ALLOWED = {
     "analysis.training": RASP | {"rasp_model", "tasks"},
     "analysis.probing": RASP | {"rasp_model", "tasks", "compiler", "analysis.training"},
     "analysis.evidence": RASP | {"rasp_model", "tasks", "analysis.training", "analysis.probing"},
-    "analysis.prediction": RASP | {"rasp_model", "tasks", "compiler", "analysis.training",
-                                   "analysis.evidence"},
+    # a prediction is made from programs before any run: no evidence room, no grid (the
+    # check against runs is a job of analysis.experiment, validate.py)
+    "analysis.prediction": RASP | {"rasp_model", "tasks", "compiler", "analysis.training"},
     "analysis.experiment": RASP | {"rasp_model", "tasks", "compiler", "analysis.training",
                                    "analysis.probing", "analysis.evidence",
                                    "analysis.prediction"},
@@ -157,6 +158,17 @@ def test_floors_are_one_way(graph):
     assert not bad, "upward or sideways imports: " + "; ".join(bad)
     groups = nx.DiGraph((group(a), group(b)) for a, b in graph.edges() if group(a) != group(b))
     assert nx.is_directed_acyclic_graph(groups)
+
+
+def test_a_prediction_needs_no_run(graph):
+    """The prediction room makes predictions from programs before any run: of training it may
+    read the settings (``analysis.training.configs``, the protocol's lengths) and nothing that
+    trains or reads runs (the grid, the trainer, run directories); checking a prediction
+    against runs is a job of ``analysis.experiment`` (issue 48)."""
+    bad = sorted(f"{a} -> {b}" for a, b in graph.edges()
+                 if group(a) == "analysis.prediction" and group(b) == "analysis.training"
+                 and b != "analysis.training.configs")
+    assert not bad, "the prediction room reaches into training: " + "; ".join(bad)
 
 
 @pytest.mark.parametrize("edge", [

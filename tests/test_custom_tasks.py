@@ -262,7 +262,7 @@ def test_registered_predictions_round_trip_and_refuse_a_changed_file(tmp_path):
 def test_registered_predictions_are_checked_as_written(tmp_path, monkeypatch):
     """validate() takes the registered prediction, not a new one, and counts tasks outside
     the catalogue apart."""
-    from analysis.prediction import validate as V
+    from analysis.experiment import validate as V
     from analysis.prediction.registered import registered_predictions
     reg = {"format": "x", "tasks": [{"name": "outside", "in_catalogue": False,
                                      "source": {"regex": "1*"}}],

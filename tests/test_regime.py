@@ -92,7 +92,7 @@ def test_runs_at_another_training_length_have_their_own_directory(tmp_path):
 def test_validate_trains_a_task_where_its_theory_speaks(tmp_path):
     """``validate`` trains count up to 60 (its paper's regime) by default; one step keeps it
     short; the run's config records the length and the run its own directory."""
-    from analysis.prediction.validate import validate
+    from analysis.experiment.validate import validate
     out = validate(["count"], ["nope"], [0], preset="quick", steps=1, runs_root=str(tmp_path),
                    progress=False)
     [row] = out["rows"]

@@ -3,7 +3,7 @@
 import json
 
 from analysis.evidence.claims import run_record
-from analysis.prediction.validate import measure
+from analysis.experiment.validate import measure
 from rasp_cli.main import main
 
 
@@ -100,7 +100,7 @@ def test_a_prediction_checked_against_a_replication_says_so(tmp_path):
     """A replication cell (``rasp replicate huang``) holding a registered prediction and five
     fitting seeds far below the threshold on its farthest bin: validate-predictor's
     replication section labels the prediction contradicted, at the paper's scale."""
-    from analysis.prediction.validate import format_validation, replication_checks
+    from analysis.experiment.validate import format_validation, replication_checks
     bins = [{"bin": [1, 50], "em": 1.0, "n": 2000}, {"bin": [51, 100], "em": 0.1, "n": 2000},
             {"bin": [101, 150], "em": 0.0, "n": 2000}]
     from analysis.evidence.replication import agreement
@@ -115,6 +115,6 @@ def test_a_prediction_checked_against_a_replication_says_so(tmp_path):
     (check,) = replication_checks(["copy_ab"], ["nope"], str(tmp_path))
     assert (check["measured"], check["label"]) == ("fails", "contradicted")
     assert replication_checks(["copy_ab"], ["ape_learned"], str(tmp_path)) == []
-    from analysis.prediction.validate import _tally
+    from analysis.experiment.validate import _tally
     text = format_validation({"rows": [], "replications": [check], **_tally([])})
     assert "replications of Huang et al.'s experiment" in text and "contradicted" in text

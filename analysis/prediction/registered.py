@@ -10,7 +10,7 @@ commit (:func:`analysis.training.trainer.git_commit`), the search budgets, every
 runs against the predictions *as written* -- they are never recomputed -- and refuses when a
 task file changed since (its sha256 differs), since the predictions are then about another
 task. Tasks outside the catalogue are flagged (``in_catalogue``) so that their results are
-reported apart from the catalogue's (:func:`analysis.prediction.validate.format_validation`).
+reported apart from the catalogue's (:func:`analysis.experiment.validate.format_validation`).
 
 Edits show (issue 46 item 5):
 

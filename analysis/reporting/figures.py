@@ -231,7 +231,7 @@ def claims_figure(rows: Sequence[dict], path: str | os.PathLike | None) -> str:
     inconclusive).
 
     Args:
-        rows: :meth:`analysis.prediction.validate.ValidationRow.to_dict` records: ``{"task",
+        rows: :meth:`analysis.experiment.validate.ValidationRow.to_dict` records: ``{"task",
             "pe", "prediction_label", "ood_em" (per seed), "ood_mean", "ood_ci95",
             "measured", "label", "threshold"}``.
         path: PNG path (None: return the matplotlib figure).

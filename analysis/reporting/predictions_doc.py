@@ -9,12 +9,12 @@ any machine) and the seconds each part took at its top:
    tasks (:func:`analysis.prediction.predict.predict` with ``pe``; the shortest-program searches of
    :mod:`analysis.prediction.search`, longer ones for the tasks named by ``--deep-tasks``, whose programs
    need the search's combination and deep aggregates);
-2. the predictions checked against our own training (:func:`analysis.prediction.validate.validate`:
+2. the predictions checked against our own training (:func:`analysis.experiment.validate.validate`:
    trains through the grid runner, reusing finished runs under ``--runs``);
 3. the predictions registered before their runs on tasks outside the catalogue (every
    ``*.json`` of ``--registered-dir``, written by ``rasp score ... --register``; read as written
    by :mod:`analysis.prediction.registered`, never recomputed), checked against our own training
-   in tables of their own (:func:`analysis.prediction.validate.validate` with ``registered``);
+   in tables of their own (:func:`analysis.experiment.validate.validate` with ``registered``);
 4. the RASP-L conjecture alone on the shipped programs (:func:`analysis.prediction.predict.predict_all`).
 
 The prose around the tables explains how a row is computed; every number and every label in the
@@ -36,7 +36,7 @@ from analysis.prediction.budget import (DEEP_SEARCH_BUDGET, DEFAULT_CRASP_BUDGET
 from analysis.prediction.registered import (RegisteredError, read_registration,
                                             registered_predictions, registered_tasks)
 from analysis.prediction.theories import CERTIFICATE, DECIDED
-from analysis.prediction.validate import format_validation, validate
+from analysis.experiment.validate import format_validation, validate
 from analysis.reporting.presets import REPORT_PRESETS, VALIDATION_TASKS
 
 __all__ = ["build", "main"]

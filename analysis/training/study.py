@@ -6,7 +6,7 @@ other-seed baseline), training overrides and where the run directories live. ``S
 lists its :class:`~analysis.training.grid.GridRun` in a fixed order (task, PE, seed). The report
 and the main job (:mod:`analysis.reporting.report`, presets
 :data:`analysis.reporting.presets.REPORT_PRESETS`), the predictor's validation
-(:mod:`analysis.prediction.validate`) and ``rasp train --grid`` / ``rasp sweep`` build their run
+(:mod:`analysis.experiment.validate`) and ``rasp train --grid`` / ``rasp sweep`` build their run
 lists with it, so the same experiment names the same run directories in each.
 
 Study presets (the report's ``tour``, ``main`` and ``confirmation``) are named apart from the

@@ -9,7 +9,7 @@ trained by ``rasp train --grid`` (finished runs with the same settings are reuse
 ones resumed; the seeds named), the measured outcome with a bootstrap 95% interval across seeds and
 test samples, and the label supported / contradicted / inconclusive (the report's rule,
 ``analysis.evidence.claims.prediction_claim``; one seed is always inconclusive); then the confusion matrix (predicted x measured) and
-the agreement rate. See ``analysis/prediction/validate.py`` for the rule. A task whose paper
+the agreement rate. See ``analysis/experiment/validate.py`` for the rule. A task whose paper
 states the training length its outcome holds from (``tasks.base.Regime``) is trained up to that
 length unless ``--protocol-lengths``, then labelled inconclusive: outside the theory's regime. Defaults: count,
 copy_unique, sort_unique, copy_repeat, parity, reverse; PEs nope and ape_learned; seeds 0-4; the
@@ -130,7 +130,7 @@ def run(args) -> int:
     # start-up: torch loads once the arguments are checked (a usage error answers at once)
     from analysis.evidence.claims import ClaimError
     from analysis.prediction.predict import PredictError
-    from analysis.prediction.validate import format_validation, validate
+    from analysis.experiment.validate import format_validation, validate
     from analysis.training.grid import GridError
     from analysis.training.trainer import RunDirError, TrainingError
     try:
