@@ -158,3 +158,19 @@ def test_predictions_doc_reads_registrations_as_written_and_refuses_a_changed_ta
     with pytest.raises(RegisteredError, match="changed since registration"):
         _registered_section(args, {})
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_found_program_s_constants_are_named_by_the_task_s_tokens(capsys):
+    """The searched program compares tokens with program values (`tokens == -2`); the line
+    under it names each such value's token, as the task's vocabulary decodes it."""
+    import re
+    assert main(["search", "sort_unique", "--budget", "1M"]) == 0
+    out = capsys.readouterr().out
+    legend = re.search(r"\(token values: (.*)\)", out).group(1)
+    vocab = tasks.get_task("sort_unique").vocab
+    for entry in legend.split(", "):
+        value, token = entry.split(" = ")
+        assert vocab.tokens[vocab.id_of_value(int(value))] == token
+    used = {int(v) for v in re.findall(r"(-\d+)", out[:out.index("(token values")])}
+    named = {int(e.split(" = ")[0]) for e in legend.split(", ")}
+    assert used and used <= named          # every negative constant the program uses is named

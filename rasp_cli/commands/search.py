@@ -210,4 +210,8 @@ def run(args) -> int:
         print(json.dumps(d))
         return 0
     print(res.text())
+    vocab = getattr(target, "vocab", None)         # a task (not --examples): name its values
+    legend = vocab.value_legend() if res.found and res.grammar == "raspl" and vocab else ""
+    if legend:
+        print(f"    ({legend})")
     return 0
