@@ -237,6 +237,13 @@ def test_the_page_and_report_json_give_one_wall_time_and_say_what_the_seeds_deci
     sec = _synthetic_section(np.random.default_rng(3))
     out = tmp_path / "deep" / "rep"
     started = time.time() - 7.0
+    # a page outside the checkout names docs/results.md without a path (it is mailed); one
+    # inside links it relatively (reports/ -> ../docs/results.md)
+    assert report.results_link(out) is None
+    inside = report.CHECKOUT / "reports" / "x"
+    assert report.results_link(inside) == "../../docs/results.md"
+    assert (inside / report.results_link(inside)).resolve() == \
+        (report.CHECKOUT / "docs" / "results.md").resolve()
     path = report.render_report([sec], out, meta={
         "started": started, "decides": decidable_with(1)["sentence"],
         "results_doc": os.path.relpath(report.CHECKOUT / "docs" / "results.md", out)})

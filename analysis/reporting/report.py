@@ -441,6 +441,15 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 _ABS_PATH = re.compile(r"(?<![\w.~/-])/(?:[\w.@+=-]+/?)+")
 
 
+def results_link(out_dir) -> str | None:
+    """The page's link to the checkout's ``docs/results.md``: relative to the page, and only
+    for a page inside the checkout (a page is mailed: it never names a path outside it)."""
+    out = Path(out_dir).resolve()
+    if not out.is_relative_to(CHECKOUT):
+        return None
+    return os.path.relpath(CHECKOUT / "docs" / "results.md", out)
+
+
 def display_path(path, report_dir: str | os.PathLike | None = None) -> str:
     """A path as the page shows it, never absolute (the page is meant to be mailed): relative
     to the checkout (``runs/sort_unique/nope/seed0-demo``, ``tasks/programs/x.rasp``) when
@@ -816,7 +825,7 @@ def generate_report(task_names: Sequence[str] | None = None,
             "preset": study_preset(opts.preset), "pes": opts.pes,
             "started": t0, "driver_cpu_seconds": round(_cpu_seconds(), 1),
             "decides": _stats.decidable_with(len(opts.resolved()["seeds"]))["sentence"],
-            "results_doc": os.path.relpath(CHECKOUT / "docs" / "results.md", out.resolve()),
+            "results_doc": results_link(out),
             "run_seconds_trained_now": round(sum(r.get("seconds") or 0.0 for r in trained.values()
                                                  if r.get("status") in ("trained", "resumed")), 1),
             "cpu_count": os.cpu_count(), "load_before": load_before,
