@@ -160,6 +160,19 @@ def test_floors_are_one_way(graph):
     assert nx.is_directed_acyclic_graph(groups)
 
 
+def test_only_the_experiment_s_jobs_train(graph):
+    """Of the analysis rooms, training's grid is imported by training itself and by the
+    experiment's jobs (``analysis.experiment``: curve, validate, replication); the report's own
+    ``train_missing`` and the predictions doc's error type are the remaining exceptions, named
+    here so that none is added (issue 48)."""
+    known = {"analysis.reporting.report", "analysis.reporting.predictions_doc"}
+    bad = sorted(f"{a} -> {b}" for a, b in graph.edges()
+                 if b == "analysis.training.grid" and a.startswith("analysis.")
+                 and group(a) not in ("analysis.training", "analysis.experiment")
+                 and a not in known)
+    assert not bad, "training outside the experiment room: " + "; ".join(bad)
+
+
 def test_a_prediction_needs_no_run(graph):
     """The prediction room makes predictions from programs before any run: of training it may
     read the settings (``analysis.training.configs``, the protocol's lengths) and nothing that

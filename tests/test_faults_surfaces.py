@@ -126,7 +126,7 @@ def test_a_damaged_cell_is_one_line_naming_the_field_in_every_reader(tmp_path, c
     """``replication_doc``, ``rasp report``'s rows (``cell_rows``) and the predictor's checks
     (``prediction_checks``) read a corrupted-but-JSON cell as one damaged line naming the file
     and the field (they raised AttributeError/KeyError/TypeError)."""
-    from analysis.evidence import replication as R
+    from analysis.experiment import replication as R
     from analysis.reporting import replication_doc
     change, field = CELL_DAMAGE[case]
     cell = {**_cell(), **change}
@@ -148,7 +148,7 @@ def test_a_damaged_cell_is_one_line_naming_the_field_in_every_reader(tmp_path, c
 def test_the_checks_pass_the_shipped_files_and_refuse_a_wrong_type(tmp_path):
     """The field checks accept every cell and registration the project ships, and refuse
     ``task_file: 5`` in-process too (a RegisteredError, not a TypeError)."""
-    from analysis.evidence import replication as R
+    from analysis.experiment import replication as R
     from analysis.prediction.registered import RegisteredError, read_registration
     cells = R.read_cells(ROOT / "docs" / "replication")
     assert cells and not [c["error"] for c in cells if "error" in c]
@@ -357,7 +357,7 @@ def test_train_a_task_file_grid(tmp_path, flags):
 
 def _tiny_scale():
     from dataclasses import replace
-    from analysis.evidence import replication as R
+    from analysis.experiment import replication as R
     return replace(R.SMALL, name="tiny", train_lengths=(0, 3), bins=((0, 3), (4, 6)),
                    configs=(R.SweepConfig(1, 1, 16, 1e-3),), steps=20, fit_every=10,
                    bin_samples=8, batch_size=8, fitting=2, max_seeds=3,
@@ -370,7 +370,7 @@ def test_a_second_replication_of_a_cell_is_refused_not_counted_as_failed(tmp_pat
     locked as failed and trained an extra seed, so the last writer's cell held a seed set the
     protocol would not choose. Now the second is refused while the cell (or one of its runs)
     is in use, and nothing of the cell is written."""
-    from analysis.evidence import replication as R
+    from analysis.experiment import replication as R
     from analysis.training.runs import RunLock
     scale = _tiny_scale()
 

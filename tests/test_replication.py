@@ -1,4 +1,4 @@
-"""Huang et al. 2025's protocol (``analysis.evidence.replication``, ``rasp replicate huang``).
+"""Huang et al. 2025's protocol (``analysis.experiment.replication``, ``rasp replicate huang``).
 
 The truths: their selection rule applied by hand to a made-up sweep table; their generators'
 offset and bin formulas written out here from ``algorithmic/language_modeling_train.py``
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import tasks
-from analysis.evidence import replication as R
+from analysis.experiment import replication as R
 from analysis.training.batches import make_step
 from analysis.training.evaluation import bin_set, evaluate, teacher_forced_em
 from analysis.training.trainer import offset_positions, resolve_spec, train
@@ -254,7 +254,7 @@ def test_a_registered_prediction_is_checked_on_the_farthest_bin(pred, far, label
 def test_the_report_shows_a_finished_cell_of_the_task(tmp_path):
     """``rasp report``'s rows for a task with a finished replication cell (and none for a task
     without one, or a cell still running)."""
-    from analysis.evidence.replication import cell_rows as replication_rows
+    from analysis.experiment.replication import cell_rows as replication_rows
     cells = tmp_path / "cells" / "full"
     cells.mkdir(parents=True)
     cell = {"task": "majority", "pe": "nope", "scale": "full", "comparable": True,

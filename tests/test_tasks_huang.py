@@ -323,7 +323,7 @@ def _our_training_draws(name, pe="nope"):
     """DRAWS training prompts as ``rasp replicate huang`` draws them at their scale: the lengths
     of the resolved run (analysis.training.trainer.train_lengths) drawn as the trainer draws
     them (analysis.training.batches.sample_examples)."""
-    from analysis.evidence import replication as R
+    from analysis.experiment import replication as R
     from analysis.training.batches import sample_examples
     from analysis.training.trainer import resolve_spec, train_lengths
     t = tasks.get_task(name)

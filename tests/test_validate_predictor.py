@@ -103,7 +103,7 @@ def test_a_prediction_checked_against_a_replication_says_so(tmp_path):
     from analysis.experiment.validate import format_validation, replication_checks
     bins = [{"bin": [1, 50], "em": 1.0, "n": 2000}, {"bin": [51, 100], "em": 0.1, "n": 2000},
             {"bin": [101, 150], "em": 0.0, "n": 2000}]
-    from analysis.evidence.replication import agreement
+    from analysis.experiment.replication import agreement
     per = {s: bins for s in range(5)}
     cell = {"task": "copy_ab", "pe": "nope", "scale": "full", "comparable": True,
             "status": "done", "prediction": {"prediction": "generalizes",

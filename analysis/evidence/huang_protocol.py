@@ -6,7 +6,7 @@ Source: github.com/lacoco-lab/length_generalization (commit b39b743 read for iss
 learning rates, seeds), ``formal_lang_suite/experiments/<language>.yaml`` (per-language grid,
 batch size, epochs), ``formal_lang_suite/configs/`` (optimizer) and
 ``formal_lang_suite/generated_ds/<dataset>/`` (their released training and test files).
-:mod:`analysis.evidence.replication` runs cells with these settings; this module holds only the
+:mod:`analysis.experiment.replication` runs cells with these settings; this module holds only the
 settings and where they come from (split out of it to keep both under the module cap).
 
 Where ours differs from their code it is said: :data:`NOT_THEIRS` (algorithmic tasks) and
@@ -430,7 +430,7 @@ def their_numbers(task: str, pe: str) -> list[float] | None:
 def their_fit_label(theirs) -> str | None:
     """``their model did not fit (ID x)`` when their in-distribution mean ``theirs[0]`` is
     below :data:`FIT_EM` (their fallback counts seeds at any ID accuracy; their plotted formal
-    runs are single runs), else None: the label :func:`analysis.evidence.replication.agreement`
+    runs are single runs), else None: the label :func:`analysis.experiment.replication.agreement`
     gives before ``agrees`` / ``disagrees``."""
     if not theirs or theirs[0] is None or theirs[0] >= FIT_EM:
         return None

@@ -136,7 +136,7 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
         replication_dir: cell files of ``rasp replicate huang`` (None: ``docs/replication`` of
             this checkout): the prediction registered in each finished cell of these tasks and
             PEs, checked against the cell's runs at the paper's lengths
-            (:func:`analysis.evidence.replication.prediction_checks`), listed apart under
+            (:func:`analysis.experiment.replication.prediction_checks`), listed apart under
             ``"replications"`` (another protocol than the rows').
 
     Returns:
@@ -230,10 +230,10 @@ def replication_checks(task_names: Sequence[str], pes: Sequence[str],
                        cells_dir: str | None = None) -> list[dict]:
     """The predictions registered in the finished cells of Huang et al.'s experiment
     (``rasp replicate huang``) for these tasks and PEs, checked against each cell's runs on
-    its farthest bin (:func:`analysis.evidence.replication.prediction_check`); ``cells_dir``
+    its farthest bin (:func:`analysis.experiment.replication.prediction_check`); ``cells_dir``
     None: ``docs/replication`` of this checkout (none there: ``[]``)."""
     # start-up: lark and torch load only when this runs
-    from analysis.evidence import replication as R
+    from analysis.experiment import replication as R
     root = Path(cells_dir) if cells_dir else R.DEFAULT_CELLS_DIR
     if not root.is_dir():
         return []

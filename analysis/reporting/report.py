@@ -39,7 +39,7 @@ from analysis.prediction import predict
 from analysis.probing import capture, metrics
 from analysis.training import trainer
 from analysis.evidence import claims as _claims
-from analysis.evidence import replication as _replication
+from analysis.experiment import replication as _replication
 from analysis.evidence import statistics as _stats
 from analysis.training.runs import (RunDirError, atomic_write_text, is_finished,
                            load_run, read_accuracy, read_task_name)

@@ -5,7 +5,7 @@
 
 Per (task, PE) cell: their sweep (seed 0 of every configuration, early stop at 100% in
 distribution), their selection (best 51-100 exact match among the configurations that fit),
-their seeds (the mean of the first five that fit), their bins (``analysis.evidence.replication``).
+their seeds (the mean of the first five that fit), their bins (``analysis.experiment.replication``).
 Our prediction for the cell is computed and written to the cell file before any run starts.
 Finished runs are reused and interrupted ones resume: rerun the same command to finish a cell.
 Exit codes: 0 every cell done, 1 a cell incomplete (fewer than five seeds fit, a run failed),
@@ -94,7 +94,7 @@ def _prediction(task: str, pe: str) -> dict:
 def run(args) -> int:
     """Run ``rasp replicate``; returns the exit code."""
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
-    from analysis.evidence import replication as R
+    from analysis.experiment import replication as R
     from analysis.training.grid import GridError
 
     pes = parse_pes(args.pe)
