@@ -452,6 +452,15 @@ class _Engine:
         lv = self.store.rows.get(k)
         return lv if lv is not None and len(lv) else None
 
+    def _memory_stop(self, e: BaseException, where: str) -> str:
+        """:data:`MEMORY_STOP` for a stop on memory (``where``: the phase, for the note); a
+        ``MemoryError`` (the system refused, not the count) also leaves a note that where it
+        stopped depends on the machine."""
+        if isinstance(e, MemoryError) and self.memory_note is None:
+            self.memory_note = (f"the system refused memory (MemoryError){where}: where it "
+                                "stopped depends on the machine")
+        return MEMORY_STOP
+
     def run(self) -> SearchResult:
         self.start = time.perf_counter()
         bar = None
@@ -493,10 +502,7 @@ class _Engine:
                 except (_Memory, MemoryError) as e:
                     # an array the counted memory cannot hold (or, the safety net, one the
                     # system refused): the sizes completed stay certified
-                    stopped = MEMORY_STOP
-                    if isinstance(e, MemoryError) and self.memory_note is None:
-                        self.memory_note = ("the system refused memory (MemoryError): where "
-                                            "it stopped depends on the machine")
+                    stopped = self._memory_stop(e, "")
         finally:
             if bar is not None:
                 bar.close()
@@ -514,10 +520,7 @@ class _Engine:
             except TimeoutError:
                 stopped = TIME_CAP_STOP
             except (_Memory, MemoryError) as e:
-                stopped = MEMORY_STOP
-                if isinstance(e, MemoryError) and self.memory_note is None:
-                    self.memory_note = ("the system refused memory (MemoryError) in the "
-                                        "combination: where it stopped depends on the machine")
+                stopped = self._memory_stop(e, " in the combination")
             if self.found is not None:
                 found_by = "combination"
         seconds = time.perf_counter() - self.start
