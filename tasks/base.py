@@ -129,18 +129,6 @@ class Vocab:
             raise ValueError(f"program output {value!r} is not a token of this vocabulary"
                              ) from None
 
-    def value_legend(self, most: int = 16) -> str:
-        """One line saying which token each program value stands for, for reading a program
-        the search prints (values, not names: ``tokens == -2`` is ``tokens == SEP``), e.g.
-        ``token values: 0 = '0', 1 = '1', -1 = BOS, -2 = SEP``; values equal to their token's
-        name are left out, at most ``most`` entries (then "...")."""
-        pairs = [(v, t) for v, t in zip(self.values, self.tokens) if str(v) != t]
-        if not pairs:
-            return ""
-        shown = [f"{v!r} = {t if t in ('BOS', 'SEP', 'EOS', 'PAD') else repr(t)}"
-                 for v, t in pairs[:most]]
-        return "token values: " + ", ".join(shown) + (", ..." if len(pairs) > most else "")
-
     def to_dict(self) -> dict:
         return {"tokens": self.tokens, "values": self.values, "bos": self.bos, "sep": self.sep,
                 "eos": self.eos, "pad": self.pad}

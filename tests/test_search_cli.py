@@ -161,16 +161,21 @@ def test_predictions_doc_reads_registrations_as_written_and_refuses_a_changed_ta
 
 
 def test_a_found_program_s_constants_are_named_by_the_task_s_tokens(capsys):
-    """The searched program compares tokens with program values (`tokens == -2`); the line
-    under it names each such value's token, as the task's vocabulary decodes it."""
+    """The searched program compares tokens with program values; it prints them as the task's
+    symbols (`tokens == SEP`), each bound as an atom in its first lines to the value the task's
+    vocabulary gives that token, and runs as printed."""
     import re
     assert main(["search", "sort_unique", "--budget", "1M"]) == 0
     out = capsys.readouterr().out
-    legend = re.search(r"\(token values: (.*)\)", out).group(1)
+    text = "\n".join(line[4:] for line in out.splitlines() if line.startswith("    "))
     vocab = tasks.get_task("sort_unique").vocab
-    for entry in legend.split(", "):
-        value, token = entry.split(" = ")
+    bound = dict(re.findall(r"(\w+) = (-?\d+);", text.splitlines()[1]))
+    assert {"SEP", "EOS"} <= set(bound)
+    for token, value in bound.items():
         assert vocab.tokens[vocab.id_of_value(int(value))] == token
-    used = {int(v) for v in re.findall(r"(-\d+)", out[:out.index("(token values")])}
-    named = {int(e.split(" = ")[0]) for e in legend.split(", ")}
-    assert used and used <= named          # every negative constant the program uses is named
+    body = "\n".join(text.splitlines()[2:])
+    assert "SEP" in body and not re.search(r"-\d", body)  # no special token left as a number
+    env = rasp.run_source(text, causal=True)
+    ids = [vocab.bos, *vocab.encode(["3", "1", "2"]), vocab.sep]
+    got = tasks.decode_with_program(tasks.get_task("sort_unique"), env["program"], ids, 5)
+    assert vocab.decode(got) == ["1", "2", "3", "EOS"]

@@ -64,7 +64,7 @@ def test_found_program_source_runs_in_the_dialect():
           for t in range(1, 8)]
     res = search(problem_from_examples(ex), max_size=3, budget=200_000_000)
     assert res.found
-    text = "tokens = tokens_int;\n" + program_to_source(res.program, "prog")
+    text = program_to_source(res.program, "prog")       # runs as printed (issue 46)
     env = rasp.run_source(text, causal=True)
     inp = [[5, 3, 8, 1, 9, 2]]
     assert (rasp.evaluate(env["prog"], inp, causal=True) ==

@@ -327,23 +327,3 @@ def test_catalogue_page_lists_every_task():
     from tasks.docs import task_section
     sec = task_section("sort_unique", verify_to=5, samples=1)
     assert "valid RASP-L" in sec and "verified: all" in sec and "sort: NoPE/T5 best" in sec
-
-
-def test_the_value_legend_names_the_token_of_every_value_a_printed_program_may_use():
-    """`rasp score` prints `(token values: -1 = BOS, -2 = SEP, ...)` under a searched program,
-    whose constants are program values: each entry must name the token the task decodes that
-    value to, and every value that differs from its token's name must be there."""
-    import ast
-    import tasks as T
-    for name in T.list_tasks():
-        v = T.get_task(name).vocab
-        legend = v.value_legend(most=10_000)
-        entries = legend[len("token values: "):].split(", ") if legend else []
-        seen = set()
-        for e in entries:
-            val, tok = e.split(" = ", 1)
-            val = ast.literal_eval(val)
-            tok = tok if tok in ("BOS", "SEP", "EOS", "PAD") else ast.literal_eval(tok)
-            assert v.tokens[v.id_of_value(val)] == tok, (name, e)
-            seen.add(str(val))
-        assert seen == {str(x) for x, t in zip(v.values, v.tokens) if str(x) != t}, name

@@ -262,26 +262,12 @@ def run(args) -> int:
                 if s.get("program"):
                     for line in s["program"].splitlines():
                         print(f"{'':28s}{line}")
-                    legend = _value_legend(p.task)
-                    if legend:
-                        print(f"{'':28s}({legend})")
     print()
     print(textwrap.fill(LEGEND, width=100))
     if doc is not None:
         print()
         _print_registered(args.register, preds, doc)
     return 0
-
-
-def _value_legend(task_name: str) -> str:
-    """Which token each value in a printed RASP-L program stands for (``tasks.base.Vocab.
-    value_legend``); empty when the task is not found or every value is its token's name."""
-    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
-    import tasks
-    try:
-        return tasks.get_task(task_name).vocab.value_legend()
-    except (tasks.UnknownTaskError, AttributeError):
-        return ""
 
 
 def _print_registered(path, preds, doc, file=None) -> None:

@@ -7,8 +7,10 @@
 For a catalogue task: the search batch is the task's examples at lengths 1..6 (3 per length); a
 program found must also reproduce 10 examples at each length 1..20. It prints the certified
 lower bound ("no program of expression size <= k reproduces the task") and the program found
-(by exhaustive enumeration: a shortest one; by combining terms with ``where``: an upper bound),
-with a progress bar of the programs evaluated. The search stops after ``--budget`` candidate
+(by exhaustive enumeration: a shortest one; by combining terms with ``where``: an upper bound)
+as ``.rasp`` source that runs as printed (the REPL, ``rasp verify --program FILE --name
+program``), its token constants written as the task's symbols and bound as atoms in its first
+lines (:func:`rasp.source.program_to_source`), with a progress bar of the programs evaluated. The search stops after ``--budget`` candidate
 programs (work, not seconds: the result is the same on any machine at any load;
 ``analysis.prediction.budget``); ``--time-cap S`` adds a wall-clock safety stop whose result
 says ``time_cap`` and certifies nothing a verdict may rest on. ``--memory-mb M`` (RASP-L
@@ -209,9 +211,5 @@ def run(args) -> int:
         d["program"] = res.source
         print(json.dumps(d))
         return 0
-    print(res.text())
-    vocab = getattr(target, "vocab", None)         # a task (not --examples): name its values
-    legend = vocab.value_legend() if res.found and res.grammar == "raspl" and vocab else ""
-    if legend:
-        print(f"    ({legend})")
+    print(res.text())      # the program runs as printed, in the task's symbols
     return 0

@@ -21,7 +21,8 @@ from rasp.analyses.measures import measure
 from rasp.interpreter import Evaluator
 from rasp.ir import Indices, Node, RASPError, Tokens
 
-from analysis.prediction.search_core.core import SearchError, shortest_failing, task_problem
+from analysis.prediction.search_core.core import (SearchError, shortest_failing, task_problem,
+                                                  task_symbols)
 
 INT8 = (-128, 127)
 
@@ -46,6 +47,9 @@ class SearchProblem:
         defaults: aggregate defaults.
         lengths: the task lengths present in the batch.
         name: a label for reports.
+        symbols: program value -> the token it stands for (a task's,
+            :func:`~analysis.prediction.search_core.core.task_symbols`; empty for examples of
+            your own), how a found program's source names its constants.
     """
 
     inputs: np.ndarray
@@ -56,6 +60,7 @@ class SearchProblem:
     defaults: list = field(default_factory=lambda: [0])
     lengths: list = field(default_factory=list)
     name: str = "problem"
+    symbols: dict = field(default_factory=dict)
 
     @property
     def n_targets(self) -> int:
@@ -129,8 +134,10 @@ def problem_from_task(task, lengths: Iterable[int] = range(1, 9), samples: int =
     p = task_problem(task, lengths, samples, seed)
     ints = [v for v in p.special if isinstance(v, int)]
     strs = [v for v in p.special if isinstance(v, str)]
-    return problem_from_examples(p.rows, constants=[0, 1, 2] + ints + strs,
-                                 defaults=[0] + ints + strs, lengths=p.lengths, name=p.name)
+    out = problem_from_examples(p.rows, constants=[0, 1, 2] + ints + strs,
+                                defaults=[0] + ints + strs, lengths=p.lengths, name=p.name)
+    out.symbols = task_symbols(task)
+    return out
 
 
 def tree_size(node: Node) -> int:
@@ -226,4 +233,4 @@ def _with_row(problem: SearchProblem, other: SearchProblem, row: int) -> SearchP
     target = np.concatenate([widen(problem.target, problem.valid),
                              one(other.target)]).astype(problem.target.dtype)
     return SearchProblem(inputs, valid, tmask, target, problem.constants, problem.defaults,
-                         sorted(set(problem.lengths)), problem.name)
+                         sorted(set(problem.lengths)), problem.name, problem.symbols)

@@ -44,7 +44,7 @@ from tasks.base import next_token_examples
 
 __all__ = ["Problem", "SearchError", "task_problem", "hard_rows", "exhaustive_rows",
            "Certificate", "Round", "Grammar", "Loop", "cegis", "program_source",
-           "best_bound", "shortest_failing"]
+           "task_symbols", "best_bound", "shortest_failing"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -356,9 +356,21 @@ def shortest_failing(bad, lengths) -> int | None:
     return int(rows[np.argmin(np.asarray(lengths)[rows])])
 
 
-def program_source(program) -> str | None:
+def program_source(program, symbols: dict | None = None) -> str | None:
     """A found program as ``.rasp`` source (:func:`rasp.source.program_to_source`), None for
-    none; every search prints its candidates this one way."""
+    none; every search prints its candidates this one way: runnable as printed (the REPL,
+    ``rasp verify --program``), its token constants written as the task's symbols.
+
+    Args:
+        program: the program's output s-op, or None.
+        symbols: program value -> token name (:func:`task_symbols`); None: values as numbers.
+    """
     if program is None:
         return None
-    return program_to_source(program)
+    return program_to_source(program, symbols=symbols)
+
+
+def task_symbols(task) -> dict:
+    """The symbols a task's program values stand for: program value -> token name
+    (``task.vocab``), as :func:`program_source` writes them."""
+    return dict(zip(task.vocab.values, task.vocab.tokens))
