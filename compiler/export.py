@@ -45,7 +45,7 @@ from safetensors.torch import save
 from rasp_model import Transformer
 from rasp_model.config import LAYER_OVERHEAD_BYTES, MAX_MODEL_BYTES, TL_FIELDS
 from rasp_model.files import FileReadError, atomic_write_bytes, read_json, read_safetensors
-from rasp_model.positional import sinusoidal_table
+from rasp_model.pe_names import get_pe, registered_pes
 
 from .errors import CompilerError
 
@@ -56,9 +56,6 @@ __all__ = ["TransformerLensExportError", "transformer_lens_config",
 
 TL_CONFIG_FILE = "tl_config.json"
 TL_WEIGHTS_FILE = "tl_model.safetensors"
-
-_PE_TO_TL = {"ape_learned": "standard", "nope": "standard", "ape_sinusoidal": "standard",
-             "rope": "rotary", "alibi": "alibi"}
 
 
 class TransformerLensExportError(CompilerError):
@@ -88,31 +85,21 @@ def transformer_lens_config(model) -> dict:
     e.g. ``"float64"``) for ``model`` (a compiled model or a ``rasp_model.Transformer``).
 
     Every field with a TransformerLens name in :data:`rasp_model.config.TL_FIELDS` is copied;
-    ``n_heads`` / ``d_mlp`` become the widest layer's; ``pe`` becomes
-    ``positional_embedding_type``. Raises :class:`TransformerLensExportError` for what
-    HookedTransformer cannot compute: ``t5`` (no decoder-only T5 bias in TransformerLens) and
-    ``alibi`` with per-layer head counts or a head count that is not a power of two
-    (TransformerLens's slopes are ``2^(-8h/H)`` for the padded ``H``).
+    ``n_heads`` / ``d_mlp`` become the widest layer's; ``pe`` becomes what its registered
+    encoding says (:meth:`~rasp_model.pe_names.PositionalEncoding.tl_config`). Raises
+    :class:`TransformerLensExportError` for what HookedTransformer cannot compute (the
+    encoding's :meth:`~rasp_model.pe_names.PositionalEncoding.tl_refusal`): ``t5`` (no
+    decoder-only T5 bias in TransformerLens), ``alibi`` with per-layer head counts or a head
+    count that is not a power of two (TransformerLens's slopes are ``2^(-8h/H)`` for the padded
+    ``H``), an encoding without a TransformerLens type.
     """
     m = _transformer(model)
     cfg = m.cfg
-    if cfg.pe not in _PE_TO_TL:
-        raise TransformerLensExportError(
-            f"positional encoding {cfg.pe!r} has no HookedTransformer counterpart (TransformerLens "
-            f"has T5 relative bias only in its encoder-decoder); exportable: "
-            f"{', '.join(_PE_TO_TL)}")
+    enc = cfg.encoding
+    refusal = enc.tl_refusal(cfg)
+    if refusal:
+        raise TransformerLensExportError(refusal)
     heads = [cfg.heads(l) for l in range(cfg.n_layers)]
-    if cfg.pe == "alibi":
-        h = heads[0] if heads else 0
-        # for a power of two, rasp_model.positional.alibi_slopes is TL's 2^(-8/H) geometric series
-        if any(x != h for x in heads) or h < 1 or h & (h - 1):
-            raise TransformerLensExportError(
-                f"alibi export needs the same power-of-two number of heads in every layer "
-                f"(TransformerLens uses slopes 2^(-8h/H) of the layer width); got {heads}")
-        if cfg.attention_dir != "causal":
-            raise TransformerLensExportError(
-                "alibi export needs attention_dir='causal' (TransformerLens's ALiBi bias is "
-                "one-sided)")
     out: dict[str, Any] = {}
     for f in TL_FIELDS:
         if f.tl_name and f.tl_value.startswith("same"):
@@ -124,14 +111,11 @@ def transformer_lens_config(model) -> dict:
         out["d_mlp"] = M
     else:
         out["attn_only"] = True
-    out["positional_embedding_type"] = _PE_TO_TL[cfg.pe]
-    if cfg.pe == "rope":
-        out["rotary_adjacent_pairs"] = True       # GPT-J style, as rasp_model.positional
-    else:
-        out.pop("rotary_dim", None)
-    if cfg.pe != "t5":
-        for k in ("relative_attention_num_buckets", "relative_attention_max_distance"):
-            out.pop(k, None)
+    out.update(enc.tl_config(cfg))
+    for other in registered_pes():                # the other encodings' own settings
+        if other != cfg.pe:
+            for k in get_pe(other).own_fields:
+                out.pop(k, None)
     out.update(dtype=_dtype_name(m), eps=1e-5, default_prepend_bos=False,
                model_name="rasp-lab", original_architecture="rasp-lab")
     return json.loads(json.dumps(out))
@@ -161,19 +145,16 @@ def transformer_lens_state_dict(model, buffers: bool = False) -> dict[str, torch
     m = _transformer(model)
     cfg = m.cfg
     tl = transformer_lens_config(m)
-    if buffers and cfg.pe == "rope":
+    if buffers and tl["positional_embedding_type"] == "rotary":
         raise TransformerLensExportError(
             "rope models are not written as files (TransformerLens computes its rotary tables); "
             "use compiler.export.to_transformer_lens(model)")
     dt = m.embed.W_E.dtype
     d, dh, H, M = cfg.d_model, cfg.d_head, tl["n_heads"], tl.get("d_mlp", 0)
     sd: dict[str, torch.Tensor] = {"embed.W_E": m.embed.W_E.detach().clone()}
-    if cfg.pe == "ape_learned":
-        sd["pos_embed.W_pos"] = m.pos_embed.W_pos.detach().clone()
-    elif cfg.pe == "ape_sinusoidal":   # the very table rasp_model.Transformer adds (float32-rounded)
-        sd["pos_embed.W_pos"] = sinusoidal_table(cfg.n_ctx, d).to(dt)
-    elif cfg.pe in ("nope", "alibi"):   # HookedTransformer has W_pos for these: zeros
-        sd["pos_embed.W_pos"] = torch.zeros(cfg.n_ctx, d, dtype=dt)
+    W_pos = cfg.encoding.tl_pos_embed(m, dt)     # what HookedTransformer holds, if anything
+    if W_pos is not None:
+        sd["pos_embed.W_pos"] = W_pos
     ln = cfg.normalization_type == "LN"
 
     def ln_params(prefix, mod):

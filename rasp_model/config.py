@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rasp_model.pe_names import (
-    PE_NAMES, PositionalEncodingError, default_rotary_dim, rotary_dim_from_fraction)
+    PE_NAMES, PositionalEncoding, PositionalEncodingError, get_pe, registered_pes)
 from rasp.errors import RASPError
 
 __all__ = ["TransformerConfig", "TransformerConfigError", "TL_FIELDS", "TLField",
@@ -69,10 +69,9 @@ TL_FIELDS: tuple[TLField, ...] = (
     TLField("d_vocab_out", "d_vocab_out", "same"),
     TLField("n_ctx", "n_ctx", "same (TransformerLens accepts at most n_ctx positions)"),
     TLField("pe", "positional_embedding_type",
-            "the paper's six names (Kazemnejad et al.) -> ape_learned: 'standard'; nope: "
-            "'standard' with W_pos = 0; ape_sinusoidal: 'standard' with W_pos = the sinusoid "
-            "table; rope: 'rotary' with rotary_adjacent_pairs=True; alibi: 'alibi'; t5: none "
-            "in HookedTransformer"),
+            "the paper's six names (Kazemnejad et al.) -> "
+            + "; ".join(f"{n}: {get_pe(n).tl_doc}" for n in PE_NAMES)
+            + " (each encoding's tl_doc, rasp_model.pe_names)"),
     TLField("rotary_dim", "rotary_dim", "same (rotated dimensions per head; rope only)",
             legacy="rope_fraction"),
     TLField("rotary_base", "rotary_base", "same", legacy="rope_base"),
@@ -113,8 +112,9 @@ class TransformerConfig:
     """Hyper-parameters of :class:`Transformer` (all serialisable with :meth:`to_dict`).
 
     Field names are TransformerLens's where it has the concept (table :data:`TL_FIELDS`);
-    ``pe`` keeps the paper's six names (:data:`rasp_model.positional.PE_NAMES`), which TransformerLens
-    does not all have. ``n_heads`` and ``d_mlp`` are an int (same in every layer) or a list with
+    ``pe`` names a registered positional encoding (:mod:`rasp_model.pe_names`: the paper's six,
+    :data:`~rasp_model.pe_names.PE_NAMES`, which TransformerLens does not all have, and any
+    registered since); :attr:`encoding` is that object. ``n_heads`` and ``d_mlp`` are an int (same in every layer) or a list with
     one entry per layer; 0 removes that sublayer. ``n_ctx`` is the number of learned positions
     for ``ape_learned`` (other encodings accept any length). ``use_attn_scale`` divides scores by
     sqrt(d_head). ``attention_dir`` ``"causal"`` masks keys after the query,
@@ -161,9 +161,15 @@ class TransformerConfig:
     def __post_init__(self):
         if self.d_vocab_out is None:
             self.d_vocab_out = self.d_vocab
-        if self.pe == "rope" and self.rotary_dim is None and isinstance(self.d_head, int):
-            self.rotary_dim = default_rotary_dim(self.d_head)
+        if self.pe in registered_pes():
+            self.encoding.configure(self)          # e.g. rope's default rotary_dim
         self.validate()
+
+    @property
+    def encoding(self) -> PositionalEncoding:
+        """The registered positional encoding ``pe`` names (its formula, limits, export);
+        :class:`~rasp_model.pe_names.PositionalEncodingError` for an unknown name."""
+        return get_pe(self.pe)
 
     # -- per-layer views ------------------------------------------------------------------
     def heads(self, layer: int) -> int:
@@ -190,10 +196,7 @@ class TransformerConfig:
         this config (its ``parameters()``; exact Python int, however large the shape)."""
         d, count = self.d_model, self.d_vocab * self.d_model
         ln = 2 * d if self.normalization_type == "LN" else 0
-        if self.pe == "ape_learned":
-            count += self.n_ctx * d
-        if self.pe == "t5":
-            count += self.relative_attention_num_buckets * max(self.max_heads, 1)
+        count += self.encoding.parameter_count(self)
         for layer in range(self.n_layers):
             h, w = self.heads(layer), self.mlp_width(layer)
             if h:
@@ -215,8 +218,8 @@ class TransformerConfig:
         :data:`MAX_MODEL_BYTES`) — checked here, before anything is allocated."""
         def bad(msg):
             raise TransformerConfigError(msg)
-        if self.pe not in PE_NAMES:
-            bad(f"pe must be one of {', '.join(PE_NAMES)}, got {self.pe!r}")
+        if self.pe not in registered_pes():
+            bad(f"pe must be one of {', '.join(registered_pes())}, got {self.pe!r}")
         if self.act_fn not in ("relu", "gelu"):
             bad(f"act_fn must be 'relu' or 'gelu', got {self.act_fn!r}")
         if self.normalization_type not in ("LN", None):
@@ -255,23 +258,15 @@ class TransformerConfig:
                 bad(f"{name} must be a finite number in [{lo:g}, {hi:g}], got {v!r}")
         if not 0.0 <= self.dropout < 1.0:
             bad(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.pe == "rope":
-            if self.d_head < 2:
-                bad("rope needs d_head >= 2")
-            r = self.rotary_dim
-            if (not isinstance(r, int) or isinstance(r, bool) or r < 2 or r > self.d_head
-                    or r % 2):
-                bad(f"rotary_dim must be an even int in 2..d_head={self.d_head}, got {r!r}")
-        if self.pe == "ape_sinusoidal" and self.d_model < 2:
-            bad("ape_sinusoidal needs d_model >= 2")
+        problem = self.encoding.check_config(self)
+        if problem:
+            bad(problem)
         if self.n_heads_mask is not None:
             if len(self.n_heads_mask) != self.n_layers or any(
                     len(m) != self.heads(l) for l, m in enumerate(self.n_heads_mask)):
                 bad("n_heads_mask must hold one list of length n_heads_l per layer")
 
         if self.d_head_widths is not None:
-            if self.pe == "rope":
-                bad("d_head_widths is not supported with pe='rope'")
             w = self.d_head_widths
             if (not isinstance(w, (list, tuple)) or len(w) != self.n_layers
                     or any(not isinstance(m, (list, tuple)) or len(m) != self.heads(l)
@@ -308,18 +303,16 @@ class TransformerConfig:
         ``"none"`` becomes ``"LN"`` / None, ``causal`` True / False becomes ``attention_dir``).
         """
         d = dict(d)
-        fraction = d.pop("rope_fraction", None)
+        legacy = {"rope_fraction": d.pop("rope_fraction", None)}
         for old, new in _LEGACY.items():
             if old in d and new not in d:
                 v = d.pop(old)
                 d[new] = _LEGACY_VALUES.get(new, {}).get(v, v)
-        if fraction is not None and "rotary_dim" not in d:
-            if d.get("pe") == "rope":
-                try:
-                    d["rotary_dim"] = rotary_dim_from_fraction(int(d.get("d_head", 16)),
-                                                               float(fraction))
-                except (PositionalEncodingError, TypeError, ValueError) as e:
-                    raise TransformerConfigError(f"bad rope_fraction: {e}") from None
+        if d.get("pe", "nope") in registered_pes():    # the encoding's own older settings
+            try:
+                get_pe(d.get("pe", "nope")).upgrade_config(d, legacy)
+            except (PositionalEncodingError, TypeError, ValueError) as e:
+                raise TransformerConfigError(f"bad {d.get('pe')} setting: {e}") from None
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - names
         if unknown:

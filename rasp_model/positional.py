@@ -1,28 +1,32 @@
-"""Positional encodings of the one :class:`rasp_model.transformer.Transformer`.
-
-Six encodings, as defined in Kazemnejad et al. 2023 ("The Impact of Positional Encoding on Length
-Generalization in Transformers", arXiv 2305.19466) and its implementation:
+"""The positional encodings' formulas (PyTorch): what the registered encodings of
+:mod:`rasp_model.pe_names` compute when the one :class:`rasp_model.transformer.Transformer`
+applies them (their names, docs, config rules, limits and export live there, one object per
+encoding).
 
 ==================  ======================================================================
 ``nope``            nothing positional; only the causal mask.
-``ape_learned``     learned absolute embedding ``W_pos [n_ctx, d_model]`` added at the input
-                    (GPT-2). Cannot represent positions >= n_ctx.
-``ape_sinusoidal``  fixed sinusoids added at the input (Vaswani et al. 2017): a sin block and a
-                    cos block concatenated, frequency of column i = 10000^(-2i/d_model).
-``t5``              learned scalar bias per (bucket, head) added to the attention logits
-                    (Raffel et al. 2020); unidirectional buckets of the distance q - k:
-                    n < 16 -> n, else 16 + floor(log(n/16) / log(128/16) * 16), capped at 31
-                    (32 buckets, max distance 128). Computed once, shared by all layers.
-``alibi``           bias -slope_h * |q - k| in every layer (Press et al. 2022); slopes
-                    2^(-8/H * h), h = 1..H, with the standard interleaving when H is not a
-                    power of two.
-``rope``            rotary embedding of q and k (Su et al. 2021), base 10000, applied to the
-                    first ``rotary_dim`` of each head's dimensions (GPT-J style, interleaved
-                    pairs); the paper rotated 25%.
+``ape_learned``     :class:`PosEmbed`: learned absolute embedding ``W_pos [n_ctx, d_model]``
+                    added at the input (GPT-2). Cannot represent positions >= n_ctx
+                    (:class:`ContextLengthError`).
+``ape_sinusoidal``  :func:`sinusoidal_table` / :func:`sinusoidal_embedding`: fixed sinusoids
+                    added at the input (Vaswani et al. 2017): a sin block and a cos block
+                    concatenated, frequency of column i = 10000^(-2i/d_model).
+``t5``              :class:`T5RelativeBias`: learned scalar bias per (bucket, head) added to the
+                    attention logits (Raffel et al. 2020); unidirectional buckets of the
+                    distance q - k (:func:`t5_bucket`): n < 16 -> n, else 16 + floor(log(n/16)
+                    / log(128/16) * 16), capped at 31 (32 buckets, max distance 128). Computed
+                    once, shared by all layers.
+``alibi``           :func:`alibi_bias`: bias -slope_h * |q - k| in every layer (Press et al.
+                    2022); slopes 2^(-8/H * h), h = 1..H, with the standard interleaving when
+                    H is not a power of two.
+``rope``            :func:`apply_rotary`: rotary embedding of q and k (Su et al. 2021), base
+                    10000, applied to the first ``rotary_dim`` of each head's dimensions
+                    (GPT-J style, interleaved pairs); the paper rotated 25%.
 ==================  ======================================================================
 
 Everything here is plain PyTorch and independent of the rest of the model, so each formula can be
-tested on its own (``tests/test_positional_*.py``).
+tested on its own (``tests/test_positional_formulas.py``). Re-exports the registry's names
+(:data:`PE_NAMES`, :data:`PE_LABELS`, ...).
 """
 
 from __future__ import annotations
@@ -34,10 +38,27 @@ import torch
 from torch import nn
 
 # the names, the papers' names, the error and the rotary dimensions live in the torch-free
-# rasp_model.pe_names (a usage error must not wait for torch); re-exported here
+# registry rasp_model.pe_names (a usage error must not wait for torch); re-exported here
 from rasp_model.pe_names import (  # noqa: E402,F401
     DEFAULT_ROTARY_FRACTION, PE_LABELS, PE_NAMES, PositionalEncodingError, check_pe,
     default_rotary_dim, rotary_dim_from_fraction)
+
+
+class ContextLengthError(PositionalEncodingError):
+    """Input longer than a learned absolute embedding (``ape_learned``) can represent."""
+
+
+def concrete(t: torch.Tensor) -> bool:
+    """Whether ``t``'s values can be read back (``int(t.max())``): not inside
+    ``torch.compile`` (a graph break) nor inside ``torch.func.vmap`` (a batched tensor: the
+    stacked trainer, :mod:`analysis.training.stacked`, checks its inputs before the call)."""
+    return not torch.compiler.is_compiling() and not torch._C._functorch.is_batchedtensor(t)
+
+
+def zero_table(n_positions: int, d_model: int, dtype) -> torch.Tensor:
+    """An all-zero position table ``[n_positions, d_model]`` (TransformerLens's ``W_pos`` for
+    an encoding that adds nothing at the input)."""
+    return torch.zeros(n_positions, d_model, dtype=dtype)
 
 
 # --------------------------------------------------------------------------------------------
@@ -63,6 +84,37 @@ def sinusoidal_table(n_positions: int, d_model: int, base: float = 10000.0,
     table[:, :half] = torch.sin(angles)
     table[:, half:2 * half] = torch.cos(angles)
     return table.float()
+
+
+def sinusoidal_embedding(positions: torch.Tensor, cfg, dtype) -> torch.Tensor:
+    """The sinusoidal embedding ``[batch, seq, d_model]`` of ``positions [batch, seq]``: rows
+    of :func:`sinusoidal_table` (computed up to the largest position, in ``dtype`` on the
+    positions' device). Inside vmap the positions cannot be read: the table then covers
+    ``cfg.n_ctx`` (the stacked trainer's positions are < n_ctx, as ``make_step`` guarantees)."""
+    top = ((int(positions.max()) + 1 if positions.numel() else 1)
+           if concrete(positions) else cfg.n_ctx)
+    table = sinusoidal_table(top, cfg.d_model).to(positions.device, dtype)
+    return table[positions]
+
+
+class PosEmbed(nn.Module):
+    """Learned absolute position embedding ``W_pos [n_ctx, d_model]``; ``forward(positions
+    [batch, seq])`` -> ``[batch, seq, d_model]``. Raises :class:`ContextLengthError` for a
+    position >= n_ctx."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.W_pos = nn.Parameter(torch.empty(cfg.n_ctx, cfg.d_model))
+
+    def forward(self, positions):
+        n_ctx = self.W_pos.shape[0]
+        top = int(positions.max()) if positions.numel() and concrete(positions) else 0
+        if top >= n_ctx:
+            raise ContextLengthError(
+                f"position {top} is beyond the learned absolute position embedding "
+                f"(ape_learned has n_ctx={n_ctx} positions, 0..{n_ctx - 1}); it cannot "
+                f"represent unseen positions")
+        return self.W_pos[positions]
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,6 +7,9 @@ compiler can write weights by name and probing tools read them the same way::
     embed.W_E               [d_vocab, d_model]
     pos_embed.W_pos         [n_ctx, d_model]                (pe = "ape_learned" only)
     t5_bias.rel_bias.weight [32, max_heads]                 (pe = "t5" only; shared by layers)
+
+(an encoding's learned parameters are its :meth:`~rasp_model.pe_names.PositionalEncoding.build`
+module, set as its ``module_name`` right after ``embed``)
     blocks.{l}.ln1.w / .b   [d_model]                       (normalization_type "LN" only)
     blocks.{l}.attn.W_Q/W_K/W_V [n_heads_l, d_model, d_head]
     blocks.{l}.attn.b_Q/b_K/b_V [n_heads_l, d_head]         (attn_bias only)
@@ -53,6 +56,10 @@ never changes the forward pass (``pos`` = query position; ``head`` = the layer's
 
 The hooks of an absent sublayer are not called.
 
+The positional encoding is the registered object ``cfg.encoding``
+(:mod:`rasp_model.pe_names`): the model calls the hooks of where it ``applies`` (an added
+embedding, an attention bias, a rotation of q and k) and names no encoding itself.
+
 The config is :class:`rasp_model.config.TransformerConfig`; weights are stored with safetensors only
 (:func:`rasp_model.io.save_safetensors`, :func:`rasp_model.io.load_safetensors`).
 """
@@ -67,21 +74,10 @@ from torch import nn
 
 from rasp_model import sparse
 from rasp_model.config import TransformerConfig
-from rasp_model.positional import (
-    PositionalEncodingError, T5RelativeBias, alibi_bias, apply_rotary, sinusoidal_table)
+from rasp_model.pe_names import BIAS, EMBEDDING, ROTATION
+from rasp_model.positional import ContextLengthError, concrete
 
 __all__ = ["Transformer", "HookPoint", "ContextLengthError"]
-
-
-class ContextLengthError(PositionalEncodingError):
-    """Input longer than a learned absolute embedding (``ape_learned``) can represent."""
-
-
-def _concrete(t: torch.Tensor) -> bool:
-    """Whether ``t``'s values can be read back (``int(t.max())``): not inside
-    ``torch.compile`` (a graph break) nor inside ``torch.func.vmap`` (a batched tensor: the
-    stacked trainer, :mod:`analysis.training.stacked`, checks its inputs before the call)."""
-    return not torch.compiler.is_compiling() and not torch._C._functorch.is_batchedtensor(t)
 
 
 class HookPoint(nn.Module):
@@ -100,24 +96,6 @@ class Embed(nn.Module):
 
     def forward(self, tokens):
         return self.W_E[tokens]
-
-
-class PosEmbed(nn.Module):
-    """Learned absolute position embedding ``W_pos [n_ctx, d_model]``."""
-
-    def __init__(self, cfg: TransformerConfig):
-        super().__init__()
-        self.W_pos = nn.Parameter(torch.empty(cfg.n_ctx, cfg.d_model))
-
-    def forward(self, positions):
-        n_ctx = self.W_pos.shape[0]
-        top = int(positions.max()) if positions.numel() and _concrete(positions) else 0
-        if top >= n_ctx:
-            raise ContextLengthError(
-                f"position {top} is beyond the learned absolute position embedding "
-                f"(ape_learned has n_ctx={n_ctx} positions, 0..{n_ctx - 1}); it cannot "
-                f"represent unseen positions")
-        return self.W_pos[positions]
 
 
 class LayerNorm(nn.Module):
@@ -148,6 +126,7 @@ class Attention(nn.Module):
     def __init__(self, cfg: TransformerConfig, layer: int):
         super().__init__()
         self.cfg, self.layer = cfg, layer
+        self.encoding = cfg.encoding
         H, d, dh = cfg.heads(layer), cfg.d_model, cfg.d_head
         self.n_heads = H
         for n in ("W_Q", "W_K", "W_V"):
@@ -157,8 +136,6 @@ class Attention(nn.Module):
             for n in ("b_Q", "b_K", "b_V"):
                 setattr(self, n, nn.Parameter(torch.zeros(H, dh)))
             self.b_O = nn.Parameter(torch.zeros(d))
-        if cfg.pe == "rope":
-            self.rot_dim = cfg.rotary_dim
         mask = cfg.n_heads_mask[layer] if cfg.n_heads_mask is not None else None
         self.register_buffer("head_mask", None if mask is None
                              else torch.tensor(mask, dtype=torch.float32), persistent=False)
@@ -170,8 +147,8 @@ class Attention(nn.Module):
         self.hook_q = HookPoint()            # [batch, pos, head, d_head] (before rotary)
         self.hook_k = HookPoint()            # [batch, pos, head, d_head] (before rotary)
         self.hook_v = HookPoint()            # [batch, pos, head, d_head]
-        self.hook_rot_q = HookPoint()        # [batch, pos, head, d_head] (pe="rope" only)
-        self.hook_rot_k = HookPoint()        # [batch, pos, head, d_head] (pe="rope" only)
+        self.hook_rot_q = HookPoint()        # [batch, pos, head, d_head] (a rotation: rope)
+        self.hook_rot_k = HookPoint()        # [batch, pos, head, d_head] (a rotation: rope)
         self.hook_attn_scores = HookPoint()  # [batch, head, query, key] (scaled, biased, masked)
         self.hook_pattern = HookPoint()      # [batch, head, query, key] (probabilities)
         self.hook_z = HookPoint()            # [batch, pos, head, d_head] (pattern @ v)
@@ -179,7 +156,8 @@ class Attention(nn.Module):
 
     def forward(self, x, positions, rel_bias=None, segment_ids=None):
         """``x [batch, seq, d_model]``, ``positions [batch, seq]`` absolute positions,
-        ``rel_bias [head, q, k]`` or None, ``segment_ids [batch, seq]`` or None (packed rows: a
+        ``rel_bias``: the encoding's :meth:`~rasp_model.pe_names.PositionalEncoding.shared_bias`
+        of this forward pass (None for most), ``segment_ids [batch, seq]`` or None (packed rows: a
         query attends only to keys of its own segment). Returns ``[batch, seq, d_model]``.
 
         Activations are laid out as in TransformerLens: q, k, v and z ``[batch, pos, head,
@@ -202,11 +180,10 @@ class Attention(nn.Module):
                           else (self.b_Q * m, self.b_K * m, self.b_V * m))
             q, k, v = q + bq, k + bk, v + bv
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
-        if cfg.pe == "rope":
-            q = self.hook_rot_q(apply_rotary(q.transpose(1, 2), positions, self.rot_dim,
-                                             cfg.rotary_base).transpose(1, 2))
-            k = self.hook_rot_k(apply_rotary(k.transpose(1, 2), positions, self.rot_dim,
-                                             cfg.rotary_base).transpose(1, 2))
+        if self.encoding.applies == ROTATION:
+            rotate = self.encoding.rotate
+            q = self.hook_rot_q(rotate(cfg, q.transpose(1, 2), positions).transpose(1, 2))
+            k = self.hook_rot_k(rotate(cfg, k.transpose(1, 2), positions).transpose(1, 2))
         pattern = self._pattern(torch.einsum("bqhe,bkhe->bhqk", q, k), x, rel_bias,
                                 segment_ids)
         z = self.hook_z(torch.einsum("bhqk,bkhe->bqhe", self.attn_dropout(pattern), v))
@@ -231,10 +208,8 @@ class Attention(nn.Module):
         if cfg.use_attn_scale:
             scores = scores / math.sqrt(cfg.d_head)
         seq = x.shape[1]
-        if cfg.pe == "t5":
-            scores = scores + rel_bias[: self.n_heads][None]
-        elif cfg.pe == "alibi":
-            scores = scores + alibi_bias(self.n_heads, seq, seq, device=x.device)[None]
+        if self.encoding.applies == BIAS:
+            scores = scores + self.encoding.attention_bias(rel_bias, self.n_heads, seq, x.device)[None]
         if cfg.attention_dir == "causal":
             future = torch.ones(seq, seq, dtype=torch.bool, device=x.device).triu(1)
             scores = scores.masked_fill(future, float("-inf"))
@@ -246,10 +221,10 @@ class Attention(nn.Module):
 
     def _sparse_plan(self):
         """The structured-sparse plan (:mod:`rasp_model.sparse`), or None for the dense path:
-        with gradients, biases, RoPE, a head mask, in training, or with observers on
+        with gradients, biases, a rotary encoding, a head mask, in training, or with observers on
         ``hook_q/k/v/z`` (which the plan does not compute)."""
         cfg = self.cfg
-        if (torch.is_grad_enabled() or cfg.attn_bias or cfg.pe == "rope"
+        if (torch.is_grad_enabled() or cfg.attn_bias or self.encoding.applies == ROTATION
                 or self.head_mask is not None or self.training
                 or sparse.hooked(self.hook_q, self.hook_k, self.hook_v, self.hook_z)):
             return None
@@ -342,8 +317,9 @@ class Transformer(nn.Module):
 
     ``forward(tokens [batch, seq] LongTensor, pos_offset=None, segment_ids=None) -> logits
     [batch, seq, d_vocab_out]``. ``pos_offset`` (int, LongTensor ``[batch]`` or ``[batch, seq]``)
-    shifts the absolute positions seen by ``ape_learned`` / ``ape_sinusoidal`` / ``rope`` (Zhou
-    et al.'s random position offsets; per token for packed rows); relative encodings ignore it.
+    shifts the absolute positions seen by an absolute encoding (``ape_learned`` /
+    ``ape_sinusoidal`` / ``rope``: Zhou et al.'s random position offsets; per token for packed
+    rows); relative encodings ignore it.
     ``segment_ids`` (``[batch, seq]``) packs several sequences into one row: a query attends only
     to keys with its own segment id (besides the causal mask), so each sequence is computed as if
     alone when its positions restart at its start (``analysis.training.batches``). Raises :class:`ContextLengthError`
@@ -359,10 +335,10 @@ class Transformer(nn.Module):
         cfg = config
         self.embed = Embed(cfg)
         self.hook_embed = HookPoint()      # [batch, pos, d_model]
-        self.pos_embed = PosEmbed(cfg) if cfg.pe == "ape_learned" else None
-        self.hook_pos_embed = HookPoint()  # [batch, pos, d_model] (ape_learned, ape_sinusoidal)
-        self.t5_bias = (T5RelativeBias(max(cfg.max_heads, 1), cfg.relative_attention_num_buckets,
-                                       cfg.relative_attention_max_distance) if cfg.pe == "t5" else None)
+        self.encoding = enc = cfg.encoding
+        if enc.module_name is not None:        # its learned parameters, after W_E (init order)
+            setattr(self, enc.module_name, enc.build(cfg))
+        self.hook_pos_embed = HookPoint()  # [batch, pos, d_model] (an added embedding: APEs)
         self.blocks = nn.ModuleList(Block(cfg, l) for l in range(cfg.n_layers))
         self.ln_final = LayerNorm(cfg.d_model) if cfg.normalization_type == "LN" else None
         self.unembed = Unembed(cfg)
@@ -414,7 +390,7 @@ class Transformer(nn.Module):
                              f"{tuple(tokens.shape)} {tokens.dtype}")
         # (skipped inside torch.compile: reading the range back is a graph break; the training
         # loop's batches are built from the task's vocabulary)
-        if _concrete(tokens) and tokens.numel() and (
+        if concrete(tokens) and tokens.numel() and (
                 int(tokens.min()) < 0 or int(tokens.max()) >= cfg.d_vocab):
             raise ValueError(f"token ids must be in 0..{cfg.d_vocab - 1}, got "
                              f"{int(tokens.min())}..{int(tokens.max())}")
@@ -423,17 +399,11 @@ class Transformer(nn.Module):
         batch, seq = tokens.shape
         positions = self.positions(batch, seq, pos_offset, device)
         x = self.hook_embed(self.embed(tokens))
-        if cfg.pe == "ape_learned":
-            x = x + self.hook_pos_embed(self.pos_embed(positions))
-        elif cfg.pe == "ape_sinusoidal":
-            # inside vmap the positions cannot be read: the table covers n_ctx (the stacked
-            # trainer's positions are < n_ctx, as make_step guarantees)
-            top = ((int(positions.max()) + 1 if positions.numel() else 1)
-                   if _concrete(positions) else cfg.n_ctx)
-            table = sinusoidal_table(top, cfg.d_model).to(device, x.dtype)
-            x = x + self.hook_pos_embed(table[positions])
+        enc = self.encoding
+        if enc.applies == EMBEDDING:
+            x = x + self.hook_pos_embed(enc.embedding(self, positions))
         x = self.drop(x)
-        rel_bias = self.t5_bias(seq, seq) if self.t5_bias is not None else None
+        rel_bias = enc.shared_bias(self, seq) if enc.applies == BIAS else None
         if segment_ids is not None:
             segment_ids = torch.as_tensor(segment_ids, device=device)
             if segment_ids.shape != tokens.shape:

@@ -62,7 +62,8 @@ def greedy_decode(model: Transformer, prompts: list[list[int]], max_new_tokens: 
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    limit = model.cfg.n_ctx - pos_offset if model.cfg.pe == "ape_learned" else None
+    top = model.cfg.encoding.max_positions(model.cfg)      # a learned APE's n_ctx, else None
+    limit = None if top is None else top - pos_offset
 
     def next_ids(ids: np.ndarray) -> np.ndarray:
         seq = torch.from_numpy(ids).to(device)
@@ -166,8 +167,9 @@ def evaluate(model: Transformer, task, lengths: list[tuple[int, str]], samples: 
     """Exact match of greedy decoding per length (see module docstring).
 
     ``lengths``: ``(length, split)`` pairs, e.g. from :func:`eval_lengths`. Returns one
-    :class:`LengthResult` per length. An ``ape_learned`` model asked for positions past its
-    ``n_ctx`` gets ``em=None`` with a note instead of an exception.
+    :class:`LengthResult` per length. A model asked for positions past its encoding's
+    ``max_positions`` (a learned APE's ``n_ctx``) gets ``em=None`` with a note instead of an
+    exception.
     """
     def decode(prompts, max_new):
         return [model_answers(model, task, prompts, max_new, batch_size)]
@@ -188,12 +190,12 @@ def evaluate_with(decode, cfg, members: int, task, lengths: list[tuple[int, str]
         data = eval_set(task, length, samples, seed)
         prompts = [p for p, _ in data]
         longest = max(len(inputs_targets(task, p, a)[0]) for p, a in data)   # input positions
-        n_ctx = cfg.n_ctx
-        if cfg.pe == "ape_learned" and longest > n_ctx:
+        n_ctx = cfg.encoding.max_positions(cfg)               # a learned APE's n_ctx
+        if n_ctx is not None and longest > n_ctx:
             for r in results:
                 r.append(LengthResult(
                     length, len(data), None, split,
-                    note=f"ape_learned has {n_ctx} learned positions; sequences of length "
+                    note=f"{cfg.pe} has {n_ctx} learned positions; sequences of length "
                          f"{length} need {longest}: not evaluated"))
             continue
         max_new = max(len(a) for _, a in data) + max_answer_slack
@@ -252,7 +254,8 @@ def teacher_forced_em_with(logits_of, cfg, members: int, task, data: list,
     ``[member, batch, seq, d_vocab_out]`` (the models in eval mode). Returns ``(correct, n)``
     per member."""
     rows = [inputs_targets(task, p, a) for p, a in data]
-    if cfg.pe == "ape_learned" and max(len(x) for x, _, _ in rows) > cfg.n_ctx:
+    top = cfg.encoding.max_positions(cfg)
+    if top is not None and max(len(x) for x, _, _ in rows) > top:
         return [(None, len(rows))] * members
     correct = np.zeros(members, dtype=np.int64)
     by_len: dict[int, list[int]] = {}
@@ -283,7 +286,8 @@ def evaluate_bins(model: Transformer, task, bins, samples: int = 2000, batch_siz
                "correct": k, "em": None if k is None else k / n, "ci_low": None,
                "ci_high": None}
         if k is None:
-            row["note"] = f"ape_learned has {model.cfg.n_ctx} positions: not evaluated"
+            row["note"] = (f"{model.cfg.pe} has {model.cfg.encoding.max_positions(model.cfg)} "
+                           f"positions: not evaluated")
         else:
             row["ci_low"], row["ci_high"] = wilson_interval(k, n)
         out.append(row)

@@ -200,7 +200,8 @@ def greedy_decode_stacked(model: StackedModel, prompts: list[list[int]], max_new
     :func:`analysis.training.evaluation.greedy_decode` of each member."""
     M, P = model.members, len(prompts)
     device = next(iter(model.params.values())).device
-    limit = model.cfg.n_ctx - pos_offset if model.cfg.pe == "ape_learned" else None
+    top = model.cfg.encoding.max_positions(model.cfg)      # a learned APE's n_ctx, else None
+    limit = None if top is None else top - pos_offset
     model.eval()
 
     def next_ids(seq: np.ndarray, rows: Sequence[int]) -> np.ndarray:

@@ -23,15 +23,18 @@ the checkpoint on resume. Either way a resumed run ends with bitwise the weights
 accuracy of an uninterrupted run (``tests/test_faults_runs.py`` interrupts at every point of
 the step through ``step_hook``).
 
-One loop. :func:`train_steps` is the only place that order is written: it drives a
-:class:`Stepper`, either :class:`SingleStepper` (one model, what :func:`run_loop` and
+One loop. :func:`train_steps` is the only loop; the step it runs is
+:func:`analysis.training.stepper.optimizer_step` (batch, learning rate, forward, backward,
+``opt.step()``: the one place that order is written, which the benchmarks time too) on a
+:class:`~analysis.training.stepper.Stepper`, either
+:class:`~analysis.training.stepper.SingleStepper` (one model, what :func:`run_loop` and
 :func:`train` use) or :class:`analysis.training.stacked.StackStepper` (M members of one
-configuration trained as one stacked model).
+configuration trained as one stacked model). The step's pieces live in
+:mod:`analysis.training.stepper` and are re-exported here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -49,18 +52,20 @@ import torch
 import tasks
 from tasks.custom import run_task_source
 from analysis.training import configs
-from analysis.training.batches import (epoch_batch, fixed_train_set, make_step, step_loss,
-                                       teacher_forced_accuracy)
+from analysis.training.batches import teacher_forced_accuracy
 from analysis.training.configs import ConfigError, RunSpec, TrainConfig
 from analysis.training.evaluation import (EVAL_SEED, bin_set, eval_lengths, evaluate,
-                                         evaluate_bins, model_answers, summarize,
-                                         teacher_forced_em)
+                                         evaluate_bins, summarize)
+from analysis.training.stepper import (Member, SingleStepper, Stepper, TrainState,  # noqa: F401
+                                       autocast_context, batch_maker, lr_at, offset_positions,
+                                       optimizer_step, train_lengths)
 from analysis.training.runs import (RUNS_ROOT, RunDirError, RunLock, RunResult, atomic_json,
                            clear_checkpoints, clear_run, default_run_dir, has_checkpoint,
                            load_checked_weights, load_checkpoint, read_result, read_spec,
                            save_checkpoint)
-from rasp_model import (PE_NAMES, Transformer, TransformerConfig, TransformerConfigError,
-                   save_safetensors)
+from rasp_model import (Transformer, TransformerConfig, TransformerConfigError,
+                        save_safetensors)
+from rasp_model.pe_names import PositionalEncodingError, check_pe
 from rasp_model.files import FileReadError, open_append, truncate_file
 from rasp.errors import RASPError
 from rasp.repl.progress import progress_bar
@@ -69,7 +74,8 @@ __all__ = ["train", "resolve_spec", "prepare", "run_loop", "finish", "TrainingEr
            "resolve_task", "lr_at", "make_optimizer", "n_ctx_for", "STEP_POINTS",
            "train_lengths", "probe_set", "metrics_record", "check_finite_loss",
            "TrainState", "offset_positions", "fit_set", "Member", "Stepper", "SingleStepper",
-           "LoopOutcome", "train_steps", "DeferredInterrupt"]
+           "LoopOutcome", "train_steps", "DeferredInterrupt", "optimizer_step", "batch_maker",
+           "autocast_context"]
 
 STEP_POINTS = ("start", "batch", "forward", "backward", "opt_step", "commit", "metrics",
                "probe", "fit", "checkpoint")
@@ -106,21 +112,6 @@ def git_commit() -> str | None:
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
-
-
-def lr_at(step: int, train: TrainConfig) -> float:
-    """Learning rate of optimizer step ``step`` (0-based): linear warmup over
-    ``warmup_steps``, then cosine / linear decay to ``lr * min_lr_ratio`` (or constant)."""
-    lr, steps, warm = train.lr, train.steps, train.warmup_steps
-    if warm > 0 and step < warm:
-        return lr * (step + 1) / warm
-    if train.schedule == "constant" or steps <= warm:
-        return lr
-    p = min(1.0, (step - warm) / max(1, steps - warm))
-    lo = lr * train.min_lr_ratio
-    if train.schedule == "cosine":
-        return lo + (lr - lo) * 0.5 * (1 + math.cos(math.pi * p))
-    return lr + (lo - lr) * p
 
 
 def _set_threads(device: str, threads: int | None) -> None:
@@ -201,8 +192,10 @@ def resolve_spec(task, pe: str, seed: int = 0, preset: str = "default",
         TrainingError: unknown PE or preset, unknown key or bad value of a setting, a
             sequence-program task, training lengths the task cannot produce.
     """
-    if pe not in PE_NAMES:
-        raise TrainingError(f"unknown positional encoding {pe!r}; known: {', '.join(PE_NAMES)}")
+    try:
+        check_pe(pe)                   # a registered encoding (rasp_model.pe_names)
+    except PositionalEncodingError as e:
+        raise TrainingError(str(e)) from None
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise TrainingError(f"seed must be an integer >= 0, got {seed!r}")
     if task.kind not in ("next_token", "next_set"):
@@ -254,20 +247,6 @@ def resolve_spec(task, pe: str, seed: int = 0, preset: str = "default",
 # ------------------------------------------------------------------------------------------
 # 2. prepare
 # ------------------------------------------------------------------------------------------
-
-@dataclass
-class TrainState:
-    """The state of a run in progress: what a checkpoint saves (with the model and
-    optimizer). ``step`` counts completed optimizer steps."""
-
-    model: Transformer
-    opt: torch.optim.Optimizer
-    step: int = 0
-    elapsed: float = 0.0
-    tokens_seen: int = 0
-    last_loss: float | None = None
-    early_stopped: bool = False     # the fit check (``fit_every``) stopped training
-
 
 def _never_trained(run_dir: Path) -> bool:
     """Whether ``run_dir`` holds no trace of training: no ``DONE``, no checkpoint, no
@@ -361,14 +340,6 @@ def prepare(spec: RunSpec, run_dir: Path, device: str = "cpu", force: bool = Fal
 # 3. the training loop
 # ------------------------------------------------------------------------------------------
 
-def autocast_context(tr: TrainConfig, device: str):
-    """The precision of a training forward: ``torch.autocast`` to bfloat16 when
-    ``tr.autocast == "bfloat16"`` (on ``device``'s type: cpu or cuda), else a no-op."""
-    if tr.autocast == "none":
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
-
-
 class DeferredInterrupt:
     """While active (in the main thread), SIGINT only sets :attr:`requested`; the training loop
     acts on it at the end of the current step."""
@@ -390,44 +361,12 @@ class DeferredInterrupt:
             signal.signal(signal.SIGINT, self._old)
 
 
-def train_lengths(spec: RunSpec, task) -> list[int]:
-    """The training lengths of a run (drawn uniformly by :func:`make_step`)."""
-    return [n for n in range(spec.train_lengths[0], spec.train_lengths[1] + 1)
-            if task.length_ok(n)]
-
-
-def batch_maker(spec: RunSpec, task) -> Callable:
-    """``make(seed, step)``: the :class:`~analysis.training.batches.Step` of optimizer step
-    ``step`` of the run of ``spec`` with seed ``seed`` (examples drawn from
-    ``default_rng([seed, step, 1])``, or read in order from the fixed training set of
-    ``train_set``, which is drawn here once; the offsets from that generator)."""
-    tr = spec.train
-    lengths, n_pos = train_lengths(spec, task), offset_positions(spec)
-    fixed = fixed_train_set(task, lengths, tr.train_set, tr.train_set_seed) \
-        if tr.train_set else None
-
-    def make(seed: int, step: int):
-        return make_step(task, lengths, tr.batch_size, np.random.default_rng([seed, step, 1]),
-                         n_pos, tr.position_offsets, tr.batching,
-                         examples=None if fixed is None else epoch_batch(fixed, step,
-                                                                        tr.batch_size),
-                         offset_range=tr.offset_range)
-    return make
-
-
 def probe_set(spec: RunSpec, task) -> list:
     """The fixed prompts of the in-training ID exact-match probe (``probe_samples`` pairs at
     the longest training length, the same for every run)."""
     probe_rng = np.random.default_rng([EVAL_SEED, 7])
     return [task.sample(spec.train_lengths[1], probe_rng)
             for _ in range(spec.train.probe_samples)]
-
-
-def offset_positions(spec: RunSpec) -> int:
-    """The positions random offsets keep every training example within: ``offset_span`` when
-    set (a paper's generator, :class:`~analysis.training.configs.TrainConfig`), else
-    ``n_ctx``."""
-    return spec.train.offset_span or spec.model.n_ctx
 
 
 def fit_set(spec: RunSpec, task) -> list | None:
@@ -456,133 +395,6 @@ def check_finite_loss(st: TrainState) -> None:
     if not math.isfinite(st.last_loss):
         raise TrainingError(f"the loss became {st.last_loss} at step {st.step};"
                             f" lower lr and rerun with --force")
-
-
-@dataclass
-class Member:
-    """One run trained by :func:`train_steps`: its spec, run directory and state.
-
-    ``rng_state``: the torch RNG state its checkpoints save (a stack's members: the state after
-    :func:`prepare`, as their separate runs would hold it; None: the process's own RNG, which
-    a single model's dropout advances)."""
-
-    spec: RunSpec
-    run_dir: Path
-    st: TrainState
-    rng_state: torch.Tensor | None = None
-
-
-class Stepper:
-    """What :func:`train_steps` drives: the models of ``members`` (one model, or a stack of M
-    members sharing one configuration but the seed) and how one optimizer step runs on them.
-    Every member stands at the same step. Implementations: :class:`SingleStepper` (one model)
-    and :class:`analysis.training.stacked.StackStepper` (``[member, ...]`` tensors)."""
-
-    #: True when a member whose loss diverges is dropped and the others go on (a stack);
-    #: False: its :class:`TrainingError` ends the loop (one model)
-    drops_failed = False
-    members: list[Member]
-
-    def batch(self, step: int):
-        """The batches of optimizer step ``step`` of every member (each from
-        ``numpy.random.default_rng([seed, step, 1])``)."""
-        raise NotImplementedError
-
-    def real_tokens(self, batch) -> list[int]:
-        """Per member, the real (non-padding) input tokens of ``batch``."""
-        raise NotImplementedError
-
-    def set_lr(self, lr: float) -> None:
-        raise NotImplementedError
-
-    def forward(self, batch) -> torch.Tensor:
-        """Each member's mean loss over its answer tokens, ``[member]`` (autograd attached)."""
-        raise NotImplementedError
-
-    def backward(self, losses: torch.Tensor) -> None:
-        """Zero the gradients, backpropagate, clip (each member its own global norm)."""
-        raise NotImplementedError
-
-    def opt_step(self) -> None:
-        raise NotImplementedError
-
-    def outputs(self, batch, i: int) -> list:
-        """Member ``i``'s ``(logits, micro_batch)`` pairs of the last forward
-        (:func:`metrics_record`)."""
-        raise NotImplementedError
-
-    def answers(self, task, prompts: list, max_new_tokens: int) -> list:
-        """Every member's answers ``[member][prompt]`` (greedy decoding or next-set labels)."""
-        raise NotImplementedError
-
-    def fit_counts(self, task, data: list, batch_size: int) -> list[tuple]:
-        """Per member, :func:`~analysis.training.evaluation.teacher_forced_em` on ``data``."""
-        raise NotImplementedError
-
-    def sync(self, i: int, lr: float) -> None:
-        """Member ``i``'s weights, AdamW state and RNG into its own ``st.model``/``st.opt``
-        (what its checkpoint and final files are written from)."""
-
-    def drop(self, keep: list[int]) -> None:
-        """Keep only the members ``keep`` (indices, in order)."""
-        self.members = [self.members[i] for i in keep]
-
-    def train_mode(self) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        """Stop background work (batch producers)."""
-
-
-class SingleStepper(Stepper):
-    """One model (:class:`Transformer`), exactly the run of :func:`train`: eager or
-    ``torch_compile``, float32 or bfloat16 autocast, any ``batching``, dropout."""
-
-    def __init__(self, member: Member, task, device: str = "cpu"):
-        self.members = [member]
-        self.task, self.device = task, device
-        spec, self.model, self.opt = member.spec, member.st.model, member.st.opt
-        self.tr = spec.train
-        self.forward_model = (torch.compile(self.model, dynamic=True) if self.tr.torch_compile
-                              else self.model)
-        self.seed, self._make = spec.seed, batch_maker(spec, task)
-        self._loss = self._outputs = None
-
-    def batch(self, step):
-        return self._make(self.seed, step)
-
-    def real_tokens(self, batch):
-        return [batch.real_tokens]
-
-    def set_lr(self, lr):
-        for g in self.opt.param_groups:
-            g["lr"] = lr
-
-    def forward(self, batch):
-        with autocast_context(self.tr, self.device):
-            self._loss, self._outputs = step_loss(self.forward_model, batch, self.device)
-        return self._loss.reshape(1)
-
-    def backward(self, losses):
-        self.opt.zero_grad(set_to_none=True)
-        self._loss.backward()
-        if self.tr.grad_clip:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tr.grad_clip)
-
-    def opt_step(self):
-        self.opt.step()
-
-    def outputs(self, batch, i):
-        return self._outputs
-
-    def answers(self, task, prompts, max_new_tokens):
-        return [model_answers(self.model, task, prompts, max_new_tokens)]
-
-    def fit_counts(self, task, data, batch_size):
-        return [teacher_forced_em(self.model, task, data, batch_size)]
-
-    def train_mode(self):
-        self.model.train()
 
 
 @dataclass
@@ -688,17 +500,7 @@ def train_steps(stepper: Stepper, task, progress: bool = True, stop_after: int |
                     break
                 if stop_after is not None and step >= stop_after:
                     return LoopOutcome(False, stopped, failed, stepper)
-                hook("start", step)
-                batch = stepper.batch(step)
-                hook("batch", step)
-                lr = lr_at(step, tr)
-                stepper.set_lr(lr)
-                losses = stepper.forward(batch)
-                hook("forward", step)
-                stepper.backward(losses)
-                hook("backward", step)
-                stepper.opt_step()
-                hook("opt_step", step)
+                batch, lr, losses = optimizer_step(stepper, step, hook)
                 now = step + 1
                 for m, n in zip(members, stepper.real_tokens(batch)):
                     m.st.step = now                             # the step is committed
@@ -852,7 +654,8 @@ def train(task_name, pe: str, seed: int = 0, steps: int | None = None,
 
     Args:
         task_name: a task name (``tasks.get_task``) or a task object.
-        pe: one of :data:`rasp_model.PE_NAMES`.
+        pe: a registered positional encoding (:mod:`rasp_model.pe_names`; the six of
+            :data:`rasp_model.PE_NAMES`).
         seed: seeds the initial weights, the training data and the dropout.
         steps, train_max_len: override the resolved configuration.
         out_dir: run directory (default :func:`analysis.training.runs.default_run_dir` under
