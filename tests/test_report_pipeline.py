@@ -177,7 +177,7 @@ def test_partial_run_is_resumed(tmp_path):
     opts = _opts(tmp_path, pes=["alibi"], jobs=1)
     opts.train_overrides = longer
     done = report.train_missing([TASK], opts)
-    assert done[str(rd)]["status"] == "resumed", done
+    assert done[str(rd)].status == "resumed", done
     assert (rd / "DONE").exists()
     assert json.loads((rd / "DONE").read_text())["steps"] == 8
 
@@ -244,7 +244,7 @@ def test_time_budget_skips_runs_and_says_so(tmp_path):
     opts = _opts(tmp_path / "runs", pes=["rope"], jobs=1)
     done = report.train_missing([TASK], opts, budget_s=0)
     (rd,) = [rd for _, _, rd in report.wanted_runs(TASK, opts)]
-    assert done[str(rd)]["status"] == "skipped" and not rd.exists()
+    assert done[str(rd)].status == "skipped" and not rd.exists()
     sec = report.collect_task(TASK, opts, trained=done)
     assert sec["runs"][0]["status"] == "skipped"
     assert any("time budget" in p for p in sec["problems"])

@@ -172,9 +172,10 @@ def training_length_curve(task, pes: Sequence[str], lengths: Sequence[int],
     """
     # start-up: torch and Ray load only when a curve is trained
     from analysis.evidence.claims import load_runs
-    from analysis.training.grid import check_runs, run_grid
+    from analysis.experiment.plan import Plan
+    from analysis.training.grid import run_grid
     from analysis.training.study import Study
-    from analysis.training.trainer import TrainingError, resolve_spec, resolve_task
+    from analysis.training.trainer import TrainingError, resolve_task
     task_obj = resolve_task(task)
     name = task_obj.name
     lengths = sorted({int(L) for L in lengths})
@@ -183,20 +184,21 @@ def training_length_curve(task, pes: Sequence[str], lengths: Sequence[int],
         raise TrainingError(f"training lengths {bad or lengths} are not lengths task "
                             f"{name!r} can produce (lengths {task_obj.min_length}.."
                             f"{task_obj.max_length or 'unbounded'})")
+    def plan(task_train_max_len: dict) -> Plan:
+        return Plan.of(Study(tasks=[task], pes=list(pes), seeds=list(seeds), train_preset=preset,
+                             pe_train_presets=dict(pe_presets or {}),
+                             overrides=dict(overrides or {}), steps=steps,
+                             task_train_max_len=task_train_max_len, runs_root=str(runs_root)))
     # the task's own training length (every PE's preset gives it): those runs are the ones
     # `rasp train` / the report wrote (seed<k>-<preset>, no -L<n>), reused here
-    own = {resolve_spec(task_obj, pe, int(seeds[0]) if seeds else 0,
-                        dict(pe_presets or {}).get(pe, preset), steps, None,
-                        dict(overrides or {})).train_lengths[1] for pe in pes}
-    studies = {L: Study(tasks=[task], pes=list(pes), seeds=list(seeds), train_preset=preset,
-                        pe_train_presets=dict(pe_presets or {}),
-                        overrides=dict(overrides or {}), steps=steps,
-                        task_train_max_len={} if own == {L} else {name: L},
-                        runs_root=str(runs_root))
-               for L in lengths}
-    runs = [r for st in studies.values() for r in st.runs()]
-    length_of = {r.run_dir: L for L, st in studies.items() for r in st.runs()}
-    check_runs(runs)
+    own_plan = plan({})
+    own_plan.check()
+    own = own_plan.train_lengths()
+    plans = {L: own_plan if own == {L} else plan({name: L}) for L in lengths}
+    for pl in plans.values():
+        pl.check()
+    runs = [r for pl in plans.values() for r in pl.grid_runs()]
+    length_of = {r.run_dir: L for L, pl in plans.items() for r in pl.grid_runs()}
     grid = run_grid(runs, runs_root=runs_root, address=address, budget_s=budget_s,
                     serial=serial, progress=progress, log=log)
     if not grid.ok:

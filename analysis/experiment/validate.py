@@ -151,7 +151,8 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
     """
     # start-up: lark and torch load only when this runs
     from analysis.evidence.claims import load_runs
-    from analysis.training.grid import check_runs, run_grid
+    from analysis.experiment.plan import Plan
+    from analysis.training.grid import run_grid
     from analysis.prediction.predict import predict
     from analysis.training.trainer import TrainingError
     from analysis.prediction.predict import PredictError
@@ -167,11 +168,12 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
     regimes = {name: resolve_task(name).regime for name in task_names}
     lengths = {name: r.train_max_len for name, r in regimes.items()
                if at_regime and r is not None}
-    runs = Study(tasks=list(task_names), pes=list(pes), seeds=list(seeds), train_preset=preset,
-                 pe_train_presets=dict(pe_presets or {}), overrides=dict(overrides or {}),
-                 steps=steps, task_train_max_len=lengths, runs_root=str(runs_root)).runs()
-    check_runs(runs)
-    grid = run_grid(runs, runs_root=runs_root, address=address, budget_s=budget_s,
+    plan = Plan.of(Study(tasks=list(task_names), pes=list(pes), seeds=list(seeds),
+                         train_preset=preset, pe_train_presets=dict(pe_presets or {}),
+                         overrides=dict(overrides or {}), steps=steps,
+                         task_train_max_len=lengths, runs_root=str(runs_root)))
+    plan.check()
+    grid = run_grid(plan.grid_runs(), runs_root=runs_root, address=address, budget_s=budget_s,
                     progress=progress, log=log)
     if not grid.ok:
         raise TrainingError("; ".join(f"{r.run.label()}: {r.status}: {r.error} ({r.run_dir})"

@@ -419,7 +419,7 @@ def main(argv=None) -> int:
                          "docs/registered)")
     args = ap.parse_args(argv)
     # start-up: lark and torch load only when this runs
-    from analysis.training.grid import GridError
+    from analysis.experiment.pipeline import GridError
     from analysis.prediction.predict import PredictError
     from analysis.training.trainer import RunDirError, TrainingError
     old = [f"--{k.replace('_', '-')}" for k in ("search", "deep_search", "validate_search")

@@ -1,8 +1,11 @@
 """The attention report: one self-contained HTML file per call, plus its PNG figures.
 
 ``generate_report(["copy_unique", "copy_repeat"], "reports")`` runs what is missing for each task
-(prediction, compile, training per PE via ``analysis.training.trainer.train``, probing), reuses
-finished runs, and writes ``reports/report.html`` (base64 PNG figures, inline styles, no network).
+(prediction, compile, training per PE, probing), reuses finished runs, and writes
+``reports/report.html`` (base64 PNG figures, inline styles, no network). The runs are the
+experiment's: the report's study preset names them (:func:`report_study`), the experiment's plan
+resolves them once and its pipeline trains, reads back, probes, predicts and states the claims
+(:mod:`analysis.experiment.pipeline`); this module does not train.
 
 The report has two jobs, kept apart so that tests and other callers can render synthetic data:
 
@@ -32,26 +35,25 @@ import resource
 import numpy as np
 
 import tasks
-from analysis.probing import alignment
 from analysis.reporting import figures
 from analysis.prediction import budget as _budget
 from analysis.prediction import predict
-from analysis.probing import capture, metrics
+from analysis.probing import metrics
 from analysis.training import trainer
 from analysis.evidence import claims as _claims
+from analysis.experiment import pipeline as _pipeline
 from analysis.experiment import replication as _replication
+from analysis.experiment.pipeline import (ExperimentError, StageOptions, Trained,
+                                          to_plain as _to_plain)
+from analysis.experiment.plan import Plan
 from analysis.evidence import statistics as _stats
-from analysis.training.runs import (RunDirError, atomic_write_text, is_finished,
-                           load_run, read_accuracy, read_task_name)
-from compiler.errors import CompilerError
+from analysis.training.runs import atomic_write_text
 from rasp.analyses import measures, raspl
 from rasp.ir import RASPError
 from rasp_model.positional import PE_LABELS, PE_NAMES
 
 from analysis.reporting.presets import (CONFIRMATION_TASKS, DEFAULT_TASKS, FULL_TASKS,
                                        REPORT_PRESETS, SELECTED_TASK, study_preset)
-from analysis.training.grid import GridError, train_pending
-from analysis.training.runs import read_spec
 from analysis.training.study import Study
 from rasp.repl.draw import Drawing
 from rasp.repl.progress import working
@@ -60,7 +62,7 @@ from analysis.reporting.captions import (accuracy_caption, curve_caption,  # noq
 
 __all__ = ["ReportError", "ReportOptions", "collect_task", "render_report", "generate_report",
            "check_overwrite", "DEFAULT_TASKS", "FULL_TASKS", "REPORT_PRESETS", "wanted_runs",
-           "train_missing", "report_study"]
+           "train_missing", "report_study", "report_plan"]
 
 #: Thresholds of a task's outcome (one owner: :mod:`analysis.evidence.claims`).
 OOD_GENERALIZES, ID_FIT = _claims.OOD_GENERALIZES, _claims.ID_FIT
@@ -77,29 +79,20 @@ class ReportError(RASPError):
 
 
 @dataclass
-class ReportOptions:
-    """How a report is produced (see :data:`REPORT_PRESETS`)."""
+class ReportOptions(StageOptions):
+    """How a report is produced (see :data:`REPORT_PRESETS`): the experiment's stage options
+    (:class:`analysis.experiment.pipeline.StageOptions`: device, training, probing, searches)
+    and the study preset's choices."""
 
     preset: str = "tour"
     pes: list[str] = field(default_factory=lambda: list(PE_NAMES))
     seeds: list[int] | None = None
     nope_seeds: int | None = None
     runs_root: str | None = None
-    device: str = "cpu"
     probe_per_length: int | None = None
-    train_missing: bool = True
-    variant: str = "standard"
-    progress: bool = True
     #: extra training settings (``config_overrides`` of ``analysis.training.trainer.train``), e.g.
     #: ``{"steps": 20}`` for tests; runs with overrides belong in their own ``runs_root``.
     train_overrides: dict | None = None
-    #: input lengths to probe (default: middle and end of the training range, and 1.5x its end)
-    probe_lengths: list[int] | None = None
-    #: CPUs of the local Ray instance, i.e. training runs side by side with one CPU and one
-    #: torch thread each (default: all cores).
-    jobs: int | None = None
-    #: ``HOST:PORT`` of a Ray cluster to train on (default ``$RAY_ADDRESS``, else local).
-    address: str | None = None
     #: the command's start (``time.time()``; None: the call): the page's wall time runs from it
     started_at: float | None = None
     #: wall-clock budget of the whole report in seconds (training stops starting new runs
@@ -107,10 +100,6 @@ class ReportOptions:
     budget_s: float | None = None
     #: cell files of ``rasp replicate huang`` to show for Huang et al.'s tasks (None: docs/)
     replication_dir: str | None = None
-    #: search where the checkers leave a PE ``unknown`` (``rasp demo``), with these budgets
-    search: bool = False
-    search_budget: int | None = None
-    crasp_budget: int | None = None
 
     def resolved(self) -> dict:
         """The report preset with this object's explicit choices applied."""
@@ -132,25 +121,10 @@ def _log(opts: ReportOptions | None, msg: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Collecting one task
+# The report's study: which runs (the experiment's plan)
 # --------------------------------------------------------------------------------------------
 
-def _to_plain(obj: Any) -> Any:
-    """JSON-able copy of plain data holding NumPy values (other objects become strings)."""
-    if obj is None or isinstance(obj, (str, int, float, bool)):
-        return obj
-    if isinstance(obj, dict):
-        return {str(k): _to_plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [_to_plain(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    return str(obj)
-
-
-def report_study(task_names: Sequence[str], opts: ReportOptions):
+def report_study(task_names: Sequence[str], opts: ReportOptions) -> Study:
     """The :class:`~analysis.training.study.Study` of a report: its tasks, the PEs asked for
     (``task_pes`` of the preset), the preset's seeds plus NoPE's ``nope_seeds``, its training
     presets and ``opts.train_overrides``."""
@@ -163,104 +137,46 @@ def report_study(task_names: Sequence[str], opts: ReportOptions):
                  overrides=dict(opts.train_overrides or {}), runs_root=preset["runs_root"])
 
 
+def report_plan(task_names: Sequence[str], opts: ReportOptions) -> Plan:
+    """The report's runs with their settings resolved once
+    (:class:`analysis.experiment.plan.Plan` of :func:`report_study`)."""
+    return Plan.of(report_study(task_names, opts))
+
+
 def wanted_runs(task_name: str, opts: ReportOptions) -> list[tuple[str, int, Path]]:
     """The (PE, seed, run directory) triples a report on ``task_name`` needs
     (:func:`report_study`)."""
     return report_study([task_name], opts).triples(task_name)
 
 
-def _stale(run) -> bool:
-    """Whether the finished run directory of ``run`` (a ``GridRun``) holds another
-    configuration than ``run`` resolves to now."""
-    try:
-        spec = trainer.resolve_spec(trainer.resolve_task(run.task), run.pe, run.seed,
-                                    run.preset, run.steps, run.train_max_len,
-                                    dict(run.overrides) or None)
-        return read_spec(run.run_dir)[0] != spec
-    except (RASPError, ValueError):
-        return True
-
-
 def train_missing(task_names: Sequence[str], opts: ReportOptions,
-                  budget_s: float | None = None) -> dict[str, dict]:
-    """Train every missing or partial run of the report with the grid runner
-    (:func:`analysis.training.grid.run_grid`: Ray tasks on a local Ray instance, or ``opts.address``),
-    most informative runs first (:func:`analysis.training.grid.priority`).
-
-    Args:
-        task_names: the report's tasks.
-        opts: the report options (``jobs`` = CPUs of the local Ray instance, ``address``,
-            ``train_missing``, ...).
-        budget_s: wall-clock budget in seconds for training; a run is not started when the
-            time used plus the mean duration of the runs so far would exceed it. Skipped runs
-            are reported (status ``"skipped"``) and trained by the next call (finished runs are
-            reused). None = no budget; 0 = train nothing.
+                  budget_s: float | None = None, plan: Plan | None = None
+                  ) -> dict[str, Trained]:
+    """The experiment's train stage (:func:`analysis.experiment.pipeline.train`) on the
+    report's plan (``plan``, default :func:`report_plan` of ``task_names``): every missing or
+    partial run, most informative first, within ``budget_s`` seconds (None: no budget; 0:
+    train nothing).
 
     Returns:
-        run directory -> ``{"status": "trained"|"resumed"|"failed"|"skipped", "error"?,
-        "seconds", "line"?}``.
+        run directory -> :class:`analysis.experiment.pipeline.Trained` (status ``trained`` /
+        ``resumed`` / ``reused`` / ``failed`` / ``skipped``, seconds, error).
 
     Raises:
         ReportError: a run directory holds another task's run; the cluster cannot be reached.
     """
-    preset = opts.resolved()
-    runs = report_study(task_names, opts).runs()
-    for r in runs:
-        _check_owner(Path(r.run_dir), r.task_name)
-    # a finished run of another configuration (e.g. of an older version of the preset) is
-    # not reused silently: the grid reports it with the fix (another --runs, or remove it)
-    pending = [r for r in runs if not is_finished(Path(r.run_dir)) or _stale(r)]
-    if not pending or not opts.train_missing:
-        return {}
-    _log(opts, f"[report] training {len(pending)} missing run(s) on Ray"
-               + (f", time budget {budget_s:.0f} s" if budget_s is not None else ""))
     try:
-        return train_pending(pending, runs_root=preset["runs_root"], address=opts.address,
-                             budget_s=budget_s, device=opts.device, progress=opts.progress,
-                             ray_num_cpus=opts.jobs,
-                             log=(lambda line: _log(opts, f"[report] {line}")))
-    except GridError as e:
+        return _pipeline.train(plan or report_plan(task_names, opts), opts, budget_s)
+    except ExperimentError as e:
         raise ReportError(str(e)) from None
 
 
-def _check_owner(rd: Path, task_name: str) -> None:
-    """Refuse a run directory that holds another task's run (:class:`ReportError`)."""
-    if (rd / "config.json").exists():
-        try:
-            owner = read_task_name(rd)
-        except RunDirError:
-            return                       # a corrupt directory: training says so clearly
-        if owner != task_name:
-            raise ReportError(f"{rd} holds a run of task {owner!r}, not {task_name!r}; move "
-                              f"it away or choose another --runs dir")
+# --------------------------------------------------------------------------------------------
+# Collecting one task
+# --------------------------------------------------------------------------------------------
 
-
-def collect_task(task_name: str, opts: ReportOptions | None = None,
-                 trained: dict[str, dict] | None = None) -> dict:
-    """Gather everything the report shows for one task; run what is missing.
-
-    Steps: load the task and its reference program; measures and RASP-L check; the prediction;
-    compile the reference; train (or reuse) one run per PE and seed; probe. Each step's failure
-    is recorded in ``section["problems"]`` and the page says what is missing; an unknown task
-    raises.
-
-    Returns:
-        a section dict (see :func:`render_report`).
-
-    Raises:
-        ReportError: unknown task; a run directory holding another task's run.
-    """
-    opts = opts or ReportOptions()
-    preset = opts.resolved()
-    try:
-        task = tasks.get_task(task_name)
-    except tasks.UnknownTaskError as e:
-        raise ReportError(str(e.args[0] if e.args else e)) from None
-    t0 = time.time()
-    sec: dict[str, Any] = {"name": task.name, "description": task.description,
-                           "source": task.source, "problems": [],
-                           "paper": _to_plain(task.paper), "runs": [],
-                           "accuracy": {}, "train_range": None}
+def _program_part(task, sec: dict, opts: ReportOptions):
+    """The section's program, its measures, RASP-L check and the task's prediction (no runs
+    needed); returns the reference program (None when it does not load)."""
     _log(opts, f"[report] {task.name}: program, measures, RASP-L check, prediction")
     sop = None
     try:
@@ -293,112 +209,61 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
         sec["prediction"] = _to_plain(predict.predict(task).to_dict())
     except (RASPError, predict.PredictError, ValueError) as e:
         sec["problems"].append(f"prediction unavailable: {e}")
+    return sop
 
-    # --- training runs -------------------------------------------------------------------
-    wanted = wanted_runs(task.name, opts)
-    for _, _, rd in wanted:
-        _check_owner(rd, task.name)
+
+def collect_task(task_name: str, opts: ReportOptions | None = None,
+                 trained: dict[str, Trained] | None = None, plan: Plan | None = None) -> dict:
+    """Gather everything the report shows for one task; run what is missing.
+
+    Steps: load the task and its reference program; measures and RASP-L check; the prediction;
+    then the experiment's pipeline on the task's planned runs
+    (:func:`analysis.experiment.pipeline.run_task`: load, probe, predict per PE, claims),
+    after training what is missing when ``trained`` is None (else ``trained`` is what
+    :func:`train_missing` did for the report). Each step's failure is recorded in
+    ``section["problems"]`` and the page says what is missing; an unknown task raises.
+
+    Returns:
+        a section dict (see :func:`render_report`).
+
+    Raises:
+        ReportError: unknown task; a run directory holding another task's run.
+    """
+    opts = opts or ReportOptions()
+    preset = opts.resolved()
+    try:
+        task = tasks.get_task(task_name)
+    except tasks.UnknownTaskError as e:
+        raise ReportError(str(e.args[0] if e.args else e)) from None
+    t0 = time.time()
+    sec: dict[str, Any] = {"name": task.name, "description": task.description,
+                           "source": task.source, "problems": [],
+                           "paper": _to_plain(task.paper), "runs": [],
+                           "accuracy": {}, "train_range": None}
+    sop = _program_part(task, sec, opts)
+    plan = plan or report_plan([task.name], opts)
+    try:
+        for p in plan.for_task(task.name):
+            _pipeline.check_owner(p.run_dir, task.name)
+    except ExperimentError as e:
+        raise ReportError(str(e)) from None
     if trained is None:                       # not trained up front by generate_report
-        trained = train_missing([task.name], opts)
-    models: dict[str, Any] = {}
-    records: list[_claims.RunRecord] = []
-    untrained: dict[str, list[str]] = {}        # why -> the runs (one line each on the page)
-    for pe, seed, rd in wanted:
-        label = f"{pe}/seed{seed}"
-        entry = {"pe": pe, "seed": seed, "dir": str(rd), "status": "missing"}
-        if str(rd) in trained:
-            r = trained[str(rd)]
-            entry["status"] = r["status"]
-            entry["train_seconds"] = round(r.get("seconds", 0.0), 1)
-            if r["status"] == "failed":
-                entry["error"] = r.get("error", "")
-                sec["problems"].append(f"training {label} failed: {r.get('error', '')}")
-            elif r["status"] == "skipped":
-                entry["error"] = r.get("error", "")
-                untrained.setdefault(f"not trained: {entry['error']}", []).append(label)
-        elif is_finished(rd):
-            entry["status"] = "reused"
-            _log(opts, f"[report] {task.name} {label}: reusing {rd}")
-        else:
-            untrained.setdefault(f"missing (in {Path(rd).parent.parent}): the same command "
-                                 "without --no-train trains them", []).append(label)
-        if entry["status"] in ("reused", "trained", "resumed"):
-            try:
-                model, cfg, _ = load_run(rd, task=task)
-                rows = read_accuracy(rd)
-            except RunDirError as e:
-                entry["status"] = "unreadable"
-                sec["problems"].append(f"run {label} at {rd} cannot be read: {e}")
-            else:
-                sec["accuracy"].setdefault(pe, []).extend({**r, "seed": seed} for r in rows)
-                sec["train_range"] = sec["train_range"] or tuple(cfg["train_lengths"])
-                models[label] = model
-                records.append(_claims.run_record(cfg, rows, str(rd)))
-                entry["protocol"] = records[-1].protocol
-                entry["config"] = cfg
-                entry.update(_run_summary(rows))
-        sec["runs"].append(entry)
-    sec["problems"] += [f"{len(ls)} run(s) {', '.join(ls[:6])}{' ...' if len(ls) > 6 else ''} "
-                        f"{why}" for why, ls in untrained.items()]
-    # the claims' rule (analysis.evidence.statistics): seeds, sign test, interval, chance
-    sec["measured"] = _claims.measured_outcome(records)
-
-    # --- compile and probe ----------------------------------------------------------------
-    lengths = opts.probe_lengths or alignment.probe_lengths(sec["train_range"], task)
-    compiled = None
-    if sop is not None:
-        _log(opts, f"[report] {task.name}: compiling the reference program")
-        try:
-            seqs = capture.probe_sequences(task, lengths, per_length=1, seed=0)
-            compiled = alignment.compile_reference(task, sop, max(len(s) for s in seqs) + 4)
-            sec["compiled"] = alignment.compiled_size(compiled)
-        except (RASPError, CompilerError) as e:
-            sec["compiled"] = {"error": str(e)}
-            sec["problems"].append(f"the reference program was not compiled: {e}")
-    if models:
-        _log(opts, f"[report] {task.name}: probing {len(models)} models at lengths {lengths}")
-        try:
-            with working(f"[report] {task.name}: probing", show=opts.progress):
-                res = alignment.probe_task_runs(task, models, compiled, lengths,
-                                                per_length=int(preset["probe_per_length"]),
-                                                variant=opts.variant)
-            sec["probe"] = res
-            sec["token_names"] = [task.vocab.decode(list(s)) for s in res.sequences]
-        except (metrics.ProbingError, RASPError) as e:
-            sec["problems"].append(f"probing failed: {e}")
-    else:
-        sec["problems"].append("no trained run available: nothing to probe")
-    # the prediction per PE: the same call as docs/predictions.md (predict(task, pe=...)),
-    # for the training protocol of that PE's runs (a learned APE without random offsets has
-    # no theory)
-    sec["predictions"] = {}
-    for pe in dict.fromkeys(pe for pe, _, _ in wanted):
-        protocol = next((r.protocol for r in records if r.pe == pe), None)
-        try:
-            p = report_prediction(task, pe, protocol, opts)
-            sec["predictions"][pe] = _to_plain(
-                {k: v for k, v in p.to_dict().items()
-                 if k in ("prediction", "prediction_label", "theory", "theories",
-                          "verdict_evidence", "size", "budgets",
-                          "size_lower_bound", "program_source")})
-        except (RASPError, predict.PredictError, ValueError) as e:
-            sec["problems"].append(f"prediction for {pe} unavailable: {e}")
-    sec["replication"] = _replication.cell_rows(task.name, opts.replication_dir)
-    if records:
-        try:
-            sec["claims"] = _claims.claims_for_task(records, sec["predictions"],
-                                                    sec.get("probe"), regime=task.regime)
-        except _claims.ClaimError as e:
-            sec["problems"].append(f"claims not computed: {e}")
+        trained = train_missing([task.name], opts, plan=plan)
+    found = _pipeline.run_task(task, sop, plan, trained, opts, int(preset["probe_per_length"]))
+    sec.update(runs=[r.to_dict() for r in found.loaded.rows], accuracy=found.loaded.accuracy,
+               train_range=found.loaded.train_range, measured=found.claimed.measured,
+               predictions=found.predicted.predictions,
+               replication=_replication.cell_rows(task.name, opts.replication_dir))
+    if found.probed.compiled is not None:
+        sec["compiled"] = found.probed.compiled
+    if found.probed.probe is not None:
+        sec["probe"], sec["token_names"] = found.probed.probe, found.probed.token_names
+    if found.claimed.claims is not None:
+        sec["claims"] = found.claimed.claims
+    sec["problems"] += found.problems
     sec["seconds"] = round(time.time() - t0, 1)
     return sec
 
-
-def _run_summary(rows: list[dict]) -> dict:
-    ids = [r["em"] for r in rows if r["split"] == "id" and r["em"] is not None]
-    oods = [r["em"] for r in rows if r["split"] == "ood" and r["em"] is not None]
-    return {"id_em": float(np.mean(ids)) if ids else None,
-            "ood_em": float(np.mean(oods)) if oods else None}
 
 
 # --------------------------------------------------------------------------------------------
@@ -663,19 +528,10 @@ def _section_view(sec: dict) -> dict:
     return view
 
 
-def report_prediction(task, pe: str, protocol: str | None, opts: ReportOptions):
-    """The report's prediction for one PE (:func:`analysis.prediction.predict.predict` for the
-    runs' offset protocol): the checkers and shipped program first; where that leaves the
-    verdict ``unknown`` and ``opts.search``, the searches with
-    :func:`analysis.prediction.budget.search_budgets`."""
-    p = predict.predict(task, pe=pe, position_offsets=protocol)
-    if opts.search and p.prediction == "unknown":
-        _log(opts, f"[report] {task.name} / {pe}: no program from the checkers; searching "
-                   f"({_budget.budgets_text(opts.search_budget, opts.crasp_budget)})")
-        with working(f"[report] {task.name} / {pe}: searching", show=opts.progress):
-            p = predict.predict(task, pe=pe, position_offsets=protocol, search=True,
-                                **_budget.search_budgets(opts.search_budget, opts.crasp_budget))
-    return p
+#: The report's prediction for one PE: the experiment's predict stage for one PE
+#: (:func:`analysis.experiment.pipeline.prediction_for`: the checkers and shipped program
+#: first, the searches where they leave it unknown and ``opts.search``).
+report_prediction = _pipeline.prediction_for
 
 
 def _find(d: dict, keys: Sequence[str]):
@@ -816,9 +672,11 @@ def generate_report(task_names: Sequence[str] | None = None,
                           f"{', '.join(sorted(known))}")
     t0 = opts.started_at or time.time()
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    trained = train_missing(names, opts, budget_s=(None if opts.budget_s is None else
-                                                   max(0.0, opts.budget_s - RENDER_RESERVE_S)))
-    sections = [collect_task(n, opts, trained) for n in names]
+    plan = report_plan(names, opts)
+    trained = train_missing(names, opts, plan=plan, budget_s=(
+        None if opts.budget_s is None else max(0.0, opts.budget_s - RENDER_RESERVE_S)))
+    sections = [collect_task(n, opts, trained, plan) for n in names]
+    ran = [t for t in trained.values() if t.ran]
     _log(opts, "[report] drawing figures and writing the page")
     with working("[report] drawing figures and writing the page", show=opts.progress):
         path = render_report(sections, out, meta={
@@ -826,11 +684,9 @@ def generate_report(task_names: Sequence[str] | None = None,
             "started": t0, "driver_cpu_seconds": round(_cpu_seconds(), 1),
             "decides": _stats.decidable_with(len(opts.resolved()["seeds"]))["sentence"],
             "results_doc": results_link(out),
-            "run_seconds_trained_now": round(sum(r.get("seconds") or 0.0 for r in trained.values()
-                                                 if r.get("status") in ("trained", "resumed")), 1),
+            "run_seconds_trained_now": round(sum(t.seconds or 0.0 for t in ran), 1),
             "cpu_count": os.cpu_count(), "load_before": load_before,
-            "trained_now": sum(1 for r in trained.values() if r.get("status") in
-                               ("trained", "resumed")),
+            "trained_now": len(ran),
             "git_commit": trainer.git_commit(),
             "finished": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "runs_root": opts.resolved()["runs_root"],
