@@ -9,6 +9,7 @@ program it was printed from (so a wrong ground truth cannot hide a wrong printer
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -87,3 +88,60 @@ def test_printed_program_runs_back_to_the_ground_truth(name, causal):
         got_original = np.asarray(rasp.evaluate(prog, inputs.tolist(), causal=causal))
         assert np.allclose(got_original, want), f"{name}: the test's own program is wrong"
         assert np.allclose(got_printed, want), f"{name} printed as:\n{text}"
+
+
+def _membership_by_symbols():
+    """A next-token program over a task's values (a = 0, b = 1, no = 2, yes = 3, BOS = -1,
+    SEP = -2, EOS = -3): at SEP, ``yes`` iff some earlier token is b; EOS after the answer."""
+    from rasp.ir import Full, SequenceMap, Elementwise, tokens_asis
+    seen_b = kqv(tokens_asis, tokens_asis, tokens_asis == 1, ">", 0, "max")
+    answer = SequenceMap(Elementwise("ternary"), [seen_b, Full(3), Full(2)])
+    prog = SequenceMap(Elementwise("ternary"), [tokens_asis > 1, Full(-3), answer])
+    return prog.named("program"), selector_width(select(tokens_asis == 1, 1, "==",
+                                                          causal=True)) + 1
+
+
+SYMBOLS = {0: "a", 1: "b", 2: "no", 3: "yes", -1: "BOS", -2: "SEP", -3: "EOS", -4: "PAD"}
+
+
+def test_token_constants_print_as_the_task_s_symbols_and_the_program_runs_as_printed():
+    """Constants that stand for tokens (compared with tokens, chosen as the output) are the
+    task's symbols bound as atoms; an offset (``+ 1``) and a count's query constant stay
+    numbers; the printed text computes what the program computes."""
+    prog, counted = _membership_by_symbols()
+    text = program_to_source(prog, symbols=SYMBOLS)
+    lines = text.splitlines()
+    assert lines[0] == "tokens = tokens_asis;"
+    assert dict(re.findall(r"(\w+) = (-?\d+);", lines[1])) == {
+        "b": "1", "no": "2", "yes": "3", "EOS": "-3"}
+    assert "tokens == b" in text and "yes if" in text and "else no" in text and \
+        "EOS if" in text
+    env = rasp.run_source(text, causal=True)
+    # a, b words behind BOS and before SEP; the truth: "yes" (3) iff b occurs, written here
+    for w in itertools.product([0, 1], repeat=4):
+        row = [-1, *w, -2]
+        got = rasp.evaluate(env["program"], [row], causal=True)[0].tolist()
+        assert got == rasp.evaluate(prog, [row], causal=True)[0].tolist()
+        assert got[-1] == (3 if 1 in w else 2)
+    counted_text = program_to_source(counted, symbols=SYMBOLS)
+    assert "select(v1, 1, ==)" in counted_text and " + 1;" in counted_text \
+        and "tokens == b" in counted_text
+
+
+def test_a_symbol_that_is_no_dialect_name_stays_a_number_named_in_a_comment():
+    from rasp.ir import Full, SequenceMap, Elementwise, tokens_asis
+    prog = SequenceMap(Elementwise("ternary"), [tokens_asis == 1, Full(2), Full(3)])
+    text = program_to_source(prog, symbols={1: "b", 2: "{a,EOS}", 3: "{b}", 4: "length"})
+    assert "program = 2 if v1 else 3;  # 2 = '{a,EOS}', 3 = '{b}'" in text
+    env = rasp.run_source(text, causal=True)
+    assert rasp.evaluate(env["program"], [[1, 0, 1]], causal=True)[0].tolist() == [2, 3, 2]
+
+
+def test_string_constants_print_in_double_quotes():
+    """A program over string tokens (``rasp search --examples`` with string tokens) prints its
+    constants as the dialect's strings, not Python's ``'a'``."""
+    from rasp.ir import tokens_asis
+    text = program_to_source((tokens_asis == "a").named("program"))
+    assert 'tokens == "a"' in text
+    env = rasp.run_source(text, causal=True)
+    assert rasp.evaluate(env["program"], [["a", "b"]], causal=True)[0].tolist() == [True, False]
