@@ -2,7 +2,7 @@
 
 Trains the same model for ``--steps`` optimizer steps from the same initial weights on the same
 examples (the batch of step s depends only on (seed, s)) once per batch layout, side by side in
-one run: ``padded`` (one batch padded to the longest example, the old behaviour),
+one run, each step the trainer's own (``optimizer_step`` of a ``SingleStepper``): ``padded`` (one batch padded to the longest example, the old behaviour),
 ``bucketed:k`` (at most k forward passes over groups of similar length) and ``packed`` (whole
 examples packed into rows, segment-masked attention) — see ``analysis.training.batches``. Reports CPU seconds per step, real
 tokens/s (padding not counted), the padding fraction of the processed tokens, and the loss after
@@ -24,44 +24,40 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from analysis.training import batches
-from analysis.training import configs  # noqa: E402
-from analysis.training.trainer import make_optimizer, resolve_task  # noqa: E402
+from analysis.training import batches  # noqa: E402
+from analysis.training.stepper import SingleStepper, batch_maker, optimizer_step  # noqa: E402
+from analysis.training.trainer import resolve_spec, resolve_task  # noqa: E402
 from bench import cpu_model  # noqa: E402
-from rasp_model import Transformer, TransformerConfig  # noqa: E402
+from rasp_model import Transformer  # noqa: E402
 
 
 def measure(task, pe: str, steps: int, layout: str, preset: str, offsets: str) -> dict:
+    """``steps`` steps of the trainer's own step (:func:`analysis.training.stepper.optimizer_step`
+    of a ``SingleStepper``: the run's model, learning-rate schedule and clipping) for the
+    run of ``preset`` with ``batching`` and ``position_offsets`` set from ``layout`` /
+    ``offsets``; ``bucketed:k`` makes the batches with at most k passes (the trainer's
+    ``bucketed`` is k = 4)."""
     batching, _, k = layout.partition(":")
     torch.set_num_threads(1)
-    model_s, tr = configs.resolve(preset)
-    hi = min(task.default_train_max_len, tr.train_max_len_cap or 10 ** 9)
-    lengths = [n for n in range(1, hi + 1) if task.length_ok(n)]
-    n_ctx = 4 * hi + 8
-    cfg = TransformerConfig(**{**model_s, "d_vocab": len(task.vocab), "pe": pe, "n_ctx": n_ctx})
-    model = Transformer(cfg)
+    spec = resolve_spec(task, pe, 0, preset, config_overrides={"batching": batching,
+                                                              "position_offsets": offsets})
+    model = Transformer(spec.model)
     model.reset_parameters(seed=0)
-    opt = make_optimizer(model, tr)
+    stepper = SingleStepper.fresh(spec, task, model, make=batch_maker(spec, task, int(k or 4)))
+    stepper.train_mode()
     real = padded = 0
     loss = None
     c0, w0 = time.process_time(), time.time()
     for s in range(steps):
-        st = batches.make_step(task, lengths, tr.batch_size, np.random.default_rng([0, s, 1]),
-                               n_ctx, offsets, batching, int(k or 4))
-        loss, _ = batches.step_loss(model, st)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        st, _, loss = optimizer_step(stepper, s)
         real += st.real_tokens
         padded += st.padded_tokens
     cpu, wall = time.process_time() - c0, time.time() - w0
     return {"layout": layout, "steps": steps, "cpu_s_per_step": cpu / steps,
             "wall_s_per_step": wall / steps, "real_tokens_per_cpu_s": real / cpu,
-            "padding_fraction": 1 - real / padded, "final_loss": float(loss.detach())}
+            "padding_fraction": 1 - real / padded, "final_loss": float(loss.detach()[0])}
 
 
 def main(argv=None) -> int:

@@ -4,9 +4,10 @@ On a CUDA device, at the demo size (preset ``demo``: 2 layers, d_model 64, batch
 NoPE), for each stack size of ``--stacks`` (default 1, 16, 64, 256, 1024): one
 :class:`analysis.training.stacked.StackStepper` of M fresh members (the path ``train_group``
 takes: batches made ahead by the background producer, static shapes, the whole step captured as
-CUDA graphs unless ``--no-capture``) runs ``--warmup`` untimed steps (capture of the shapes met)
-and ``--steps`` timed steps (``torch.cuda.synchronize`` around the timer); then the stacked
-evaluation of the M members (greedy decoding of the preset's test set). Reported per M:
+CUDA graphs unless ``--no-capture``), stepped by the trainer's own
+:func:`analysis.training.stepper.optimizer_step`, runs ``--warmup`` untimed steps (capture of
+the shapes met) and ``--steps`` timed steps (``torch.cuda.synchronize`` around the timer);
+then the stacked evaluation of the M members (greedy decoding of the preset's test set). Reported per M:
 ms per step, ms per member-step, evaluation seconds, and
 
     runs_per_gpu_minute = 60 * M / (run_steps * s_per_step + eval_s)
@@ -42,6 +43,7 @@ import torch  # noqa: E402
 
 from analysis.training import stacked, trainer  # noqa: E402
 from analysis.training.evaluation import eval_set  # noqa: E402
+from analysis.training.stepper import Member, optimizer_step  # noqa: E402
 from rasp_model import PE_NAMES, Transformer  # noqa: E402
 
 #: ``--smoke``: a model and run small enough for a CPU test of this script
@@ -65,26 +67,17 @@ def measure_stack(task, pe: str, preset: str, M: int, device: str, steps: int, w
         m = Transformer(spec.model)
         m.reset_parameters(seed=spec.seed)
         m.to(device)
-        members.append(trainer.Member(spec, Path("."),
-                                      trainer.TrainState(m, trainer.make_optimizer(m, spec.train))))
+        members.append(Member.fresh(spec, m))
     tr = specs[0].train
     stepper = stacked.StackStepper(members, task, device, capture=capture)
-
-    def step(s: int) -> None:
-        b = stepper.batch(s)
-        stepper.set_lr(trainer.lr_at(s, tr))
-        losses = stepper.forward(b)
-        stepper.backward(losses)
-        stepper.opt_step()
-
     try:
         stepper.train_mode()
         for s in range(warmup):
-            step(s)
+            optimizer_step(stepper, s)          # the trainer's own step (train_steps runs it)
         _sync(device)
         t0 = time.perf_counter()
         for s in range(warmup, warmup + steps):
-            step(s)
+            optimizer_step(stepper, s)
         _sync(device)
         dt = (time.perf_counter() - t0) / steps
     finally:

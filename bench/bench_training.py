@@ -4,7 +4,9 @@ For the default configuration (``analysis/training/configs.py``) on a task (defa
 measures side by side in one run, for every positional encoding:
 
 * training throughput: tokens per second and seconds per optimizer step over ``--steps`` steps
-  (after 5 warm-up steps), with 1 torch thread and, with ``--threads 1,2``, 2 threads;
+  (after 5 warm-up steps), with 1 torch thread and, with ``--threads 1,2``, 2 threads; each step
+  the trainer's own (:func:`analysis.training.stepper.optimizer_step` of a ``SingleStepper``:
+  the run's batches of step s, learning-rate schedule and clipping);
 * the evaluation pass of a run (greedy decoding, ID + OOD lengths, the default sample count) of
   an untrained model (it never stops early, so this is an upper bound);
 * the projected wall time of one default run = steps x s/step + evaluation;
@@ -18,7 +20,8 @@ Writes ``bench/results/training.json`` and prints a table. Run:
 ``--stacked`` (issue 26): at the demo preset (``--preset``), for group sizes ``--sizes``
 (default 1,2,5,10,30), side by side in one process with one torch thread: ``M`` runs trained one
 after another (one run per task, as the grid runs them without stacking) against one stack of
-``M`` members (:mod:`analysis.training.stacked`), ``--steps`` optimizer steps each, plus the
+``M`` members (:mod:`analysis.training.stacked`), ``--steps`` optimizer steps each (the
+trainer's ``optimizer_step`` of a ``SingleStepper`` per run and of one ``StackStepper``), plus the
 evaluation pass (greedy decoding of the demo's evaluation set) of the ``M`` models separately
 and stacked. Reports CPU seconds per member-step, real tokens per second, and runs per CPU-hour
 projected to a whole run (``steps x CPU-s per step + evaluation``); writes
@@ -56,10 +59,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from analysis.training import configs  # noqa: E402
-from analysis.training.batches import make_step, step_loss  # noqa: E402
 from analysis.training.evaluation import evaluate  # noqa: E402
-from analysis.training.trainer import (autocast_context, make_optimizer,  # noqa: E402
-                               resolve_spec, resolve_task, train)
+from analysis.training.stepper import Member, SingleStepper, optimizer_step  # noqa: E402
+from analysis.training.trainer import resolve_spec, resolve_task, train  # noqa: E402
 from bench import cpu_model  # noqa: E402
 from rasp_model import PE_NAMES, Transformer  # noqa: E402
 
@@ -73,20 +75,20 @@ SETTINGS = {"eager float32": {}, "torch_compile": {"torch_compile": True},
 def measure_pe(task, pe: str, steps: int, threads: int, preset: str = "default",
                settings: dict | None = None, with_eval: bool = True) -> dict:
     """Throughput of ``steps`` training steps of the resolved config for (task, pe), after 5
-    warm-up steps (timed apart: ``warmup_s`` holds torch.compile's compile time).
-    ``settings``: TrainConfig overrides (``torch_compile``, ``autocast``), applied as
-    :func:`analysis.training.trainer.run_loop` applies them."""
+    warm-up steps (timed apart: ``warmup_s`` holds torch.compile's compile time): the
+    trainer's own step (:func:`analysis.training.stepper.optimizer_step` of a
+    :class:`~analysis.training.stepper.SingleStepper`: the run's batches, learning-rate
+    schedule, clipping, ``torch_compile`` and ``autocast`` settings). ``settings``:
+    TrainConfig overrides (``torch_compile``, ``autocast``)."""
     torch.set_num_threads(threads)
     torch._dynamo.reset()
     spec = resolve_spec(task, pe, 0, preset, config_overrides=settings or None)
     tr = spec.train
-    lo, hi = spec.train_lengths
-    lengths = [n for n in range(lo, hi + 1) if task.length_ok(n)]
     pairs = list(spec.eval_lengths)
     torch.manual_seed(0)
     model = Transformer(spec.model)
-    fwd = torch.compile(model, dynamic=True) if tr.torch_compile else model
-    opt = make_optimizer(model, tr)
+    stepper = SingleStepper.fresh(spec, task, model)
+    stepper.train_mode()
     tokens = 0
     t0 = None
     w0 = time.perf_counter()
@@ -94,14 +96,7 @@ def measure_pe(task, pe: str, steps: int, threads: int, preset: str = "default",
         if s == 5:
             t0, tokens, c0 = time.perf_counter(), 0, time.process_time()
             warmup_s = t0 - w0
-        batch = make_step(task, lengths, tr.batch_size, np.random.default_rng([0, s]),
-                          spec.model.n_ctx, tr.position_offsets, tr.batching)
-        with autocast_context(tr, "cpu"):
-            loss, _ = step_loss(fwd, batch)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        batch, _, loss = optimizer_step(stepper, s)
         tokens += batch.real_tokens             # real tokens only (padding not counted)
     dt = time.perf_counter() - t0
     cpu = time.process_time() - c0
@@ -113,7 +108,7 @@ def measure_pe(task, pe: str, steps: int, threads: int, preset: str = "default",
     return {"pe": pe, "threads": threads, "params": model.num_parameters(),
             "settings": settings or {}, "warmup_s": warmup_s, "cpu_s": cpu,
             "tokens_per_s": tokens / dt, "tokens_per_cpu_s": tokens / max(cpu, 1e-9),
-            "s_per_step": sps, "eval_s": eval_s, "final_loss": float(loss.detach()),
+            "s_per_step": sps, "eval_s": eval_s, "final_loss": float(loss.detach()[0]),
             "run_steps": tr.steps, "projected_run_s": tr.steps * sps + eval_s}
 
 
@@ -230,8 +225,6 @@ def run_sizes(a, task, pe: str, device: str, sizes, steps: int, quiet: bool = Fa
     for M in sizes:
         specs = [resolve_spec(task, pe, s, a.preset) for s in range(M)]
         tr = specs[0].train
-        lengths = [n for n in range(specs[0].train_lengths[0], specs[0].train_lengths[1] + 1)
-                   if task.length_ok(n)]
 
         def models():
             out = []
@@ -241,45 +234,26 @@ def run_sizes(a, task, pe: str, device: str, sizes, steps: int, quiet: bool = Fa
                 out.append(m.to(device))
             return out
 
-        def batches(seed, step):
-            return make_step(task, lengths, tr.batch_size, np.random.default_rng([seed, step, 1]),
-                             specs[0].model.n_ctx, tr.position_offsets, tr.batching)
-
-        def separate():
+        def separate():           # one SingleStepper per run, as run_loop trains each
             tokens, ms = 0, models()
             for m, sp in zip(ms, specs):
-                opt = make_optimizer(m, tr)
+                stepper = SingleStepper.fresh(sp, task, m, device)
+                stepper.train_mode()
                 for step in range(steps):
-                    b = batches(sp.seed, step)
-                    loss, _ = step_loss(m, b, device)
-                    opt.zero_grad()
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(m.parameters(), tr.grad_clip)
-                    opt.step()
-                    tokens += b.real_tokens
+                    tokens += optimizer_step(stepper, step).batch.real_tokens
             return tokens, ms
 
-        def stack():
-            ms = models()
-            sm = stacked.StackedModel(ms)
-            opt = make_optimizer(None, tr, named_parameters=sm.params.items())
-            pad = task.vocab.pad if task.vocab.pad is not None else task.vocab.eos
+        def stack():              # one StackStepper, as train_group trains the group
+            members = [Member.fresh(sp, m) for m, sp in zip(models(), specs)]
+            stepper = stacked.StackStepper(members, task, device)
             tokens = 0
-            for step in range(steps):
-                group = [batches(sp.seed, step) for sp in specs]
-                mb = stacked.stack_micro_batches([s.micro[0] for s in group], pad).to(device)
-                logits = sm(mb.inputs, pos_offset=mb.offsets, segment_ids=mb.segment_ids)
-                ce = torch.nn.functional.cross_entropy(
-                    logits.reshape(-1, logits.shape[-1]), mb.targets.reshape(-1),
-                    reduction="none").reshape(M, -1)
-                ans = torch.tensor([float(s.answer_tokens) for s in group], device=ce.device)
-                loss = ((ce * mb.mask.reshape(M, -1)).sum(1) / ans).sum()
-                opt.zero_grad()
-                loss.backward()
-                stacked.clip_grad_norm_stacked(list(sm.params.values()), tr.grad_clip)
-                opt.step()
-                tokens += sum(s.real_tokens for s in group)
-            return tokens, sm
+            try:
+                stepper.train_mode()
+                for step in range(steps):
+                    tokens += sum(stepper.real_tokens(optimizer_step(stepper, step).batch))
+            finally:
+                stepper.close()
+            return tokens, stepper.model
 
         (tok_a, ms), wall_a, cpu_a = _timed(separate)
         (tok_b, sm), wall_b, cpu_b = _timed(stack)

@@ -209,7 +209,8 @@ class Attention(nn.Module):
             scores = scores / math.sqrt(cfg.d_head)
         seq = x.shape[1]
         if self.encoding.applies == BIAS:
-            scores = scores + self.encoding.attention_bias(rel_bias, self.n_heads, seq, x.device)[None]
+            scores = scores + self.encoding.attention_bias(rel_bias, self.n_heads, seq,
+                                                           x.device)[None]
         if cfg.attention_dir == "causal":
             future = torch.ones(seq, seq, dtype=torch.bool, device=x.device).triu(1)
             scores = scores.masked_fill(future, float("-inf"))

@@ -28,8 +28,8 @@ from analysis.training.configs import RunSpec, TrainConfig
 from analysis.training.evaluation import model_answers, teacher_forced_em
 from rasp_model import Transformer
 
-__all__ = ["lr_at", "TrainState", "autocast_context", "train_lengths", "batch_maker",
-           "offset_positions", "Member", "Stepper", "SingleStepper", "StepResult",
+__all__ = ["lr_at", "make_optimizer", "TrainState", "autocast_context", "train_lengths",
+           "batch_maker", "offset_positions", "Member", "Stepper", "SingleStepper", "StepResult",
            "optimizer_step"]
 
 
@@ -46,6 +46,30 @@ def lr_at(step: int, train: TrainConfig) -> float:
     if train.schedule == "cosine":
         return lo + (lr - lo) * 0.5 * (1 + math.cos(math.pi * p))
     return lr + (lo - lr) * p
+
+
+def make_optimizer(model: Transformer | None, train: TrainConfig,
+                   named_parameters=None, capturable_on=None) -> torch.optim.Optimizer:
+    """AdamW with weight decay on the weight matrices (``W_*``) only.
+
+    The parameters are ``model.named_parameters()``, or ``named_parameters`` (``(name,
+    tensor)`` pairs, e.g. the stacked ``[member, ...]`` tensors of
+    :mod:`analysis.training.stacked`: AdamW is elementwise, so one optimizer over stacked
+    tensors is each member's optimizer). ``capturable_on``: a CUDA device; the optimizer is
+    then safe to capture in a CUDA graph (``capturable=True``, its step counts and learning
+    rate tensors on that device: set the rate with ``group["lr"].fill_(lr)``)."""
+    decay, no_decay = [], []
+    pairs = model.named_parameters() if named_parameters is None else named_parameters
+    for name, p in pairs:
+        (decay if name.rsplit(".", 1)[-1].startswith("W_") else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": train.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    if capturable_on is not None:
+        for g in groups:
+            g["lr"] = torch.tensor(float(train.lr), device=capturable_on)
+        return torch.optim.AdamW(groups, lr=torch.tensor(float(train.lr), device=capturable_on),
+                                 betas=tuple(train.betas), capturable=True, foreach=True)
+    return torch.optim.AdamW(groups, lr=train.lr, betas=tuple(train.betas))
 
 
 @dataclass
@@ -76,11 +100,13 @@ def train_lengths(spec: RunSpec, task) -> list[int]:
             if task.length_ok(n)]
 
 
-def batch_maker(spec: RunSpec, task) -> Callable:
+def batch_maker(spec: RunSpec, task, length_buckets: int = 4) -> Callable:
     """``make(seed, step)``: the :class:`~analysis.training.batches.Step` of optimizer step
     ``step`` of the run of ``spec`` with seed ``seed`` (examples drawn from
     ``default_rng([seed, step, 1])``, or read in order from the fixed training set of
-    ``train_set``, which is drawn here once; the offsets from that generator)."""
+    ``train_set``, which is drawn here once; the offsets from that generator).
+    ``length_buckets``: at most this many passes of ``"bucketed"`` batching (the trainer's 4;
+    ``bench/bench_batches.py`` compares others)."""
     tr = spec.train
     lengths, n_pos = train_lengths(spec, task), offset_positions(spec)
     fixed = fixed_train_set(task, lengths, tr.train_set, tr.train_set_seed) \
@@ -88,7 +114,7 @@ def batch_maker(spec: RunSpec, task) -> Callable:
 
     def make(seed: int, step: int):
         return make_step(task, lengths, tr.batch_size, np.random.default_rng([seed, step, 1]),
-                         n_pos, tr.position_offsets, tr.batching,
+                         n_pos, tr.position_offsets, tr.batching, length_buckets,
                          examples=None if fixed is None else epoch_batch(fixed, step,
                                                                         tr.batch_size),
                          offset_range=tr.offset_range)
@@ -104,21 +130,29 @@ def offset_positions(spec: RunSpec) -> int:
 
 @dataclass
 class Member:
-    """One run trained by :func:`train_steps`: its spec, run directory and state.
+    """One run trained by :func:`analysis.training.trainer.train_steps`: its spec, run
+    directory and state.
 
     ``rng_state``: the torch RNG state its checkpoints save (a stack's members: the state after
-    :func:`prepare`, as their separate runs would hold it; None: the process's own RNG, which
-    a single model's dropout advances)."""
+    :func:`analysis.training.trainer.prepare`, as their separate runs would hold it; None: the
+    process's own RNG, which a single model's dropout advances)."""
 
     spec: RunSpec
     run_dir: Path
     st: TrainState
     rng_state: torch.Tensor | None = None
 
+    @classmethod
+    def fresh(cls, spec: RunSpec, model: Transformer) -> "Member":
+        """``model`` at step 0 with a fresh AdamW (:func:`make_optimizer`) and no run
+        directory: what a benchmark steps (it writes no files)."""
+        return cls(spec, Path("."), TrainState(model, make_optimizer(model, spec.train)))
+
 
 class Stepper:
-    """What :func:`train_steps` drives: the models of ``members`` (one model, or a stack of M
-    members sharing one configuration but the seed) and how one optimizer step runs on them.
+    """What :func:`analysis.training.trainer.train_steps` drives: the models of ``members``
+    (one model, or a stack of M members sharing one configuration but the seed) and how one
+    optimizer step runs on them.
     Every member stands at the same step. Implementations: :class:`SingleStepper` (one model)
     and :class:`analysis.training.stacked.StackStepper` (``[member, ...]`` tensors)."""
 
@@ -195,6 +229,13 @@ class SingleStepper(Stepper):
         self.seed = spec.seed
         self._make = batch_maker(spec, task) if make is None else make
         self._loss = self._outputs = None
+
+    @classmethod
+    def fresh(cls, spec: RunSpec, task, model: Transformer, device: str = "cpu",
+              make: Callable | None = None) -> "SingleStepper":
+        """The stepper :func:`analysis.training.trainer.run_loop` would build for
+        :meth:`Member.fresh` of ``model``: what a benchmark times."""
+        return cls(Member.fresh(spec, model), task, device, make)
 
     def batch(self, step):
         return self._make(self.seed, step)

@@ -57,8 +57,8 @@ from analysis.training.configs import ConfigError, RunSpec, TrainConfig
 from analysis.training.evaluation import (EVAL_SEED, bin_set, eval_lengths, evaluate,
                                          evaluate_bins, summarize)
 from analysis.training.stepper import (Member, SingleStepper, Stepper, TrainState,  # noqa: F401
-                                       autocast_context, batch_maker, lr_at, offset_positions,
-                                       optimizer_step, train_lengths)
+                                       autocast_context, batch_maker, lr_at, make_optimizer,
+                                       offset_positions, optimizer_step, train_lengths)
 from analysis.training.runs import (RUNS_ROOT, RunDirError, RunLock, RunResult, atomic_json,
                            clear_checkpoints, clear_run, default_run_dir, has_checkpoint,
                            load_checked_weights, load_checkpoint, read_result, read_spec,
@@ -153,30 +153,6 @@ def n_ctx_for(task, eval_pairs, train_max_len: int) -> int:
             p, a = task.sample(n, rng)
             longest = max(longest, len(tasks.inputs_targets(task, p, a)[0]))
     return longest + 3
-
-
-def make_optimizer(model: Transformer | None, train: TrainConfig,
-                   named_parameters=None, capturable_on=None) -> torch.optim.Optimizer:
-    """AdamW with weight decay on the weight matrices (``W_*``) only.
-
-    The parameters are ``model.named_parameters()``, or ``named_parameters`` (``(name,
-    tensor)`` pairs, e.g. the stacked ``[member, ...]`` tensors of
-    :mod:`analysis.training.stacked`: AdamW is elementwise, so one optimizer over stacked
-    tensors is each member's optimizer). ``capturable_on``: a CUDA device; the optimizer is
-    then safe to capture in a CUDA graph (``capturable=True``, its step counts and learning
-    rate tensors on that device: set the rate with ``group["lr"].fill_(lr)``)."""
-    decay, no_decay = [], []
-    pairs = model.named_parameters() if named_parameters is None else named_parameters
-    for name, p in pairs:
-        (decay if name.rsplit(".", 1)[-1].startswith("W_") else no_decay).append(p)
-    groups = [{"params": decay, "weight_decay": train.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    if capturable_on is not None:
-        for g in groups:
-            g["lr"] = torch.tensor(float(train.lr), device=capturable_on)
-        return torch.optim.AdamW(groups, lr=torch.tensor(float(train.lr), device=capturable_on),
-                                 betas=tuple(train.betas), capturable=True, foreach=True)
-    return torch.optim.AdamW(groups, lr=train.lr, betas=tuple(train.betas))
 
 
 # ------------------------------------------------------------------------------------------
