@@ -223,3 +223,20 @@ def test_a_printed_c_rasp_program_reads_one_way(spec, grammar, budget):
     assert res.schema
     for line in res.schema.splitlines():
         assert not ambiguities(line), line
+
+
+def test_rasp_score_shows_a_c_rasp_program_also_as_rasp_that_passes_verify(capsys, tmp_path):
+    """`rasp score` shows a C-RASP program in C-RASP notation (not the REPL's language) and
+    beside it as `.rasp`: that text, saved as printed, passes `rasp verify --program`."""
+    from rasp_cli.main import main
+    src = ["--regex", "(ab)*"]
+    assert main(["score", *src, "--pe", "nope", "--search-budget", "1M", "--json"]) == 0
+    (pred,) = json.loads(capsys.readouterr().out)
+    th = pred["theories"]["crasp"]
+    assert th["prediction"] == "generalizes" and "NEXT_" in th["program"]
+    runnable = th["evidence"]["runnable"]
+    path = tmp_path / "crasp.rasp"
+    path.write_text(runnable + "\n")
+    assert main(["verify", *src, "--program", str(path), "--name", "program",
+                 "--max-length", "16", "--no-progress"]) == 0
+    assert ": OK," in capsys.readouterr().out

@@ -55,6 +55,7 @@ from analysis.prediction.budget import (DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUD
 from analysis.prediction.crasp_decision import DECISIONS, decide_task
 from analysis.prediction.raspl_search import tree_size
 from analysis.prediction.search import SearchError, cached_search, clear_search_cache
+from analysis.prediction.search_core import program_source, task_symbols
 from analysis.prediction.theories import (DECIDED, THEORY_NAMES, Evidence, TheoryVerdict, combine,
                                           decide, prediction_label, theories_for, theory_sentence)
 from analysis.prediction.verify import protocol_max_length, verify_program_on_task
@@ -384,14 +385,14 @@ def _empty_record(task, search_dict) -> Prediction:
                       search=search_dict, paper=paper)
 
 
-def _program_evidence(src, label, text, size, ver, fragment) -> Evidence:
+def _program_evidence(src, label, text, size, ver, fragment, runnable=None) -> Evidence:
     where = {"shipped": "the task's shipped program", "search": "found by the search",
              "user": "the program given"}.get(src, src)
     return Evidence("program", f"a verified {fragment} program of expression size {size} "
                                f"({where}: {label}), checked at every length "
                                f"{ver.lengths[0]}..{ver.lengths[-1]}",
                     size=size, source=src, program=text or label,
-                    verified_up_to=ver.lengths[-1])
+                    verified_up_to=ver.lengths[-1], runnable=runnable)
 
 
 def _not_decided(search_dict, searched: bool) -> str:
@@ -650,7 +651,7 @@ def _crasp_provider(variant: str):
                 task, sop, max_length=ctx.verify_max_length, samples=ctx.samples,
                 seed=ctx.seed, program_label=label)
             if v.ok and (best is None or tree_size(sop) < best[0]):
-                best = (tree_size(sop), src, label, text, v)
+                best = (tree_size(sop), src, label, text, v, None)
         searches, cert, capped = {}, None, None
         pool.decided[variant] = decide_task(task, variant)
         # a fragment proved to have no program is not searched (nor are its sub-fragments)
@@ -674,7 +675,7 @@ def _crasp_provider(variant: str):
                             f"C-RASP size {res.size}, found by the C-RASP[] search: a C-RASP[] "
                             "program is a C-RASP[periodic, local] program")
                     best = (tree_size(res.program), "search", what, res.schema or res.source,
-                            v)
+                            v, res.source)
                     break
             capped = capped or _time_cap(d)     # a capped search anywhere: no certificate
             if searched == variant:
@@ -697,7 +698,7 @@ def _crasp_verdict(rec, task, variant, pool: _Pool, search, need) -> TheoryVerdi
     if variant in pool.searches_used:
         rec.crasp.setdefault("searches_used", {})[variant] = pool.searches_used[variant]
     best = pool.fragment.get(variant)
-    ev = _program_evidence(best[1], best[2], best[3], best[0], best[4], fragment) \
+    ev = _program_evidence(best[1], best[2], best[3], best[0], best[4], fragment, best[5]) \
         if best else None
     decision, proof = pool.decided.get(variant), None
     if decision is not None:

@@ -132,6 +132,9 @@ class Evidence:
             citation of an impossibility result.
         program: the program's label or source text.
         verified_up_to: the largest length the program was verified at.
+        runnable: the program as ``.rasp`` source that runs as printed (the REPL, ``rasp
+            verify --program FILE --name program``), where ``program`` is in another notation
+            (C-RASP's); None where ``program`` is that source or names a file.
     """
 
     kind: str
@@ -143,6 +146,7 @@ class Evidence:
     verified_up_to: int | None = None
     #: the theory's fragment (certificates: the grammar the bound is about)
     theory: str | None = None
+    runnable: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

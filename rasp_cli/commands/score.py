@@ -241,6 +241,12 @@ def run(args) -> int:
                     print(f"{'':30s}{CRASP_READING}")
                 for line in str(shown).splitlines()[:12]:
                     print(f"{'':30s}{line}")
+                runnable = (th.get("evidence") or {}).get("runnable")
+                if runnable:
+                    print(f"{'':30s}as .rasp (runs as printed: rasp verify --program FILE "
+                          "--name program):")
+                    for line in runnable.splitlines():
+                        print(f"{'':32s}{line}")
         if not p.rasp_l:
             for v in p.violations[:3]:
                 where = v.get("span") or "?"
