@@ -246,8 +246,8 @@ def test_time_budget_skips_runs_and_says_so(tmp_path):
     (rd,) = [rd for _, _, rd in report.wanted_runs(TASK, opts)]
     assert done[str(rd)].status == "skipped" and not rd.exists()
     sec = report.collect_task(TASK, opts, trained=done)
-    assert sec["runs"][0]["status"] == "skipped"
-    assert any("time budget" in p for p in sec["problems"])
+    assert sec.runs[0].status == "skipped"
+    assert any("time budget" in p for p in sec.problems)
 
 
 def test_missing_runs_are_trained_nope_and_t5_first():

@@ -25,10 +25,11 @@ budget). Every stage's failure that leaves the others meaningful is a line of it
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -196,7 +197,7 @@ class RunRow:
 
     pe: str
     seed: int
-    dir: str
+    dir: str = ""
     status: str = "missing"
     train_seconds: float | None = None
     error: str | None = None
@@ -204,6 +205,17 @@ class RunRow:
     config: dict | None = None
     id_em: float | None = None
     ood_em: float | None = None
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> "RunRow":
+        """A row from a plain mapping with these keys (a synthetic run); others are left
+        out."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def read_back(self) -> bool:
+        """Whether the run was read back (its config, protocol and exact matches are set)."""
+        return any(x is not None for x in (self.config, self.protocol, self.id_em, self.ood_em))
 
     def to_dict(self) -> dict:
         """The row as report.json holds it: the keys a run has, in a fixed order."""
@@ -213,7 +225,7 @@ class RunRow:
             d["train_seconds"] = self.train_seconds
         if self.status in ("failed", "skipped"):
             d["error"] = self.error
-        if self.config is not None:
+        if self.read_back():
             d.update(protocol=self.protocol, config=self.config, id_em=self.id_em,
                      ood_em=self.ood_em)
         return d

@@ -9,7 +9,7 @@ resolves them once and its pipeline trains, reads back, probes, predicts and sta
 
 The report has two jobs, kept apart so that tests and other callers can render synthetic data:
 
-* :func:`collect_task` gathers one task's data into a plain dict (a *section*);
+* :func:`collect_task` gathers one task's data into a typed record (a :class:`Section`);
 * :func:`render_report` turns sections into figures and the HTML page (jinja2 template
   ``analysis/reporting/templates/report.html.j2``).
 
@@ -20,6 +20,7 @@ made by either command are reused. Probing trained against compiled models: :mod
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as _dt
 import json
 import os
@@ -29,7 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 import resource
 
 import numpy as np
@@ -43,7 +44,7 @@ from analysis.training import trainer
 from analysis.evidence import claims as _claims
 from analysis.experiment import pipeline as _pipeline
 from analysis.experiment import replication as _replication
-from analysis.experiment.pipeline import (ExperimentError, StageOptions, Trained,
+from analysis.experiment.pipeline import (ExperimentError, RunRow, StageOptions, Trained,
                                           to_plain as _to_plain)
 from analysis.experiment.plan import Plan
 from analysis.evidence import statistics as _stats
@@ -60,7 +61,7 @@ from rasp.repl.progress import working
 from analysis.reporting.captions import (accuracy_caption, curve_caption,  # noqa: F401
                                          distance_note, finding)
 
-__all__ = ["ReportError", "ReportOptions", "collect_task", "render_report", "generate_report",
+__all__ = ["ReportError", "ReportOptions", "Section", "collect_task", "render_report", "generate_report",
            "check_overwrite", "DEFAULT_TASKS", "FULL_TASKS", "REPORT_PRESETS", "wanted_runs",
            "train_missing", "report_study", "report_plan"]
 
@@ -171,17 +172,93 @@ def train_missing(task_names: Sequence[str], opts: ReportOptions,
 
 
 # --------------------------------------------------------------------------------------------
+# A section: what the report shows of one task
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class Section:
+    """One task's part of the report: what :func:`collect_task` gathers and
+    :func:`render_report` draws. Plain data except ``probe`` and ``flow``.
+
+    Attributes:
+        name, description, source, paper: the task (:class:`tasks.base.Task`; ``paper``: what
+            its papers say, plain data).
+        program: the reference program (``file``, ``name``, ``listing``, ``causal``); None when
+            it did not load.
+        measures, raspl: the program's measures and its RASP-L check (None: unavailable).
+        prediction: the predictor's output for the task (plain data; None: unavailable).
+        runs: one :class:`analysis.experiment.pipeline.RunRow` per planned run.
+        accuracy: PE -> accuracy rows of its runs read back (each with its ``seed``).
+        train_range: ``(lo, hi)`` training lengths of the runs (None: no run read back).
+        measured: the measured outcome (:func:`analysis.evidence.claims.measured_outcome`).
+        compiled: the compiled reference's size (``stats``, ``heads``, ``mlp``, ...) or
+            ``{"error": ...}``; None without a reference program.
+        probe: the attention comparison (:class:`analysis.probing.metrics.ProbeResult`;
+            None: nothing probed); ``token_names``: each probe sequence decoded.
+        predictions: PE -> the prediction for that PE's runs (plain data).
+        replication: the finished cells of Huang et al.'s experiment for the task.
+        claims: the task's claims (:func:`analysis.evidence.claims.claims_for_task`).
+        problems: what is missing or failed, one line each (the page lists them).
+        seconds: wall time of collecting the section.
+        flow: ``(s-op, example tokens)`` of the computation-flow figure (not in report.json).
+    """
+
+    name: str
+    description: str = ""
+    source: str | None = None
+    paper: Any = None
+    program: dict | None = None
+    measures: dict | None = None
+    raspl: dict | None = None
+    prediction: dict | None = None
+    runs: list[RunRow] = field(default_factory=list)
+    accuracy: dict[str, list[dict]] = field(default_factory=dict)
+    train_range: tuple | None = None
+    measured: dict | None = None
+    compiled: dict | None = None
+    probe: metrics.ProbeResult | None = None
+    token_names: list | None = None
+    predictions: dict[str, dict] | None = None
+    replication: list[dict] = field(default_factory=list)
+    claims: dict | None = None
+    problems: list[str] = field(default_factory=list)
+    seconds: float | None = None
+    flow: tuple | None = None
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> "Section":
+        """A section from a plain mapping with the same keys (synthetic sections: tests, a
+        page of someone else's data): runs as :meth:`RunRow.of`, ``_draw`` as ``flow``;
+        other keys are left out."""
+        names = {f.name for f in dataclasses.fields(cls)} - {"runs", "flow"}
+        kw = {k: v for k, v in data.items() if k in names and v is not None}
+        return cls(**kw, runs=[r if isinstance(r, RunRow) else RunRow.of(r)
+                               for r in data.get("runs") or []],
+                   flow=data.get("_draw", data.get("flow")))
+
+    def summary(self) -> dict:
+        """The section as report.json holds it (plain data)."""
+        return {"task": self.name, "measured": self.measured or {},
+                "predictions": self.predictions,
+                "probe": ({**self.probe.to_dict(),
+                           "cross_seed": _claims.cross_seed_summary(self.probe)}
+                          if self.probe is not None else None),
+                "compiled": (self.compiled or {}).get("stats"), "claims": self.claims,
+                "runs": [r.to_dict() for r in self.runs], "problems": self.problems}
+
+
+# --------------------------------------------------------------------------------------------
 # Collecting one task
 # --------------------------------------------------------------------------------------------
 
-def _program_part(task, sec: dict, opts: ReportOptions):
+def _program_part(task, sec: Section, opts: ReportOptions):
     """The section's program, its measures, RASP-L check and the task's prediction (no runs
     needed); returns the reference program (None when it does not load)."""
     _log(opts, f"[report] {task.name}: program, measures, RASP-L check, prediction")
     sop = None
     try:
         sop, listing = task.load_reference(), task.reference_source()
-        sec["program"] = {"file": str(task.reference_path or task.reference_file),
+        sec.program = {"file": str(task.reference_path or task.reference_file),
                           "name": task.reference_name,
                           "listing": listing, "causal": task.causal}
         # the program's computation flow on one short example, drawn by the renderer
@@ -189,31 +266,32 @@ def _program_part(task, sec: dict, opts: ReportOptions):
         n = next((n for n in range(3, 12) if task.length_ok(n)), None)
         if n is not None:
             prompt, answer = task.sample(n, np.random.default_rng(0))
-            sec["_draw"] = (sop, task.program_tokens(list(prompt) + list(answer)[:-1]))
+            sec.flow = (sop, task.program_tokens(list(prompt) + list(answer)[:-1]))
     except (RASPError, OSError, tasks.TaskInputError) as e:
-        sec["program"] = None
-        sec["problems"].append(f"reference program could not be loaded: {e}")
+        sec.program = None
+        sec.problems.append(f"reference program could not be loaded: {e}")
     if sop is not None:
         try:
-            sec["measures"] = _to_plain(measures.measure(sop).to_dict())
+            sec.measures = _to_plain(measures.measure(sop).to_dict())
         except RASPError as e:
-            sec["problems"].append(f"measures unavailable: {e}")
+            sec.problems.append(f"measures unavailable: {e}")
         try:
             rep = raspl.check(sop, causal=task.causal or None)
-            sec["raspl"] = {"valid": bool(rep.valid), "violations": [
+            sec.raspl = {"valid": bool(rep.valid), "violations": [
                 {"rule": str(v.rule), "operation": v.operation, "span": str(v.span or ""),
                  "message": v.message} for v in rep.violations]}
         except RASPError as e:
-            sec["problems"].append(f"RASP-L check unavailable: {e}")
+            sec.problems.append(f"RASP-L check unavailable: {e}")
     try:
-        sec["prediction"] = _to_plain(predict.predict(task).to_dict())
+        sec.prediction = _to_plain(predict.predict(task).to_dict())
     except (RASPError, predict.PredictError, ValueError) as e:
-        sec["problems"].append(f"prediction unavailable: {e}")
+        sec.problems.append(f"prediction unavailable: {e}")
     return sop
 
 
 def collect_task(task_name: str, opts: ReportOptions | None = None,
-                 trained: dict[str, Trained] | None = None, plan: Plan | None = None) -> dict:
+                 trained: dict[str, Trained] | None = None,
+                 plan: Plan | None = None) -> Section:
     """Gather everything the report shows for one task; run what is missing.
 
     Steps: load the task and its reference program; measures and RASP-L check; the prediction;
@@ -221,10 +299,10 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
     (:func:`analysis.experiment.pipeline.run_task`: load, probe, predict per PE, claims),
     after training what is missing when ``trained`` is None (else ``trained`` is what
     :func:`train_missing` did for the report). Each step's failure is recorded in
-    ``section["problems"]`` and the page says what is missing; an unknown task raises.
+    ``section.problems`` and the page says what is missing; an unknown task raises.
 
     Returns:
-        a section dict (see :func:`render_report`).
+        the task's :class:`Section`.
 
     Raises:
         ReportError: unknown task; a run directory holding another task's run.
@@ -236,10 +314,7 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
     except tasks.UnknownTaskError as e:
         raise ReportError(str(e.args[0] if e.args else e)) from None
     t0 = time.time()
-    sec: dict[str, Any] = {"name": task.name, "description": task.description,
-                           "source": task.source, "problems": [],
-                           "paper": _to_plain(task.paper), "runs": [],
-                           "accuracy": {}, "train_range": None}
+    sec = Section(task.name, task.description, task.source, _to_plain(task.paper))
     sop = _program_part(task, sec, opts)
     plan = plan or report_plan([task.name], opts)
     try:
@@ -250,19 +325,14 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
     if trained is None:                       # not trained up front by generate_report
         trained = train_missing([task.name], opts, plan=plan)
     found = _pipeline.run_task(task, sop, plan, trained, opts, int(preset["probe_per_length"]))
-    sec.update(runs=[r.to_dict() for r in found.loaded.rows], accuracy=found.loaded.accuracy,
-               train_range=found.loaded.train_range, measured=found.claimed.measured,
-               predictions=found.predicted.predictions,
-               replication=_replication.cell_rows(task.name, opts.replication_dir))
-    if found.probed.compiled is not None:
-        sec["compiled"] = found.probed.compiled
-    if found.probed.probe is not None:
-        sec["probe"], sec["token_names"] = found.probed.probe, found.probed.token_names
-    if found.claimed.claims is not None:
-        sec["claims"] = found.claimed.claims
-    sec["problems"] += found.problems
-    sec["seconds"] = round(time.time() - t0, 1)
-    return sec
+    return dataclasses.replace(
+        sec, runs=found.loaded.rows, accuracy=found.loaded.accuracy,
+        train_range=found.loaded.train_range, measured=found.claimed.measured,
+        compiled=found.probed.compiled, probe=found.probed.probe,
+        token_names=found.probed.token_names, predictions=found.predicted.predictions,
+        replication=_replication.cell_rows(task.name, opts.replication_dir),
+        claims=found.claimed.claims, problems=sec.problems + found.problems,
+        seconds=round(time.time() - t0, 1))
 
 
 
@@ -366,26 +436,26 @@ def find_curve(task: str, out_dir: Path) -> tuple[dict, Path] | None:
     return None
 
 
-def _figures_for_section(sec: dict, out_dir: Path) -> dict:
+def _figures_for_section(sec: Section, out_dir: Path) -> dict:
     """Draw a section's figures; returns name -> {"path", "uri", "caption"}."""
     figs: dict[str, dict] = {}
-    slug = _slug(sec["name"])
+    slug = _slug(sec.name)
 
     def add(key, path, caption):
         figs[key] = {"path": os.path.basename(path), "uri": _png_data_uri(path),
                      "caption": caption, "text_px": figures.text_px(path)}
 
-    if sec.get("accuracy"):
-        tr = sec.get("train_range") or (1, 1)
-        p = figures.accuracy_figure(sec["accuracy"], tr, out_dir / f"{slug}_accuracy.png",
-                                    title=f"{sec['name']}: exact match by length")
-        add("accuracy", p, accuracy_caption(sec["accuracy"]))
-    curve = find_curve(sec["name"], out_dir)
+    if sec.accuracy:
+        tr = sec.train_range or (1, 1)
+        p = figures.accuracy_figure(sec.accuracy, tr, out_dir / f"{slug}_accuracy.png",
+                                    title=f"{sec.name}: exact match by length")
+        add("accuracy", p, accuracy_caption(sec.accuracy))
+    curve = find_curve(sec.name, out_dir)
     if curve is not None:
         data, where = curve
         p = figures.curve_figure(data, out_dir / f"{slug}_curve.png")
         add("curve", p, curve_caption(data, display_path(where, out_dir)))
-    comp = sec.get("compiled") or {}
+    comp = sec.compiled or {}
     if comp.get("heads"):
         labels = {tuple(int(x) for x in k.split(",")): v
                   for k, v in (comp.get("head_names") or {}).items()}
@@ -394,8 +464,8 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
         add("layers", p, "Layers of the compiled model, residual stream left to right: per "
                          "layer its attention heads (each with the s-op it computes), then "
                          "the MLP's hidden width.")
-    if sec.get("_draw"):
-        sop, example = sec["_draw"]
+    if sec.flow:
+        sop, example = sec.flow
         try:
             # rasp draw's own resolution (110 dpi), higher where its smallest text (a long
             # example's selector ticks) would be under 10 px; the page shows it at full size
@@ -407,8 +477,8 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
                            "picture to fit it to the page's width (an overview), again for "
                            "full size.")
         except RASPError as e:
-            sec["problems"].append(f"computation flow not drawn: {e}")
-    res: metrics.ProbeResult | None = sec.get("probe")
+            sec.problems.append(f"computation flow not drawn: {e}")
+    res: metrics.ProbeResult | None = sec.probe
     if res is not None:
         panels = {}
         for agg in metrics.AGGREGATIONS:
@@ -421,7 +491,7 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
                   if any(pe != "nope" and d for pe, d in v[0].items())}
         if panels:
             p = figures.distance_chart(panels, out_dir / f"{slug}_distances.png",
-                                       reference="nope", title=sec["name"])
+                                       reference="nope", title=sec.name)
             add("distances", p, "Kazemnejad et al.'s distance of each PE's model from the NoPE "
                                 "models of the other seeds (runs of one seed share initial "
                                 "weights and batches, so the same seed would understate it). "
@@ -438,8 +508,8 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
         tokens = None
         longest = int(np.argmax([len(s) for s in res.sequences]))
         n = len(res.sequences[longest])
-        if sec.get("token_names"):
-            tokens = sec["token_names"][longest]
+        if sec.token_names:
+            tokens = sec.token_names[longest]
         labels = [l for l in res.models if l != res.compiled_label]
         firsts = {}
         for l in labels:                       # heatmaps for the first seed of each PE only
@@ -477,10 +547,11 @@ def _figures_for_section(sec: dict, out_dir: Path) -> dict:
     return figs
 
 
-def _section_view(sec: dict) -> dict:
+def _section_view(sec: Section) -> dict:
     """Tables of a section for the template (strings, already formatted)."""
-    view: dict[str, Any] = {"distance_note": distance_note(sec)}
-    res: metrics.ProbeResult | None = sec.get("probe")
+    view: dict[str, Any] = {"distance_note": distance_note(
+        {"probe": sec.probe, "runs": [r.to_dict() for r in sec.runs]})}
+    res: metrics.ProbeResult | None = sec.probe
     if res is not None:
         view["pairwise"] = [{"a": a, "b": b, "mean": _fmt(d.mean),
                              "per_layer": ", ".join(_fmt(x) for x in d.per_layer),
@@ -504,18 +575,18 @@ def _section_view(sec: dict) -> dict:
                               f"{max(len(s) for s in res.sequences)} tokens; JSD variant "
                               f"{res.variant}; BOS query row left out")
         view["probe_notes"] = list(res.notes)
-    meas = sec.get("measured") or {}
+    meas = sec.measured or {}
     view["per_pe"] = [{"pe": PE_LABELS.get(pe, pe), "id_em": _fmt(v["id_em"], 2),
                        "ood_em": _fmt(v["ood_em"], 2)}
                       for pe, v in sorted((meas.get("per_pe") or {}).items(),
                                           key=lambda kv: PE_NAMES.index(kv[0])
                                           if kv[0] in PE_NAMES else 99)]
-    pred = sec.get("prediction") or {}
+    pred = sec.prediction or {}
     view["paper_outcome"] = _find(pred, ("paper_outcome", "paper"))
-    claims = {c["id"]: c for c in ((sec.get("claims") or {}).get("claims") or [])}
+    claims = {c["id"]: c for c in ((sec.claims or {}).get("claims") or [])}
     view["predictions"] = []
-    for pe, p in (sec.get("predictions") or {}).items():
-        c = claims.get(f"{sec.get('name')}:prediction:{pe}")
+    for pe, p in (sec.predictions or {}).items():
+        c = claims.get(f"{sec.name}:prediction:{pe}")
         view["predictions"].append({
             "pe": PE_LABELS.get(pe, pe),
             "prediction": p.get("prediction_label") or p.get("prediction"),
@@ -552,16 +623,15 @@ def _check_writable(out_dir: Path) -> None:
                           "another directory with -o")
 
 
-def render_report(sections: list[dict], out_dir: str | os.PathLike,
+def render_report(sections: Sequence[Section | Mapping[str, Any]],
+                  out_dir: str | os.PathLike,
                   title: str = "rasp-lab attention report", meta: dict | None = None) -> Path:
     """Write ``out_dir/report.html`` (self-contained) and the PNG figures.
 
     Args:
-        sections: one dict per task as returned by :func:`collect_task` (keys: ``name``,
-            ``description``, ``program``, ``measures``, ``raspl``, ``prediction``, ``measured``,
-            ``accuracy`` (PE -> accuracy rows), ``train_range``, ``runs``, ``compiled``
-            (``stats``, ``heads``, ``mlp`` or ``error``), ``probe`` (a ProbeResult),
-            ``problems``); missing keys render as "not available".
+        sections: one :class:`Section` per task as returned by :func:`collect_task` (a plain
+            mapping with the same keys is read as one: :meth:`Section.of`, e.g. synthetic
+            data); what a section lacks renders as "not available".
         out_dir: the output directory (created).
 
     Returns:
@@ -575,8 +645,9 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
 
     out = Path(out_dir)
     _check_writable(out)
-    all_claims = [c for sec in sections for c in ((sec.get("claims") or {}).get("claims") or [])]
-    names = [sec["name"] for sec in sections]
+    sections = [sec if isinstance(sec, Section) else Section.of(sec) for sec in sections]
+    all_claims = [c for sec in sections for c in ((sec.claims or {}).get("claims") or [])]
+    names = [sec.name for sec in sections]
     confirm_on = [t for t in CONFIRMATION_TASKS if t in names]
     confirmation = (_claims.confirmation(all_claims, SELECTED_TASK, confirm_on)
                     if SELECTED_TASK in names and confirm_on else [])
@@ -605,15 +676,7 @@ def render_report(sections: list[dict], out_dir: str | os.PathLike,
                     "stated": _stats.ALPHA_STATED, "reverse": _stats.ALPHA_REVERSE})
     path = out / "report.html"
     atomic_write_text(path, page, mode=0o644)        # meant to be mailed: world-readable
-    summary = [{"task": s["sec"]["name"], "measured": (s["sec"].get("measured") or {}),
-                "predictions": s["sec"].get("predictions"),
-                "probe": ({**s["sec"]["probe"].to_dict(),
-                           "cross_seed": _claims.cross_seed_summary(s["sec"]["probe"])}
-                          if s["sec"].get("probe") is not None else None),
-                "compiled": (s["sec"].get("compiled") or {}).get("stats"),
-                "claims": s["sec"].get("claims"),
-                "runs": s["sec"].get("runs"), "problems": s["sec"].get("problems")}
-               for s in views]
+    summary = [sec.summary() for sec in sections]
     doc = {"meta": meta, "claims": all_claims, "finding": finding(all_claims),
            "confirmation": confirmation, "tasks": summary}
     atomic_write_text(out / "report.json", json.dumps(_to_plain(doc), indent=1), mode=0o644)
