@@ -7,14 +7,16 @@ the same values as the program it renders: a program that reads its input throug
 ``tokens_int`` / ``tokens_asis`` (the search's programs do) starts with ``tokens =
 tokens_asis;`` (the dialect's ``tokens`` converts to strings), and constants that stand for
 tokens are written as the task's symbols (``symbols``), bound as atoms in the program's first
-lines.
+lines, and an input of the task becomes the REPL's running example (``set example [BOS, a,
+SEP]``: the REPL rejects a statement that fails on its running example, ``"hello"`` by
+default).
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from typing import Any, Mapping
+from typing import Any, Container, Mapping, Sequence
 
 from .ir import (Aggregate, Full, Indices, Length, Map, Node, Select, SelectorAnd, SelectorNot,
                  SelectorOr, SelectorWidth, SequenceMap, Tokens, topological_order)
@@ -48,17 +50,18 @@ def atom_source(value: Any) -> str:
     return repr(value)
 
 
-def _symbol_names(symbols: Mapping | None, name: str) -> tuple[dict, dict]:
+def _symbol_names(symbols: Mapping | None, name: str, reserved) -> tuple[dict, dict]:
     """``(named, unnamed)``: value -> symbol for the symbols a program can bind as atoms (a
-    dialect name that is not a keyword, not a name the printed program uses, and not the
-    value's own text), and for the others (``'{0,1}'``, ``'+'``: named in a comment)."""
+    dialect name that is not a keyword, not a name the printed program uses or ``reserved``
+    holds, and not the value's own text), and for the others (``'{0,1}'``, ``'+'``: named in
+    a comment)."""
     named, unnamed = {}, {}
     for value, sym in (symbols or {}).items():
         sym = str(sym)
         if sym == atom_source(value) or sym == str(value):
             continue
-        ok = (_NAME.match(sym) and sym not in _OWN_NAMES and sym != name
-              and not _GENERATED.match(sym))
+        ok = (_NAME.match(sym) and sym not in _OWN_NAMES and sym not in reserved
+              and sym != name and not _GENERATED.match(sym))
         (named if ok else unnamed)[_key(value)] = (value, sym)
     return named, unnamed
 
@@ -97,7 +100,8 @@ def _token_valued(order: list[Node], sop: Node) -> set[int]:
     return tok | out
 
 
-def program_to_source(sop: Node, name: str = "program", symbols: Mapping | None = None) -> str:
+def program_to_source(sop: Node, name: str = "program", symbols: Mapping | None = None,
+                      example: Sequence | None = None, reserved: Container[str] = ()) -> str:
     """Render a program as one RASP-L statement per operation (``v1 = ...;``), runnable as
     printed.
 
@@ -118,9 +122,20 @@ def program_to_source(sop: Node, name: str = "program", symbols: Mapping | None 
             task's symbols and still computes the same values; a symbol that is no dialect name
             (``'{0,1}'``, ``'+'``) stays a number, named in a comment on its statement. Offsets
             (``x + 1``) and counts stay numbers.
+        example: an input of the program's task (program values, e.g. ``BOS w SEP``), written
+            as the REPL command ``set example [BOS, a, c, SEP]`` before the statements: the
+            REPL checks every statement on its running example (``"hello"`` by default, on
+            which a program over numbers fails), ``run_source`` accepts the command.
+        reserved: names the printed program must not bind (the REPL's built-ins and library
+            names, which it refuses to rebind); such a symbol stays a number.
+
+    A program whose selects are causal starts with the directive ``#!causal`` (a file the REPL
+    loads, ``rasp repl FILE``, ``rasp run``, ``run_source`` then create causal selects; typed
+    into a running REPL it needs ``set causal on`` or ``rasp repl --causal``).
 
     Raises:
-        ValueError: a string constant the dialect cannot write (:func:`atom_source`).
+        ValueError: a string constant the dialect cannot write (:func:`atom_source`); causal
+            and bidirectional selects in one program.
     """
     names: dict[int, str] = {}
     lines: list[str] = []
@@ -129,7 +144,7 @@ def program_to_source(sop: Node, name: str = "program", symbols: Mapping | None 
     for n in order:
         for c in n.children:
             uses[c.id] = uses.get(c.id, 0) + 1
-    named, unnamed = _symbol_names(symbols, name)
+    named, unnamed = _symbol_names(symbols, name, reserved)
     tokish = _token_valued(order, sop) if symbols else set()
     bound: dict = {}                  # the symbols used, bound in the program's first lines
     notes: list[str] = []             # this statement's unnamed symbols
@@ -208,13 +223,23 @@ def program_to_source(sop: Node, name: str = "program", symbols: Mapping | None 
                                           if notes else ""))
     if sop.id not in names:
         notes.clear()
-        lines.append(f"{name} = {ref(sop, bool(symbols))};"
-                     + (f"  # {', '.join(notes)}" if notes else ""))
-    head = [f"tokens = tokens_{rebind};"] if rebind else []
+        out = ref(sop, bool(symbols))
+        if isinstance(sop, Full):                   # an atom: the constant s-op is full(c)
+            out = f"full({out})"
+        lines.append(f"{name} = {out};" + (f"  # {', '.join(notes)}" if notes else ""))
+    shown = [const(v, True) for v in example] if example is not None else None
+    modes = {n.causal for n in order if isinstance(n, Select)}
+    if len(modes) > 1:
+        raise ValueError("the program mixes causal and bidirectional selects: no mode of the "
+                         "dialect creates both, so no source text computes it")
+    head = ["#!causal"] if modes == {True} else []
+    head += [f"tokens = tokens_{rebind};"] if rebind else []
     order_of = {k: i for i, k in enumerate(named)}
     if bound:
         head.append(" ".join(f"{sym} = {atom_source(v)};" for k, (v, sym) in
                              sorted(bound.items(), key=lambda kv: order_of[kv[0]])))
+    if shown:
+        head.append(f"set example [{', '.join(shown)}]")
     return "\n".join(head + lines)
 
 

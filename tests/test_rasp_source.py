@@ -50,7 +50,8 @@ def test_each_operation_is_one_statement():
     prog, _ = _previous_token()
     lines = program_to_source(prog, "prog").splitlines()
     assert lines[-1].startswith("prog = ")
-    assert all(line.endswith(";") for line in lines)
+    assert lines[0] == "#!causal"             # its selects are causal: the file says so
+    assert all(line.endswith(";") for line in lines[1:])
 
 
 def _reverse():
@@ -93,8 +94,9 @@ def test_printed_program_runs_back_to_the_ground_truth(name, causal):
 def _membership_by_symbols():
     """A next-token program over a task's values (a = 0, b = 1, no = 2, yes = 3, BOS = -1,
     SEP = -2, EOS = -3): at SEP, ``yes`` iff some earlier token is b; EOS after the answer."""
-    from rasp.ir import Full, SequenceMap, Elementwise, tokens_asis
-    seen_b = kqv(tokens_asis, tokens_asis, tokens_asis == 1, ">", 0, "max")
+    from rasp.ir import Full, SequenceMap, Elementwise, causal_mode, tokens_asis
+    with causal_mode():
+        seen_b = kqv(tokens_asis, tokens_asis, tokens_asis == 1, ">", 0, "max")
     answer = SequenceMap(Elementwise("ternary"), [seen_b, Full(3), Full(2)])
     prog = SequenceMap(Elementwise("ternary"), [tokens_asis > 1, Full(-3), answer])
     return prog.named("program"), selector_width(select(tokens_asis == 1, 1, "==",
@@ -111,8 +113,8 @@ def test_token_constants_print_as_the_task_s_symbols_and_the_program_runs_as_pri
     prog, counted = _membership_by_symbols()
     text = program_to_source(prog, symbols=SYMBOLS)
     lines = text.splitlines()
-    assert lines[0] == "tokens = tokens_asis;"
-    assert dict(re.findall(r"(\w+) = (-?\d+);", lines[1])) == {
+    assert lines[:2] == ["#!causal", "tokens = tokens_asis;"]
+    assert dict(re.findall(r"(\w+) = (-?\d+);", lines[2])) == {
         "b": "1", "no": "2", "yes": "3", "EOS": "-3"}
     assert "tokens == b" in text and "yes if" in text and "else no" in text and \
         "EOS if" in text
@@ -145,3 +147,29 @@ def test_string_constants_print_in_double_quotes():
     assert 'tokens == "a"' in text
     env = rasp.run_source(text, causal=True)
     assert rasp.evaluate(env["program"], [["a", "b"]], causal=True)[0].tolist() == [True, False]
+
+
+def test_a_task_input_becomes_the_repl_s_running_example_and_the_repl_runs_the_program():
+    """The REPL checks each statement on its running example ("hello" by default), on which a
+    program over numbers fails: the printed program sets one of its task's inputs, in symbols,
+    and the REPL front end (piped mode, the file loaded as `rasp repl FILE` does) accepts every
+    statement and gives the value the program gives."""
+    import io
+    from rasp.repl.repl import Repl
+    prog, _ = _membership_by_symbols()
+    row = [-1, 0, 1, 0, -2]
+    text = program_to_source(prog, symbols=SYMBOLS, example=row)
+    assert "set example [BOS, a, b, a, SEP]" in text.splitlines()
+    out = io.StringIO()
+    repl = Repl(session=rasp.Session(causal=True), stdout=out, history_file=False)
+    assert repl.run_lines(text.splitlines() + ["program([BOS, b, SEP]);"]) == 0, out.getvalue()
+    # at SEP the answer: yes (3), since b occurs; before it the program's own values
+    assert "=  [2, 2, 3] (ints)" in out.getvalue()
+    assert rasp.evaluate(prog, [[-1, 1, -2]], causal=True)[0].tolist() == [2, 2, 3]
+
+
+def test_a_program_mixing_causal_and_bidirectional_selects_is_refused():
+    prog = selector_width(select(indices, indices, "<=", causal=True)
+                          & select(indices, indices, "<=", causal=False))
+    with pytest.raises(ValueError, match="mixes causal and bidirectional"):
+        program_to_source(prog)

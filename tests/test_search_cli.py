@@ -169,11 +169,13 @@ def test_a_found_program_s_constants_are_named_by_the_task_s_tokens(capsys):
     out = capsys.readouterr().out
     text = "\n".join(line[4:] for line in out.splitlines() if line.startswith("    "))
     vocab = tasks.get_task("sort_unique").vocab
-    bound = dict(re.findall(r"(\w+) = (-?\d+);", text.splitlines()[1]))
+    lines = text.splitlines()
+    bound = dict(re.findall(r"(\w+) = (-?\d+);", next(
+        line for line in lines if re.fullmatch(r"(\w+ = -?\d+; ?)+", line))))
     assert {"SEP", "EOS"} <= set(bound)
     for token, value in bound.items():
         assert vocab.tokens[vocab.id_of_value(int(value))] == token
-    body = "\n".join(text.splitlines()[2:])
+    body = "\n".join(line for line in lines if re.match(r"(v\d+|program) = ", line))
     assert "SEP" in body and not re.search(r"-\d", body)  # no special token left as a number
     env = rasp.run_source(text, causal=True)
     ids = [vocab.bos, *vocab.encode(["3", "1", "2"]), vocab.sep]

@@ -55,7 +55,7 @@ from analysis.prediction.budget import (DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUD
 from analysis.prediction.crasp_decision import DECISIONS, decide_task
 from analysis.prediction.raspl_search import tree_size
 from analysis.prediction.search import SearchError, cached_search, clear_search_cache
-from analysis.prediction.search_core import program_source, task_symbols
+from analysis.prediction.search_core import program_source
 from analysis.prediction.theories import (DECIDED, THEORY_NAMES, Evidence, TheoryVerdict, combine,
                                           decide, prediction_label, theories_for, theory_sentence)
 from analysis.prediction.verify import protocol_max_length, verify_program_on_task

@@ -19,7 +19,7 @@ from analysis.prediction.budget import (BUDGET_STOP, DEFAULT_CRASP_BUDGET, TIME_
 
 from analysis.prediction.search_core import (MEMORY_STOP, Round, SearchResult, best_bound,
                                              cegis, exhaustive_rows, hard_rows, program_source,
-                                             shortest_failing, task_problem, task_symbols)
+                                             shortest_failing, task_problem)
 
 from .enumeration import _Budget, _Enum, _Memory, _Timeout
 from .recipes import _Batch, _decide, build_program, recipe_text
@@ -418,7 +418,7 @@ def _finish(res, task, variant, entries, default, size, content, names, vmax, vs
     res.found = True
     res.program = prog
     try:
-        res.source = program_source(prog, task_symbols(task))
+        res.source = program_source(prog, task)
     except Exception:  # noqa: BLE001 - printing is best effort
         res.source = res.schema
     res.stopped = "found"

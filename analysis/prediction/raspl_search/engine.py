@@ -537,6 +537,7 @@ class _Engine:
             combine_work=self.combine_work,
             lengths=list(self.p.lengths), n_targets=self.p.n_targets,
             max_size=self.max_length,
-            source=program_source(f[0] if f else None, self.p.symbols), found_by=found_by,
+            source=program_source(f[0] if f else None, symbols=self.p.symbols,
+                                  example=self.p.example), found_by=found_by,
             measured_length=_measured(f[0]) if f else None,
             notes=[self.memory_note] if self.memory_note else [])

@@ -21,8 +21,8 @@ from rasp.analyses.measures import measure
 from rasp.interpreter import Evaluator
 from rasp.ir import Indices, Node, RASPError, Tokens
 
-from analysis.prediction.search_core.core import (SearchError, shortest_failing, task_problem,
-                                                  task_symbols)
+from analysis.prediction.search_core.core import (SearchError, shortest_failing, task_example,
+                                                  task_problem, task_symbols)
 
 INT8 = (-128, 127)
 
@@ -50,6 +50,9 @@ class SearchProblem:
         symbols: program value -> the token it stands for (a task's,
             :func:`~analysis.prediction.search_core.core.task_symbols`; empty for examples of
             your own), how a found program's source names its constants.
+        example: program values of one input, the running example a found program's source
+            sets for the REPL (a task's :func:`~analysis.prediction.search_core.core.
+            task_example`, else the first example).
     """
 
     inputs: np.ndarray
@@ -61,6 +64,7 @@ class SearchProblem:
     lengths: list = field(default_factory=list)
     name: str = "problem"
     symbols: dict = field(default_factory=dict)
+    example: list = field(default_factory=list)
 
     @property
     def n_targets(self) -> int:
@@ -116,7 +120,8 @@ def problem_from_examples(examples: Sequence[tuple[Sequence, int]], *, constants
         constants = sorted({int(c) for c in constants if isinstance(c, (int, np.integer))})
         defaults = sorted({int(d) for d in defaults if isinstance(d, (int, np.integer))})
     return SearchProblem(inputs, valid, tmask, target, list(constants), list(defaults),
-                         sorted(set(lengths)), name)
+                         sorted(set(lengths)), name, example=list(seqs[0][:max(
+                             examples[0][1], 1)]))
 
 
 def problem_from_task(task, lengths: Iterable[int] = range(1, 9), samples: int = 3,
@@ -136,7 +141,7 @@ def problem_from_task(task, lengths: Iterable[int] = range(1, 9), samples: int =
     strs = [v for v in p.special if isinstance(v, str)]
     out = problem_from_examples(p.rows, constants=[0, 1, 2] + ints + strs,
                                 defaults=[0] + ints + strs, lengths=p.lengths, name=p.name)
-    out.symbols = task_symbols(task)
+    out.symbols, out.example = task_symbols(task), task_example(task)
     return out
 
 
@@ -233,4 +238,5 @@ def _with_row(problem: SearchProblem, other: SearchProblem, row: int) -> SearchP
     target = np.concatenate([widen(problem.target, problem.valid),
                              one(other.target)]).astype(problem.target.dtype)
     return SearchProblem(inputs, valid, tmask, target, problem.constants, problem.defaults,
-                         sorted(set(problem.lengths)), problem.name, problem.symbols)
+                         sorted(set(problem.lengths)), problem.name, problem.symbols,
+                         problem.example)

@@ -14,10 +14,10 @@ task by :func:`~.core.task_problem`; :class:`~.core.Certificate`, :class:`~.core
 """
 
 from .core import (Certificate, Grammar, Loop, Problem, Round, SearchError, best_bound, cegis,
-                   exhaustive_rows, hard_rows, program_source, shortest_failing, task_problem,
-                   task_symbols)
+                   exhaustive_rows, hard_rows, program_source, shortest_failing, task_example,
+                   task_problem, task_symbols)
 from .result import GRAMMARS, MEMORY_STOP, SearchResult
 
 __all__ = ["Problem", "SearchError", "task_problem", "hard_rows", "exhaustive_rows",
            "Certificate", "Round", "Grammar", "Loop", "cegis", "program_source", "task_symbols",
-           "best_bound", "shortest_failing", "SearchResult", "GRAMMARS", "MEMORY_STOP"]
+           "task_example", "best_bound", "shortest_failing", "SearchResult", "GRAMMARS", "MEMORY_STOP"]

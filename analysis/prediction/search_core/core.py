@@ -31,6 +31,7 @@ programs are IR s-ops printed as ``.rasp`` source by :func:`rasp.source.program_
 
 from __future__ import annotations
 
+import functools
 import itertools as it
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
@@ -38,13 +39,14 @@ from typing import Any, Iterable, Protocol
 import numpy as np
 
 from analysis.prediction.budget import TIME_CAP_STOP
+from rasp import Session
 from rasp.ir import RASPError
 from rasp.source import program_to_source
 from tasks.base import next_token_examples
 
 __all__ = ["Problem", "SearchError", "task_problem", "hard_rows", "exhaustive_rows",
            "Certificate", "Round", "Grammar", "Loop", "cegis", "program_source",
-           "task_symbols", "best_bound", "shortest_failing"]
+           "task_symbols", "task_example", "best_bound", "shortest_failing"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -356,21 +358,50 @@ def shortest_failing(bad, lengths) -> int | None:
     return int(rows[np.argmin(np.asarray(lengths)[rows])])
 
 
-def program_source(program, symbols: dict | None = None) -> str | None:
+def program_source(program, task=None, *, symbols: dict | None = None,
+                   example: list | None = None) -> str | None:
     """A found program as ``.rasp`` source (:func:`rasp.source.program_to_source`), None for
     none; every search prints its candidates this one way: runnable as printed (the REPL,
-    ``rasp verify --program``), its token constants written as the task's symbols.
+    ``rasp verify --program``), its token constants written as the task's symbols, one input
+    of the task as the REPL's running example.
 
     Args:
         program: the program's output s-op, or None.
-        symbols: program value -> token name (:func:`task_symbols`); None: values as numbers.
+        task: the task it was found for: gives ``symbols`` (:func:`task_symbols`) and
+            ``example`` (:func:`task_example`).
+        symbols: program value -> token name; None: values as numbers.
+        example: program values of one input (``set example [...]``); None: none.
     """
     if program is None:
         return None
-    return program_to_source(program, symbols=symbols)
+    if task is not None:
+        symbols, example = task_symbols(task), task_example(task)
+    return program_to_source(program, symbols=symbols, example=example,
+                             reserved=_repl_names())
 
 
 def task_symbols(task) -> dict:
     """The symbols a task's program values stand for: program value -> token name
     (``task.vocab``), as :func:`program_source` writes them."""
     return dict(zip(task.vocab.values, task.vocab.tokens))
+
+
+def task_example(task, length: int = 3) -> list:
+    """The program values of one seeded input of ``task`` (``BOS w SEP ...``, the prompt
+    only) at the first allowed length from ``length`` on: the running example a printed
+    program sets for the REPL.
+
+    Raises:
+        SearchError: the task allows no length from ``length`` to ``length + 20``.
+    """
+    for n in range(length, length + 21):
+        if task.length_ok(n):
+            prompt, _ = task.sample(n, np.random.default_rng(0))
+            return _plain(task.program_tokens(list(prompt)))
+    raise SearchError(f"task {task.name} allows no length in {length}..{length + 20}")
+
+
+@functools.cache
+def _repl_names() -> frozenset:
+    """The names the REPL will not let a program rebind (built-ins, the library's names)."""
+    return frozenset(Session().base_env.keys())
