@@ -162,8 +162,10 @@ def test_the_issue_s_two_programs_pass_rasp_verify_as_rasp_search_prints_them(
 # C-RASP notation: one reading only
 # -------------------------------------------------------------------------------------------
 
-_ATOM = re.compile(r"\b(?:Q_[^()\s]+|content|tok)\(([a-z]\w*)(?:-\d+)?\)|\(([a-z]\w*) % \d+ ==")
-_REL = re.compile(r"tok\(([a-z]\w*)(?:-\d+)?\) (?:==|<|>) tok\(([a-z]\w*)\)")
+_POS = r"[a-z]\w*(?:-\d+)?"           # a position: a variable, or one shifted back (i-1)
+_ATOM = re.compile(rf"\b(?:Q_[^()\s]+|content|tok)\(({_POS})\)|\(({_POS}) % \d+ ==")
+_REL = re.compile(rf"tok\(({_POS})\) (?:==|<|>) tok\(({_POS})\)")
+_COUNT = re.compile(rf"#\[([a-z]\w*)<=({_POS})\] ")
 
 
 def _body_end(s: str, k: int) -> int:
@@ -190,27 +192,34 @@ def _body_end(s: str, k: int) -> int:
 
 def ambiguities(line: str, top: str = "i") -> list[str]:
     """Position atoms of one C-RASP line that are not at the innermost position in scope: a
-    count ``#[v<=p] B`` must bind a fresh ``v``, count up to the enclosing position ``p``, and
-    ``B`` may mention ``p`` only on the right of a relational comparison."""
+    count ``#[v<=p] B`` must bind a fresh ``v`` and count up to the enclosing position ``p``
+    (or ``p-c``, the count read at an earlier position); ``B``'s atoms are at ``v`` (or
+    ``v-c``) and may mention the upper bound only on the right of a relational comparison
+    (``tok(v) == tok(p)``)."""
     bad = []
+
+    def var(pos: str) -> str:
+        return pos.split("-")[0]
 
     def scan(s: str, pos: str, bound: tuple):
         k = 0
         while k < len(s):
-            m = re.compile(r"#\[([a-z]\w*)<=([a-z]\w*)\] ").match(s, k)
+            m = _COUNT.match(s, k)
             if m:
                 v, p = m.groups()
-                if p != pos or v in bound:
+                if var(p) != pos or v in bound:
                     bad.append(m.group(0))
                 end = _body_end(s, m.end())
                 body = s[m.end():end]
+                for r in _REL.finditer(body):
+                    if var(r.group(1)) != v or r.group(2) != p:
+                        bad.append(r.group(0))
                 scan(_REL.sub(lambda r: f"tok({r.group(1)})", body), v, bound + (v,))
                 k = end
                 continue
             a = _ATOM.match(s, k)
             if a:
-                var = a.group(1) or a.group(2)
-                if var != pos:
+                if var(a.group(1) or a.group(2)) != pos:
                     bad.append(a.group(0))
                 k = a.end()
                 continue
@@ -229,6 +238,11 @@ def test_the_checker_flags_an_outer_position_inside_a_count():
                            "(j % 2 == 1)) > 0))")
     assert not ambiguities("NEXT_x := (#[j<=i] (Q_a(j) and tok(j) == tok(i)) > #[j<=i] "
                            "not (Q_a(j) or (#[k<=j] Q_a(k) == #[k<=j] Q_b(k))))")
+    # a count read at the position before (C-RASP[local]): its bound and relation at i-1
+    assert not ambiguities("NEXT_no := (#[j<=i-1] ((#[k<=j] (k % 3 == 2) == 0) and "
+                           "tok(j) == tok(i-1)) == 0)")
+    assert ambiguities("NEXT_no := (#[j<=i-1] (Q_a(j) and tok(j) == tok(i)) == 0)")
+    assert ambiguities("NEXT_no := (#[j<=i] (Q_a(i-1) and Q_b(j)) > 0)")
 
 
 @pytest.mark.parametrize("spec,grammar,budget", [c for c in CASES if c[1] != "raspl"])
