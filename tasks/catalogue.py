@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import re
 
 from .base import Task, UnknownTaskError
@@ -12,8 +10,7 @@ from .huang import make_huang_tasks
 from .sequence import PARAMETRIC, make_sequence_tasks
 
 __all__ = ["TASKS", "GENERALIZATION_TASKS", "SEQUENCE_PROGRAMS", "HUANG_TASKS", "get_task",
-           "list_tasks", "register_task", "user_task", "user_tasks", "task_from_source",
-           "TASK_SOURCES_ENV"]
+           "list_tasks", "register_task", "user_task", "user_tasks", "task_from_source"]
 
 _A = make_generalization_tasks()
 _B = make_sequence_tasks()
@@ -72,11 +69,11 @@ def get_task(name: str) -> Task:
 
 
 # ------------------------------------------------------------------------------------------
-# your own tasks (tasks/custom.py): task files and regular expressions, found by name
+# your own tasks (tasks/custom.py): task files and regular expressions, found by name in the
+# process that registered them; another process (a Ray worker of the grid) is handed the
+# task's source record (tasks.custom.task_source, carried by the experiment's plan and the
+# grid's runs) and loads it with task_from_source, never by name
 # ------------------------------------------------------------------------------------------
-#: environment variable listing the registered tasks' sources (JSON), for child processes
-#: (the grid's Ray workers inherit it)
-TASK_SOURCES_ENV = "RASP_TASK_SOURCES"
 _USER: dict[str, Task] = {}
 
 
@@ -103,8 +100,8 @@ def task_from_source(spec: dict, check_sha256: bool = False) -> Task:
 
 def register_task(task: Task) -> Task:
     """Make ``task`` (from :func:`load_task_file` or :func:`regex_task`) findable by
-    :func:`tasks.get_task` under its name, here and in child processes (the environment
-    variable :data:`TASK_SOURCES_ENV`).
+    :func:`tasks.get_task` under its name in this process (another process is handed its
+    source record: :func:`task_from_source`).
 
     Raises:
         TaskFileError: the name is a catalogue task's, or another registered task's.
@@ -120,9 +117,6 @@ def register_task(task: Task) -> Task:
         raise TaskFileError(f"two tasks are called {task.name!r} ({_describe(old)} and "
                             f"{_describe(task)}); give them different names")
     _USER[task.name] = task
-    sources = [task_source(t) for t in _USER.values()]     # without the hashes
-    os.environ[TASK_SOURCES_ENV] = json.dumps([{k: v for k, v in s.items() if k != "sha256"}
-                                               for s in sources])
     return task
 
 
@@ -137,28 +131,6 @@ def user_tasks() -> dict[str, Task]:
 
 
 def user_task(name: str) -> Task | None:
-    """The registered task ``name``: this process's, else one listed in
-    :data:`TASK_SOURCES_ENV` by the process that started this one (loaded now), else None.
-
-    Raises:
-        TaskFileError: a listed source that no longer loads.
-    """
-    if name in _USER:
-        return _USER[name]
-    raw = os.environ.get(TASK_SOURCES_ENV)
-    if not raw:
-        return None
-    try:
-        specs = json.loads(raw)
-    except ValueError:
-        return None
-    for spec in specs if isinstance(specs, list) else []:
-        if not isinstance(spec, dict):
-            continue
-        if spec.get("name") == name:
-            task = task_from_source(spec)
-            if task.name == name:
-                _USER[name] = task
-                return task
-    return None
+    """The task registered as ``name`` in this process (:func:`register_task`), else None."""
+    return _USER.get(name)
 

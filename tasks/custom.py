@@ -46,7 +46,8 @@ sets, ``verification_words`` for verification). Languages are tested as Huang et
 theirs: up to :data:`tasks.huang.TEST_MAX_LENGTH`.
 
 :func:`tasks.catalogue.register_task` makes such a task findable by :func:`tasks.get_task`
-under its name (in this process and in the grid's Ray workers).
+under its name in this process; the grid's Ray workers are handed its source record
+(:func:`task_source`, carried by the experiment's plan and the grid's runs) instead.
 """
 
 from __future__ import annotations

@@ -2,9 +2,16 @@
 directory of another configuration recognized, a run that cannot train named before the grid
 starts."""
 
+import hashlib
+import os
+from pathlib import Path
+
 import pytest
 
 import tasks
+from tasks import catalogue
+from tasks.catalogue import register_task
+from tasks.custom import load_task_file
 
 from analysis.experiment import plan as plan_mod
 from analysis.experiment.plan import Plan
@@ -63,3 +70,29 @@ def test_a_finished_run_of_another_configuration_is_pending(tmp_path):
     assert plan(2).pending() == [] and not plan(2).runs[0].stale()
     (other,) = plan(3).runs
     assert other.run_dir == run.run_dir and other.stale() and plan(3).pending() == [other]
+
+
+LATE_B = Path(__file__).resolve().parent.parent / "tasks" / "examples" / "late_b.py"
+
+
+def test_the_plan_carries_each_task_as_its_source_record(tmp_path, monkeypatch):
+    """A task file's runs carry the file and its sha256, a catalogue task's runs its name: a
+    process that never registered the file (a Ray worker) loads the task from the record, and
+    no environment variable lists the registrations."""
+    path = tmp_path / "late_b_plan.py"
+    path.write_text(LATE_B.read_text().replace('NAME = "late_b"', 'NAME = "late_b_plan"'))
+    task = register_task(load_task_file(path))
+    assert not [k for k in os.environ if "TASK_SOURCES" in k]
+    p = Plan.of(Study(tasks=["late_b_plan", "sort_unique"], pes=["nope"], seeds=[0],
+                      train_preset="quick", runs_root=str(tmp_path / "runs")))
+    mine, cat = p.runs
+    assert mine.run.source["task_file"] == str(path.resolve())
+    assert mine.run.source["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert cat.run.source == {"catalogue": "sort_unique"}
+    assert p.task("late_b_plan") is task and p.task("sort_unique") is tasks.get_task("sort_unique")
+    # a process without the registration: the name is unknown there, the record still loads
+    monkeypatch.delitem(catalogue._USER, "late_b_plan")
+    with pytest.raises(tasks.UnknownTaskError):
+        tasks.get_task("late_b_plan")
+    assert mine.run.load_task().name == "late_b_plan"
+    assert cat.run.load_task() is tasks.get_task("sort_unique")

@@ -1,7 +1,7 @@
 """A grid's runs carry their task's source record (issue 48 item 1: no name lookups and no
 environment variable in the workers): a Ray worker that never saw the driver's registrations
-or its RASP_TASK_SOURCES still trains a task file's runs, and a task file edited after the
-runs were planned is refused, not trained as something else."""
+still trains a task file's runs, and a task file edited after the runs were planned is
+refused, not trained as something else."""
 
 from pathlib import Path
 
@@ -10,7 +10,7 @@ import pytest
 from analysis.training.grid import run_grid, with_source
 from analysis.training.study import Study
 from analysis.training.trainer import TrainingError
-from tasks.catalogue import TASK_SOURCES_ENV, register_task
+from tasks.catalogue import register_task
 from tasks.custom import load_task_file
 
 LATE_B = Path(__file__).resolve().parent.parent / "tasks" / "examples" / "late_b.py"
@@ -23,13 +23,13 @@ def _copy(tmp_path, name):
     return path
 
 
-def test_ray_workers_load_a_task_file_from_the_run_record(tmp_path, monkeypatch):
+def test_ray_workers_load_a_task_file_from_the_run_record(tmp_path):
     task = register_task(load_task_file(_copy(tmp_path, "late_b_grid")))
     runs = Study(tasks=[task.name], pes=["nope"], seeds=[0], train_preset="quick", steps=3,
                  runs_root=str(tmp_path / "runs")).runs()
     assert runs[0].source is None and runs[0].task == task.name     # planned by name
-    # the workers start without the driver's list of registered task files
-    monkeypatch.delenv(TASK_SOURCES_ENV, raising=False)
+    # the workers are other processes: the driver's registration is not theirs (nor is it
+    # passed in the environment), the run's source record is all they get
     report = run_grid(runs, runs_root=tmp_path / "runs", progress=False, ray_num_cpus=1)
     [res] = report.results
     assert res.status == "trained", res.error

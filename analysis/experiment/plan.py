@@ -10,11 +10,18 @@ configuration (:meth:`PlannedRun.stale`), a task's training length (:meth:`Plan.
 and whether every run can train at all (:meth:`Plan.check`, before the grid starts). A run whose
 settings do not resolve keeps the error instead of a spec: :meth:`Plan.check` raises it (the
 predictor's check, the curves), the report's grid reports it per run.
+
+A plan also carries each task as a **source record** (:func:`tasks.custom.task_source`:
+``{"catalogue": name}``, a task file with its sha256, or a regular expression's specification),
+set on every run it hands to the grid (:attr:`analysis.training.grid.GridRun.source`): a Ray
+worker loads the task from that record (a task file only while it still has the recorded
+sha256), never by looking its name up in a registry it does not share with the driver.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.training.configs import RunSpec
@@ -23,8 +30,19 @@ from analysis.training.runs import is_finished, read_spec
 from analysis.training.study import Study
 from analysis.training.trainer import resolve_spec, resolve_task
 from rasp.errors import RASPError
+from tasks.custom import task_source
 
 __all__ = ["PlannedRun", "Plan"]
+
+
+def _source(run: GridRun, task) -> dict | None:
+    """The source record a run of ``task`` carries: the task's own
+    (:func:`tasks.custom.task_source`), except for a task object of no source (an
+    in-process task that is not the catalogue's: None, the grid hands the object itself)."""
+    source = task_source(task)
+    if "catalogue" in source and not isinstance(run.task, str):
+        return None
+    return source
 
 
 @dataclass(frozen=True)
@@ -33,7 +51,7 @@ class PlannedRun:
 
     Attributes:
         run: what the grid trains (:class:`analysis.training.grid.GridRun`, its ``run_dir``
-            set by the study).
+            set by the study, its ``source`` the task's source record).
         spec: the run's settings, resolved once (None when they do not resolve).
         error: why they do not resolve (the exception :func:`resolve_spec` or
             :func:`resolve_task` raised: an unknown task or PE, a bad setting or length).
@@ -84,15 +102,19 @@ class Plan:
     Attributes:
         runs: one :class:`PlannedRun` per run, in the study's order (task, PE, seed).
         runs_root: the study's runs root (the grid's ``runs_root``).
+        tasks: task name -> the task, resolved once (tasks that do not resolve are left out:
+            their runs hold the error).
     """
 
     runs: tuple[PlannedRun, ...]
     runs_root: str
+    tasks: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, study: Study) -> "Plan":
         """Plan every run of ``study``: each task resolved once
-        (:func:`analysis.training.trainer.resolve_task`), each run's spec once."""
+        (:func:`analysis.training.trainer.resolve_task`) and carried as its source record
+        (module docstring), each run's spec resolved once."""
         planned, resolved = [], {}
         for run in study.runs():
             key = run.task if isinstance(run.task, str) else id(run.task)
@@ -105,6 +127,9 @@ class Plan:
             if isinstance(task, Exception):
                 planned.append(PlannedRun(run, None, task))
                 continue
+            source = _source(run, task)
+            if source is not None:
+                run = dataclasses.replace(run, source=source)
             try:
                 spec = resolve_spec(task, run.pe, run.seed, run.preset, run.steps,
                                     run.train_max_len, dict(run.overrides) or None)
@@ -112,7 +137,15 @@ class Plan:
                 planned.append(PlannedRun(run, None, e))
             else:
                 planned.append(PlannedRun(run, spec))
-        return cls(tuple(planned), str(study.runs_root))
+        return cls(tuple(planned), str(study.runs_root),
+                   {t.name: t for t in resolved.values() if not isinstance(t, Exception)})
+
+    def task(self, name: str):
+        """The planned task called ``name`` (resolved once).
+
+        Raises:
+            KeyError: no run of the plan is of a task of that name that resolves."""
+        return self.tasks[name]
 
     def check(self) -> None:
         """Raise the first run's error, if any (what the grid would fail on: an unknown task or

@@ -56,6 +56,7 @@ from rasp_model.positional import PE_LABELS, PE_NAMES
 from analysis.reporting.presets import (CONFIRMATION_TASKS, DEFAULT_TASKS, FULL_TASKS,
                                        REPORT_PRESETS, SELECTED_TASK, study_preset)
 from analysis.training.study import Study
+from tasks.catalogue import user_tasks
 from rasp.repl.draw import Drawing
 from rasp.repl.progress import working
 from analysis.reporting.captions import (accuracy_caption, curve_caption,  # noqa: F401
@@ -309,8 +310,9 @@ def collect_task(task_name: str, opts: ReportOptions | None = None,
     """
     opts = opts or ReportOptions()
     preset = opts.resolved()
-    try:
-        task = tasks.get_task(task_name)
+    try:                                   # the plan's task (resolved once), else by name
+        task = plan.tasks.get(task_name) if plan is not None else None
+        task = task or tasks.get_task(task_name)
     except tasks.UnknownTaskError as e:
         raise ReportError(str(e.args[0] if e.args else e)) from None
     t0 = time.time()
@@ -728,7 +730,7 @@ def generate_report(task_names: Sequence[str] | None = None,
     out = Path(out_dir)
     check_overwrite(out, opts.preset, force)
     _check_writable(out)
-    known = set(tasks.list_tasks())
+    known = set(tasks.list_tasks()) | set(user_tasks())      # the catalogue and your own
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ReportError(f"unknown task(s) {', '.join(unknown)}; known tasks: "
