@@ -4,9 +4,11 @@ Imports nothing of the project. Modules:
 
 - :mod:`rasp_model.config` — :class:`TransformerConfig` (hyper-parameters; TransformerLens field
   names, see its table) and :class:`TransformerConfigError`.
-- :mod:`rasp_model.pe_names` — the encodings' names (:data:`PE_NAMES`, :data:`PE_LABELS`),
-  no torch.
-- :mod:`rasp_model.positional` — the six positional encodings (PyTorch).
+- :mod:`rasp_model.pe_names` — the positional-encoding registry: one
+  :class:`~rasp_model.pe_names.PositionalEncoding` object per encoding (names, docs, formula
+  hooks, config rules, evaluation limit, export), the six built-ins (:data:`PE_NAMES`,
+  :data:`PE_LABELS`); no torch.
+- :mod:`rasp_model.positional` — the encodings' formulas (PyTorch).
 - :mod:`rasp_model.transformer` — :class:`Transformer` (TransformerLens parameter and hook names).
 - :mod:`rasp_model.io` — safetensors save / load.
 """
