@@ -15,7 +15,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from analysis.training.trainer import TrainingError, resolve_task, train
+from analysis.training.stacked import train_group
+from analysis.training.trainer import TrainingError, resolve_spec, resolve_task, train
 from compiler.export import TransformerLensExportError, transformer_lens_config
 from rasp_model import Transformer, TransformerConfig
 from rasp_model.pe_names import (BIAS, PE_NAMES, PositionalEncoding, PositionalEncodingError,
@@ -71,16 +72,18 @@ def test_the_model_adds_the_registered_bias_to_the_logits(toy):
     assert all(torch.isinf(b[n][:, :, ~keep]).all() for n in names)   # the causal mask stays
 
 
+TINY = {"n_layers": 1, "d_model": 16, "d_head": 8, "n_heads": 2, "d_mlp": 16, "batch_size": 4,
+        "train_max_len": 3, "eval_samples": 4, "eval_stride": 2, "warmup_steps": 1,
+        "log_every": 1, "probe_every": 0, "checkpoint_every": 1}
+
+
 def test_a_registered_encoding_trains_and_evaluates(toy, tmp_path):
     """One optimizer step through the product's trainer, then its evaluation, with nothing
     but the registration: the loss is finite, the weights moved, every length evaluated
     (the toy has no position limit)."""
-    tiny = {"n_layers": 1, "d_model": 16, "d_head": 8, "n_heads": 2, "d_mlp": 16,
-            "batch_size": 4, "train_max_len": 3, "eval_samples": 4, "eval_stride": 2,
-            "warmup_steps": 1, "log_every": 1, "probe_every": 0, "checkpoint_every": 1}
     task = resolve_task("copy_unique")
     res = train(task, "fixed_random_bias", seed=0, steps=1, out_dir=tmp_path / "run",
-                config_overrides=tiny, progress=False, verbose=False)
+                config_overrides=TINY, progress=False, verbose=False)
     assert res.finished
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "loss" in r] == [1] and math.isfinite(rows[0]["loss"])
@@ -96,6 +99,18 @@ def test_a_registered_encoding_trains_and_evaluates(toy, tmp_path):
 
 def _run_config(run_dir: Path) -> TransformerConfig:
     return TransformerConfig.from_dict(json.loads((run_dir / "config.json").read_text())["model"])
+
+
+def test_the_stacked_trainer_takes_it_too(toy, tmp_path):
+    """Two seeds as one stacked model (``vmap`` over the one Transformer): both finish and are
+    evaluated at every length."""
+    task = resolve_task("copy_unique")
+    specs = [resolve_spec(task, "fixed_random_bias", s, steps=1, config_overrides=TINY)
+             for s in range(2)]
+    out = train_group(task, specs, [tmp_path / f"s{s}" for s in range(2)], progress=False,
+                      verbose=False, threads=1)
+    assert [r.seed for r in out] == [0, 1] and all(r.finished and r.accuracy for r in out)
+    assert all(r["em"] is not None for res in out for r in res.accuracy)
 
 
 def test_export_refuses_an_encoding_without_a_transformer_lens_type(toy):
