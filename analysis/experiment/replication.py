@@ -58,6 +58,7 @@ from analysis.evidence import statistics as _stats
 from analysis.training import grid as _grid
 from analysis.training import runs as _runs
 from analysis.training.study import Study
+from analysis.experiment.plan import Plan
 from rasp_model import files as _files   # the one bounded, type-checked reader
 from rasp_model.positional import PE_LABELS
 from analysis.training.trainer import git_commit
@@ -525,11 +526,13 @@ def _replicate_locked(task, pe, scale, formal, runs_root, out_dir, prediction, g
     root = Path(runs_root)
 
     def train(cfgs_seeds: list, fallback: bool) -> None:
-        runs = [run for c, s in cfgs_seeds for run in Study(
+        # each run planned (its task's source record, its spec resolved once); a run whose
+        # settings do not resolve is the grid's failed run, a failed seed of the protocol
+        runs = [run for c, s in cfgs_seeds for run in Plan.of(Study(
             tasks=[task], pes=[pe], seeds=[s], overrides=run_overrides(task, pe, c, scale,
                                                                        fallback),
             runs_root=str(_run_dir(root, scale, task, pe, c.tag, s).parent), flat=True,
-            tag=c.tag).runs()]
+            tag=c.tag)).grid_runs()]
         report = _grid.run_grid(runs, runs_root=str(root), log=log, **gk)
         for r in report.failed:
             if "in use by" in (r.error or ""):

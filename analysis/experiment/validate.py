@@ -152,19 +152,16 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
     # start-up: lark and torch load only when this runs
     from analysis.evidence.claims import load_runs
     from analysis.experiment.plan import Plan
+    from analysis.prediction.predict import PredictError, predict
     from analysis.training.grid import run_grid
-    from analysis.prediction.predict import predict
-    from analysis.training.trainer import TrainingError
-    from analysis.prediction.predict import PredictError
+    from analysis.training.study import Study
+    from analysis.training.trainer import TrainingError, resolve_task
     if registered is not None:
         missing = [f"{n}/{pe}" for n in task_names for pe in pes if (n, pe) not in registered]
         if missing:
             raise PredictError(f"no registered prediction for {', '.join(missing)}")
     search_budget = DEFAULT_SEARCH_BUDGET if search_budget is None else search_budget
     crasp_budget = DEFAULT_CRASP_BUDGET if crasp_budget is None else crasp_budget
-    # start-up: lark and torch load only when this runs
-    from analysis.training.study import Study
-    from analysis.training.trainer import resolve_task
     regimes = {name: resolve_task(name).regime for name in task_names}
     lengths = {name: r.train_max_len for name, r in regimes.items()
                if at_regime and r is not None}
