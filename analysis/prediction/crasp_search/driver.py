@@ -17,9 +17,9 @@ from tasks.decode import verify_program
 from analysis.prediction.budget import (BUDGET_STOP, DEFAULT_CRASP_BUDGET, TIME_CAP_STOP,
                                         Limits)
 
-from analysis.prediction.search_core import (MEMORY_STOP, Round, SearchResult, best_bound,
-                                             cegis, exhaustive_rows, hard_rows, program_source,
-                                             shortest_failing, task_problem)
+from analysis.prediction.search_core import (MEMORY_STOP, Round, SearchError, SearchResult,
+                                             best_bound, cegis, exhaustive_rows, hard_rows,
+                                             program_source, shortest_failing, task_problem)
 
 from .enumeration import _Budget, _Enum, _Memory, _Timeout
 from .recipes import _Batch, _decide, build_program, recipe_text
@@ -49,6 +49,21 @@ def _content(task) -> list[int]:
     if k is None:
         k = sum(1 for v in task.vocab.values if isinstance(v, int) and v >= 0)
     return list(range(int(k)))
+
+
+def _labels_only(task, samples: int = 3) -> bool:
+    """Whether ``task`` has a content alphabet below 5 symbols (where the grammar is not
+    alphabet-uniform by default) and next tokens that are never content symbols (yes/no,
+    next-character sets, EOS), checked on ``samples`` seeded examples per length 1..6: there
+    the alphabet-uniform grammar holds every concrete Boolean and the same decision lists."""
+    content = set(_content(task))
+    if len(content) >= 5:
+        return False
+    try:
+        rows = task_problem(task, range(1, 7), samples, 0).rows
+    except SearchError:
+        return False
+    return not any(v in content for vals, first in rows for v in vals[first:])
 
 
 def search_crasp(task, variant: str = "crasp", budget: int = DEFAULT_CRASP_BUDGET,
@@ -98,7 +113,12 @@ def search_crasp(task, variant: str = "crasp", budget: int = DEFAULT_CRASP_BUDGE
             C-RASP[] program is a C-RASP[periodic, local] program, and the smaller grammar
             reaches larger sizes); its program, when it finds one, is returned (``notes`` says
             so; ``certified_below`` is then the first pass's); otherwise the larger grammar
-            gets the time left. 0 disables the passes.
+            gets the time left. 0 disables the passes. Where ``uniform`` is left to its
+            default, the alphabet is below 5 symbols and no target is a content symbol
+            (membership, next-character sets), that last pass adds the alphabet-uniform
+            constructs (its Booleans then include every concrete one, and the relational
+            counts ``#[j<=i] P(j) and tok(j) == tok(i)``: "the token before SEP equals the
+            first", a C-RASP[local] program, lies in its reach; ``notes`` says so).
 
     Returns:
         a :class:`~analysis.prediction.search_core.result.SearchResult` (``grammar`` the
@@ -165,8 +185,13 @@ def _search_crasp(task, variant, limits: Limits, max_size, lengths, samples, see
                                 "first pass's over C-RASP[periodic, local]")
                 r0.seconds = time.perf_counter() - t0
                 return r0
+        widen = uniform is None and _labels_only(task)
         r1 = _search_crasp(task, "crasp_pl", limits.sub(budget - rp.explored - r0.explored),
-                           **kw)
+                           **dict(kw, uniform=True) if widen else kw)
+        if widen:
+            r1.notes.append("last pass with the alphabet-uniform constructs (relational "
+                            "counts) over an alphabet below 5 symbols whose targets are no "
+                            "content symbols")
         r1.explored += r0.explored + rp.explored
         if rp.certified_below is not None:
             r1.certified_below = max(r1.certified_below or 0, rp.certified_below)
