@@ -61,7 +61,10 @@ joins the search batch and the enumeration restarts (counterexample-guided; the 
 grows, so each round's certificate holds); so does a failure of the final verification.
 ``crasp_pl`` runs three passes: the larger grammar for 20% of the work budget, C-RASP[] (smaller, so
 it reaches larger sizes; its programs are C-RASP[periodic, local] programs) for 35%, the larger
-grammar again for the rest; the certificate is the larger grammar's. A returned program is built as IR (``selector_width`` of causal
+grammar again for the rest (with the alphabet-uniform constructs added where the alphabet has
+fewer than 5 symbols and no target is a content symbol: there that grammar holds every concrete
+Boolean, and its relational counts reach programs such as "the token before SEP equals the
+first"); the certificate is the larger grammar's. A returned program is built as IR (``selector_width`` of causal
 selects whose key predicate is the Boolean: the shape :func:`rasp.analyses.crasp.check_crasp` accepts),
 checked with ``check_crasp`` for the variant and verified with
 :func:`tasks.decode.verify_program` at every length 1..``verify_max_length``.
