@@ -314,6 +314,14 @@ class Task:
         """All valid lengths from ``min_length`` up to ``upto`` (inclusive)."""
         return [n for n in range(self.min_length, upto + 1) if self.length_ok(n)]
 
+    def drawn_lengths(self, lo: int, hi: int) -> list[int]:
+        """The lengths a draw over the range ``lo..hi`` picks from uniformly, a length listed
+        k times weighing k (the trainer's training lengths, the length bins of
+        :func:`analysis.training.evaluation.bin_set`): every length of the range the task
+        accepts (:meth:`length_ok`), once. A task whose source draws lengths otherwise
+        overrides it (:class:`tasks.huang.MajorityInterleaveTask`: Huang et al.'s rounding)."""
+        return [n for n in range(max(0, int(lo)), int(hi) + 1) if self.length_ok(n)]
+
     # ---------------------------------------------------------------------------------------
     # examples
     # ---------------------------------------------------------------------------------------

@@ -17,24 +17,23 @@ are on the answer). Each string of a given length n is drawn as their
   160-168: iid symbols, redrawn on a tie; ours the same);
 * ``majority_interleave``: three interleaved bit strings of n/3 bits each (period 3), answer
   the three majority bits (``bin_majority_interleave``, lines 198-221): per string the count of
-  zeros uniform without the tie, then shuffled. Two differences, declared: (1) their length is a
-  total ``t`` uniform in the range rounded to ``3 round(t/3)`` (lines 200-205), so the shortest
-  and longest multiple of 3 carry other weights than ours (uniform over the multiples of 3 the
-  trainer draws; e.g. training lengths 3..48: theirs 2/48 at 3 and 4/48 at 48, ours 3/48 each);
-  (2) the numbers they report (``lm-out-new-multi-run/bin_majority_interleave-average*.txt``)
-  are headed ``task: bin_majority_interleave_sep``, a ``_sep`` variant that is not in their
-  released generators: what it separates (a token between the periods or the streams?) is not
-  knowable from their code, so we run the released ``bin_majority_interleave`` and compare with
-  numbers of a variant we cannot reproduce;
+  zeros uniform without the tie, then shuffled; the length as theirs
+  (:meth:`MajorityInterleaveTask.drawn_lengths`): a total ``t`` uniform in ``max(3, lo)..hi``
+  rounded to ``3 round(t/3)`` and moved back into the range (lines 193, 200-205), so on 3..50
+  the length 3 weighs 2/48 and 48 weighs 4/48. One difference, declared: the numbers they report
+  (``lm-out-new-multi-run/bin_majority_interleave-average*.txt``, line 3) are headed ``task:
+  bin_majority_interleave_sep``, a ``_sep`` variant that is not in their released code (their
+  ``--task`` choices, line 501, and ``run_multiple_seeds.py``'s branches, line 144, know only
+  ``bin_majority_interleave``): what it separates is not knowable, so we run the released
+  generator and compare with numbers of a variant we cannot reproduce;
 * ``sort_150`` / ``copy_unique_150``: n distinct tokens of 150 (``sort`` / ``unique_copy``);
 * ``copy_ab``: n tokens over ``{a, b}`` copied (``repeat_copy``);
 * ``parity_bits``: n bits, answer ``e`` or ``o`` (``parity``, ``ParityDataset`` lines 350-356):
   the count of ones uniform over ``0..n``, then shuffled. Their ``ParityDataset`` has no
-  ``max(1, ...)``: it trains and tests length 0 (``BOS SEP e EOS``, ~2% of their training
-  strings and of their 0-50 bin). Ours starts at length 1: the trainer draws lengths from
-  ``max(train_min_len, task.min_length or 1)`` (``analysis/training/trainer.py``) and the bins
-  from ``max(1, lo)`` (``analysis/training/evaluation.py`` ``bin_set``), which this task cannot
-  change; the out-of-distribution bins are unaffected;
+  ``max(1, ...)`` (lines 346, 352): it trains and tests length 0 (``BOS SEP e EOS``, 1/51 of
+  their training strings and of their 0-50 bin); ours accepts length 0 too
+  (:meth:`ParityBitsTask.length_ok`), drawn where a run asks for it (``rasp replicate huang``:
+  ``train_min_len`` 0 and the bin 0-50);
 * ``addition_binary``: ``BOS a + b = c EOS``, most significant bit first, no hints, operands
   without leading zeros (``addition``); length = ``len(a) + len(b) + 2`` as in their generator.
 
@@ -211,6 +210,21 @@ class MajorityInterleaveTask(HuangTask):
     def length_ok(self, n):
         return super().length_ok(n) and n % self.period == 0
 
+    def drawn_lengths(self, lo, hi):
+        """Their ``BinaryMajorityInterleaveDataset`` (``algorithmic/language_modeling_train.py``
+        lines 193, 200-205): a total ``t`` uniform in ``max(3, lo)..hi``, ``m = round(t / 3)``,
+        ``m - 1`` when ``3m > hi``, then ``m + 1`` when ``3m`` is below the range; the length
+        ``3m`` once per ``t`` (on 3..50: 3 twice, 48 four times, the others three times).
+        A length outside the range (one too narrow for a multiple of 3) is left out."""
+        lo, p, out = max(self.min_length, int(lo)), self.period, []
+        for t in range(lo, int(hi) + 1):
+            m = round(t / p)
+            m -= m * p > hi
+            m += m * p < lo
+            if lo <= m * p <= hi and self.length_ok(m * p):
+                out.append(m * p)
+        return out
+
     def _generate(self, n, rng):
         m = n // self.period
         streams = [count_uniform_bits(m, rng, no_tie=True) for _ in range(self.period)]
@@ -264,6 +278,14 @@ class CopyABTask(HuangTask):
 class ParityBitsTask(HuangTask):
     """n bits -> ``e`` (even number of ones) or ``o``; the count of ones uniform over
     ``0..n`` (their ``ParityDataset``; :func:`count_uniform_bits`)."""
+
+    def length_ok(self, n):
+        """Lengths ``1..`` and 0 (``BOS SEP -> e``), which their ``ParityDataset`` draws (no
+        ``max(1, ...)``, lines 346, 352). ``min_length`` stays 1: enumerations of the task's
+        lengths (:meth:`lengths`, the predictor's checks) start at 1 as for every task; a draw
+        reaches 0 only where a run asks for it (``train_min_len`` 0, a bin from 0)."""
+        zero = isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n == 0
+        return zero or super().length_ok(n)
 
     def _generate(self, n, rng):
         return self._ids([BOS] + count_uniform_bits(n, rng, ones=True) + [SEP])
@@ -809,9 +831,9 @@ def make_huang_tasks() -> dict[str, Task]:
     add(MajorityInterleaveTask(
         name="majority_interleave", description="3 interleaved bit strings (period 3; per "
         "string the count of zeros uniform without a tie, then shuffled) SEP -> their 3 "
-        "majority bits EOS. Their reported numbers are of a `_sep` variant "
-        "(bin_majority_interleave_sep) that is not in their released generators; this is the "
-        "released one", source=HUANG, vocab=_vocab(["0", "1"]), min_length=3,
+        "majority bits EOS (lengths drawn as theirs: a total uniform, rounded to a multiple of "
+        "3). Their reported numbers are of a `_sep` variant (bin_majority_interleave_sep) that "
+        "is not in their released generators; this is the released one", source=HUANG, vocab=_vocab(["0", "1"]), min_length=3,
         length_definition="total bits (a multiple of 3)",
         paper=_paper("generalizes with APE (periodic C-RASP), not with NoPE",
                      gen + " BinaryMajorityInterleaveDataset", "majority_interleave"), example_length=6))
@@ -830,7 +852,7 @@ def make_huang_tasks() -> dict[str, Task]:
                    source=HUANG, vocab=_vocab(["a", "b"]),
                    paper=_paper("fails (no C-RASP program)", gen + " RepeatCopyDataset", "copy_ab")))
     add(ParityBitsTask(name="parity_bits", description="n bits (the count of ones uniform, then "
-                       "shuffled, as their generator; their length 0 is not drawn) SEP -> "
+                       "shuffled, as their generator; length 0 too, where a run draws it) SEP -> "
                        "e|o EOS", source=HUANG,
                        vocab=_vocab(["0", "1"], ["e", "o"]),
                        paper=_paper("fails (no C-RASP program)", gen + " ParityDataset", "parity_bits")))

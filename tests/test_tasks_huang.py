@@ -355,25 +355,36 @@ def test_binary_majority_lengths_and_zero_counts_are_theirs():
     assert _chisquare(np.bincount(old, minlength=51), expected) < 1e-6
 
 
-def test_parity_lengths_and_one_counts_are_theirs_but_length_0():
-    """Their ParityDataset draws length 0..50 (line 352, no max(1, ...)) and the number of ones
-    uniform (line 353). Ours: the same number of ones given the length, lengths 1..50 (the
-    declared difference: length 0 is never drawn, tasks/huang.py module docstring)."""
-    t, prompts = _our_training_draws("parity_bits")
-    lens = np.array([len(p) - 2 for p in prompts])
-    ones = np.array([list(p[1:-1]).count(t.vocab.id("1")) for p in prompts])
-    assert lens.min() == 1, "length 0 drawn: update the declared difference"
-    assert _chisquare(np.bincount(lens, minlength=51)[1:], np.full(50, 1 / 50)) > 1e-3
-    expected = _their_pooled_counts(range(1, 51), no_tie=False, top=50)
-    assert _chisquare(np.bincount(ones, minlength=51), expected) > 1e-3
+def _our_bin_draws(name, lo, hi):
+    """DRAWS test prompts of the bin lo..hi as the replication's bins draw them
+    (analysis.training.evaluation.bin_set)."""
+    from analysis.training.evaluation import bin_set
+    return [p for p, _ in bin_set(tasks.get_task(name), lo, hi, DRAWS)]
+
+
+def test_parity_lengths_and_one_counts_are_theirs():
+    """Their ParityDataset (lines 346, 352-353): ``range_min`` as given (no max(1, ...)), so
+    ``length = random.randint(0, 50)``, then ``num_ones = random.randint(0, length)``: both
+    uniform, length 0 included, in training and in their 0-50 bin. Ours, drawn as the
+    replication trains (and tests the bin 0-50), against that formula by chi-square on
+    10,000 draws; the old draws (lengths from 1, iid bits) fail it."""
+    t, train = _our_training_draws("parity_bits")
+    for prompts in (train, _our_bin_draws("parity_bits", 0, 50)):
+        lens = np.array([len(p) - 2 for p in prompts])
+        ones = np.array([list(p[1:-1]).count(t.vocab.id("1")) for p in prompts])
+        assert _chisquare(np.bincount(lens, minlength=51), np.full(51, 1 / 51)) > 1e-3
+        expected = _their_pooled_counts(range(0, 51), no_tie=False, top=50)
+        assert _chisquare(np.bincount(ones, minlength=51), expected) > 1e-3
     rng = np.random.default_rng(0)
     old = np.array([int(_old_iid(int(n), rng, False).sum()) for n in lens])
     assert _chisquare(np.bincount(old, minlength=51), expected) < 1e-6
-    # their length distribution has 1/51 at length 0: with it, ours fails (the difference is real)
-    with_zero = np.concatenate([[0], np.bincount(lens, minlength=51)[1:]])
-    assert _chisquare(with_zero, np.full(51, 1 / 51)) < 1e-6
-    from analysis.evidence.huang_protocol import NOT_THEIRS
-    assert any("parity" in x and "length 0" in x for x in NOT_THEIRS)
+    from_one = np.bincount(rng.integers(1, 51, size=DRAWS), minlength=51)   # the old lengths
+    assert _chisquare(from_one, np.full(51, 1 / 51)) < 1e-6
+    # length 0 is a parity example (BOS SEP -> e) but not a length the task enumerates
+    prompt, answer = t.sample(0, rng)
+    assert [t.vocab.tokens[i] for i in prompt + answer] == ["BOS", "SEP", "e", "EOS"]
+    assert t.lengths(3) == [1, 2, 3]
+    assert not tasks.get_task("majority_binary").length_ok(0)
 
 
 @pytest.mark.parametrize("n", [15, 48])
@@ -410,21 +421,34 @@ def _their_interleave_lengths(lo, hi):
     return p
 
 
-def test_interleave_length_distribution_differs_only_where_declared():
-    """Their rounding of a uniform total weights the first and last multiple of 3 differently
-    from our uniform draw over the multiples of 3: on 3..48, 2/48 at 3 and 4/48 at 48 against
-    3/48; every other length 3/48 in both. This is the declared difference (tasks/huang.py
-    module docstring, the replication's CODE_NOT_PAPER); if it changes, update both."""
-    theirs = _their_interleave_lengths(0, 50)
-    t, prompts = _our_training_draws("majority_interleave")
-    ours = Counter(len(p) - 2 for p in prompts)
-    assert set(ours) == set(theirs) == set(range(3, 49, 3))
-    assert theirs[3] == pytest.approx(2 / 48) and theirs[48] == pytest.approx(4 / 48)
-    assert all(theirs[n] == pytest.approx(3 / 48) for n in range(6, 46, 3))
-    interior = [n for n in range(6, 46, 3)]
-    obs = np.array([ours[n] for n in interior])
-    assert _chisquare(obs, np.full(len(interior), 1 / len(interior))) > 1e-3
-    assert abs(ours[3] / DRAWS - 1 / 16) < 0.01 and abs(ours[48] / DRAWS - 1 / 16) < 0.01
+@pytest.mark.parametrize("lo,hi", [(0, 50), (51, 100), (101, 150)])
+def test_interleave_lengths_are_theirs(lo, hi):
+    """Their rounding of a uniform total (``_their_interleave_lengths``, lines 193, 200-205):
+    on 3..50 the length 3 weighs 2/48 and 48 weighs 4/48, 51 weighs 2/50 in 51-100, 150 2/50 in
+    101-150. Ours, drawn as the replication trains (bin 0-50) and tests (every bin), against it
+    by chi-square on 10,000 draws; a uniform draw over the multiples of 3 fails it."""
+    theirs = _their_interleave_lengths(lo, hi)
+    if lo == 0:
+        assert theirs[3] == pytest.approx(2 / 48) and theirs[48] == pytest.approx(4 / 48)
+        _, prompts = _our_training_draws("majority_interleave")
+        draws = [prompts, _our_bin_draws("majority_interleave", lo, hi)]
+    else:
+        assert min(theirs.values()) == pytest.approx(2 / 50)
+        draws = [_our_bin_draws("majority_interleave", lo, hi)]
+    support = sorted(theirs)
+    p = np.array([theirs[n] for n in support])
+    for prompts in draws:
+        ours = Counter(len(p) - 2 for p in prompts)
+        assert set(ours) <= set(support)
+        assert _chisquare(np.array([ours[n] for n in support]), p) > 1e-3
+    uniform = Counter(np.random.default_rng(1).choice(support, size=DRAWS).tolist())
+    assert _chisquare(np.array([uniform[n] for n in support]), p) < 1e-6
+
+
+def test_interleave_sep_variant_is_declared():
+    """Their reported interleave numbers are of a ``_sep`` variant their released code lacks:
+    declared (NOT_THEIRS with its source lines, the task's docstring)."""
     from analysis.evidence.huang_protocol import NOT_THEIRS
-    assert any("2/48" in x and "4/48" in x for x in NOT_THEIRS)
-    assert any("_sep" in x for x in NOT_THEIRS) and "_sep" in tasks.huang.__doc__
+    sep = [x for x in NOT_THEIRS if "_sep" in x]
+    assert sep and "line 501" in sep[0] and "line 144" in sep[0]
+    assert "_sep" in tasks.huang.__doc__

@@ -23,7 +23,8 @@ from tasks.huang import RELEASED, RELEASED_FORMAL
 __all__ = ["ReplicationError", "HUANG_PES", "CODE_NOT_PAPER", "NOT_THEIRS", "THEIR_SELECTED",
            "THEIR_CODE", "FALLBACKS", "fallback_config", "SweepConfig", "Scale", "FULL",
            "SMALL", "SCALES", "FORMAL_NOT_THEIRS", "FORMAL_PROTOCOL", "FormalProtocol",
-           "formal_language", "formal_scale", "scale_for", "replication_tasks",
+           "formal_language", "formal_scale", "scale_for", "replication_tasks", "RANGE_MIN",
+           "their_range_min",
            "their_n_positions", "their_bins", "their_numbers", "FIT_EM", "their_fit_label"]
 
 #: Their released code and the commit read.
@@ -42,10 +43,15 @@ CODE_NOT_PAPER = (
     "training lengths 1-50 where the paper says 0-50: their datasets draw max(1, 0)..50 for "
     "binary majority, majority, copy and sort (algorithmic/language_modeling_train.py lines "
     "118, 156, 246, 280, 313), max(3, 0)..50 for interleave (line 193) and max(4, 0)..50 for "
-    "addition (line 381); parity alone draws 0..50 (below: not ours)",
+    "addition (line 381); parity alone draws 0..50 (no max, lines 346, 352), and so does ours: "
+    "its cells train from length 0 and test the bin 0-50 (BOS SEP e EOS is 1/51 of each)",
     "binary majority and interleave draw the count of zeros uniformly over 0..n without the "
     "tie (a tie is redrawn), parity the count of ones uniformly over 0..n, then shuffle (lines "
     "125-130, 210-215, 353-355): not iid bits",
+    "interleave's length: a total t uniform in max(3, lo)..hi rounded to 3 round(t/3) and moved "
+    "back into the range (lines 193, 200-205), so on 3..50 the length 3 weighs 2/48 and 48 "
+    "weighs 4/48, in 51-100 the length 51 2/50, in 101-150 the length 150 2/50 (tasks/huang.py "
+    "MajorityInterleaveTask.drawn_lengths), not uniform over the multiples of 3",
     "selection by the first out-of-distribution bin (51-100) among configurations at 100% in "
     "distribution, ties to the first in their sweep order (their sweep stops at the first "
     "configuration at 100% on both bins; the paper leaves ties open)",
@@ -67,18 +73,16 @@ CODE_NOT_PAPER = (
 #: Where our runs of their algorithmic tasks differ from their code (the cell files and
 #: docs/huang-replication.md list them).
 NOT_THEIRS = (
-    "parity: their ParityDataset has no max(1, ...) (language_modeling_train.py lines 345-352) "
-    "and trains and tests length 0 (BOS SEP e EOS: 1/51 of their training strings and of their "
-    "0-50 bin, ~39 of 2,000); ours never draws length 0 (the trainer draws lengths from "
-    "max(train_min_len, task.min_length or 1), the bins from max(1, lo)): our 1-50 bin lacks "
-    "their easiest ~2%, the out-of-distribution bins are the same",
-    "interleave lengths: their total length is uniform in the range and rounded to a multiple "
-    "of 3 (lines 200-205), so on 3..48 the length 3 weighs 2/48 and 48 weighs 4/48 (51 weighs "
-    "2/50 in 51-100, 150 2/50 in 101-150); ours is uniform over the multiples of 3 (3/48 each)",
     "interleave: their reported numbers are headed 'task: bin_majority_interleave_sep' "
-    "(algorithmic/lm-out-new-multi-run/bin_majority_interleave-average*.txt, line 3), a _sep "
-    "variant that is not in their released generators; we run the released "
-    "BinaryMajorityInterleaveDataset, so the comparison is with a variant we cannot reproduce",
+    "(algorithmic/lm-out-new-multi-run/bin_majority_interleave-average.txt and "
+    "-average-nope.txt, line 3), a _sep variant that is not in their released code: "
+    "language_modeling_train.py's --task choices (line 501) and run_multiple_seeds.py's "
+    "branches (line 144) know only bin_majority_interleave, whose generator "
+    "(BinaryMajorityInterleaveDataset, lines 187-238) puts no separator between the three "
+    "streams or the periods; their sweep's summaries (lm-out-new-bin_majority_interleave/"
+    "summary*.txt) carry no task line. What _sep separates, and whether the selected "
+    "2l4h256dsmalllr / big were chosen on it, is not knowable from their files; we run the "
+    "released generator, so their interleave numbers are of a variant we cannot reproduce",
     "exact GELU (GPT-2: the tanh approximation); the random offsets of binary addition span our "
     "model's positions (fewer than their 2 x 150)",
 )
@@ -245,8 +249,19 @@ FORMAL_NOT_THEIRS = (
     "training strings drawn by our generator (uniform length over their training lengths, "
     "uniform among the members of that length), as many as their released train_src.txt "
     "holds (40 to 10,000), where they read that file (their generators' length "
-    "distribution); bins of 2,000 strings with lengths uniform in the bin's range (their "
-    "val_src_bin*.txt hold 7 to 10,000 strings)",
+    "distribution)",
+    "test bins of 2,000 strings (drawn with replacement: lengths uniform in the bin's range, "
+    "uniform among the members of each length) for every language; theirs "
+    "(generated_ds/<dataset>/val_src_bin*.txt) hold 7 to 10,000 (FormalProtocol.bin_sizes): at "
+    "most test_size strings (configs/dataset/<lang>.yaml: 10 for (aa)*, 25 for Tomita 2, (aaaa)*, "
+    "(abab)* and Dyck-1 depth 2, 50 for Tomita 1, 10,000 for Tomita 6, 2,000 for the others), "
+    "distinct where the generator is asked for unique strings (dataloader_utils.py lines 17, 32, "
+    "40, 46, 61, 69; star-free lines 84-86, 102 as the config's unique), so a bin of a language with few members per length is small. Not matched: both "
+    "estimate the same exact match over the bin's strings, and at their smallest sizes no "
+    "outcome could be decided (9 of 9 right: Wilson 95% lower bound 0.70, 0 of 9: upper bound "
+    "0.30, against the claims rule's threshold 0.5 and more); our runs also take one sample "
+    "count for every bin (TrainConfig.bin_samples) where theirs differ per bin (Tomita 1: 44 / "
+    "29 / 32)",
     "loss and exact match over the string positions; their loss also trains the EOS and "
     "padding positions (copies of the input token) and their exact match counts them",
     "AdamW weight decay on the weight matrices only (theirs: every parameter)",
@@ -406,11 +421,27 @@ def their_n_positions(task: str, max_test: int) -> int:
                                f"{', '.join(sorted(table))}")
     return table[task]
 
+#: The shortest length of their algorithmic datasets where it is not ``max(1, lo)``
+#: (``algorithmic/language_modeling_train.py``): parity none (line 346: 0..50), interleave
+#: ``max(3, lo)`` (line 193). Addition's ``max(4, lo)`` (line 381) is the task's own shortest
+#: length (``min_length`` 4): its setting stays ``max(1, lo)``, the lengths drawn the same.
+RANGE_MIN = {"parity_bits": 0, "majority_interleave": 3}
+
+
+def their_range_min(task: str, lo: int) -> int:
+    """The shortest length a run of ``task`` draws on a range from ``lo``, as their dataset
+    sets it (the run's ``train_min_len``, the in-distribution bin's shown start):
+    ``max(1, lo)``, parity ``lo`` itself (0), interleave ``max(3, lo)`` (:data:`RANGE_MIN`).
+    A run trained with another value is stale for the replication
+    (:meth:`analysis.experiment.plan.PlannedRun.stale`)."""
+    return max(RANGE_MIN.get(task, 1), int(lo))
+
+
 def their_bins(task: str) -> list[str]:
     """The length ranges of their bins (ID first) that :func:`their_numbers` are on."""
     lang = formal_language(task)
     if lang is None:
-        return ["1-50", "51-100", "101-150"]
+        return [f"{their_range_min(task, 0)}-50", "51-100", "101-150"]
     return [f"{a}-{b}" for a, b in _ranges(RELEASED_FORMAL[lang][3])[1:]]
 
 

@@ -67,7 +67,7 @@ from analysis.evidence.huang_protocol import (  # noqa: F401
     CODE_NOT_PAPER, FALLBACKS, FIT_EM, FORMAL_NOT_THEIRS, FORMAL_PROTOCOL, FULL, HUANG_PES,
     NOT_THEIRS, SCALES, SMALL, THEIR_SELECTED, FormalProtocol, ReplicationError, Scale,
     SweepConfig, fallback_config, formal_language, formal_scale, replication_tasks, scale_for,
-    their_bins, their_fit_label, their_n_positions, their_numbers)
+    their_bins, their_fit_label, their_n_positions, their_numbers, their_range_min)
 
 __all__ = ["ReplicationError", "SweepConfig", "Scale", "FULL", "SMALL", "SCALES", "HUANG_PES",
            "replication_tasks", "their_n_positions", "run_overrides", "select_config",
@@ -77,7 +77,7 @@ __all__ = ["ReplicationError", "SweepConfig", "Scale", "FULL", "SMALL", "SCALES"
            "prediction_checks", "prediction_checks_of", "cell_rows", "DEFAULT_CELLS_DIR",
            "FORMAL_NOT_THEIRS", "formal_language", "formal_scale", "scale_for", "their_bins",
            "NOT_THEIRS", "FALLBACKS", "fallback_config", "FORMAL_PROTOCOL", "IN_SAMPLE",
-           "cell_compute"]
+           "cell_compute", "GENERATOR_REVISION", "stale_reason"]
 
 #: Every cell of their experiment is in-sample for our search grammars (spec predictor.md §5:
 #: the grammars were built with Huang et al.'s 50 cells in view): agreement on one is a fit.
@@ -120,7 +120,7 @@ def run_overrides(task: str, pe: str, cfg: SweepConfig, scale: Scale,
            "schedule": "linear", "min_lr_ratio": 0.0, "grad_clip": 1.0,
            "batch_size": scale.batch_size,
            "steps": scale.fallback_steps if fallback else scale.steps,
-           "train_min_len": max(1, lo), "train_max_len": hi,
+           "train_min_len": their_range_min(task, lo), "train_max_len": hi,
            "position_offsets": "random" if pe == "ape_learned" else "none",
            "eval_bins": [list(b) for b in scale.bins], "bin_samples": scale.bin_samples,
            "fit_every": scale.fit_every, "fit_em": 1.0,
@@ -219,14 +219,17 @@ def fitting_seeds(per_seed: Sequence[tuple[int, list | None]], need: int,
     return out[:need]
 
 
-def bin_summary(per_seed: dict, seeds: Sequence[int], bins: Sequence) -> list[dict]:
+def bin_summary(per_seed: dict, seeds: Sequence[int], bins: Sequence,
+                task: str | None = None) -> list[dict]:
     """Per bin, over ``seeds``: mean, min, max and standard deviation of the exact match
-    (``per_seed``: seed -> bins.json rows)."""
+    (``per_seed``: seed -> bins.json rows). A bin is shown from the shortest length drawn in
+    it (:func:`their_range_min` of ``task``: 0-50 for parity; None: from 1)."""
     out = []
     for i, (lo, hi) in enumerate(bins):
         vals = [_em(per_seed[s], i) for s in seeds]
         vals = [v for v in vals if v is not None]
-        out.append({"bin": [max(1, lo), hi], "split": "id" if i == 0 else "ood",
+        out.append({"bin": [their_range_min(task or "", lo), hi],
+                    "split": "id" if i == 0 else "ood",
                     "mean": float(np.mean(vals)) if vals else None,
                     "min": min(vals) if vals else None, "max": max(vals) if vals else None,
                     "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else None,
@@ -350,8 +353,38 @@ CELL_SCHEMA = {
     "agreement": ([{"bin": _BIN, "ours": str, "label": _OPT_STR}], _NONE),
     "compute": ({"runs": int, "train_seconds": float, "steps": int, "flops": float,
                  "counted_once": (bool, _NONE)}, _NONE),
-    "wall_seconds": _OPT_NUM,
+    "wall_seconds": _OPT_NUM, "generator_revision": (int, _NONE),
 }
+
+#: The revision of our generator of each of their tasks whose draws changed after cells had
+#: been run (a cell file records the one it ran with, ``generator_revision``; a file without
+#: it: 2 when it lists ``not_theirs``, which cells carry since revision 2, else 1), with what
+#: changed at each revision. A cell of an older revision is stale (:func:`stale_reason`).
+GENERATOR_REVISION = {"majority_binary": 2, "majority_interleave": 3, "parity_bits": 3}
+_REVISIONS = {
+    2: "iid bits, before the count of zeros (parity: of ones) was drawn uniformly and shuffled "
+       "as their generators do",
+    3: {"majority_interleave": "lengths uniform over the multiples of 3, before their rounded "
+                               "total (3 weighs 2/48, 48 weighs 4/48 on 3..50)",
+        "parity_bits": "no length 0, before their ParityDataset's 0..50 (training and the "
+                       "0-50 bin)"},
+}
+
+
+def stale_reason(cell: dict) -> str | None:
+    """Why a cell file is stale (its runs drew strings our generator no longer draws: a
+    ``generator_revision`` below :data:`GENERATOR_REVISION`'s), or None. A stale cell's
+    finished runs are reused by a rerun only where their settings still match the plan
+    (parity's and interleave's ``train_min_len`` changed with revision 3, so theirs are not)."""
+    if "error" in cell:
+        return None
+    have = cell.get("generator_revision") or (2 if "not_theirs" in cell else 1)
+    now = GENERATOR_REVISION.get(cell.get("task"), 1)
+    if have >= now:
+        return None
+    whys = [_REVISIONS[r] if isinstance(_REVISIONS[r], str) else _REVISIONS[r].get(cell["task"])
+            for r in range(have + 1, now + 1)]
+    return f"revision {have} of {now}: " + "; ".join(w for w in whys if w)
 
 
 def read_cell(path: str | os.PathLike) -> dict:
@@ -590,7 +623,8 @@ def _replicate_locked(task, pe, scale, formal, runs_root, out_dir, prediction, g
                       "fitting_configs": sel.fitting_configs},
         "seeds_tried": tried, "fitting_seeds": fit,
         "seeds": {str(s): per_seed[s] for s in tried},
-        "bins": bin_summary(per_seed, fit, scale.bins) if fit else [],
+        "bins": bin_summary(per_seed, fit, scale.bins, task) if fit else [],
+        "generator_revision": GENERATOR_REVISION.get(task, 1),
         "theirs": theirs,
         "their_source": ("tasks/huang.py RELEASED_FORMAL (formal_lang_suite/visualise/"
                          "data_local.py)" if formal else

@@ -66,29 +66,22 @@ def _agreement(cell: dict) -> str:
     return "; ".join(f"{a['bin'][0]}-{a['bin'][1]}: {label(a)}" for a in ag)
 
 
-#: Tasks whose generator changed in issue 47 (iid bits -> their count-uniform draws).
-GENERATOR_CHANGED = ("majority_binary", "majority_interleave", "parity_bits")
-
-
 def _stale(cell: dict) -> bool:
-    """A cell of a task in :data:`GENERATOR_CHANGED` run before issue 47 (its file has no
-    ``not_theirs``, which cells have been written with since): its runs drew iid bits."""
-    return cell.get("task") in GENERATOR_CHANGED and "not_theirs" not in cell and \
-        "error" not in cell
+    """A cell run with an older generator than ours (:func:`R.stale_reason`)."""
+    return R.stale_reason(cell) is not None
 
 
 def _stale_note(cells: list[dict]) -> list[str]:
-    """One paragraph naming the stale cells and the command that reruns them."""
+    """One paragraph naming the stale cells, why, and the command that reruns them."""
     stale = [c for c in cells if _stale(c)]
     if not stale:
         return []
-    names = "; ".join(f"{c['task']} / {_PE_NAME.get(c['pe'], c['pe'])} ({c.get('scale')})"
-                      for c in stale)
-    return [f"Stale cells (marked in the tables): {names}. They were run before issue 47 with "
-            "iid bits; their generators (and ours since) draw the count of zeros (parity: of "
-            "ones) uniformly, then shuffle, which puts far fewer test strings near a tie. To "
+    names = "; ".join(f"{c['task']} / {_PE_NAME.get(c['pe'], c['pe'])} ({c.get('scale')}: "
+                      f"{R.stale_reason(c)})" for c in stale)
+    return [f"Stale cells (marked in the tables): {names}. Their runs drew strings our "
+            "generators, now as theirs, no longer draw. To "
             "rerun one, move its finished runs aside (`runs/huang/<scale>/<task>/`: a rerun "
-            "reuses finished runs, and these were trained on iid bits), then `rasp replicate "
+            "reuses finished runs whose settings still match), then `rasp replicate "
             "huang TASK --pe PE [--scale small] -o docs/replication` (the cell file keeps the "
             "prediction registered before its first run). Their numbers are unchanged.", ""]
 
@@ -154,7 +147,7 @@ def _table(cells: list[dict], scale: R.Scale | None) -> list[str]:
             chosen += " (none fit: the best ID)" if formal else " (fallback: none fit)"
         out.append("| " + " | ".join(
             [c["task"], _PE_NAME.get(c["pe"], c["pe"]),
-             (c.get("status") or "?") + (" (stale: iid generator)" if _stale(c) else ""),
+             (c.get("status") or "?") + (" (stale: older generator)" if _stale(c) else ""),
              f"{chosen} ({swept} of {n_configs} configurations run)",
              c.get("their_selected") or R.THEIR_SELECTED.get(c["pe"], {}).get(c["task"], "–")]
             + ours +

@@ -101,8 +101,9 @@ class TrainConfig:
         schedule: decay after warmup, ``"cosine"``, ``"linear"`` or ``"constant"``.
         min_lr_ratio: final lr = ``lr * min_lr_ratio``.
         grad_clip: maximum global gradient norm (0 = off).
-        train_min_len, train_max_len: training lengths drawn uniformly from this range
-            (``train_max_len`` None = the task's ``default_train_max_len``).
+        train_min_len, train_max_len: training lengths drawn from this range
+            (:meth:`tasks.base.Task.drawn_lengths`; 0 only for a task that accepts it;
+            ``train_max_len`` None = the task's ``default_train_max_len``).
         train_max_len_cap: if set, caps the task's default ``train_max_len``.
         position_offsets: the position-offset protocol, ``"none"`` (Kazemnejad et al.: positions
             0..n-1) or ``"random"`` (Zhou et al. 2023 / Huang et al. 2025: each training example
@@ -210,10 +211,10 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be a finite number {rng}, got {v!r}")
 
         for name in ("steps", "batch_size", "eval_samples", "eval_stride", "eval_batch_size",
-                     "log_every", "checkpoint_every", "probe_samples", "train_min_len",
-                     "bin_samples"):
+                     "log_every", "checkpoint_every", "probe_samples", "bin_samples"):
             integer(name, 1)
-        for name in ("warmup_steps", "probe_every", "fit_every", "train_set", "train_set_seed"):
+        for name in ("warmup_steps", "probe_every", "fit_every", "train_set", "train_set_seed",
+                     "train_min_len"):
             integer(name, 0)
         for name in ("train_max_len", "train_max_len_cap", "offset_span", "offset_range"):
             integer(name, 1, optional=True)

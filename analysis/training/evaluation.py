@@ -147,8 +147,7 @@ def eval_lengths(task, train_max_len: int, train_min_len: int = 1, max_factor: f
     top = int(math.floor(max_factor * train_max_len))
     if task.max_length is not None:
         top = min(top, task.max_length)
-    lo = max(train_min_len, task.min_length or 1)
-    valid = [n for n in range(lo, top + 1) if task.length_ok(n)]
+    valid = [n for n in range(max(0, train_min_len), top + 1) if task.length_ok(n)]
     last_id = max((n for n in valid if n <= train_max_len), default=None)
     return [(n, "id" if n <= train_max_len else "ood") for i, n in enumerate(valid)
             if i % stride == 0 or n in (last_id, top)]
@@ -217,10 +216,10 @@ def bin_set(task, lo: int, hi: int, samples: int, seed: int = EVAL_SEED) -> list
     """``samples`` (prompt, answer) pairs whose lengths are uniform over the lengths of the bin
     ``lo..hi`` that the task accepts (Huang et al. 2025, ``algorithmic/
     language_modeling_train.py``: ``EvalDataset`` over a dataset with ``length_range`` = the bin,
-    ``random.randint(max(1, lo), hi)`` per example), seeded by ``(seed, lo, hi)`` so every run
-    sees the same examples. Raises ValueError when the task has no length in the bin."""
-    valid = [n for n in range(max(1, lo, task.min_length or 1), hi + 1)
-             if (task.max_length is None or n <= task.max_length) and task.length_ok(n)]
+    ``random.randint(max(1, lo), hi)`` per example; parity from ``lo`` itself, interleave by
+    its rounding: :meth:`tasks.base.Task.drawn_lengths`), seeded by ``(seed, lo, hi)`` so every
+    run sees the same examples. Raises ValueError when the task has no length in the bin."""
+    valid = task.drawn_lengths(lo, hi)
     if not valid:
         raise ValueError(f"task {task.name!r} has no valid length in {lo}..{hi}")
     rng = np.random.default_rng([seed, lo, hi, 3])

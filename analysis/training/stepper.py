@@ -95,9 +95,10 @@ def autocast_context(tr: TrainConfig, device: str):
 
 
 def train_lengths(spec: RunSpec, task) -> list[int]:
-    """The training lengths of a run (drawn uniformly by :func:`make_step`)."""
-    return [n for n in range(spec.train_lengths[0], spec.train_lengths[1] + 1)
-            if task.length_ok(n)]
+    """The training lengths of a run, drawn uniformly by :func:`make_step` (a length listed
+    k times weighs k): :meth:`tasks.base.Task.drawn_lengths` over the run's range
+    ``train_min_len..train_max_len``."""
+    return task.drawn_lengths(spec.train.train_min_len, spec.train.train_max_len)
 
 
 def batch_maker(spec: RunSpec, task, length_buckets: int = 4) -> Callable:

@@ -190,11 +190,11 @@ def resolve_spec(task, pe: str, seed: int = 0, preset: str = "default",
             tr = tr.replace(train_max_len=min(hi, tr.train_max_len_cap or hi))
     except ConfigError as e:
         raise TrainingError(str(e)) from None
-    lo, hi = max(tr.train_min_len, int(task.min_length or 1)), tr.train_max_len
+    lo, hi = tr.train_min_len, tr.train_max_len
     if task.max_length is not None and hi > task.max_length:
         raise TrainingError(f"train_max_len {hi} exceeds the task's maximum length "
                             f"{task.max_length}")
-    lengths = [n for n in range(lo, hi + 1) if task.length_ok(n)]
+    lengths = task.drawn_lengths(lo, hi)      # the lengths the task accepts (length_ok)
     if not lengths:
         raise TrainingError(f"no valid training length in {lo}..{hi} for task {task.name!r}")
     eval_pairs = eval_lengths(task, hi, lo, tr.eval_max_factor, tr.eval_stride)
@@ -211,7 +211,7 @@ def resolve_spec(task, pe: str, seed: int = 0, preset: str = "default",
                                 f"example of {longest} positions past the model's "
                                 f"{tr.offset_span or cfg.n_ctx} (set offset_span)")
     for lo, hi in tr.eval_bins:
-        if not any(task.length_ok(n) for n in range(max(1, lo), hi + 1)):
+        if not task.drawn_lengths(lo, hi):
             raise TrainingError(f"eval_bins: task {task.name!r} has no valid length in "
                                 f"{lo}..{hi}")
     return RunSpec(task=task.name, pe=pe, seed=int(seed), preset=preset, model=cfg, train=tr,
