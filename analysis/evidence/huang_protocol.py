@@ -257,9 +257,9 @@ FORMAL_NOT_THEIRS = (
     "(abab)* and Dyck-1 depth 2, 50 for Tomita 1, 10,000 for Tomita 6, 2,000 for the others), "
     "distinct where the generator is asked for unique strings (dataloader_utils.py lines 17, 32, "
     "40, 46, 61, 69; star-free lines 84-86, 102 as the config's unique), so a bin of a language with few members per length is small. Not matched: both "
-    "estimate the same exact match over the bin's strings, and at their smallest sizes no "
-    "outcome could be decided (9 of 9 right: Wilson 95% lower bound 0.70, 0 of 9: upper bound "
-    "0.30, against the claims rule's threshold 0.5 and more); our runs also take one sample "
+    "estimate the same exact match over the bin's strings, and their smallest bins measure "
+    "little (9 of 9 right: a Wilson 95% interval of 0.70 to 1, so a model right on all of them "
+    "is not told from one right on 70% of the bin's strings); our runs also take one sample "
     "count for every bin (TrainConfig.bin_samples) where theirs differ per bin (Tomita 1: 44 / "
     "29 / 32)",
     "loss and exact match over the string positions; their loss also trains the EOS and "
