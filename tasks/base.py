@@ -320,7 +320,7 @@ class Task:
         :func:`analysis.training.evaluation.bin_set`): every length of the range the task
         accepts (:meth:`length_ok`), once. A task whose source draws lengths otherwise
         overrides it (:class:`tasks.huang.MajorityInterleaveTask`: Huang et al.'s rounding)."""
-        return [n for n in range(max(0, int(lo)), int(hi) + 1) if self.length_ok(n)]
+        return _accepted_lengths(self, lo, hi)
 
     # ---------------------------------------------------------------------------------------
     # examples
@@ -446,3 +446,15 @@ class Task:
 
     def _solve(self, prompt: list[int]) -> list:
         raise NotImplementedError
+
+
+def _accepted_lengths(task, lo: int, hi: int) -> list[int]:
+    return [n for n in range(max(0, int(lo)), int(hi) + 1) if task.length_ok(n)]
+
+
+def drawn_lengths(task, lo: int, hi: int) -> list[int]:
+    """``task.drawn_lengths(lo, hi)`` (:meth:`Task.drawn_lengths`); for a task object without
+    that method (the trainer takes any object with ``length_ok`` and ``sample``), every length
+    of ``lo..hi`` it accepts, once."""
+    own = getattr(task, "drawn_lengths", None)
+    return own(lo, hi) if callable(own) else _accepted_lengths(task, lo, hi)

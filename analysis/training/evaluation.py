@@ -22,6 +22,7 @@ from rasp_model import ContextLengthError, Transformer
 from rasp.decode import greedy_decode as rasp_greedy_decode
 from rasp.repl.progress import progress_bar
 from tasks import LengthResult, inputs_targets
+from tasks.base import drawn_lengths
 
 EVAL_SEED = 20231016
 """Base seed of the evaluation sets (shared by all runs so that PEs see the same inputs)."""
@@ -219,7 +220,7 @@ def bin_set(task, lo: int, hi: int, samples: int, seed: int = EVAL_SEED) -> list
     ``random.randint(max(1, lo), hi)`` per example; parity from ``lo`` itself, interleave by
     its rounding: :meth:`tasks.base.Task.drawn_lengths`), seeded by ``(seed, lo, hi)`` so every
     run sees the same examples. Raises ValueError when the task has no length in the bin."""
-    valid = task.drawn_lengths(lo, hi)
+    valid = drawn_lengths(task, lo, hi)
     if not valid:
         raise ValueError(f"task {task.name!r} has no valid length in {lo}..{hi}")
     rng = np.random.default_rng([seed, lo, hi, 3])

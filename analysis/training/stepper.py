@@ -27,6 +27,7 @@ from analysis.training.batches import epoch_batch, fixed_train_set, make_step, s
 from analysis.training.configs import RunSpec, TrainConfig
 from analysis.training.evaluation import model_answers, teacher_forced_em
 from rasp_model import Transformer
+from tasks.base import drawn_lengths
 
 __all__ = ["lr_at", "make_optimizer", "TrainState", "autocast_context", "train_lengths",
            "batch_maker", "offset_positions", "Member", "Stepper", "SingleStepper", "StepResult",
@@ -98,7 +99,7 @@ def train_lengths(spec: RunSpec, task) -> list[int]:
     """The training lengths of a run, drawn uniformly by :func:`make_step` (a length listed
     k times weighs k): :meth:`tasks.base.Task.drawn_lengths` over the run's range
     ``train_min_len..train_max_len``."""
-    return task.drawn_lengths(spec.train.train_min_len, spec.train.train_max_len)
+    return drawn_lengths(task, spec.train.train_min_len, spec.train.train_max_len)
 
 
 def batch_maker(spec: RunSpec, task, length_buckets: int = 4) -> Callable:

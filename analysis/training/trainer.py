@@ -50,6 +50,7 @@ import numpy as np
 import torch
 
 import tasks
+from tasks.base import drawn_lengths
 from tasks.custom import run_task_source
 from analysis.training import configs
 from analysis.training.batches import teacher_forced_accuracy
@@ -194,7 +195,7 @@ def resolve_spec(task, pe: str, seed: int = 0, preset: str = "default",
     if task.max_length is not None and hi > task.max_length:
         raise TrainingError(f"train_max_len {hi} exceeds the task's maximum length "
                             f"{task.max_length}")
-    lengths = task.drawn_lengths(lo, hi)      # the lengths the task accepts (length_ok)
+    lengths = drawn_lengths(task, lo, hi)      # the lengths the task accepts (length_ok)
     if not lengths:
         raise TrainingError(f"no valid training length in {lo}..{hi} for task {task.name!r}")
     eval_pairs = eval_lengths(task, hi, lo, tr.eval_max_factor, tr.eval_stride)
@@ -211,7 +212,7 @@ def resolve_spec(task, pe: str, seed: int = 0, preset: str = "default",
                                 f"example of {longest} positions past the model's "
                                 f"{tr.offset_span or cfg.n_ctx} (set offset_span)")
     for lo, hi in tr.eval_bins:
-        if not task.drawn_lengths(lo, hi):
+        if not drawn_lengths(task, lo, hi):
             raise TrainingError(f"eval_bins: task {task.name!r} has no valid length in "
                                 f"{lo}..{hi}")
     return RunSpec(task=task.name, pe=pe, seed=int(seed), preset=preset, model=cfg, train=tr,
