@@ -269,9 +269,13 @@ PE_HELP = "nope, ape_learned, ape_sinusoidal, t5, alibi, rope, or 'all' (comma-s
 
 
 def parse_pes(text):
-    """PE names from ``--pe`` text (comma list or ``all``); UsageError for an unknown one."""
-    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
-    from rasp_model import PE_NAMES
+    """PE names from ``--pe`` text (comma list or ``all``: the six built-ins,
+    :data:`rasp_model.pe_names.PE_NAMES`); UsageError for a name no encoding is registered
+    under (:func:`rasp_model.pe_names.registered_pes`: the built-ins and any encoding this
+    process registered with ``register_pe``)."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none);
+    # the registry is torch-free, so a usage error still answers before torch loads
+    from rasp_model.pe_names import PE_NAMES, registered_pes
     if not text:
         raise UsageError(f"--pe is required: {PE_HELP}")
     if text == "all":
@@ -279,10 +283,10 @@ def parse_pes(text):
     pes = [s.strip() for s in text.split(",") if s.strip()]
     if not pes:
         raise UsageError(f"--pe {text!r} names no positional encoding: {PE_HELP}")
-    bad = [s for s in pes if s not in PE_NAMES]
+    bad = [s for s in pes if s not in registered_pes()]
     if bad:
         raise UsageError(f"unknown positional encoding {bad[0]!r}; known: "
-                         f"{', '.join(PE_NAMES)} (or 'all')")
+                         f"{', '.join(registered_pes())} (or 'all')")
     return pes
 
 
@@ -296,14 +300,14 @@ def parse_pe_presets(items) -> dict:
     item when it is not ``PE=PRESET`` with a known PE and training preset."""
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.training.configs import TRAIN_PRESETS
-    from rasp_model.pe_names import PE_NAMES
+    from rasp_model.pe_names import registered_pes
     out = {}
     for item in items or ():
         pe, sep, preset = item.partition("=")
         pe, preset = pe.strip(), preset.strip()
-        if not sep or pe not in PE_NAMES or preset not in TRAIN_PRESETS:
+        if not sep or pe not in registered_pes() or preset not in TRAIN_PRESETS:
             raise UsageError(f"--pe-preset {item!r}: expected PE=PRESET with PE one of "
-                             f"{', '.join(PE_NAMES)} and PRESET one of "
+                             f"{', '.join(registered_pes())} and PRESET one of "
                              f"{', '.join(TRAIN_PRESETS)}")
         out[pe] = preset
     return out
@@ -517,15 +521,7 @@ def add_report_arguments(p, default_preset: str = "tour") -> None:
 def report_options(args):
     """The report's options (``ReportOptions``) from :func:`add_report_arguments`' flags;
     :class:`UsageError` for an unknown PE, ``--jobs`` < 1 or a bad ``--budget``."""
-    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
-    from rasp_model.pe_names import PE_NAMES
-
-    pes = list(PE_NAMES) if args.pe == "all" else [x.strip() for x in args.pe.split(",")
-                                                           if x.strip()]
-    bad = [x for x in pes if x not in PE_NAMES]
-    if bad or not pes:
-        raise UsageError(f"unknown positional encoding(s) {', '.join(bad) or '(none)'}; choose "
-                         f"from {', '.join(PE_NAMES)} or 'all'")
+    pes = parse_pes(args.pe)
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be >= 1")
     finite_number(args.budget, "--budget", allow_equal=True)

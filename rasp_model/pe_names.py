@@ -17,6 +17,10 @@ An encoding carries
 - its evaluation limits (:meth:`~PositionalEncoding.max_positions`: a learned absolute
   embedding represents only the positions it has rows for; :attr:`~PositionalEncoding.absolute`:
   whether ``pos_offset``, Zhou et al.'s random position offsets, moves it);
+- the training protocol the length-generalization theories assume for it
+  (:attr:`~PositionalEncoding.theory_offsets`, read by :func:`theory_protocol`: a learned APE's
+  RASP-L and C-RASP[periodic, local] predictions assume random position offsets, so every
+  position embedding is trained); every command that trains "as the theories assume" reads it;
 - what the compiler's TransformerLens export writes for it (:attr:`~PositionalEncoding.tl_type`,
   :meth:`~PositionalEncoding.tl_refusal`, :meth:`~PositionalEncoding.tl_config`,
   :meth:`~PositionalEncoding.tl_pos_embed`).
@@ -44,7 +48,7 @@ from rasp.errors import RASPError
 __all__ = ["PositionalEncoding", "PositionalEncodingError", "register_pe", "unregister_pe",
            "get_pe", "registered_pes", "check_pe", "PE_NAMES", "PE_LABELS", "NOTHING",
            "EMBEDDING", "BIAS", "ROTATION", "DEFAULT_ROTARY_FRACTION", "rotary_dim_from_fraction",
-           "default_rotary_dim"]
+           "default_rotary_dim", "theory_protocol"]
 
 
 class PositionalEncodingError(RASPError, ValueError):
@@ -109,6 +113,10 @@ class PositionalEncoding:
     #: True when it reads absolute positions, so ``pos_offset`` moves it (learned and
     #: sinusoidal APE, RoPE); relative biases and NoPE ignore offsets
     absolute: bool = False
+    #: the ``position_offsets`` training protocol the length-generalization theories assume for
+    #: it (``"random"``: every position embedding trained, as Zhou et al. 2023's offsets and
+    #: Huang et al. 2025 §3 train a learned APE), or None: they assume no offsets
+    theory_offsets: str | None = None
     #: the Transformer attribute holding its learned parameters (state-dict prefix), or None
     module_name: str | None = None
     #: TransformerLens's ``positional_embedding_type`` for it, or None: no counterpart
@@ -243,6 +251,13 @@ def check_pe(pe: str) -> str:
     """Return ``pe`` if it names a registered encoding, else raise PositionalEncodingError."""
     get_pe(pe)
     return pe
+
+
+def theory_protocol(pe: str) -> str:
+    """The ``position_offsets`` setting (``"none"`` / ``"random"``) of runs of ``pe`` trained
+    as the length-generalization theories assume (:attr:`PositionalEncoding.theory_offsets`;
+    ``"none"`` when the encoding states none). PositionalEncodingError for an unknown name."""
+    return get_pe(pe).theory_offsets or "none"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -383,6 +398,7 @@ class LearnedAPE(PositionalEncoding):
 
     name, label, source = "ape_learned", "APE (learned)", "Radford et al. 2019 (GPT-2)"
     applies, absolute, module_name = EMBEDDING, True, "pos_embed"
+    theory_offsets = "random"
     tl_type, tl_doc = "standard", "'standard'"
 
     def parameter_count(self, cfg):

@@ -26,10 +26,11 @@ TINY = {"n_layers": 1, "d_model": 16, "d_head": 8, "n_heads": 2, "d_mlp": 16, "b
 
 def test_each_task_and_each_spec_is_resolved_once(monkeypatch):
     calls = {"task": [], "spec": []}
-    real_task, real_spec = plan_mod.resolve_task, plan_mod.resolve_spec
+    real_task, real_spec = plan_mod.resolve_task, trainer.resolve_spec
     monkeypatch.setattr(plan_mod, "resolve_task",
                         lambda t: calls["task"].append(t) or real_task(t))
-    monkeypatch.setattr(plan_mod, "resolve_spec",
+    # every spec comes from the one place a run's arguments become one (GridRun.spec)
+    monkeypatch.setattr(trainer, "resolve_spec",
                         lambda *a, **k: calls["spec"].append(a[1:3]) or real_spec(*a, **k))
     study = Study(tasks=["count", "parity"], pes=["nope", "t5"], seeds=[0, 1],
                   train_preset="quick", runs_root="/nonexistent/runs")

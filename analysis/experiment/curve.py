@@ -24,16 +24,23 @@ regime (:class:`tasks.base.Regime`), where it states one, is printed beside the 
 
 :func:`training_length_curve` plans the runs (one :class:`analysis.training.study.Study` per
 length: run directories ``<runs>/<task>/<pe>/seed<k>-<preset>-L<n>``, finished runs reused,
-interrupted ones resumed), trains them through the grid runner
-(:func:`analysis.training.grid.run_grid`: a local Ray instance unless an address), and returns a
-:class:`Curve`. :func:`format_curve` prints it; the figure is
-:func:`analysis.reporting.figures.curve_figure`.
+interrupted ones resumed), trains them as a job on the experiment's pipeline
+(:mod:`analysis.experiment.pipeline`: train through the grid runner, a local Ray instance unless
+an address; load each run back), and returns a :class:`Curve`. :func:`format_curve` prints it;
+the figure is :func:`analysis.reporting.figures.curve_figure`.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
+
+from analysis.evidence.claims import ID_FIT, check_poolable, measured_outcome
+from analysis.experiment import pipeline
+from analysis.experiment.plan import Plan
+from analysis.training.runs import RunDirError
+from analysis.training.study import Study
+from analysis.training.trainer import TrainingError, resolve_task
 
 __all__ = ["CurvePoint", "Curve", "training_length_curve", "curve_from_records",
            "format_curve", "IZZO_NOTE"]
@@ -104,8 +111,6 @@ def curve_from_records(task_name: str, records_by_point: dict, regime=None,
     Raises:
         analysis.evidence.claims.ClaimError: runs of one point that cannot be pooled.
     """
-    # start-up: numpy / claims load only when a curve is computed
-    from analysis.evidence.claims import ID_FIT, check_poolable, measured_outcome
     pes = list(dict.fromkeys(pe for pe, _ in records_by_point))
     lengths = sorted({int(L) for _, L in records_by_point})
     points, threshold = [], None
@@ -162,20 +167,16 @@ def training_length_curve(task, pes: Sequence[str], lengths: Sequence[int],
             (:func:`analysis.training.trainer.resolve_spec`; ``pe_presets``: PE -> preset, e.g.
             ``{"ape_learned": "demo_random_offsets"}``, the protocol the theories assume).
         runs_root: root of the run directories (``rasp train --grid``'s ``runs``).
-        address, serial, budget_s, progress, log: the grid runner's
-            (:func:`analysis.training.grid.run_grid`).
+        address, serial, budget_s, progress, log: the train stage's
+            (:class:`analysis.experiment.pipeline.StageOptions`; ``log``: where its lines go).
 
     Raises:
         analysis.training.trainer.TrainingError: a bad setting or length, or runs that failed
             or were skipped by the budget (all named).
-        analysis.training.grid.GridError: Ray could not start.
+        analysis.training.runs.RunDirError: a finished run directory that cannot be read.
+        analysis.experiment.pipeline.ExperimentError: Ray could not start; a run directory
+            holds another task's run.
     """
-    # start-up: torch and Ray load only when a curve is trained
-    from analysis.evidence.claims import load_runs
-    from analysis.experiment.plan import Plan
-    from analysis.training.grid import run_grid
-    from analysis.training.study import Study
-    from analysis.training.trainer import TrainingError, resolve_task
     task_obj = resolve_task(task)
     name = task_obj.name
     lengths = sorted({int(L) for L in lengths})
@@ -195,23 +196,20 @@ def training_length_curve(task, pes: Sequence[str], lengths: Sequence[int],
     own_plan.check()
     own = own_plan.train_lengths()
     plans = {L: own_plan if own == {L} else plan({name: L}) for L in lengths}
-    for pl in plans.values():
-        pl.check()
-    runs = [r for pl in plans.values() for r in pl.grid_runs()]
-    length_of = {r.run_dir: L for L, pl in plans.items() for r in pl.grid_runs()}
-    grid = run_grid(runs, runs_root=runs_root, address=address, budget_s=budget_s,
-                    serial=serial, progress=progress, log=log)
-    if not grid.ok:
-        raise TrainingError("; ".join(f"{r.run.label()} L{length_of[r.run.run_dir]}: {r.status}: "
-                                      f"{r.error} ({r.run_dir})"
-                                      for r in grid.results if not r.finished))
-    by_point: dict = {}
-    for r in grid.results:
-        by_point.setdefault((r.run.pe, length_of[r.run.run_dir]), []).append(r.result.run_dir)
-    records = {k: load_runs(v) for k, v in by_point.items()}
+    length_of = {str(p.run_dir): L for L, pl in plans.items() for p in pl.runs}
+    whole = Plan.joined(list(plans.values()))                                     # plan
+    opts = pipeline.StageOptions(progress=progress, address=address, serial=serial, sink=log)
+    trained = pipeline.train_every(whole, opts, budget_s, tag="curve", label=lambda p: (
+        f"{p.run.label()} L{length_of[str(p.run_dir)]}"))                         # train
+    loaded = pipeline.load(whole.task(name), whole.runs, trained, opts, "curve")  # load
+    if loaded.problems:                  # every run finished: a directory that cannot be read
+        raise RunDirError("; ".join(loaded.problems))
+    records: dict = {}
+    for r in loaded.records:
+        records.setdefault((r.pe, length_of[r.run_dir]), []).append(r)
     # the curve's order: PEs as asked
     records = {(pe, L): records[(pe, L)] for pe in pes for L in lengths if (pe, L) in records}
-    return curve_from_records(name, records, task_obj.regime, settings={
+    return curve_from_records(name, records, task_obj.regime, settings={        # claims
         "preset": preset, "pe_presets": dict(pe_presets or {}), "steps": steps,
         "overrides": dict(overrides or {}), "runs_root": str(runs_root)})
 

@@ -19,7 +19,10 @@ once); the stages take it from there, each returning a typed record:
 
 :func:`run_task` chains stages 2-5 for one task, as Tracr's ``compiling.py`` chains its
 compiler's stages; training comes first for every task of a report at once (one grid, one
-budget). Every stage's failure that leaves the others meaningful is a line of its record's
+budget). The jobs on the pipeline: the report (:mod:`analysis.reporting.report`), the
+predictor's check (:mod:`analysis.experiment.validate`: plan -> :func:`train_every` -> load ->
+predict -> claims), the curves (:mod:`analysis.experiment.curve`) and the replication's waves
+(:mod:`analysis.experiment.replication`: :func:`train`). Every stage's failure that leaves the others meaningful is a line of its record's
 ``problems``; what makes the experiment impossible raises :class:`ExperimentError`.
 """
 
@@ -29,7 +32,7 @@ import dataclasses
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -39,6 +42,7 @@ from analysis.prediction import budget as _budget
 from analysis.prediction import predict as _predict
 from analysis.probing import alignment, capture, metrics
 from analysis.training.grid import GridError, train_pending
+from analysis.training.trainer import TrainingError
 from analysis.training.runs import (RunDirError, is_finished, load_run, read_accuracy,
                                     read_task_name)
 from compiler.errors import CompilerError
@@ -46,7 +50,8 @@ from rasp.errors import RASPError
 from rasp.repl.progress import working
 
 __all__ = ["ExperimentError", "GridError", "StageOptions", "Trained", "RunRow", "Loaded",
-           "Probed", "Predicted", "Claimed", "TaskRuns", "train", "load", "probe", "predict",
+           "Probed", "Predicted", "Claimed", "TaskRuns", "train", "train_every", "load",
+           "probe", "predict",
            "claim", "run_task", "check_owner", "prediction_for", "to_plain"]
 
 
@@ -72,6 +77,11 @@ class StageOptions:
         search, search_budget, crasp_budget: run the searches where the checkers leave a
             PE's prediction ``unknown``, with these work budgets (None: the defaults of
             :mod:`analysis.prediction.budget`).
+        serial: train in this process, one run at a time (no Ray; debugging, tests).
+        force: retrain finished runs and replace runs of another configuration.
+        grid: further keywords of :func:`analysis.training.grid.run_grid` (``num_cpus``,
+            ``num_gpus``, ``stack``).
+        sink: where the log lines go (None: stderr, when ``progress``).
     """
 
     device: str = "cpu"
@@ -84,10 +94,16 @@ class StageOptions:
     search: bool = False
     search_budget: int | None = None
     crasp_budget: int | None = None
+    serial: bool = False
+    force: bool = False
+    grid: dict = field(default_factory=dict)
+    sink: Callable[[str], None] | None = None
 
     def log(self, msg: str) -> None:
-        """One progress line on stderr (none without ``progress``)."""
-        if self.progress:
+        """One progress line: to ``sink``, else on stderr (none without ``progress``)."""
+        if self.sink is not None:
+            self.sink(msg)
+        elif self.progress:
             print(msg, file=sys.stderr, flush=True)
 
 
@@ -166,7 +182,7 @@ def train(plan: Plan, opts: StageOptions, budget_s: float | None = None,
     """
     for p in plan.runs:
         check_owner(p.run_dir, p.task_name)
-    pending = plan.pending()
+    pending = list(plan.runs) if opts.force else plan.pending()
     if not pending or not opts.train_missing:
         return {}
     opts.log(f"[{tag}] training {len(pending)} missing run(s) on Ray"
@@ -175,11 +191,41 @@ def train(plan: Plan, opts: StageOptions, budget_s: float | None = None,
         done = train_pending([p.run for p in pending], runs_root=plan.runs_root,
                              address=opts.address, budget_s=budget_s, device=opts.device,
                              progress=opts.progress, ray_num_cpus=opts.jobs,
-                             log=(lambda line: opts.log(f"[{tag}] {line}")))
+                             serial=opts.serial, force=opts.force,
+                             log=(lambda line: opts.log(f"[{tag}] {line}")), **opts.grid)
     except GridError as e:
         raise ExperimentError(str(e)) from None
     return {d: Trained(d, r["status"], r.get("seconds", 0.0), r.get("error"), r.get("line"))
             for d, r in done.items()}
+
+
+def train_every(plan: Plan, opts: StageOptions, budget_s: float | None = None,
+                tag: str = "train", label: Callable[[PlannedRun], str] | None = None
+                ) -> dict[str, Trained]:
+    """:func:`train` for a job that needs every run of ``plan`` finished (the predictor's
+    validation, a curve): the settings checked before anything starts (:meth:`Plan.check`),
+    and any run that failed or was skipped by the budget raises.
+
+    Args:
+        label: how a run is named in the error (default ``task/pe/seed<k>``).
+
+    Raises:
+        analysis.training.trainer.TrainingError: a bad setting (the first), or the runs that
+            failed or were skipped (all named, with why and their directories).
+        ExperimentError: as :func:`train`.
+    """
+    plan.check()
+    trained = train(plan, opts, budget_s, tag)
+    if not trained and opts.train_missing:
+        opts.log(f"[{tag}] nothing to train: {len(plan.runs)} run(s) finished before, reused")
+    name = label or (lambda p: p.run.label())
+    bad = [(p, trained[str(p.run_dir)]) for p in plan.runs
+           if str(p.run_dir) in trained and trained[str(p.run_dir)].status in ("failed",
+                                                                               "skipped")]
+    if bad:
+        raise TrainingError("; ".join(f"{name(p)}: {t.status}: {t.error} ({t.run_dir})"
+                                      for p, t in bad))
+    return trained
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@ resolved once.
 
 ``Plan.of(study)`` lists the study's runs (:meth:`Study.runs`, in its order: task, PE, seed)
 and resolves each one's :class:`~analysis.training.configs.RunSpec` a single time
-(:func:`analysis.training.trainer.resolve_spec`: the model and training settings, lengths and
+(:meth:`analysis.training.grid.GridRun.spec`, i.e.
+:func:`analysis.training.trainer.resolve_spec`: the model and training settings, lengths and
 evaluation bins a run directory records in ``config.json``). What the jobs of this room ask of
 a run afterwards is read from that spec: whether a finished run directory holds this
 configuration (:meth:`PlannedRun.stale`), a task's training length (:meth:`Plan.train_lengths`),
@@ -23,12 +24,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from analysis.training.configs import RunSpec
 from analysis.training.grid import GridRun
 from analysis.training.runs import is_finished, read_spec
 from analysis.training.study import Study
-from analysis.training.trainer import resolve_spec, resolve_task
+from analysis.training.trainer import resolve_task
 from rasp.errors import RASPError
 from tasks.custom import task_source
 
@@ -53,7 +55,7 @@ class PlannedRun:
         run: what the grid trains (:class:`analysis.training.grid.GridRun`, its ``run_dir``
             set by the study, its ``source`` the task's source record).
         spec: the run's settings, resolved once (None when they do not resolve).
-        error: why they do not resolve (the exception :func:`resolve_spec` or
+        error: why they do not resolve (the exception :meth:`GridRun.spec` or
             :func:`resolve_task` raised: an unknown task or PE, a bad setting or length).
     """
 
@@ -131,14 +133,25 @@ class Plan:
             if source is not None:
                 run = dataclasses.replace(run, source=source)
             try:
-                spec = resolve_spec(task, run.pe, run.seed, run.preset, run.steps,
-                                    run.train_max_len, dict(run.overrides) or None)
+                spec = run.spec(task)
             except (RASPError, ValueError) as e:
                 planned.append(PlannedRun(run, None, e))
             else:
                 planned.append(PlannedRun(run, spec))
         return cls(tuple(planned), str(study.runs_root),
                    {t.name: t for t in resolved.values() if not isinstance(t, Exception)})
+
+    @classmethod
+    def joined(cls, plans: Sequence["Plan"]) -> "Plan":
+        """One plan of the runs of ``plans`` (in their order; a run directory planned twice is
+        kept once), under the first plan's runs root (e.g. one task's runs at several training
+        lengths, trained by one grid)."""
+        runs: dict = {}
+        for pl in plans:
+            for p in pl.runs:
+                runs.setdefault(str(p.run_dir), p)
+        return cls(tuple(runs.values()), plans[0].runs_root,
+                   {k: v for pl in plans for k, v in pl.tasks.items()})
 
     def task(self, name: str):
         """The planned task called ``name`` (resolved once).

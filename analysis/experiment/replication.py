@@ -48,6 +48,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable, Sequence
@@ -55,11 +56,13 @@ from typing import Callable, Sequence
 import numpy as np
 
 from analysis.evidence import statistics as _stats
-from analysis.training import grid as _grid
 from analysis.training import runs as _runs
 from analysis.training.study import Study
+from analysis.experiment.pipeline import StageOptions
+from analysis.experiment.pipeline import train as train_stage
 from analysis.experiment.plan import Plan
 from rasp_model import files as _files   # the one bounded, type-checked reader
+from rasp_model.pe_names import theory_protocol
 from rasp_model.positional import PE_LABELS
 from analysis.training.trainer import git_commit
 # the protocol's settings and tables (split out; re-exported: callers use replication.X)
@@ -121,7 +124,7 @@ def run_overrides(task: str, pe: str, cfg: SweepConfig, scale: Scale,
            "batch_size": scale.batch_size,
            "steps": scale.fallback_steps if fallback else scale.steps,
            "train_min_len": their_range_min(task, lo), "train_max_len": hi,
-           "position_offsets": "random" if pe == "ape_learned" else "none",
+           "position_offsets": theory_protocol(pe),
            "eval_bins": [list(b) for b in scale.bins], "bin_samples": scale.bin_samples,
            "fit_every": scale.fit_every, "fit_em": 1.0,
            "eval_max_factor": top / hi, "eval_stride": scale.eval_stride,
@@ -147,7 +150,7 @@ def _formal_overrides(pe: str, cfg: SweepConfig, scale: Scale) -> dict:
            "batch_size": scale.batch_size, "steps": scale.steps,
            "train_min_len": max(1, lo), "train_max_len": hi,
            "train_set": scale.train_set, "train_set_seed": 0,
-           "position_offsets": "random" if pe == "ape_learned" else "none",
+           "position_offsets": theory_protocol(pe),
            "eval_bins": [list(b) for b in scale.bins], "bin_samples": scale.bin_samples,
            "fit_every": 0, "eval_max_factor": max(1.0, top / hi),
            "eval_stride": scale.eval_stride, "eval_samples": scale.eval_samples,
@@ -494,7 +497,9 @@ def replicate_cell(task: str, pe: str, scale: Scale = FULL, runs_root="runs",
             the cell file before training starts; a cell file that already holds one keeps the
             first (the time it was registered is kept with it).
         grid_kwargs: :func:`analysis.training.grid.run_grid` keywords (``address``,
-            ``serial``, ``device``, ``num_cpus``, ...).
+            ``serial``, ``device``, ``num_cpus``, ``force``, ``budget_s`` (of each wave), ...),
+            passed on through the experiment's train stage
+            (:func:`analysis.experiment.pipeline.train`).
         waves: runs started at once (the parallel workers): the sweep stops launching
             configurations once one is 100% on the ID bin and bin 1, as theirs does; seeds are
             started ``max(waves, seeds still needed)`` at a time.
@@ -507,7 +512,8 @@ def replicate_cell(task: str, pe: str, scale: Scale = FULL, runs_root="runs",
     Raises:
         ReplicationError: a task or PE outside their experiment; the cell or one of its runs
             in use by another process.
-        analysis.training.grid.GridError: the grid cannot run.
+        analysis.experiment.pipeline.ExperimentError: the grid cannot run (its
+            :class:`~analysis.training.grid.GridError`'s message).
     """
     if task not in replication_tasks():
         raise ReplicationError(f"{task!r} is not one of Huang et al.'s tasks with released "
@@ -532,12 +538,10 @@ def replicate_cell(task: str, pe: str, scale: Scale = FULL, runs_root="runs",
         lock.release()
 
 
-def _replicate_locked(task, pe, scale, formal, runs_root, out_dir, prediction, grid_kwargs,
-                      waves, log) -> dict:
-    """:func:`replicate_cell` with the cell's lock held."""
-    path = cell_path(out_dir, task, pe, scale)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    old = read_cell(path) if path.exists() else {}
+def _new_cell(task, pe, scale, formal, old: dict, prediction: dict | None) -> dict:
+    """A cell's file as it stands before any run: its protocol, what of it is not theirs, the
+    prediction (the one ``old``, the file already there, holds; else ``prediction``, registered
+    now)."""
     cell = {"task": task, "pe": pe, "scale": scale.name, "comparable": scale.comparable,
             "protocol": scale.describe(),
             "code_not_paper": ([] if scale.comparable else [
@@ -553,26 +557,56 @@ def _replicate_locked(task, pe, scale, formal, runs_root, out_dir, prediction, g
     elif prediction is not None:
         cell["prediction"] = {**prediction, "registered": cell["started"],
                               "git_commit": cell["git_commit"]}
-    _runs.atomic_json(path, cell)                    # the prediction is on disk before any run
-    gk = {"progress": False, **(grid_kwargs or {})}
-    waves = max(1, int(waves))
-    root = Path(runs_root)
+    return cell
 
-    def train(cfgs_seeds: list, fallback: bool) -> None:
-        # each run planned (its task's source record, its spec resolved once); a run whose
-        # settings do not resolve is the grid's failed run, a failed seed of the protocol
-        runs = [run for c, s in cfgs_seeds for run in Plan.of(Study(
-            tasks=[task], pes=[pe], seeds=[s], overrides=run_overrides(task, pe, c, scale,
-                                                                       fallback),
-            runs_root=str(_run_dir(root, scale, task, pe, c.tag, s).parent), flat=True,
-            tag=c.tag)).grid_runs()]
-        report = _grid.run_grid(runs, runs_root=str(root), log=log, **gk)
-        for r in report.failed:
-            if "in use by" in (r.error or ""):
-                # another process trains this run: not a failed seed of this cell
-                raise ReplicationError(f"{task} / {pe}: a run of the cell is in use by another "
-                                       f"process ({r.error[:300]}); rerun when it has finished")
-            log(f"  failed: {r.summary_line()}")
+
+def _stage_options(grid_kwargs: dict | None, log) -> tuple[StageOptions, float | None]:
+    """The train stage's options from :func:`replicate_cell`'s ``grid_kwargs`` (the
+    :func:`analysis.training.grid.run_grid` keywords; no progress bar unless asked), and the
+    budget of each wave."""
+    gk = {"progress": False, **(grid_kwargs or {})}
+    named = {k: gk.pop(k) for k in ("device", "progress", "address", "serial", "force")
+             if k in gk}
+    budget_s = gk.pop("budget_s", None)
+    return StageOptions(**named, grid=gk, sink=log), budget_s
+
+
+def _train_wave(task, pe, scale, root: Path, cfgs_seeds: list, fallback: bool,
+                opts: StageOptions, budget_s: float | None) -> None:
+    """Train one wave of a cell (``(configuration, seed)`` pairs) through the experiment's
+    train stage (:func:`analysis.experiment.pipeline.train`): each run planned (its task's
+    source record, its spec resolved once); a run whose settings do not resolve is the grid's
+    failed run, a failed seed of the protocol, and is logged.
+
+    Raises:
+        ReplicationError: a run of the cell is in use by another process."""
+    plan = Plan.joined([Plan.of(Study(
+        tasks=[task], pes=[pe], seeds=[s], overrides=run_overrides(task, pe, c, scale, fallback),
+        runs_root=str(_run_dir(root, scale, task, pe, c.tag, s).parent), flat=True,
+        tag=c.tag)) for c, s in cfgs_seeds])
+    trained = train_stage(plan, opts, budget_s, tag=f"{task} {pe}")
+    for p in plan.runs:
+        t = trained.get(str(p.run_dir))
+        if t is None or t.status != "failed":
+            continue
+        if "in use by" in (t.error or ""):
+            # another process trains this run: not a failed seed of this cell
+            raise ReplicationError(f"{task} / {pe}: a run of the cell is in use by another "
+                                   f"process ({t.error[:300]}); rerun when it has finished")
+        opts.log(f"  failed: {p.run.label()}: FAILED: {t.error} -> {t.run_dir}")
+
+
+def _replicate_locked(task, pe, scale, formal, runs_root, out_dir, prediction, grid_kwargs,
+                      waves, log) -> dict:
+    """:func:`replicate_cell` with the cell's lock held."""
+    path = cell_path(out_dir, task, pe, scale)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cell = _new_cell(task, pe, scale, formal, read_cell(path) if path.exists() else {},
+                     prediction)
+    _runs.atomic_json(path, cell)                    # the prediction is on disk before any run
+    opts, budget_s = _stage_options(grid_kwargs, log)
+    waves, root = max(1, int(waves)), Path(runs_root)
+    train = partial(_train_wave, task, pe, scale, root, opts=opts, budget_s=budget_s)
 
     # 1. the sweep, in waves, stopping at the first configuration perfect on bins 0 and 1
     rows: list = []

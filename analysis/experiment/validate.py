@@ -32,9 +32,16 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.prediction.theories import CERTIFICATE
+from analysis.evidence.claims import prediction_claim
+from analysis.experiment import pipeline
+from analysis.experiment import replication as _replication
+from analysis.experiment.plan import Plan
 from analysis.prediction.budget import DEFAULT_CRASP_BUDGET, DEFAULT_SEARCH_BUDGET
-from analysis.prediction.theories import theories_for
+from analysis.prediction.predict import PredictError, predict
+from analysis.prediction.theories import CERTIFICATE, theories_for
+from analysis.training.runs import RunDirError
+from analysis.training.study import Study
+from analysis.training.trainer import resolve_task
 
 __all__ = ["ValidationRow", "validate", "measure", "format_validation"]
 
@@ -84,8 +91,6 @@ def measure(records, prediction: str, regime=None
     Raises:
         analysis.evidence.claims.ClaimError: the runs cannot be pooled (different configurations).
     """
-    # start-up: lark and torch load only when this runs
-    from analysis.evidence.claims import prediction_claim
     claim = prediction_claim(records, prediction, regime=regime)
     (pe_numbers,) = claim.numbers["per_pe"].values()
     oods = [x for x in pe_numbers["ood_em"] if x is not None]
@@ -99,18 +104,18 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
              preset: str = "quick", runs_root: str = "runs", steps: int | None = None,
              search: bool = False, search_budget: int | None = None,
              crasp_budget: int | None = None, search_time_cap: float | None = None,
-             verify_max_length: int | None = None,
-             samples: int = 3,
+             verify_max_length: int | None = None, samples: int = 3,
              progress: bool = True, log: Callable[[str], None] | None = None,
              address: str | None = None, budget_s: float | None = None,
              overrides: dict | None = None, pe_presets: dict | None = None,
-             registered: dict | None = None,
-             replication_dir: str | None = None, at_regime: bool = True) -> dict:
+             registered: dict | None = None, replication_dir: str | None = None,
+             at_regime: bool = True) -> dict:
     """Predict, train (reusing runs) and compare for every task x PE.
 
-    Training goes through the grid runner (:func:`analysis.training.grid.run_grid`: one Ray task per
-    run, a local Ray instance unless ``address``); a failed or skipped run raises
-    :class:`analysis.training.trainer.TrainingError` after the grid, naming every such run.
+    A job on the experiment's pipeline: plan -> train (:func:`analysis.experiment.pipeline.
+    train_every`: the grid, a local Ray instance unless ``address``; a failed or skipped run
+    raises after the grid, naming every such run) -> load -> predict (per task and PE, for the
+    runs' protocol) -> claims (:func:`measure`).
 
     Args:
         task_names: next-token tasks of the catalogue.
@@ -146,83 +151,106 @@ def validate(task_names: Sequence[str], pes: Sequence[str], seeds: Sequence[int]
 
     Raises:
         analysis.training.trainer.TrainingError / RunDirError: bad settings or an unusable run
-        directory; analysis.prediction.predict.PredictError: a task the predictor cannot handle,
-        or a (task, PE) without a registered prediction.
+        directory; analysis.experiment.pipeline.ExperimentError: the grid cannot run;
+        analysis.prediction.predict.PredictError: a task the predictor cannot handle, or a
+        (task, PE) without a registered prediction.
     """
-    # start-up: lark and torch load only when this runs
-    from analysis.evidence.claims import load_runs
-    from analysis.experiment.plan import Plan
-    from analysis.prediction.predict import PredictError, predict
-    from analysis.training.grid import run_grid
-    from analysis.training.study import Study
-    from analysis.training.trainer import TrainingError, resolve_task
     if registered is not None:
         missing = [f"{n}/{pe}" for n in task_names for pe in pes if (n, pe) not in registered]
         if missing:
             raise PredictError(f"no registered prediction for {', '.join(missing)}")
-    search_budget = DEFAULT_SEARCH_BUDGET if search_budget is None else search_budget
-    crasp_budget = DEFAULT_CRASP_BUDGET if crasp_budget is None else crasp_budget
-    regimes = {name: resolve_task(name).regime for name in task_names}
-    lengths = {name: r.train_max_len for name, r in regimes.items()
-               if at_regime and r is not None}
-    plan = Plan.of(Study(tasks=list(task_names), pes=list(pes), seeds=list(seeds),
-                         train_preset=preset, pe_train_presets=dict(pe_presets or {}),
-                         overrides=dict(overrides or {}), steps=steps,
-                         task_train_max_len=lengths, runs_root=str(runs_root)))
-    plan.check()
-    grid = run_grid(plan.grid_runs(), runs_root=runs_root, address=address, budget_s=budget_s,
-                    progress=progress, log=log)
-    if not grid.ok:
-        raise TrainingError("; ".join(f"{r.run.label()}: {r.status}: {r.error} ({r.run_dir})"
-                                      for r in grid.results if not r.finished))
-    trained = {(r.run.task_name, r.run.pe, r.run.seed): r.result for r in grid.results}
-    rows = []
-    for name in task_names:
-        for pe in pes:
-            ids, oods, dirs = [], [], []
-            for seed in seeds:
-                r = trained[(name, pe, seed)]
-                ids.append(r.id_em)
-                oods.append(r.ood_em)
-                dirs.append(r.run_dir)
-            records = load_runs(dirs)
-            # the theories depend on the runs' protocol (a learned APE without random
-            # offsets has none): the prediction is for the runs it is compared with
-            if registered is not None:
-                pred = _registered(registered[(name, pe)], pe, records[0].protocol)
-            else:
-                p = predict(name, pe=pe, search=search, search_budget=search_budget,
-                            crasp_budget=crasp_budget, search_time_cap=search_time_cap,
-                            verify_max_length=verify_max_length, samples=samples,
-                            position_offsets=records[0].protocol)
-                pred = {"prediction": p.prediction, "prediction_label": p.prediction_label,
-                        "theories": p.theories, "in_catalogue": True}
-            measured, label, reason, mean, ci, threshold = measure(
-                records, pred["prediction"], regimes[name])
-            row = ValidationRow(task=name, pe=pe, prediction=pred["prediction"],
-                                prediction_label=pred["prediction_label"],
-                                theories=pred["theories"], seeds=list(seeds), id_em=ids,
-                                ood_em=oods, ood_mean=mean, ood_ci=ci, measured=measured,
-                                label=label, reason=reason, run_dirs=dirs,
-                                registered=registered is not None,
-                                in_catalogue=pred["in_catalogue"], threshold=threshold)
-            if log:
-                log(f"{name} {pe}: predicted {row.prediction_label}, measured {measured} "
-                    f"-> {row.label}")
-            rows.append(row)
+    budgets = {"search_budget": DEFAULT_SEARCH_BUDGET if search_budget is None else search_budget,
+               "crasp_budget": DEFAULT_CRASP_BUDGET if crasp_budget is None else crasp_budget}
+    opts = pipeline.StageOptions(progress=progress, address=address, sink=log)
+    plan, lengths = _plan(task_names, pes, seeds, preset, runs_root, steps, overrides,
+                          pe_presets, at_regime)                                  # plan
+    trained = pipeline.train_every(plan, opts, budget_s, tag="validate")          # train
+    predict_opts = dict(search=search, search_time_cap=search_time_cap, samples=samples,
+                        verify_max_length=verify_max_length, **budgets)
+    rows = [row for name in task_names for row in _task_rows(                # load, predict,
+        plan, name, pes, seeds, trained, opts, registered, predict_opts, log)]  # claims
     out = _tally([r for r in rows if r.in_catalogue])
     outside = [r for r in rows if not r.in_catalogue]
     return {"rows": [r.to_dict() for r in rows], **out,
             "replications": replication_checks(task_names, pes, replication_dir),
             "outside": _tally(outside) if outside else None,
-            "settings": {"preset": preset, "pe_presets": dict(pe_presets or {}),
-                         "steps": steps, "seeds": list(seeds),
-                         "overrides": dict(overrides or {}),
+            "settings": {"preset": preset, "pe_presets": dict(pe_presets or {}), "steps": steps,
+                         "seeds": list(seeds), "overrides": dict(overrides or {}),
                          "runs_root": str(runs_root), "search": search,
-                         "registered": registered is not None,
-                         "regime_lengths": lengths,
-                         "budgets": {"raspl": search_budget, "crasp": crasp_budget,
-                                     "unit": "candidates"} if search else None}}
+                         "registered": registered is not None, "regime_lengths": lengths,
+                         "budgets": {"raspl": budgets["search_budget"], "crasp": budgets[
+                             "crasp_budget"], "unit": "candidates"} if search else None}}
+
+
+def _plan(task_names, pes, seeds, preset, runs_root, steps, overrides, pe_presets,
+          at_regime) -> tuple[Plan, dict]:
+    """The validation's runs (:class:`analysis.experiment.plan.Plan`: each task resolved once,
+    each run's settings once) and the training lengths of the tasks trained in their paper's
+    regime (task name -> ``L``)."""
+    regimes = {name: resolve_task(name).regime for name in task_names}
+    lengths = {name: r.train_max_len for name, r in regimes.items()
+               if at_regime and r is not None}
+    return Plan.of(Study(tasks=list(task_names), pes=list(pes), seeds=list(seeds),
+                         train_preset=preset, pe_train_presets=dict(pe_presets or {}),
+                         overrides=dict(overrides or {}), steps=steps,
+                         task_train_max_len=lengths, runs_root=str(runs_root))), lengths
+
+
+def _task_rows(plan: Plan, name: str, pes, seeds, trained: dict, opts, registered,
+               predict_opts: dict, log) -> list[ValidationRow]:
+    """One task's rows: its runs read back (the pipeline's load stage), then per PE the
+    prediction for the runs' protocol (:func:`_prediction`) labelled by the claims' rule
+    (:func:`_row`), in the order of ``pes``, seeds in the order of ``seeds``.
+
+    Raises:
+        RunDirError: a finished run directory that cannot be read."""
+    task = plan.task(name)
+    loaded = pipeline.load(task, plan.for_task(name), trained, opts, "validate")
+    if loaded.problems:                  # every run finished: a directory that cannot be read
+        raise RunDirError("; ".join(loaded.problems))
+    row_of = {(r.pe, r.seed): r for r in loaded.rows}
+    record_of = {(r.pe, r.seed): r for r in loaded.records}
+    rows = []
+    for pe in pes:
+        runs = [row_of[(pe, s)] for s in seeds]
+        records = [record_of[(pe, s)] for s in seeds]
+        pred = _prediction(name, pe, records[0].protocol, registered, predict_opts)
+        rows.append(_row(name, pe, runs, records, pred, task.regime, registered is not None,
+                         log))
+    return rows
+
+
+def _prediction(name: str, pe: str, protocol, registered: dict | None,
+                predict_opts: dict) -> dict:
+    """The prediction for the runs of (``name``, ``pe``), trained with offset ``protocol``:
+    the registered one (:func:`_registered`), else the predictor's
+    (:func:`analysis.prediction.predict.predict` with ``predict_opts``). The theories depend on
+    the runs' protocol (a learned APE without random offsets has none): the prediction is for
+    the runs it is compared with."""
+    if registered is not None:
+        return _registered(registered[(name, pe)], pe, protocol)
+    p = predict(name, pe=pe, position_offsets=protocol, **predict_opts)
+    return {"prediction": p.prediction, "prediction_label": p.prediction_label,
+            "theories": p.theories, "in_catalogue": True}
+
+
+def _row(name: str, pe: str, runs: list, records: list, pred: dict, regime, registered: bool,
+         log: Callable[[str], None] | None) -> ValidationRow:
+    """The :class:`ValidationRow` of (``name``, ``pe``): its runs (``runs``:
+    :class:`analysis.experiment.pipeline.RunRow`, one per seed; ``records`` their claims'
+    records) measured against ``pred`` (:func:`measure`)."""
+    measured, label, reason, mean, ci, threshold = measure(records, pred["prediction"], regime)
+    row = ValidationRow(task=name, pe=pe, prediction=pred["prediction"],
+                        prediction_label=pred["prediction_label"], theories=pred["theories"],
+                        seeds=[r.seed for r in runs], id_em=[r.id_em for r in runs],
+                        ood_em=[r.ood_em for r in runs], ood_mean=mean, ood_ci=ci,
+                        measured=measured, label=label, reason=reason,
+                        run_dirs=[r.dir for r in runs], registered=registered,
+                        in_catalogue=pred["in_catalogue"], threshold=threshold)
+    if log:
+        log(f"{name} {pe}: predicted {row.prediction_label}, measured {measured} "
+            f"-> {row.label}")
+    return row
 
 
 def replication_checks(task_names: Sequence[str], pes: Sequence[str],
@@ -231,12 +259,10 @@ def replication_checks(task_names: Sequence[str], pes: Sequence[str],
     (``rasp replicate huang``) for these tasks and PEs, checked against each cell's runs on
     its farthest bin (:func:`analysis.experiment.replication.prediction_check`); ``cells_dir``
     None: ``docs/replication`` of this checkout (none there: ``[]``)."""
-    # start-up: lark and torch load only when this runs
-    from analysis.experiment import replication as R
-    root = Path(cells_dir) if cells_dir else R.DEFAULT_CELLS_DIR
+    root = Path(cells_dir) if cells_dir else _replication.DEFAULT_CELLS_DIR
     if not root.is_dir():
         return []
-    return [c for c in R.prediction_checks(root)
+    return [c for c in _replication.prediction_checks(root)
             if c["task"] in set(task_names) and c["pe"] in set(pes)]
 
 

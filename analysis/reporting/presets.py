@@ -1,11 +1,34 @@
 """The report's tasks and presets (seeds, probe sizes, training preset).
 
-A module of constants only, so that the command line can show them in ``--help`` without
-importing the report (torch, matplotlib). The report itself is :mod:`analysis.reporting.report`.
+A module of constants (and :func:`theory_presets`, torch-free), so that the command line can
+show them in ``--help`` without importing the report (torch, matplotlib). The report itself is
+:mod:`analysis.reporting.report`.
 """
 
+from analysis.training.configs import TRAIN_PRESETS
+from rasp_model.pe_names import get_pe, registered_pes
+
 __all__ = ["DEFAULT_TASKS", "CONFIRMATION_TASKS", "FULL_TASKS", "VALIDATION_TASKS",
-           "SELECTED_TASK", "REPORT_PRESETS", "PRESET_ALIASES", "study_preset"]
+           "SELECTED_TASK", "REPORT_PRESETS", "PRESET_ALIASES", "study_preset", "theory_presets"]
+
+
+def theory_presets(preset: str) -> dict[str, str]:
+    """PE -> the training preset that trains like ``preset`` but with the position offsets the
+    PE's theories assume (:func:`rasp_model.pe_names.theory_protocol`: a learned APE's are
+    random, so ``demo`` -> ``demo_random_offsets``), for every registered encoding that states
+    such a protocol and where :data:`analysis.training.configs.TRAIN_PRESETS` has a preset of
+    exactly those settings (``quick`` has none: ``{}``). An unknown preset: ``{}``."""
+    base = TRAIN_PRESETS.get(preset)
+    out: dict[str, str] = {}
+    for pe in registered_pes() if base is not None else ():
+        offsets = get_pe(pe).theory_offsets
+        if offsets is None or base.get("position_offsets", "none") == offsets:
+            continue
+        want = {**base, "position_offsets": offsets}
+        match = next((name for name, s in TRAIN_PRESETS.items() if s == want), None)
+        if match is not None:
+            out[pe] = match
+    return out
 
 #: The demo's default: one task with a RASP-L program (Zhou et al.: generalizes) and one without:
 #: sort_unique (a RASP-L program of length 5) is where the positional encodings separate at
@@ -44,7 +67,7 @@ REPORT_PRESETS = {
     # 2 idle cores (docs/benchmarks.md, "The demo").
     "main": {"seeds": [0, 1, 2, 3, 4], "nope_seeds": 5, "probe_per_length": 4,
              "train_preset": "demo", "runs_root": "runs",
-             "pe_train_presets": {"ape_learned": "demo_random_offsets"},
+             "pe_train_presets": theory_presets("demo"),
              "task_pes": {"copy_repeat": ["nope"]}},
     # the quick look (``rasp report``'s default, the README's tour): one seed, quick runs
     "tour": {"seeds": [0], "nope_seeds": 2, "probe_per_length": 3, "train_preset": "quick",
@@ -55,7 +78,7 @@ REPORT_PRESETS = {
     # a claim that goes the other way on a task can be said to, not only "not confirmed"
     "confirmation": {"seeds": [0, 1, 2, 3, 4, 5, 6], "nope_seeds": 7, "probe_per_length": 4,
              "train_preset": "demo", "runs_root": "runs",
-             "pe_train_presets": {"ape_learned": "demo_random_offsets"},
+             "pe_train_presets": theory_presets("demo"),
              "task_pes": {"copy_repeat": ["nope"]}},
 }
 

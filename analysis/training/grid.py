@@ -57,7 +57,7 @@ from rasp.errors import RASPError
 from tasks.custom import task_source
 from rasp.repl.progress import progress_bar
 
-__all__ = ["GridRun", "GridResult", "GridReport", "GridError", "run_grid", "check_runs",
+__all__ = ["GridRun", "GridResult", "GridReport", "GridError", "run_grid",
            "with_source",
            "connect", "priority", "train_pending", "auto_stack", "plan_jobs", "GPU_STACK",
            "parse_address", "DEFAULT_GPUS_PER_RUN", "CONNECT_TIMEOUT_S", "WAIT_S"]
@@ -115,6 +115,19 @@ class GridRun:
             analysis.training.trainer.TrainingError: unknown task, or a task file that changed
                 or no longer loads."""
         return trainer.resolve_task(self.source if self.source is not None else self.task)
+
+    def spec(self, task=None):
+        """The run's settings (:class:`analysis.training.configs.RunSpec`,
+        :func:`analysis.training.trainer.resolve_spec` of these arguments): the one place a
+        grid run's arguments become a spec. ``task``: the run's task object when the caller
+        has it (default :meth:`load_task`).
+
+        Raises:
+            analysis.training.trainer.TrainingError: unknown task or PE, a bad preset, setting
+                or length."""
+        return trainer.resolve_spec(self.load_task() if task is None else task, self.pe,
+                                    self.seed, self.preset, self.steps, self.train_max_len,
+                                    dict(self.overrides) or None)
 
     @property
     def task_name(self) -> str:
@@ -216,15 +229,6 @@ class GridReport:
         return line
 
 
-def check_runs(runs: Sequence[GridRun]) -> None:
-    """Validate every run before anything starts (:func:`analysis.training.trainer.resolve_spec`:
-    known task and PE, valid preset, settings and lengths). Raises
-    :class:`analysis.training.trainer.TrainingError` naming the first problem."""
-    for run in runs:
-        trainer.resolve_spec(trainer.resolve_task(run.task), run.pe, run.seed, run.preset,
-                              run.steps, run.train_max_len, dict(run.overrides) or None)
-
-
 # ------------------------------------------------------------------------------------------
 # one run (what a Ray worker executes)
 # ------------------------------------------------------------------------------------------
@@ -251,8 +255,7 @@ def _train_job(job: list, device: str, threads: int, force: bool) -> list[dict]:
     ``{"status": "failed", "error"}``). Executed by a Ray worker or in-process."""
     run0 = job[0][0]
     task = run0.load_task()
-    specs = [trainer.resolve_spec(task, r.pe, r.seed, r.preset, r.steps, r.train_max_len,
-                                  dict(r.overrides) or None) for r, _ in job]
+    specs = [r.spec(task) for r, _ in job]
     # one run alone: the single-model loop, except on CUDA, where a stack of one takes the
     # captured step (analysis.training.stacked.StackStepper)
     if len(job) == 1 and not (str(device).startswith("cuda")
@@ -293,10 +296,7 @@ def plan_jobs(runs: Sequence[GridRun], todo: Sequence[int], stack: int,
     for i in todo:
         r = runs[i]
         try:
-            task = r.load_task()
-            key = stacked.stack_key(trainer.resolve_spec(task, r.pe, r.seed, r.preset, r.steps,
-                                                         r.train_max_len,
-                                                         dict(r.overrides) or None))
+            key = stacked.stack_key(r.spec())
         except (trainer.TrainingError, RASPError):
             key = None
         groups.setdefault((r.task_name, key) if key is not None else ("alone", i), []).append(i)

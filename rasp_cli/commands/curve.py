@@ -74,10 +74,13 @@ def add_arguments(p) -> None:
 
 
 def _pe_presets(args) -> dict:
-    """``--pe-preset`` items; none given: a learned APE with random offsets under the demo
-    preset (the protocol its theories assume)."""
+    """``--pe-preset`` items; none given: each PE whose theories assume a training protocol
+    (a learned APE: random offsets) under the preset that is ``--preset`` with it
+    (:func:`analysis.reporting.presets.theory_presets`: demo -> demo_random_offsets)."""
     if args.pe_preset is None:
-        return {"ape_learned": "demo_random_offsets"} if args.preset == "demo" else {}
+        # start-up: torch-free (the registry and the training presets)
+        from analysis.reporting.presets import theory_presets
+        return theory_presets(args.preset)
     return parse_pe_presets(args.pe_preset)
 
 
@@ -107,7 +110,7 @@ def run(args) -> int:
     pe_presets = _pe_presets(args)
     # start-up: torch loads once the arguments are checked (a usage error answers at once)
     from analysis.experiment.curve import format_curve, training_length_curve
-    from analysis.training.grid import GridError
+    from analysis.experiment.pipeline import ExperimentError
     from analysis.training.runs import RunDirError, atomic_write_text
     from analysis.training.trainer import TrainingError
     try:
@@ -122,7 +125,7 @@ def run(args) -> int:
             print(f"rasp curve: {e}", file=sys.stderr)
             return 1
         raise UsageError(str(e)) from None
-    except (GridError, RunDirError) as e:
+    except (ExperimentError, RunDirError) as e:
         raise UsageError(str(e)) from None
     # start-up: matplotlib loads only when a figure is drawn
     from analysis.reporting.figures import curve_figure

@@ -85,8 +85,8 @@ def _prediction(task: str, pe: str) -> dict:
     """Our prediction for a cell, as registered in the cell file (verdict, label, theory)."""
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.prediction.predict import predict
-    rec = predict(task, pe=pe, search=True,
-                  position_offsets="random" if pe == "ape_learned" else "none")
+    from rasp_model.pe_names import theory_protocol
+    rec = predict(task, pe=pe, search=True, position_offsets=theory_protocol(pe))
     return {"prediction": rec.prediction, "label": getattr(rec, "prediction_label", None)
             or rec.prediction, "theory": rec.theory, "budgets": getattr(rec, "budgets", None)}
 
@@ -95,7 +95,7 @@ def run(args) -> int:
     """Run ``rasp replicate``; returns the exit code."""
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.experiment import replication as R
-    from analysis.training.grid import GridError
+    from analysis.experiment.pipeline import ExperimentError
 
     pes = parse_pes(args.pe)
     check_grid_options(args)              # --gpus-per-run nan etc. before anything starts
@@ -137,7 +137,7 @@ def run(args) -> int:
             cell = R.replicate_cell(task, pe, scale, args.runs, args.out, prediction=pred,
                                     grid_kwargs=grid_kwargs, waves=waves,
                                     log=lambda s: print(s, flush=True))
-        except GridError as e:
+        except ExperimentError as e:
             raise UsageError(str(e)) from None
         except R.ReplicationError as e:
             raise UsageError(str(e)) from None

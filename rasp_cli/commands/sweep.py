@@ -61,8 +61,6 @@ def run(args) -> int:
     """Run ``rasp sweep``; returns the exit code."""
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
     from analysis.training import sweep
-    from analysis.training.grid import check_runs
-    from analysis.training.trainer import TrainingError
 
     pes = parse_pes(args.pe)
     seeds = parse_seeds(args.seeds)
@@ -76,20 +74,24 @@ def run(args) -> int:
     configs = sweep.expand(swept, fixed)
     root = Path(args.out) / "sweeps" / Path(args.grid_file).stem / args.task
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
+    from analysis.experiment.plan import Plan
     from analysis.training.study import Study
-    runs, index = [], []
+    from rasp.errors import RASPError
+    plans, index = [], []
     for pe in pes:
         for overrides in configs:
             tag = sweep.config_tag(overrides, swept)
             study = Study(tasks=[args.task], pes=[pe], seeds=seeds, train_preset=args.preset,
                           overrides=overrides, runs_root=str(root / pe / _slug(tag)),
                           flat=True, tag=tag)
-            runs += study.runs()
-            index += [(pe, tag)] * len(study.seeds_of(pe))
+            plans.append(Plan.of(study))       # settings resolved once, the task's record
+            index += [(pe, tag)] * len(plans[-1].runs)
+    plan = Plan.joined(plans)
     try:
-        check_runs(runs)
-    except TrainingError as e:
+        plan.check()
+    except (RASPError, ValueError) as e:
         raise UsageError(f"{args.grid_file}: {e}") from None
+    runs = plan.grid_runs()
     print(f"sweep {args.task}: {len(configs)} configuration(s) x {len(seeds)} seed(s) x "
           f"{len(pes)} PE(s) = {len(runs)} runs under {root}")
     report = run_grid_from_args(runs, args, args.out)

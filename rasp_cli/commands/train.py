@@ -180,7 +180,6 @@ def run(args) -> int:
     if warning:
         print(warning, file=sys.stderr)
     # start-up: torch loads once the arguments are checked (a usage error answers at once)
-    from analysis.training.grid import check_runs
     from analysis.training.runs import RunDirError, atomic_write_text
     from analysis.training.trainer import TrainingError, train
     several = len(pes) > 1 or len(seeds) > 1 or len(tasks) > 1
@@ -192,24 +191,7 @@ def run(args) -> int:
     if not grid and several:
         raise UsageError("several tasks, PEs or seeds need --grid")
     if grid:
-        # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
-        from analysis.training.study import Study
-        runs = Study(tasks=tasks, pes=pes, seeds=seeds, train_preset=args.preset,
-                     pe_train_presets=pe_presets, overrides=overrides, steps=args.steps, train_max_len=args.train_max_len,
-                     runs_root=args.out or "runs").runs()
-        try:
-            check_runs(runs)
-        except TrainingError as e:
-            raise UsageError(str(e)) from None
-        report = run_grid_from_args(runs, args, args.out or "runs")
-        results = report.run_results()
-        if results:
-            print()
-            print(format_grid(results))
-        if args.json:
-            atomic_write_text(Path(args.json), json.dumps([r.to_dict() for r in report.results],
-                                                          indent=1), mode=0o644)
-        return 0 if report.ok else 1
+        return _train_grid(args, tasks, pes, seeds, pe_presets, overrides)
     try:
         r = train(tasks[0], pes[0], seed=seeds[0], out_dir=args.out, steps=args.steps,
                   train_max_len=args.train_max_len, device=args.device,
@@ -227,3 +209,32 @@ def run(args) -> int:
     if args.json:
         atomic_write_text(Path(args.json), json.dumps([r.to_dict()], indent=1), mode=0o644)
     return 0
+
+
+def _train_grid(args, tasks: list, pes: list, seeds: list, pe_presets: dict,
+                overrides: dict) -> int:
+    """``rasp train --grid``: the runs planned through the experiment's plan (each run's
+    settings resolved once, each task carried as its source record; a bad setting is a usage
+    error before Ray starts), trained by the grid runner; the exit code (1: a run failed or
+    was not started within the budget)."""
+    # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
+    from analysis.experiment.plan import Plan
+    from analysis.training.runs import atomic_write_text
+    from analysis.training.study import Study
+    from rasp.errors import RASPError
+    plan = Plan.of(Study(tasks=tasks, pes=pes, seeds=seeds, train_preset=args.preset,
+                         pe_train_presets=pe_presets, overrides=overrides, steps=args.steps,
+                         train_max_len=args.train_max_len, runs_root=args.out or "runs"))
+    try:
+        plan.check()
+    except (RASPError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    report = run_grid_from_args(plan.grid_runs(), args, args.out or "runs")
+    results = report.run_results()
+    if results:
+        print()
+        print(format_grid(results))
+    if args.json:
+        atomic_write_text(Path(args.json), json.dumps([r.to_dict() for r in report.results],
+                                                      indent=1), mode=0o644)
+    return 0 if report.ok else 1

@@ -131,7 +131,7 @@ def run(args) -> int:
     from analysis.evidence.claims import ClaimError
     from analysis.prediction.predict import PredictError
     from analysis.experiment.validate import format_validation, validate
-    from analysis.training.grid import GridError
+    from analysis.experiment.pipeline import ExperimentError
     from analysis.training.trainer import RunDirError, TrainingError
     try:
         out = validate(names, pes, seeds, preset=args.preset,
@@ -140,7 +140,7 @@ def run(args) -> int:
                        progress=not args.json, address=args.address, registered=registered,
                        at_regime=not args.protocol_lengths,
                        log=None if args.json else (lambda m: print(m, file=sys.stderr)))
-    except (TrainingError, RunDirError, PredictError, GridError, ClaimError) as e:
+    except (TrainingError, RunDirError, PredictError, ExperimentError, ClaimError) as e:
         raise UsageError(str(e)) from None
     if registered is not None:
         # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
