@@ -98,9 +98,10 @@ def measure_stack(task, pe: str, preset: str, M: int, device: str, steps: int, w
 
 def main_job(device: str, smoke: bool) -> dict:
     """The main job's runs through the grid in this process; wall seconds."""
+    from analysis.reporting.presets import theory_presets
     from analysis.training.grid import GridRun, auto_stack, run_grid
-    runs = [GridRun("sort_unique", pe, s,
-                    preset="demo_random_offsets" if pe == "ape_learned" else "demo")
+    presets = theory_presets("demo")     # a learned APE: the random offsets its theories assume
+    runs = [GridRun("sort_unique", pe, s, preset=presets.get(pe, "demo"))
             for pe in PE_NAMES for s in range(5)]
     runs += [GridRun("copy_repeat", "nope", s, preset="demo") for s in range(5)]
     if smoke:
