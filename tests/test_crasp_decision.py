@@ -64,13 +64,16 @@ def test_mod3_counter():
 
 def test_star_free_languages_are_not_refuted():
     # (ab)* and a*b* are star-free (McNaughton & Papert 1971): aperiodic, no counter; (ab)*
-    # is in C-RASP[] (#a - #b in {0, 1} at every prefix, 0 at the end)
+    # is in C-RASP[] (#a - #b in {0, 1} at every prefix, 0 at the end) but not piecewise
+    # testable, so nothing is decided; a*b* (no subsequence "ba") is piecewise testable, so a
+    # program is constructed (tests/test_crasp_piecewise.py checks it)
     ab_star = DFA(2, [[1, None], [None, 0]], {0})
     a_star_b_star = DFA(2, [[0, 1], [None, 1]], {0, 1})
-    for dfa in (ab_star, a_star_b_star):
-        for variant in ("crasp", "crasp_pl"):
-            d = decide_crasp(dfa, variant, alphabet=["a", "b"])
-            assert d.status == "no counter" and not d.proved_not and d.evidence() is None
+    for variant in ("crasp", "crasp_pl"):
+        d = decide_crasp(ab_star, variant, alphabet=["a", "b"])
+        assert d.status == "no counter" and not d.proved_not and d.evidence() is None
+        d = decide_crasp(a_star_b_star, variant, alphabet=["a", "b"])
+        assert d.status == "in fragment" and not d.proved_not and d.program["k"] == 2
 
 
 def test_budget_is_work():

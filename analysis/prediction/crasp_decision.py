@@ -59,9 +59,12 @@ certificate). See ``docs/predictions.md`` ("Decided verdicts").
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from dataclasses import dataclass, field, fields
 
+from analysis.prediction.crasp_piecewise import piecewise_program, subsequence_recipe
+from analysis.prediction.crasp_search.recipes import recipe_text
 from analysis.prediction.theories import Evidence
 
 __all__ = ["Decision", "decide_crasp", "decide_task", "DECISIONS", "DEFAULT_DECISION_BUDGET"]
@@ -79,9 +82,12 @@ class Decision:
 
     Attributes:
         variant: ``"crasp"`` (C-RASP[], NoPE) or ``"crasp_pl"`` (C-RASP[periodic, local]).
-        status: ``"not in fragment"`` (a witness proves no program exists), ``"no counter"``
-            (the monoid or stable semigroup has no counter an output can see: nothing is
-            proved), or ``"budget"`` (more than ``budget`` actions: nothing is proved).
+        status: ``"not in fragment"`` (a witness proves no program exists), ``"in fragment"``
+            (the task is piecewise testable: a C-RASP[] program is constructed and proved right
+            at every length, :mod:`analysis.prediction.crasp_piecewise`), ``"no counter"``
+            (the monoid or stable semigroup has no counter an output can see and the task is
+            not shown piecewise testable: nothing is proved), or ``"budget"`` (more than
+            ``budget`` actions: nothing is proved).
         witness: for ``not in fragment``: ``u``, ``v``, ``w`` (lists of symbol names), the
             period ``p``, ``outputs`` (the output after ``u v^n w`` for ``n = start ..
             start + 2p - 1``, as ``[n, output]`` pairs; None where ``u v^n w`` is not an input
@@ -89,6 +95,10 @@ class Decision:
         actions: how many actions were enumerated (the work done).
         stable_length: C-RASP[periodic, local] only: the length ``s`` with ``S_s = S_2s``.
         detail: one sentence a reader can check (the verdict's evidence).
+        program: for ``in fragment``: ``k`` (subsequence length), ``features`` (the
+            subsequences tested, as symbol strings), ``pairs`` (reachable (state, subsequence
+            set) pairs checked), ``work`` and, once :func:`decide_task` has mapped the outputs
+            to the task's values, ``text`` (the program in C-RASP notation); else None.
     """
 
     variant: str
@@ -97,7 +107,12 @@ class Decision:
     actions: int = 0
     stable_length: int | None = None
     detail: str = ""
+    program: dict | None = None
     _machine: object = field(default=None, repr=False, compare=False)
+    #: the constructed program (:class:`~analysis.prediction.crasp_piecewise.PiecewiseProgram`)
+    _piecewise: object = field(default=None, repr=False, compare=False)
+    #: the constructed program's IR s-op (set by :func:`decide_task`)
+    sop: object = field(default=None, repr=False, compare=False)
 
     @property
     def proved_not(self) -> bool:
@@ -105,8 +120,14 @@ class Decision:
         return self.status == "not in fragment"
 
     def evidence(self):
-        """The verdict's evidence (:class:`analysis.prediction.theories.Evidence` of kind
-        ``"decision"``) when a witness proves that no program exists, else None."""
+        """The verdict's evidence (:class:`analysis.prediction.theories.Evidence`): of kind
+        ``"decision"`` when a witness proves that no program exists, ``"existence"`` when a
+        program is proved to exist but was not constructed (a constructed one is program
+        evidence, verified by the caller), else None."""
+        if self.proved_in and self.sop is None:
+            return Evidence("existence", self.detail, source="Simon 1975 (piecewise testable "
+                            "= J-trivial syntactic monoid) and analysis/prediction/"
+                            "crasp_piecewise.py", theory=_VARIANTS[self.variant])
         if not self.proved_not:
             return None
         return Evidence("decision", self.detail, source="the eventual-constancy lemma "
@@ -115,7 +136,13 @@ class Decision:
 
     def to_dict(self) -> dict:
         """The record as JSON-ready data (the automaton it re-checks on left out)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_machine"}
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if not f.name.startswith("_") and f.name != "sop"}
+
+    @property
+    def proved_in(self) -> bool:
+        """True when a C-RASP[] program is constructed and proved right at every length."""
+        return self.status == "in fragment"
 
     def check(self) -> bool:
         """Re-run the witness on the automaton: the outputs after ``u v^n w`` for the listed
@@ -143,8 +170,11 @@ class _Machine:
     ``delta[q][a]`` is a state index or -1 (the word leaves the domain); ``out[q]`` the
     output; state 0 is the start."""
 
-    def __init__(self, delta, out, alphabet, names):
+    def __init__(self, delta, out, alphabet, names, empty_asked=True):
         self.delta, self.out, self.alphabet, self._names = delta, out, alphabet, names
+        #: whether the empty prefix is an input whose output is asked (membership: ``BOS
+        #: SEP``; next-character sets: outputs at non-empty prefixes only)
+        self.empty_asked = empty_asked
 
     def output_of(self, word):
         """The state after ``word`` from the start (None when it leaves the domain)."""
@@ -177,10 +207,10 @@ def _next_set_machine(dfa, fmt, alphabet) -> _Machine:
     delta = [[r if r is not None and r in live else -1 for r in row] for row in dfa.delta]
     out = [next_set_label(dfa, fmt, alphabet, q) if q in live else None
            for q in range(len(dfa.delta))]
-    return _trim(delta, out, alphabet, str)
+    return _trim(delta, out, alphabet, str, empty_asked=False)
 
 
-def _trim(delta, out, alphabet, names) -> _Machine:
+def _trim(delta, out, alphabet, names, empty_asked=True) -> _Machine:
     """Keep the states reachable from 0 inside the domain, renumbered in BFS order."""
     order, index = [0], {0: 0}
     for q in order:
@@ -189,7 +219,7 @@ def _trim(delta, out, alphabet, names) -> _Machine:
                 index[r] = len(order)
                 order.append(r)
     new = [[index[r] if r >= 0 else -1 for r in delta[q]] for q in order]
-    return _Machine(new, [out[q] for q in order], list(alphabet), names)
+    return _Machine(new, [out[q] for q in order], list(alphabet), names, empty_asked)
 
 
 def _distinguishable(m: _Machine) -> dict:
@@ -360,7 +390,9 @@ def decide_crasp(dfa, variant: str = "crasp", next_set=None, alphabet=None,
             :class:`tasks.huang.NextSetFormat` (outputs on non-empty prefixes of members).
         alphabet: the symbol names, in symbol order (default ``"0", "1", ...``).
         budget: the most actions (C-RASP[]) or compositions (C-RASP[periodic, local]) to
-            enumerate; past it the status is ``"budget"``.
+            enumerate, and the most (state, subsequence set) pairs the construction of a
+            program visits (:mod:`analysis.prediction.crasp_piecewise`); past it the status
+            is ``"budget"`` (or ``"in fragment"`` without a program).
 
     Returns:
         a :class:`Decision`; ``status == "not in fragment"`` carries a witness that
@@ -387,32 +419,107 @@ def decide_crasp(dfa, variant: str = "crasp", next_set=None, alphabet=None,
         got, work = _stable(m, budget)
         actions = None if got is None else got[1]
         stable_length = None if got is None else got[0]
-    if actions is None:
-        return Decision(variant, "budget", actions=work, detail=(
-            f"not decided: more than {budget} actions of the automaton to enumerate (raise "
-            "the decision budget)"), _machine=m)
-    for f, v in sorted(actions.items(), key=lambda fv: (len(fv[1]), fv[1])):
+    for f, v in sorted((actions or {}).items(), key=lambda fv: (len(fv[1]), fv[1])):
         found = _counter(f, dist)
         if found:
             wit = _witness(m, dist, f, v, found)
             return Decision(variant, "not in fragment", wit, work, stable_length,
                             _sentence(variant, wit, stable_length), _machine=m)
+    # no counter (or too many actions to look): a piecewise testable task still gets its
+    # program, proved right at every length (an aperiodic automaton never has a counter).
+    # Membership: Simon's theorem says first whether some k exists (J-trivial syntactic
+    # monoid); the construction visits at most ``budget`` (state, subsequence set) pairs
+    simon = _j_trivial(m, dist, budget) if m.empty_asked else None
+    pw = None if simon is False else piecewise_program(m, m.empty_asked, budget)
+    if pw is not None:
+        return Decision(variant, "in fragment", None, work, stable_length,
+                        _in_sentence(variant, pw, m), _piecewise_dict(pw, m), _machine=m,
+                        _piecewise=pw)
+    if simon:
+        return Decision(variant, "in fragment", None, work, stable_length, (
+            f"a {_VARIANTS['crasp']} program exists (decided, program not constructed): the "
+            "language's syntactic monoid is J-trivial, so it is piecewise testable (Simon "
+            "1975) — a Boolean combination of 'contains u as a subsequence' for words u of "
+            "some length k — and each such test is a C-RASP[] count (analysis/prediction/"
+            "crasp_piecewise.py); the k it needs is beyond the construction's budget"
+            + ("" if variant == "crasp" else
+               "; a C-RASP[] program is a C-RASP[periodic, local] program")), _machine=m)
+    if actions is None:
+        return Decision(variant, "budget", actions=work, detail=(
+            f"not decided: more than {budget} actions of the automaton to enumerate (raise "
+            "the decision budget)"), _machine=m)
     where = "transition monoid" if variant == "crasp" else \
         f"stable semigroup (words of length {stable_length})"
+    pt = ("not piecewise testable (its syntactic monoid is not J-trivial: Simon 1975)"
+          if simon is False else "not shown piecewise testable within the construction's "
+          "budget")
     return Decision(variant, "no counter", None, work, stable_length, (
         f"not decided: the automaton's {where} has no counter an output can see, so the "
-        f"eventual-constancy lemma proves nothing ({len(actions)} actions); the verdict rests "
-        "on the search"), _machine=m)
+        f"eventual-constancy lemma proves nothing ({len(actions)} actions), and the task is "
+        f"{pt}; the verdict rests on the search"), _machine=m)
+
+
+def _j_trivial(m: _Machine, dist: dict, budget: int) -> bool | None:
+    """Whether the syntactic monoid of a membership machine is J-trivial (Simon 1975: the
+    language is then piecewise testable), or None past ``budget`` elements. The minimal
+    automaton is ``m`` with its indistinguishable states merged; a finite monoid is J-trivial
+    iff it is R-trivial and L-trivial, i.e. iff its right and its left Cayley graphs have no
+    cycle through two elements (strongly connected components, networkx)."""
+    import networkx as nx
+    n = len(m.delta)
+    cls = list(range(n))
+    for p in range(n):
+        for q in range(p):
+            if (q, p) not in dist and cls[q] == q:
+                cls[p] = q
+                break
+    reps = sorted(set(cls))
+    idx = {r: i for i, r in enumerate(reps)}
+    letters = [tuple(idx[cls[m.delta[r][a]]] for r in reps) for a in range(len(m.alphabet))]
+    ident = tuple(range(len(reps)))
+    elems, todo = {ident}, deque([ident])
+    right, left = nx.DiGraph(), nx.DiGraph()
+    while todo:
+        f = todo.popleft()
+        for g in letters:
+            for graph, h in ((right, _compose(f, g)), (left, _compose(g, f))):
+                graph.add_edge(f, h)
+                if h not in elems:
+                    elems.add(h)
+                    if len(elems) > budget:
+                        return None
+                    todo.append(h)
+    return all(len(c) == 1 for graph in (right, left)
+               for c in nx.strongly_connected_components(graph))
+
+
+def _piecewise_dict(pw, m: _Machine) -> dict:
+    return {"k": pw.k, "features": ["".join(_word(m, u)) for u in pw.features],
+            "pairs": pw.pairs, "work": pw.work}
+
+
+def _in_sentence(variant, pw, m: _Machine) -> str:
+    feats = ", ".join(repr("".join(_word(m, u))) for u in pw.features) or "none"
+    return (f"a {_VARIANTS['crasp']} program exists (decided, constructed): the output after "
+            f"every prefix is a function of which of the subsequences {feats} it contains "
+            f"(checked exhaustively on all {pw.pairs:,} reachable pairs of automaton state and "
+            f"set of subsequences of length <= {pw.k}: the task is {pw.k}-piecewise testable, "
+            "Simon 1975), and each 'contains v a^r' is the C-RASP[] count "
+            "#[j<=i] (Q_a(j) and S_v(j)) >= r (analysis/prediction/crasp_piecewise.py)"
+            + ("" if variant == "crasp" else
+               "; a C-RASP[] program is a C-RASP[periodic, local] program"))
 
 
 #: :func:`decide_task`'s decisions in this process (cleared with the predictor's search caches)
 DECISIONS: dict = {}
 
 
-def decide_task(task, variant: str) -> Decision | None:
+def decide_task(task, variant: str, budget: int = DEFAULT_DECISION_BUDGET) -> Decision | None:
     """:func:`decide_crasp` of a task defined by an automaton (Huang et al.'s formal
     languages and ``--regex`` tasks: a ``dfa`` attribute; the next-set format when it has a
-    ``format``), once per process; None for a task without an automaton.
+    ``format``), once per process and ``budget``; None for a task without an automaton. A
+    decided "in fragment" with a constructed program gets its IR s-op (``sop``) and its text
+    in the task's values (``program["text"]``, ``program["features"]``).
 
     Raises:
         ValueError: an unknown variant.
@@ -421,8 +528,75 @@ def decide_task(task, variant: str) -> Decision | None:
     if dfa is None:
         return None
     key = (task.name, getattr(task, "sha256", None), repr(getattr(task, "spec", None)),
-           variant)
+           variant, budget)
     if key not in DECISIONS:
-        DECISIONS[key] = decide_crasp(dfa, variant, getattr(task, "format", None),
-                                      task.vocab.tokens[:dfa.k])
+        d = decide_crasp(dfa, variant, getattr(task, "format", None), task.vocab.tokens[:dfa.k],
+                         budget)
+        if d.proved_in and d._piecewise is not None:
+            _build_program(d, task)
+        DECISIONS[key] = d
     return DECISIONS[key]
+
+
+#: most features whose decision list is minimized (sympy's ``SOPform``, Quine-McCluskey, with
+#: the unreachable classes as don't-cares: exponential in the features); above it each output's
+#: condition is the disjunction of its classes as they are
+_MINIMIZED_FEATURES = 6
+
+
+def _build_program(d: Decision, task) -> None:
+    """The constructed program of ``d`` in the task's values: a decision list (one entry per
+    output but the most frequent, each a minimal sum of products of the ``S_u`` over the
+    reachable classes, sympy's ``SOPform`` with the unreachable classes as don't-cares, up to
+    :data:`_MINIMIZED_FEATURES` features), its
+    IR s-op (``d.sop``) and its text (``d.program["text"]``)."""
+    from sympy import And, Not, Or, symbols
+    from sympy.logic import SOPform
+
+    from analysis.prediction.crasp_search.driver import _schema
+    from analysis.prediction.crasp_search.recipes import build_program
+
+    pw, m, vocab = d._piecewise, d._machine, task.vocab
+    value = lambda token: vocab.values[vocab.id(token)]  # noqa: E731
+    sym_values = [value(t) for t in m.alphabet]
+    feats = [subsequence_recipe(u, sym_values) for u in pw.features]
+    outs = [value(m._names(o)) for _, o in pw.table]
+    default = max(sorted(set(outs)), key=outs.count)
+    xs = symbols(f"x0:{len(feats)}") if feats else ()
+    seen = {lits for lits, _ in pw.table}
+    small = len(feats) <= _MINIMIZED_FEATURES
+    dont = ([list(c) for c in itertools.product((0, 1), repeat=len(feats)) if c not in seen]
+            if small else [])
+    entries = []
+    for val in sorted(set(outs) - {default}):
+        minterms = [list(lits) for (lits, _), o in zip(pw.table, outs) if o == val]
+        expr = (SOPform(xs, minterms, dont) if small else
+                Or(*(And(*(x if b else Not(x) for x, b in zip(xs, t))) for t in minterms)))
+        entries.append((val, _recipe(expr, xs, feats)))
+    if m.empty_asked:
+        # membership (``BOS w SEP -> answer EOS``): after the answer token comes EOS
+        answer = sorted({value(m._names(o)) for o in (False, True)})
+        entries.insert(0, (value("EOS"), ("or", ("Q", answer[0]), ("Q", answer[1]))))
+    names = {v: t for t, v in zip(vocab.tokens, vocab.values)}
+    pw.entries, pw.default = entries, default
+    d.sop = build_program(entries, default, sym_values, vocab.values)
+    d.program["text"] = _schema(entries, default, names)
+    d.program["features"] = {"".join(m.alphabet[a] for a in u): recipe_text(f, names)
+                             for u, f in zip(pw.features, feats)}
+
+
+def _recipe(expr, xs, feats):
+    """A sympy Boolean over ``xs`` as a C-RASP search recipe over ``feats``."""
+    from sympy import And, Not, Or
+    if expr in xs:
+        return feats[list(xs).index(expr)]
+    if isinstance(expr, Not):
+        return ("not", _recipe(expr.args[0], xs, feats))
+    if isinstance(expr, (And, Or)):
+        op = "and" if isinstance(expr, And) else "or"
+        parts = [_recipe(a, xs, feats) for a in sorted(expr.args, key=str)]
+        out = parts[0]
+        for p in parts[1:]:
+            out = (op, out, p)
+        return out
+    raise ValueError(f"unexpected Boolean {expr!r} in a constructed program")

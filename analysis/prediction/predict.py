@@ -387,7 +387,9 @@ def _empty_record(task, search_dict) -> Prediction:
 
 def _program_evidence(src, label, text, size, ver, fragment, runnable=None) -> Evidence:
     where = {"shipped": "the task's shipped program", "search": "found by the search",
-             "user": "the program given"}.get(src, src)
+             "user": "the program given",
+             "decision": "decided: constructed from the automaton and proved right at every "
+                         "length"}.get(src, src)
     return Evidence("program", f"a verified {fragment} program of expression size {size} "
                                f"({where}: {label}), checked at every length "
                                f"{ver.lengths[0]}..{ver.lengths[-1]}",
@@ -653,7 +655,17 @@ def _crasp_provider(variant: str):
             if v.ok and (best is None or tree_size(sop) < best[0]):
                 best = (tree_size(sop), src, label, text, v, None)
         searches, cert, capped = {}, None, None
-        pool.decided[variant] = decide_task(task, variant)
+        pool.decided[variant] = decision = decide_task(task, variant)
+        if best is None and decision is not None and decision.proved_in:
+            # the decision constructed a program and proved it right at every length; it is
+            # verified here like any program (a second, independent check of the construction)
+            v = verify_program_on_task(task, decision.sop, max_length=ctx.verify_max_length,
+                                       samples=ctx.samples, seed=ctx.seed,
+                                       program_label="constructed")
+            if v.ok and check_crasp(decision.sop, variant).valid:
+                best = (tree_size(decision.sop), "decision",
+                        f"{decision.program['k']}-piecewise testable", decision.program["text"],
+                        v, program_source(decision.sop, task))
         # a fragment proved to have no program is not searched (nor are its sub-fragments)
         order = [v for v in _CRASP_SEARCH_ORDER[variant] if not getattr(decide_task(task, v),
                                                                         "proved_not", False)]

@@ -122,8 +122,9 @@ class Evidence:
         kind: ``"program"`` (a verified program of the fragment), ``"certificate"`` (a search
             proved no program of size <= ``certified_below`` exists in its grammar),
             ``"impossibility"`` (a cited result), ``"decision"`` (a proof the tool checks:
-            :mod:`analysis.prediction.crasp_decision`), ``"time_cap"`` (a search stopped by
-            its wall-clock safety cap) or ``"none"``.
+            :mod:`analysis.prediction.crasp_decision`), ``"existence"`` (a proof that a
+            program exists, none constructed: the same module), ``"time_cap"`` (a search
+            stopped by its wall-clock safety cap) or ``"none"``.
         detail: one sentence a reader can check.
         size: expression size of the program (every operation at every use; ``tokens`` and
             ``indices`` 0) — the one size measure of bounds, tables and docs.
@@ -206,15 +207,24 @@ def decide(theory: str, task: str, program: Evidence | None = None,
         time_cap: the sentence of a search stopped by its wall-clock safety cap: the
             verdict is ``unknown (time cap)`` whatever it certified (no program found).
         proof: evidence of kind ``"decision"``: a checked proof that no program of the
-            fragment exists (``fails``, whatever a search certified). With a verified
-            program as well the two contradict each other: ``unknown`` naming both (a bug to
-            report; the tests check that it never happens).
+            fragment exists (``fails``, whatever a search certified); or of kind
+            ``"existence"``: a proof that a program exists though none was constructed
+            (``generalizes``; a verified program, when there is one, is the evidence
+            instead). A verified program with a proof that none exists contradict each other:
+            ``unknown`` naming both (a bug to report; the tests check that it never happens).
 
     Raises:
         KeyError: an unknown theory.
     """
     THEORY_NAMES[theory]
     fragment = THEORY_NAMES[theory].split(" (")[0]
+    if proof is not None and proof.kind == "existence":
+        # a checked proof that a program exists (none constructed): the program's verdict
+        if program is not None:
+            proof = None
+        else:
+            proof.theory = proof.theory or fragment
+            return TheoryVerdict(theory, "generalizes", proof)
     if program is not None and proof is not None:
         return TheoryVerdict(theory, "unknown", Evidence(
             "none", f"contradiction: a verified program ({program.detail}) and a proof that "
