@@ -31,8 +31,8 @@ Edits show (issue 46 item 5):
   creation time of every run checked against it (their ``config.json`` ``created``).
 
 Each prediction names the training protocol its theories assume (``assumes``: e.g.
-``{"position_offsets": "random"}`` for a learned APE, :data:`analysis.prediction.theories.
-PROTOCOL`; its ``theory`` sentence says it in words).
+``{"position_offsets": "random"}`` for a learned APE, :func:`analysis.prediction.theories.
+required_offsets`, which the encoding states; its ``theory`` sentence says it in words).
 
 The file: ``{"format", "version", "registered_at" (UTC, ISO 8601), "commit", "code":
 {"state", "head", "diff_sha256", "untracked"}, "command", "budgets", "tasks": [{"name",
@@ -114,8 +114,8 @@ def _check_source(src: dict, where: str, field: str) -> None:
 
 def _prediction_record(p) -> dict:
     # start-up: the theories' table only (no search code)
-    from analysis.prediction.theories import PROTOCOL
-    need = PROTOCOL.get(p.pe)
+    from analysis.prediction.theories import required_offsets
+    need = required_offsets(p.pe)
     return {"task": p.task, "pe": p.pe, "prediction": p.prediction,
             "prediction_label": p.prediction_label, "theory": p.theory,
             "theories": {k: {"prediction": v["prediction"],

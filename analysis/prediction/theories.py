@@ -46,7 +46,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 __all__ = ["PE_THEORIES", "THEORY_NAMES", "IMPOSSIBILITY", "Evidence", "TheoryVerdict",
-           "PROTOCOL_SENTENCE", "theory_sentence",
+           "PROTOCOL_SENTENCE", "required_offsets", "theory_sentence",
            "theories_for", "decide", "combine", "prediction_label", "VERDICTS", "DECIDED",
            "CERTIFICATE"]
 
@@ -65,8 +65,16 @@ PE_THEORIES: dict[str, tuple[str, ...]] = {
     "ape_learned": ("raspl", "crasp_pl"),
 }
 
-#: what each theory needs of the training protocol (PE -> required ``position_offsets``)
-PROTOCOL: dict[str, str] = {"ape_learned": "random"}
+def required_offsets(pe: str | None) -> str | None:
+    """What the theories of ``pe`` need of the training protocol: the ``position_offsets``
+    its runs must use (``"random"`` for the learned APE), or None when they need nothing. The
+    encoding states it once (:attr:`rasp_model.pe_names.PositionalEncoding.theory_offsets`);
+    an unknown name needs nothing (it has no theory)."""
+    from rasp_model.pe_names import PositionalEncodingError, get_pe   # torch-free
+    try:
+        return get_pe(pe).theory_offsets if pe is not None else None
+    except PositionalEncodingError:
+        return None
 
 THEORY_NAMES = {"raspl": "RASP-L (Zhou et al. 2023)",
                 "crasp": "C-RASP[] (Huang et al. 2025, NoPE)",
@@ -108,7 +116,7 @@ def theories_for(pe: str | None, position_offsets: str | None = None) -> tuple[s
     """
     if pe is None:
         return ("raspl",)
-    need = PROTOCOL.get(pe)
+    need = required_offsets(pe)
     if need is not None and position_offsets is not None and position_offsets != need:
         return ()
     return PE_THEORIES.get(pe, ())

@@ -212,10 +212,10 @@ def run(args) -> int:
         doc = write_registration(args.register, preds, resolved, found,
                                  getattr(args, "command_line", None))
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
-    from analysis.prediction.theories import PROTOCOL, PROTOCOL_SENTENCE
+    from analysis.prediction.theories import PROTOCOL_SENTENCE, required_offsets
     if args.json:
-        print(json.dumps([{**p.to_dict(), "assumes": {"position_offsets": PROTOCOL[p.pe]}
-                           if p.pe in PROTOCOL else None} for p in preds]))
+        print(json.dumps([{**p.to_dict(), "assumes": {"position_offsets": need}
+                           if (need := required_offsets(p.pe)) else None} for p in preds]))
         if doc is not None:
             _print_registered(args.register, preds, doc, file=sys.stderr)
         return 0

@@ -116,12 +116,12 @@ def format_grid(results) -> str:
 def offsets_warning(pes, preset: str, overrides: dict,
                     pe_presets: dict | None = None) -> str | None:
     """The warning line for runs of a PE whose theories assume a training protocol
-    (:data:`analysis.prediction.theories.PROTOCOL`: a learned APE, random position offsets)
+    (:func:`analysis.prediction.theories.required_offsets`: a learned APE, random offsets)
     that its preset (``pe_presets.get(pe, preset)``) with ``overrides`` does not use; None
     when every PE is trained as its theories assume, or when the settings are invalid
     (training then says why)."""
     # start-up: a command's own dependencies load when it runs (`rasp --help` loads none)
-    from analysis.prediction.theories import PROTOCOL
+    from analysis.prediction.theories import required_offsets
     from analysis.training import configs
     off = {}
     for pe in dict.fromkeys(pes):
@@ -129,7 +129,7 @@ def offsets_warning(pes, preset: str, overrides: dict,
             _, tr = configs.resolve((pe_presets or {}).get(pe, preset), overrides)
         except (configs.ConfigError, TypeError, ValueError):
             return None
-        if PROTOCOL.get(pe, tr.position_offsets) != tr.position_offsets:
+        if (required_offsets(pe) or tr.position_offsets) != tr.position_offsets:
             off[pe] = tr.position_offsets
     if not off:
         return None
