@@ -93,10 +93,21 @@ programs — the shipped one (`tasks/programs/`, when there is one), one you giv
   module). For C-RASP[periodic, local] the same holds for a counter among the words of the
   stable length `s` (`S_s = S_2s`), which exist at every multiple of any period. Such a cell is
   `fails` (decided), its witness printed and re-run on the automaton, and its fragment is not
-  searched. Without a counter nothing is proved (a star-free language may still lack a
-  C-RASP[] program, e.g. one that must read the symbol before the last): the cell keeps its
-  program, certificate or `unknown`. Outside check: `python -m bench.bench_crasp_decision`
-  (`docs/benchmarks.md`).
+  searched. The other side (`analysis.prediction.crasp_piecewise`): a *piecewise testable*
+  task — its output a function of which words up to some length its prefix contains as
+  subsequences; for membership, exactly the languages whose syntactic monoid is J-trivial
+  (Simon 1975), which the decision tests first — has a C-RASP[] program, constructed as
+  `S_{v a^r}(i) = #[j<=i] (Q_a(j) and S_v(j)) >= r` and proved right at every length by an
+  exhaustive search over the reachable (state, subsequence set) pairs: `generalizes`
+  (decided), the program printed; past the construction's budget a J-trivial language still
+  reads `generalizes` with the theorem as its evidence ("program not constructed"). Neither
+  side speaks for an aperiodic language that is not piecewise testable (`(ab)*`, one that
+  must read the symbol before the last): the cell keeps its program, certificate or
+  `unknown`. For C-RASP[periodic, local] (the learned APE) we found no decision procedure in
+  the literature — the regular languages of first-order logic with modular predicates are
+  decidable (Barrington, Compton, Straubing & Thérien 1992: quasi-aperiodic), but that logic
+  is not the fragment's — so beyond the counter test its cells keep the search's verdict.
+  Outside check: `python -m bench.bench_crasp_decision` (`docs/benchmarks.md`).
 """
 
 _HUANG_NOTE = """\
