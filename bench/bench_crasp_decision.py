@@ -13,10 +13,12 @@ crasp_decision.json`` as well):
    (``results/all_results.txt`` at commit 71daa01, copied to ``bench/data/
    crasp_reg_all_results.csv``; their ``+`` is union, converted to ``|``; membership format,
    alphabet = the expression's symbols) against their ``C-RASP`` column. Their decider claims a
-   full decision (in / not in); ours proves "not" with a witness and otherwise says nothing,
-   so the table counts: both "not" (agree), ours "not" and theirs "in" (a contradiction: one
-   of the two is wrong; our witness is re-run on the automaton), ours "no counter" and theirs
-   "not" (theirs claims more than a counter shows), both "in"/"no counter" (consistent).
+   full decision (in / not in); ours proves "not" with a witness, "in" for piecewise testable
+   languages (a constructed program, also verified here at lengths 1-6, or Simon's theorem
+   alone), and otherwise says nothing, so the table counts: both "not" / both "in" (agree),
+   ours "not" and theirs "in" or ours "in" and theirs "not" (a contradiction: one of the two
+   is wrong; our witness or program is re-run), ours undecided ("no counter") and theirs
+   either way.
 3. Time per decision against the minimal automaton's size (states), from table 2.
 
 Run: ``.venv/bin/python -m bench.bench_crasp_decision [--json] [--limit N]``.
@@ -79,7 +81,7 @@ def _verify_constructed(pattern: str, max_length: int) -> bool:
     return bool(verify_program(task, d.sop, task.lengths(max_length), samples=2).ok)
 
 
-def outside_rows(limit: int | None = None, verify_length: int = 12) -> list[dict]:
+def outside_rows(limit: int | None = None, verify_length: int = 6) -> list[dict]:
     """Table 2: our decision on each outside expression beside their label (a constructed
     program is also verified to ``verify_length``)."""
     from analysis.prediction.crasp_decision import decide_crasp
@@ -102,9 +104,11 @@ def outside_rows(limit: int | None = None, verify_length: int = 12) -> list[dict
                        seconds=time.perf_counter() - t0,
                        checked=d.check() if d.proved_not else None,
                        witness=d.witness)
-            if d.proved_in:
+            if d.proved_in and d.program is not None:
                 row.update(k=d.program["k"], features=d.program["features"],
                            program_verified=_verify_constructed(pattern, verify_length))
+            elif d.proved_in:
+                row.update(k=None, features=None, program_verified=None)
             rows.append(row)
     return rows
 
@@ -137,6 +141,8 @@ def _outside_summary(rows) -> dict:
     return {"expressions": len(rows), "errors": len(rows) - len(ok), **cells,
             "witnesses re-checked": sum(1 for r in ok if r.get("checked")),
             "witnesses failed": sum(1 for r in ok if r.get("checked") is False),
+            "ours in, constructed": sum(1 for r in ok if r["status"] == "in fragment"
+                                        and r.get("k") is not None),
             "constructed programs verified": sum(1 for r in ok if r.get("program_verified")),
             "constructed programs failed": sum(1 for r in ok
                                                if r.get("program_verified") is False)}
@@ -183,9 +189,11 @@ def main(argv=None) -> int:
               f"v={''.join(w['v'])!r} w={''.join(w['w'])!r}, period {w['period']}, "
               f"re-checked {r['checked']}); theirs in")
     for r in (r for r in outside if r["status"] == "in fragment" and not r["theirs"]):
-        print(f"\n- #{r['index']} `{r['regex']}`: ours in C-RASP[] ({r['k']}-piecewise "
-              f"testable, tests {', '.join(map(repr, r['features'])) or 'nothing'}; program "
-              f"verified {r['program_verified']}); theirs not")
+        how = ("J-trivial, program not constructed" if r["k"] is None else
+               f"{r['k']}-piecewise testable, tests "
+               f"{', '.join(map(repr, r['features'])) or 'nothing'}; program verified "
+               f"{r['program_verified']}")
+        print(f"\n- #{r['index']} `{r['regex']}`: ours in C-RASP[] ({how}); theirs not")
     print("\n## Time per decision (C-RASP[], membership)\n")
     print("\n".join(_timing(outside)))
     if args.json:
