@@ -128,3 +128,22 @@ def test_the_predictor_says_generalizes_from_the_construction():
     assert rec.prediction == "generalizes"
     ev = rec.verdict_evidence["crasp"]
     assert ev["kind"] == "program" and ev["source"] == "decision"
+
+
+def test_next_set_reads_the_symbol_at_the_position():
+    # next-character sets of (ab)* (positive strings): after a prefix ending in a only b may
+    # follow, after one ending in b, a or the end: a function of the symbol at the position
+    # (Q_a(i)), with no subsequence test; (ab)* membership stays undecided (not piecewise
+    # testable, and its answer is read at SEP, where no symbol of w is)
+    task = regex_task("(ab)*", format="next_set", alphabet=["a", "b"])
+    d = decide_task(task, "crasp")
+    assert d.proved_in and d.program["reads_symbol_at_i"] and d.program["k"] == 0
+    assert check_crasp(d.sop, "crasp").valid
+    vals = {t: task.vocab.values[task.vocab.id(t)] for t in task.vocab.tokens}
+    name = {v: t for t, v in vals.items()}
+    for n in range(1, 9):
+        w = ("ab" * n)[:n]
+        got = np.asarray(evaluate(d.sop, [[vals["BOS"]] + [vals[c] for c in w]]))[0][1:]
+        want = ["{b}" if c == "a" else "{a,EOS}" for c in w]
+        assert [name[int(g)] for g in got] == want, w
+    assert not decide_task(regex_task("(ab)*", alphabet=["a", "b"]), "crasp").proved_in

@@ -495,13 +495,14 @@ def _j_trivial(m: _Machine, dist: dict, budget: int) -> bool | None:
 
 def _piecewise_dict(pw, m: _Machine) -> dict:
     return {"k": pw.k, "features": ["".join(_word(m, u)) for u in pw.features],
-            "pairs": pw.pairs, "work": pw.work}
+            "reads_symbol_at_i": pw.uses_last, "pairs": pw.pairs, "work": pw.work}
 
 
 def _in_sentence(variant, pw, m: _Machine) -> str:
     feats = ", ".join(repr("".join(_word(m, u))) for u in pw.features) or "none"
+    last = " and of the symbol at the position (Q_a(i))" if pw.uses_last else ""
     return (f"a {_VARIANTS['crasp']} program exists (decided, constructed): the output after "
-            f"every prefix is a function of which of the subsequences {feats} it contains "
+            f"every prefix is a function of which of the subsequences {feats} it contains{last} "
             f"(checked exhaustively on all {pw.pairs:,} reachable pairs of automaton state and "
             f"set of subsequences of length <= {pw.k}: the task is {pw.k}-piecewise testable, "
             "Simon 1975), and each 'contains v a^r' is the C-RASP[] count "
@@ -559,7 +560,8 @@ def _build_program(d: Decision, task) -> None:
     pw, m, vocab = d._piecewise, d._machine, task.vocab
     value = lambda token: vocab.values[vocab.id(token)]  # noqa: E731
     sym_values = [value(t) for t in m.alphabet]
-    feats = [subsequence_recipe(u, sym_values) for u in pw.features]
+    feats = [subsequence_recipe(u, sym_values) for u in pw.features] + (
+        [("Q", v) for v in sym_values] if pw.uses_last else [])
     outs = [value(m._names(o)) for _, o in pw.table]
     default = max(sorted(set(outs)), key=outs.count)
     xs = symbols(f"x0:{len(feats)}") if feats else ()
@@ -583,6 +585,9 @@ def _build_program(d: Decision, task) -> None:
     d.program["text"] = _schema(entries, default, names)
     d.program["features"] = {"".join(m.alphabet[a] for a in u): recipe_text(f, names)
                              for u, f in zip(pw.features, feats)}
+    if pw.uses_last:
+        d.program["features"]["(the symbol at i)"] = " / ".join(
+            recipe_text(f, names) for f in feats[len(pw.features):])
 
 
 def _recipe(expr, xs, feats):

@@ -26,7 +26,9 @@ Boolean combinations of the ``S_u``: C-RASP[] (and so C-RASP[periodic, local]).
 (automaton state, set of subsequences of ``w`` of length ``<= k``): both are deterministic
 functions of ``w`` updated symbol by symbol. A breadth-first search visits every reachable pair
 (finitely many); if no two reachable pairs with the same subsequence set give different outputs,
-the output *is* a function of that set on every input of every length — the table read off the
+the output *is* a function of that set on every input of every length (for next-character
+sets, whose outputs are read at each string position, the symbol at that position joins the
+set: a C-RASP[] atom ``Q_a(i)``) — the table read off the
 search is the task, exhaustively, with no length bound. The same holds for any prefix-closed set
 of subsequences (not only all those of length <= k): the set grows by counterexamples
 (:func:`piecewise_program`) while the work (pairs visited, over every round) stays within a
@@ -68,6 +70,9 @@ class PiecewiseProgram:
             (:mod:`analysis.prediction.crasp_search.recipes`): ``[(output value, recipe),
             ...]``, ``default`` the value when no entry holds; filled by the caller that knows
             the task's output values (:func:`analysis.prediction.crasp_decision.decide_task`).
+        uses_last: next-character sets only: the output also reads the symbol at the query
+            position (``Q_a(i)``, a C-RASP[] atom); each table row then ends with that
+            symbol's one-hot tuple.
     """
 
     k: int
@@ -77,11 +82,13 @@ class PiecewiseProgram:
     work: int
     entries: list = field(default_factory=list)
     default: object = None
+    uses_last: bool = False
 
 
-def _reach(machine, words: list, with_empty: bool, limit: int):
-    """Breadth-first over reachable (state, feature bitmask) pairs; ``words`` is prefix-closed
-    (bit ``b`` = "``words[b]`` is a subsequence of the prefix").
+def _reach(machine, words: list, with_empty: bool, limit: int, track_last: bool = False):
+    """Breadth-first over reachable (state, feature bitmask, last symbol) triples (the last
+    symbol -1 unless ``track_last``); ``words`` is prefix-closed (bit ``b`` = "``words[b]`` is
+    a subsequence of the prefix").
 
     Returns ``(asked, parent)``: the pairs whose output is asked and each pair's ``(previous
     pair, symbol)`` (a shortest word reaching it), or ``(None, None)`` past ``limit`` pairs."""
@@ -90,14 +97,14 @@ def _reach(machine, words: list, with_empty: bool, limit: int):
     # reading symbol a adds u = p + (a,) for every feature p (or the empty word) already held
     grow = [[(bit[w[:-1]] if len(w) > 1 else -1, 1 << bit[w]) for w in words if w[-1] == a]
             for a in range(n_sym)]
-    start = (0, 0)
+    start = (0, 0, -1)
     parent, asked = {start: None}, set()
     if with_empty:
         asked.add(start)
     todo = deque([start])
     while todo:
         pair = todo.popleft()
-        q, mask = pair
+        q, mask, _ = pair
         for a in range(n_sym):
             r = machine.delta[q][a]
             if r < 0:
@@ -106,7 +113,7 @@ def _reach(machine, words: list, with_empty: bool, limit: int):
             for pre, ubit in grow[a]:
                 if pre < 0 or mask >> pre & 1:
                     new |= ubit
-            nxt = (r, new)
+            nxt = (r, new, a if track_last else -1)
             asked.add(nxt)
             if nxt not in parent:
                 parent[nxt] = (pair, a)
@@ -124,13 +131,13 @@ def _word_to(parent, pair) -> tuple:
     return tuple(reversed(out))
 
 
-def _function_of(pairs, out, keep_mask: int):
-    """``(table, None)``: ``projected mask -> output`` when the output is a function of the
-    kept features on the reachable pairs, else ``(None, (pair, pair))`` two pairs with the
-    same projected mask and different outputs."""
+def _function_of(pairs, out, keep_mask: int, last: bool = True):
+    """``(table, None)``: ``(projected mask, last symbol or -1) -> output`` when the output is a
+    function of the kept features (and the last symbol, with ``last``) on the reachable pairs,
+    else ``(None, (pair, pair))`` two pairs with the same key and different outputs."""
     table, first = {}, {}
     for pair in sorted(pairs):
-        key = pair[1] & keep_mask
+        key = (pair[1] & keep_mask, pair[2] if last else -1)
         o = out[pair[0]]
         if key not in table:
             table[key], first[key] = o, pair
@@ -196,7 +203,7 @@ def piecewise_program(machine, with_empty: bool, budget: int = DEFAULT_PIECEWISE
     work = 0
     while True:
         words = sorted(feats, key=lambda w: (len(w), w))
-        asked, parent = _reach(machine, words, with_empty, budget - work)
+        asked, parent = _reach(machine, words, with_empty, budget - work, not with_empty)
         if asked is None:
             return None
         work += len(parent)
@@ -213,11 +220,16 @@ def piecewise_program(machine, with_empty: bool, budget: int = DEFAULT_PIECEWISE
         for b in reversed(range(len(words))):       # longest first: drop what is not needed
             if _function_of(asked, machine.out, keep & ~(1 << b))[0] is not None:
                 keep &= ~(1 << b)
+        uses_last = _function_of(asked, machine.out, keep, last=False)[0] is None
         kept = [b for b in range(len(words)) if keep >> b & 1]
-        table = _function_of(asked, machine.out, keep)[0]
-        rows = sorted((tuple(int(m >> b & 1) for b in kept), o) for m, o in table.items())
+        table = _function_of(asked, machine.out, keep, last=uses_last)[0]
+        n_sym = len(machine.alphabet)
+        rows = sorted((tuple(int(m >> b & 1) for b in kept)
+                       + (tuple(int(a == c) for a in range(n_sym)) if uses_last else ()), o)
+                      for (m, c), o in table.items())
         k = max((len(words[b]) for b in kept), default=0)
-        return PiecewiseProgram(k, [words[b] for b in kept], rows, len(parent), work)
+        return PiecewiseProgram(k, [words[b] for b in kept], rows, len(parent), work,
+                                uses_last=uses_last)
 
 
 def subsequence_recipe(u: tuple, values=None):
