@@ -130,8 +130,8 @@ def program_to_source(sop: Node, name: str = "program", symbols: Mapping | None 
             names, which it refuses to rebind); such a symbol stays a number.
 
     A program whose selects are causal starts with the directive ``#!causal`` (a file the REPL
-    loads, ``rasp repl FILE``, ``rasp run``, ``run_source`` then create causal selects; typed
-    into a running REPL it needs ``set causal on`` or ``rasp repl --causal``).
+    loads, ``rasp repl FILE``, ``rasp run``, ``run_source`` then create causal selects; pasted
+    into a running REPL the line acts as ``set causal on``).
 
     Raises:
         ValueError: a string constant the dialect cannot write (:func:`atom_source`); causal

@@ -88,6 +88,17 @@ def test_selector_matrix_in_causal_mode_is_lower_triangular():
     assert rows == [[1 if k == q else 0 for k in range(5)] for q in range(5)]
 
 
+def test_pasted_causal_directive_acts_as_in_a_file():
+    # a printed causal program starts with #!causal (rasp.source); pasted into a running REPL
+    # it turns causal mode on, as it does at the top of a file; any other comment stays one
+    _, out, _, _ = run(["# not a directive\n", "#!causal\n",
+                        "everything = select(indices, indices, >=);\n"])
+    rows = selector_rows(out, "everything")
+    assert rows == [[1 if k == q else 0 for k in range(5)] for q in range(5)]
+    repl, _, _, _ = run(["#!something_else\n", "show causal\n"])
+    assert not repl.causal
+
+
 def test_multiline_def_and_set_example():
     lines = ["set example [1, 2, 3, 4]\n",
              "def double(x) {\n", "    y = x * 2;\n", "    return y;\n", "}\n",

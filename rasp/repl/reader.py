@@ -190,8 +190,11 @@ class LineReader:
                 return None
             self.lineno += 1
             line = line.rstrip("\r\n")
-            if line.strip().startswith("#"):
-                line = ""          # as the original: a comment line is an empty line
+            if line.strip().startswith("#") and not (
+                    line.strip().startswith("#!") and self.is_extra_command is not None
+                    and self.is_extra_command(line)):
+                line = ""          # as the original: a comment line is an empty line (a
+                #                    directive the REPL knows, ``#!causal``, is its command)
             lines.append(line)
             nest_text += " " + line
             text = "\n".join(lines)

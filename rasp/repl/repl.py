@@ -506,6 +506,10 @@ class Repl:
                 first word is no name, no keyword; see :meth:`_unknown_words`), which the
                 original would read on into the next line.
         """
+        if "".join(text.split()).lower() == "#!causal":
+            # the directive a printed causal program starts with (rasp.source), pasted into a
+            # running REPL: it acts as in a file, i.e. `set causal on`
+            return "set", "causal on"
         found = self._match_known_command(text)
         if found is None:
             self._unknown_words(text)
