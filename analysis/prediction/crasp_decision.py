@@ -64,7 +64,8 @@ from collections import deque
 from dataclasses import dataclass, field, fields
 
 from analysis.prediction.crasp_piecewise import piecewise_program, subsequence_recipe
-from analysis.prediction.crasp_search.recipes import recipe_text
+from analysis.prediction.crasp_search.recipes import (build_program, decision_list_text,
+                                                      recipe_text)
 from analysis.prediction.theories import Evidence
 
 __all__ = ["Decision", "decide_crasp", "decide_task", "DECISIONS", "DEFAULT_DECISION_BUDGET"]
@@ -554,8 +555,6 @@ def _build_program(d: Decision, task) -> None:
     from sympy import And, Not, Or, symbols
     from sympy.logic import SOPform
 
-    from analysis.prediction.crasp_search.driver import _schema
-    from analysis.prediction.crasp_search.recipes import build_program
 
     pw, m, vocab = d._piecewise, d._machine, task.vocab
     value = lambda token: vocab.values[vocab.id(token)]  # noqa: E731
@@ -582,7 +581,7 @@ def _build_program(d: Decision, task) -> None:
     names = {v: t for t, v in zip(vocab.tokens, vocab.values)}
     pw.entries, pw.default = entries, default
     d.sop = build_program(entries, default, sym_values, vocab.values)
-    d.program["text"] = _schema(entries, default, names)
+    d.program["text"] = decision_list_text(entries, default, names)
     d.program["features"] = {"".join(m.alphabet[a] for a in u): recipe_text(f, names)
                              for u, f in zip(pw.features, feats)}
     if pw.uses_last:

@@ -22,7 +22,7 @@ from analysis.prediction.search_core import (MEMORY_STOP, Round, SearchError, Se
                                              program_source, shortest_failing, task_problem)
 
 from .enumeration import _Budget, _Enum, _Memory, _Timeout
-from .recipes import _Batch, _decide, build_program, recipe_text
+from .recipes import _Batch, _decide, build_program, decision_list_text
 
 #: most distinct output values a decision list is enumerated for (its requirement sets grow as
 #: 2^(n-1) per value); more is refused with that reason, before anything is allocated
@@ -415,7 +415,7 @@ class CRaspGrammar:
 def _finish(res, task, variant, entries, default, size, content, names, vmax, vsamples, seed,
             t0):
     prog = build_program(entries, default, content, task.vocab.values)
-    res.schema = _schema(entries, default, names)
+    res.schema = decision_list_text(entries, default, names)
     res.size = size
     rep = check_crasp(prog, variant)
     if not rep.valid:
@@ -451,13 +451,3 @@ def _finish(res, task, variant, entries, default, size, content, names, vmax, vs
     return res
 
 
-def _schema(entries, default, names) -> str:
-    lines = []
-    for v, rec in entries:
-        if isinstance(v, str):
-            lines.append(f"for each symbol a: NEXT_a := {recipe_text(rec, names)}  "
-                         "(first a in order)")
-        else:
-            lines.append(f"NEXT_{names.get(v, v)} := {recipe_text(rec, names)}")
-    lines.append(f"otherwise: {names.get(default, default)}")
-    return "\n".join(lines)

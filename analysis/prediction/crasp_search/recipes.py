@@ -123,6 +123,21 @@ def recipe_text(rec, names: dict | None = None, pos: str = "i", depth: int = 0) 
     raise ValueError(rec)
 
 
+def decision_list_text(entries, default, names) -> str:
+    """A decision list of recipes in C-RASP notation, one ``NEXT_x := condition`` line per
+    entry (an alphabet-uniform entry as ``for each symbol a: NEXT_a := ...``) and the
+    ``otherwise`` token; ``names`` maps output values to the task's symbols."""
+    lines = []
+    for v, rec in entries:
+        if isinstance(v, str):
+            lines.append(f"for each symbol a: NEXT_a := {recipe_text(rec, names)}  "
+                         "(first a in order)")
+        else:
+            lines.append(f"NEXT_{names.get(v, v)} := {recipe_text(rec, names)}")
+    lines.append(f"otherwise: {names.get(default, default)}")
+    return "\n".join(lines)
+
+
 def _reltxt(rel: str, j: str, i: str) -> str:
     """The relation of a relational count between its position ``j`` and the query ``i``."""
     return {"eq": f"tok({j}) == tok({i})", "lt": f"tok({j}) < tok({i})",
