@@ -48,8 +48,9 @@ from dataclasses import dataclass, field
 __all__ = ["PiecewiseProgram", "piecewise_program", "subsequence_recipe",
            "DEFAULT_PIECEWISE_BUDGET"]
 
-#: reachable (state, subsequence set) pairs the construction may visit, over every k tried: a
-#: work budget, not seconds, so the result is a function of the automaton alone
+#: reachable (state, subsequence set) pairs a standalone construction may visit, over every
+#: round: a work budget, not seconds, so the result is a function of the automaton alone (the
+#: decision, :func:`analysis.prediction.crasp_decision.decide_crasp`, passes its own budget)
 DEFAULT_PIECEWISE_BUDGET = 50_000
 
 
