@@ -105,10 +105,12 @@ def outside_rows(limit: int | None = None, verify_length: int = 6) -> list[dict]
                        checked=d.check() if d.proved_not else None,
                        witness=d.witness)
             if d.proved_in and d.program is not None:
-                row.update(k=d.program["k"], features=d.program["features"],
+                row.update(construction=d.program["construction"], label=d.program["label"],
+                           k=d.program.get("k"), features=d.program.get("features"),
                            program_verified=_verify_constructed(pattern, verify_length))
             elif d.proved_in:
-                row.update(k=None, features=None, program_verified=None)
+                row.update(construction=None, label=None, k=None, features=None,
+                           program_verified=None)
             rows.append(row)
     return rows
 
@@ -141,8 +143,10 @@ def _outside_summary(rows) -> dict:
     return {"expressions": len(rows), "errors": len(rows) - len(ok), **cells,
             "witnesses re-checked": sum(1 for r in ok if r.get("checked")),
             "witnesses failed": sum(1 for r in ok if r.get("checked") is False),
-            "ours in, constructed": sum(1 for r in ok if r["status"] == "in fragment"
-                                        and r.get("k") is not None),
+            "ours in, constructed from subsequences": sum(
+                1 for r in ok if r.get("construction") == "subsequences"),
+            "ours in, constructed from potentials": sum(
+                1 for r in ok if r.get("construction") == "potentials"),
             "constructed programs verified": sum(1 for r in ok if r.get("program_verified")),
             "constructed programs failed": sum(1 for r in ok
                                                if r.get("program_verified") is False)}
@@ -189,10 +193,8 @@ def main(argv=None) -> int:
               f"v={''.join(w['v'])!r} w={''.join(w['w'])!r}, period {w['period']}, "
               f"re-checked {r['checked']}); theirs in")
     for r in (r for r in outside if r["status"] == "in fragment" and not r["theirs"]):
-        how = ("J-trivial, program not constructed" if r["k"] is None else
-               f"{r['k']}-piecewise testable, tests "
-               f"{', '.join(map(repr, r['features'])) or 'nothing'}; program verified "
-               f"{r['program_verified']}")
+        how = ("J-trivial, program not constructed" if r["construction"] is None else
+               f"{r['label']}; program verified {r['program_verified']}")
         print(f"\n- #{r['index']} `{r['regex']}`: ours in C-RASP[] ({how}); theirs not")
     print("\n## Time per decision (C-RASP[], membership)\n")
     print("\n".join(_timing(outside)))

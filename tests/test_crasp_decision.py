@@ -63,14 +63,18 @@ def test_mod3_counter():
 
 
 def test_star_free_languages_are_not_refuted():
-    # (ab)* and a*b* are star-free (McNaughton & Papert 1971): aperiodic, no counter; (ab)*
-    # is in C-RASP[] (#a - #b in {0, 1} at every prefix, 0 at the end) but not piecewise
-    # testable, so nothing is decided; a*b* (no subsequence "ba") is piecewise testable, so a
-    # program is constructed (tests/test_crasp_piecewise.py checks it)
+    # (ab)*, a*b* and (a|b)*ab are star-free (McNaughton & Papert 1971): aperiodic, no
+    # counter, so none is refuted. (ab)* is in C-RASP[] (#a - #b in {0, 1} at every prefix, 0
+    # at the end) but not piecewise testable: its program comes from its potential
+    # (tests/test_crasp_potential.py); a*b* (no subsequence "ba") is piecewise testable
+    # (tests/test_crasp_piecewise.py); (a|b)*ab has neither, so nothing is decided
     ab_star = DFA(2, [[1, None], [None, 0]], {0})
     a_star_b_star = DFA(2, [[0, 1], [None, 1]], {0, 1})
+    ends_ab = DFA(2, [[1, 0], [1, 2], [1, 0]], {2})
     for variant in ("crasp", "crasp_pl"):
         d = decide_crasp(ab_star, variant, alphabet=["a", "b"])
+        assert d.status == "in fragment" and d.program["construction"] == "potentials"
+        d = decide_crasp(ends_ab, variant, alphabet=["a", "b"])
         assert d.status == "no counter" and not d.proved_not and d.evidence() is None
         d = decide_crasp(a_star_b_star, variant, alphabet=["a", "b"])
         assert d.status == "in fragment" and not d.proved_not and d.program["k"] == 2
@@ -160,7 +164,7 @@ def test_predictor_says_fails_with_the_witness():
     assert ev["kind"] == "decision" and "v='a'" in ev["detail"]
     assert rec.crasp["decisions"]["crasp"]["status"] == "not in fragment"
     # not decided: the verdict stays with the search
-    rec = predict("tomita2", pe="nope")
+    rec = predict("ends_02", pe="nope")
     assert rec.prediction != "fails"
     assert rec.crasp["decisions"]["crasp"]["status"] == "no counter"
 

@@ -61,11 +61,14 @@ def test_exactly_two_a_needs_counts_above_one():
 def test_not_piecewise_testable_gets_no_program():
     # (ab)* and (a|b)*ab are star-free (no counter) but not piecewise testable: their
     # syntactic monoids are not J-trivial ((ab)^n and (ab)^n a tell apart words with the same
-    # subsequences of any bounded length: Simon 1975); PARITY has a counter
+    # subsequences of any bounded length: Simon 1975); PARITY has a counter. (ab)* still gets
+    # a program, from its potential (tests/test_crasp_potential.py), never from subsequences
+    from analysis.prediction.crasp_decision import _membership_machine
     for dfa in (DFA(2, [[1, None], [None, 0]], {0}),          # (ab)*
                 DFA(2, [[1, 0], [1, 2], [1, 0]], {2})):        # (a|b)*ab
+        assert piecewise_program(_membership_machine(dfa, ["a", "b"]), True) is None
         d = decide_crasp(dfa, "crasp", alphabet=["a", "b"])
-        assert d.status == "no counter" and not d.proved_in and d.sop is None
+        assert d._piecewise is None and not d.proved_not
     assert decide_crasp(DFA(2, [[0, 1], [1, 0]], {0}), "crasp").proved_not
 
 
@@ -133,8 +136,8 @@ def test_the_predictor_says_generalizes_from_the_construction():
 def test_next_set_reads_the_symbol_at_the_position():
     # next-character sets of (ab)* (positive strings): after a prefix ending in a only b may
     # follow, after one ending in b, a or the end: a function of the symbol at the position
-    # (Q_a(i)), with no subsequence test; (ab)* membership stays undecided (not piecewise
-    # testable, and its answer is read at SEP, where no symbol of w is)
+    # (Q_a(i)), with no subsequence test; (ab)* membership is not piecewise testable (its
+    # answer is read at SEP, where no symbol of w is): its program comes from its potential
     task = regex_task("(ab)*", format="next_set", alphabet=["a", "b"])
     d = decide_task(task, "crasp")
     assert d.proved_in and d.program["reads_symbol_at_i"] and d.program["k"] == 0
@@ -146,4 +149,5 @@ def test_next_set_reads_the_symbol_at_the_position():
         got = np.asarray(evaluate(d.sop, [[vals["BOS"]] + [vals[c] for c in w]]))[0][1:]
         want = ["{b}" if c == "a" else "{a,EOS}" for c in w]
         assert [name[int(g)] for g in got] == want, w
-    assert not decide_task(regex_task("(ab)*", alphabet=["a", "b"]), "crasp").proved_in
+    d = decide_task(regex_task("(ab)*", alphabet=["a", "b"]), "crasp")
+    assert d._piecewise is None and d.program["construction"] == "potentials"

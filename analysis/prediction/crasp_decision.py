@@ -49,12 +49,15 @@ printed and :meth:`Decision.check` re-runs it on the automaton.
 The search for a witness enumerates the transition monoid (C-RASP[]) or the stable semigroup
 ``S_s`` (C-RASP[periodic, local]) breadth-first, up to a work budget counted in actions; it
 finds one iff one exists (every counter is a cycle of length >= 2 of some action whose states
-an output can tell apart). Without a witness nothing is proved: for an aperiodic automaton
-(star-free language) C-RASP membership needs more than counting cycles (``Σ*ab`` is
-aperiodic), and its decision procedure (the balanced-morphism test of the research code
-``pentagonalize/crasp_reg``, ``decider.py``) has no published theorem we could check, so
-:attr:`Decision.status` says ``no counter`` and the verdict stays with the search (program or
-certificate). See ``docs/predictions.md`` ("Decided verdicts").
+an output can tell apart). Without a witness nothing is proved "not". The "in" side is
+constructed: a piecewise testable task gets a program from subsequences
+(:mod:`analysis.prediction.crasp_piecewise`), any other whose minimal automaton's components
+each have a separating potential (a balanced morphism) gets one that follows the run
+(:mod:`analysis.prediction.crasp_potential`). An aperiodic task with neither (``Σ*ab``) is
+"no counter": the research code ``pentagonalize/crasp_reg`` (``decider.py``) labels such
+languages "not in C-RASP", but we found no published proof of that direction to implement,
+so the verdict stays with the search (program or certificate). See ``docs/predictions.md``
+("Decided verdicts").
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from collections import deque
 from dataclasses import dataclass, field, fields
 
 from analysis.prediction.crasp_piecewise import piecewise_program, subsequence_recipe
+from analysis.prediction.crasp_potential import potential_program, used_definitions
 from analysis.prediction.crasp_search.recipes import (build_program, decision_list_text,
                                                       recipe_text)
 from analysis.prediction.theories import Evidence
@@ -84,8 +88,10 @@ class Decision:
     Attributes:
         variant: ``"crasp"`` (C-RASP[], NoPE) or ``"crasp_pl"`` (C-RASP[periodic, local]).
         status: ``"not in fragment"`` (a witness proves no program exists), ``"in fragment"``
-            (the task is piecewise testable: a C-RASP[] program is constructed and proved right
-            at every length, :mod:`analysis.prediction.crasp_piecewise`), ``"no counter"``
+            (a C-RASP[] program is constructed and proved right at every length: from
+            subsequences, :mod:`analysis.prediction.crasp_piecewise`, or from potentials,
+            :mod:`analysis.prediction.crasp_potential`; or, J-trivial beyond the budget, proved
+            to exist), ``"no counter"``
             (the monoid or stable semigroup has no counter an output can see and the task is
             not shown piecewise testable: nothing is proved), or ``"budget"`` (more than
             ``budget`` actions: nothing is proved).
@@ -96,10 +102,14 @@ class Decision:
         actions: how many actions were enumerated (the work done).
         stable_length: C-RASP[periodic, local] only: the length ``s`` with ``S_s = S_2s``.
         detail: one sentence a reader can check (the verdict's evidence).
-        program: for ``in fragment``: ``k`` (subsequence length), ``features`` (the
-            subsequences tested, as symbol strings), ``pairs`` (reachable (state, subsequence
-            set) pairs checked), ``work`` and, once :func:`decide_task` has mapped the outputs
-            to the task's values, ``text`` (the program in C-RASP notation); else None.
+        program: for ``in fragment``: ``construction`` (``"subsequences"`` or
+            ``"potentials"``), ``label`` (one phrase), then for subsequences ``k``
+            (subsequence length), ``features`` (the subsequences tested, as symbol strings),
+            ``pairs`` (reachable (state, subsequence set) pairs checked), ``work``; for
+            potentials ``states``, ``components``, ``coordinates``, ``balanced_morphisms``
+            (per component with a loop: its states, ``h`` per symbol, ``phi`` per state); and,
+            once :func:`decide_task` has mapped the outputs to the task's values, ``text``
+            (the program in C-RASP notation); else None.
     """
 
     variant: str
@@ -112,6 +122,10 @@ class Decision:
     _machine: object = field(default=None, repr=False, compare=False)
     #: the constructed program (:class:`~analysis.prediction.crasp_piecewise.PiecewiseProgram`)
     _piecewise: object = field(default=None, repr=False, compare=False)
+    #: or the one constructed from potentials
+    #: (:class:`~analysis.prediction.crasp_potential.PotentialProgram`) and its minimal machine
+    _potential: object = field(default=None, repr=False, compare=False)
+    _minimal: object = field(default=None, repr=False, compare=False)
     #: the constructed program's IR s-op (set by :func:`decide_task`)
     sop: object = field(default=None, repr=False, compare=False)
 
@@ -436,6 +450,14 @@ def decide_crasp(dfa, variant: str = "crasp", next_set=None, alphabet=None,
         return Decision(variant, "in fragment", None, work, stable_length,
                         _in_sentence(variant, pw, m), _piecewise_dict(pw, m), _machine=m,
                         _piecewise=pw)
+    # else the components' potentials (analysis/prediction/crasp_potential.py), on the
+    # minimal machine
+    quo = _quotient(m, dist)
+    pot = None if quo is None else potential_program(quo)
+    if pot is not None:
+        return Decision(variant, "in fragment", None, work, stable_length,
+                        _potential_sentence(variant, pot, quo), _potential_dict(pot, quo),
+                        _machine=m, _potential=pot, _minimal=quo)
     if simon:
         return Decision(variant, "in fragment", None, work, stable_length, (
             f"a {_VARIANTS['crasp']} program exists (decided, program not constructed): the "
@@ -453,11 +475,45 @@ def decide_crasp(dfa, variant: str = "crasp", next_set=None, alphabet=None,
         f"stable semigroup (words of length {stable_length})"
     pt = ("not piecewise testable (its syntactic monoid is not J-trivial: Simon 1975)"
           if simon is False else "not shown piecewise testable within the construction's "
-          "budget")
+          "budget") + (", and some strongly connected component of its minimal automaton has "
+                       "no potential (balanced morphism) that separates its states")
     return Decision(variant, "no counter", None, work, stable_length, (
         f"not decided: the automaton's {where} has no counter an output can see, so the "
         f"eventual-constancy lemma proves nothing ({len(actions)} actions), and the task is "
         f"{pt}; the verdict rests on the search"), _machine=m)
+
+
+def _classes(m: _Machine, dist: dict) -> list:
+    """``cls[q]``: the smallest state indistinguishable from ``q`` (the minimal machine's
+    state of ``q``)."""
+    n = len(m.delta)
+    cls = list(range(n))
+    for p in range(n):
+        for q in range(p):
+            if (q, p) not in dist and cls[q] == q:
+                cls[p] = q
+                break
+    return cls
+
+
+def _quotient(m: _Machine, dist: dict) -> _Machine | None:
+    """The minimal machine: ``m`` with its indistinguishable states merged (states renumbered
+    in order, the start stays 0), or None when merging is not well defined (two merged states
+    whose transitions on a symbol disagree, which a partial machine allows)."""
+    cls = _classes(m, dist)
+    reps = sorted(set(cls))
+    idx = {r: i for i, r in enumerate(reps)}
+    delta = []
+    for r in reps:
+        row = []
+        for a in range(len(m.alphabet)):
+            to = {idx[cls[m.delta[q][a]]] if m.delta[q][a] >= 0 else -1
+                  for q in range(len(m.delta)) if cls[q] == r}
+            if len(to) != 1:
+                return None
+            row.append(to.pop())
+        delta.append(row)
+    return _Machine(delta, [m.out[r] for r in reps], m.alphabet, m._names, m.empty_asked)
 
 
 def _j_trivial(m: _Machine, dist: dict, budget: int) -> bool | None:
@@ -467,13 +523,7 @@ def _j_trivial(m: _Machine, dist: dict, budget: int) -> bool | None:
     iff it is R-trivial and L-trivial, i.e. iff its right and its left Cayley graphs have no
     cycle through two elements (strongly connected components, networkx)."""
     import networkx as nx
-    n = len(m.delta)
-    cls = list(range(n))
-    for p in range(n):
-        for q in range(p):
-            if (q, p) not in dist and cls[q] == q:
-                cls[p] = q
-                break
+    cls = _classes(m, dist)
     reps = sorted(set(cls))
     idx = {r: i for i, r in enumerate(reps)}
     letters = [tuple(idx[cls[m.delta[r][a]]] for r in reps) for a in range(len(m.alphabet))]
@@ -494,8 +544,46 @@ def _j_trivial(m: _Machine, dist: dict, budget: int) -> bool | None:
                for c in nx.strongly_connected_components(graph))
 
 
+def _potential_dict(pot, m: _Machine) -> dict:
+    return {"construction": "potentials", "label": _potential_label(pot),
+            "states": len(m.delta), "components": len(pot.components),
+            "coordinates": pot.dims, "definitions": len(pot.defs),
+            "balanced_morphisms": [
+                {"states": c["states"],
+                 "h": [{m.alphabet[a]: x for a, x in h.items()} for h in c["h"]],
+                 "phi": c["phi"]} for c in pot.components if c["h"]]}
+
+
+def _potential_label(pot) -> str:
+    if not pot.dims:
+        return "partially ordered automaton (R-trivial)"
+    return (f"potentials: {pot.dims} balanced morphism(s) over {len(pot.components)} "
+            "component(s)")
+
+
+def _potential_sentence(variant, pot, m: _Machine) -> str:
+    cyc = [c for c in pot.components if c["h"]]
+    how = ("every strongly connected component of the minimal automaton is one state (a "
+           "partially ordered automaton: the language is R-trivial, Brzozowski & Fich 1980), "
+           "so the state after each prefix is read off the first positions where the run "
+           "leaves each state" if not cyc else
+           f"each of the minimal automaton's {len(cyc)} component(s) with a loop has a "
+           "potential (a balanced morphism h: every loop sums to 0, phi(r) - phi(p) = h(a) on "
+           "its transitions) that tells its states apart — "
+           + "; ".join(", ".join(f"h({m.alphabet[a]}) = {x}" for a, x in sorted(h.items()))
+                       for c in cyc for h in c["h"])
+           + " — so the state inside it is the entry state plus h summed over the symbols "
+           "since the entry, a C-RASP[] count")
+    return (f"a {_VARIANTS['crasp']} program exists (decided, constructed): {how}; the program "
+            f"({len(pot.defs)} definitions) follows the run of the automaton through its "
+            "components and is right at every length by the induction in "
+            "analysis/prediction/crasp_potential.py"
+            + ("" if variant == "crasp" else
+               "; a C-RASP[] program is a C-RASP[periodic, local] program"))
+
+
 def _piecewise_dict(pw, m: _Machine) -> dict:
-    return {"k": pw.k, "features": ["".join(_word(m, u)) for u in pw.features],
+    return {"construction": "subsequences", "label": f"{pw.k}-piecewise testable", "k": pw.k, "features": ["".join(_word(m, u)) for u in pw.features],
             "reads_symbol_at_i": pw.uses_last, "pairs": pw.pairs, "work": pw.work}
 
 
@@ -536,6 +624,8 @@ def decide_task(task, variant: str, budget: int = DEFAULT_DECISION_BUDGET) -> De
                          budget)
         if d.proved_in and d._piecewise is not None:
             _build_program(d, task)
+        elif d.proved_in and d._potential is not None:
+            _build_potential_program(d, task)
         DECISIONS[key] = d
     return DECISIONS[key]
 
@@ -587,6 +677,57 @@ def _build_program(d: Decision, task) -> None:
     if pw.uses_last:
         d.program["features"]["(the symbol at i)"] = " / ".join(
             recipe_text(f, names) for f in feats[len(pw.features):])
+
+
+def _with_values(rec, values):
+    """``rec`` with every symbol index ``("Q", a)`` replaced by the symbol's value."""
+    if rec[0] == "Q":
+        return ("Q", values[rec[1]])
+    return tuple(_with_values(x, values) if isinstance(x, tuple) else x for x in rec)
+
+
+def _build_potential_program(d: Decision, task) -> None:
+    """The program constructed from potentials (:mod:`analysis.prediction.crasp_potential`)
+    in the task's values: a decision list over the ``In_q`` definitions (one entry per output
+    but the most frequent: the disjunction of the states with it), its IR s-op (``d.sop``,
+    every definition built once) and its text (the definitions, then the list)."""
+    pot, m, vocab = d._potential, d._minimal, task.vocab
+    value = lambda token: vocab.values[vocab.id(token)]  # noqa: E731
+    sym_values = [value(t) for t in m.alphabet]
+    outs = {q: value(m._names(m.out[q])) for q in pot.state_def if m.out[q] is not None}
+    ranked = sorted(set(outs.values()))
+    default = max(ranked, key=lambda v: sum(o == v for o in outs.values()))
+    entries = []
+    for val in ranked:
+        if val == default:
+            continue
+        ins = [("ref", pot.state_def[q]) for q in sorted(outs) if outs[q] == val]
+        rec = ins[0]
+        for x in ins[1:]:
+            rec = ("or", rec, x)
+        entries.append((val, rec))
+    if m.empty_asked:
+        answer = sorted({value(m._names(o)) for o in (False, True)})
+        entries.insert(0, (value("EOS"), ("or", ("Q", answer[0]), ("Q", answer[1]))))
+    # only the definitions the list reads (a state whose output is the default is not)
+    defs = {k: _with_values(v, sym_values) for k, v in
+            used_definitions(pot.defs, {r for _, rec in entries for r in _refs(rec)}).items()}
+    names = {v: t for t, v in zip(vocab.tokens, vocab.values)}
+    pot.entries, pot.default = entries, default
+    d.sop = build_program(entries, default, sym_values, vocab.values, defs=defs)
+    lines = [f"{k}(i) := {recipe_text(v, names)}" for k, v in defs.items()]
+    d.program["text"] = "\n".join(lines + [decision_list_text(entries, default, names)])
+    d.program["definitions"] = len(defs)
+
+
+def _refs(rec):
+    """The names of the definitions ``rec`` reads directly."""
+    if rec[0] == "ref":
+        yield rec[1]
+        return
+    for x in rec[1:]:
+        if isinstance(x, tuple):
+            yield from _refs(x)
 
 
 def _recipe(expr, xs, feats):

@@ -664,7 +664,7 @@ def _crasp_provider(variant: str):
                                        program_label="constructed")
             if v.ok and check_crasp(decision.sop, variant).valid:
                 best = (tree_size(decision.sop), "decision",
-                        f"{decision.program['k']}-piecewise testable", decision.program["text"],
+                        decision.program["label"], decision.program["text"],
                         v, program_source(decision.sop, task))
         # a fragment proved to have no program is not searched (nor are its sub-fragments)
         order = [v for v in _CRASP_SEARCH_ORDER[variant] if not getattr(decide_task(task, v),

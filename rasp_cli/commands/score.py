@@ -67,6 +67,10 @@ CRASP_READING = ("(the output at position i is the token x of the first line NEX
 HELP = 'length-generalization prediction per task and positional encoding, with its evidence'
 
 
+#: lines of a shown program printed in the table (a constructed program's definitions
+#: and decision list are longer than a searched one)
+_SHOWN_LINES = 40
+
 def add_arguments(p) -> None:
     """Tasks and PEs, the verification size, the searches (:func:`rasp_cli.common.add_search_args`),
     a program of your own, your own tasks and ``--register``."""
@@ -239,8 +243,12 @@ def run(args) -> int:
                 # the program the verdict rests on, whenever it is not the one printed above
                 if "NEXT_" in str(shown):
                     print(f"{'':30s}{CRASP_READING}")
-                for line in str(shown).splitlines()[:12]:
+                lines = str(shown).splitlines()
+                for line in lines[:_SHOWN_LINES]:
                     print(f"{'':30s}{line}")
+                if len(lines) > _SHOWN_LINES:
+                    print(f"{'':30s}... {len(lines) - _SHOWN_LINES} more lines (--json prints "
+                          "the whole program)")
                 runnable = (th.get("evidence") or {}).get("runnable")
                 if runnable:
                     print(f"{'':30s}as .rasp (runs as printed: rasp verify --program FILE "

@@ -34,7 +34,7 @@ def is_param(rec) -> bool:
     op = rec[0]
     if op in ("Qa", "lta", "gta"):
         return True
-    if op in ("Q", "content", "per", "true", "relT", "any"):
+    if op in ("Q", "content", "per", "true", "relT", "any", "ref"):
         return False
     return any(is_param(x) for x in rec[1:] if isinstance(x, tuple))
 
@@ -42,7 +42,7 @@ def is_param(rec) -> bool:
 def recipe_size(rec) -> int:
     """C-RASP size of a recipe (module docstring)."""
     op = rec[0]
-    if op in ("Q", "content", "Qa", "lta", "gta", "per", "true"):
+    if op in ("Q", "content", "Qa", "lta", "gta", "per", "true", "ref"):
         return 1
     if op == "relT":
         return 3 if rec[1] == "peq" else 2
@@ -85,6 +85,8 @@ def recipe_text(rec, names: dict | None = None, pos: str = "i", depth: int = 0) 
     sub = lambda r, p=pos, d=depth: recipe_text(r, names, p, d)  # noqa: E731
     if op == "Q":
         return f"Q_{nm(rec[1])}({pos})"
+    if op == "ref":
+        return f"{rec[1]}({pos})"
     if op == "content":
         return f"content({pos})"
     if op == "Qa":
@@ -316,6 +318,8 @@ class _IRBuilder:
         self._true = None
         self._prev = None
         self.vocab_values: list = []
+        #: named definitions a ``("ref", name)`` recipe reads (shared, built once)
+        self.defs: dict = {}
 
     def _sel_true(self):
         if self._true is None:
@@ -372,6 +376,8 @@ class _IRBuilder:
             n = SelectorWidth(self._sel_true())
         elif op == "relT":
             n = SelectorWidth(self.relsel(rec[1]))
+        elif op == "ref":
+            n = self.node(self.defs[rec[1]], a)
         elif op == "not":
             n = Map(Elementwise("not"), self.node(rec[1], a))
         elif op in ("and", "or"):
@@ -411,10 +417,12 @@ class _IRBuilder:
         return n
 
 
-def build_program(entries, default, content, vocab_values=()) -> Any:
+def build_program(entries, default, content, vocab_values=(), defs=None) -> Any:
     """The IR s-op of a decision list: ``v if B else ...`` (a uniform entry expands into one
-    ternary per content symbol, ascending)."""
+    ternary per content symbol, ascending); ``defs`` names the recipes a ``("ref", name)``
+    reads (each built once, so a program whose definitions share parts stays linear)."""
     bld = _IRBuilder()
+    bld.defs = dict(defs or {})
     bld.content = [int(c) for c in content]
     bld.vocab_values = [int(v) for v in vocab_values]
     out = Full(int(default))

@@ -1,0 +1,270 @@
+"""Constructing C-RASP[] programs for regular tasks whose components are tracked by counts.
+
+:mod:`analysis.prediction.crasp_piecewise` constructs a program when the output is a function
+of which subsequences a prefix contains. This module constructs one for a wider class: tasks
+whose (minimal) automaton's **strongly connected components** each carry a *potential* — a
+map ``phi`` from the component's states to integer vectors and a map ``h`` from symbols to
+integer vectors with ``phi(r) - phi(p) = h(a)`` on every transition ``p -a-> r`` inside the
+component (``h`` is a *balanced morphism*: every loop of the component sums to 0) — that tells
+the component's states apart. A partially ordered automaton (every component one state: the
+R-trivial languages, Brzozowski & Fich 1980) has the trivial potential; ``(ab)*`` has
+``h(a) = 1, h(b) = -1``; ``(baa|c)*`` has ``h(a) = 1, h(b) = -2, h(c) = 0``.
+
+**The program** (Huang et al. 2025, arXiv 2410.02140, §3: C-RASP[]'s Booleans ``Q_a(i)``,
+``not``, ``and``, ``or``; counts ``#[j <= i] B(j)``, ``+``, ``-``; comparisons with constants).
+The run of the automaton enters each component at most once (the components form a DAG), at
+one entry state, stays while it reads symbols of the component's inner transitions and leaves
+at the first symbol that leads out. For a component ``T`` (the start component is entered at
+position 0, before the input, at the start state), with definitions read in the order of the
+components:
+
+- ``Ent_T,e(j) = OR_{p not in T, a: delta(p, a) = e} (Q_a(j) and Last_p(j))``: ``T`` is
+  entered at ``j`` at state ``e``; ``A_T(j)`` the disjunction over ``e``;
+  ``E_T(j) = #[k <= j] A_T(k) > 0``, ``W_T,e(j) = #[k <= j] Ent_T,e(k) > 0`` and
+  ``S_T(j) = E_T(j) and not A_T(j)`` (``j`` is strictly after the entry).
+- ``D_T,m(j) = sum_a h_m(a) #[k <= j] (Q_a(k) and S_T(k))``: the ``m``-th coordinate of
+  ``h`` summed over the symbols after the entry.
+- ``B_T,p(j) = OR_a (Q_a(j) and OR_e (W_T,e(j) and D_T(j) == phi(p) - phi(e) + h(a)))``: if
+  the run was still in ``T`` before ``j``, its state there was ``p``.
+- ``X_T(j) = S_T(j) and OR_{p, a: delta(p, a) not in T} (B_T,p(j) and Q_a(j))``, ``Z_T(j) =
+  #[k <= j] X_T(k)``; ``R_T(j) = S_T(j) and (Z_T(j) == 0 or (X_T(j) and Z_T(j) == 1))``: the
+  run was in ``T`` after the prefix before ``j``; ``Last_p(j) = R_T(j) and B_T,p(j)``.
+- ``In_q(i) = E_T(i) and Z_T(i) == 0 and OR_e (W_T,e(i) and D_T(i) == phi(q) - phi(e))``: the
+  state after the prefix ending at ``i`` is ``q``. The output is a decision list over the
+  ``In_q``.
+
+*Proof* (induction over the components in topological order). If ``Last_p`` is right for the
+states of earlier components, ``Ent_T,e(j)`` holds iff the run enters ``T`` at ``j`` at ``e``,
+so ``A``, ``E``, ``W``, ``S`` are right. While the run stays in ``T`` each symbol read adds
+``h(a) = phi(r) - phi(p)``, so ``D_T(j) - h(w_j) = phi(state before j) - phi(e)``
+(telescoping); ``phi`` separates ``T``'s states, so ``B_T,p(j)`` holds iff the state before
+``j`` is ``p``, for every ``j`` up to the exit. ``X_T`` is therefore false strictly between
+the entry and the exit and true at the exit (the state before it is in ``T`` and its symbol
+leads out), so ``Z_T(j) - [X_T(j)] = 0`` iff the run had not left ``T`` before ``j``: ``R_T``,
+``Last_p`` and ``In_q`` are right. QED. The program is exact at every length; the predictor
+verifies it again on the task like any program.
+
+**What is not constructed here.** A component whose states no potential separates (the
+research code ``pentagonalize/crasp_reg`` iterates the relabelling for those; we found no
+published proof of that step) and every automaton with a counter (no program exists:
+:mod:`analysis.prediction.crasp_decision`). Potentials are exact rational nullspaces (sympy),
+scaled to integers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["PotentialProgram", "potential_program", "used_definitions"]
+
+
+@dataclass
+class PotentialProgram:
+    """A C-RASP[] program constructed from the components' potentials (module docstring).
+
+    Attributes:
+        components: per strongly connected component (topological order): ``states``,
+            ``entries`` (entry states), ``h`` (per coordinate: symbol index -> integer) and
+            ``phi`` (per coordinate: state -> integer); no coordinate for a one-state
+            component.
+        defs: definition name -> recipe (:mod:`analysis.prediction.crasp_search.recipes`;
+            ``("ref", name)`` reads another definition at the same position), in the order
+            they are defined, over symbol indices (``("Q", a)``).
+        state_def: state -> the name of its ``In_q`` definition.
+        dims: the potentials' coordinates over all components.
+    """
+
+    components: list
+    defs: dict
+    state_def: dict
+    dims: int
+    work: int = 0
+    entries: list = field(default_factory=list)
+    default: object = None
+
+
+def _potential(states, inner):
+    """Integer coordinates ``(h, phi)`` of the balanced morphisms of one component (``inner``:
+    ``(p, a, r)`` transitions inside it) whose potentials are not constant, or None when no
+    potential separates the states."""
+    from sympy import Matrix, ilcm
+    letters = sorted({a for _, a, _ in inner})
+    col = {("phi", q): i for i, q in enumerate(states)}
+    col.update({("h", a): len(states) + i for i, a in enumerate(letters)})
+    rows = []
+    for p, a, r in inner:
+        row = [0] * len(col)
+        row[col[("phi", r)]] += 1
+        row[col[("phi", p)]] -= 1
+        row[col[("h", a)]] -= 1
+        rows.append(row)
+    coords = []
+    for vec in Matrix(rows).nullspace():
+        scale = ilcm(*[x.q for x in vec]) if len(vec) > 1 else vec[0].q
+        v = [int(x * scale) for x in vec]
+        phi = {q: v[col[("phi", q)]] for q in states}
+        if len(set(phi.values())) > 1:
+            coords.append(({a: v[col[("h", a)]] for a in letters}, phi))
+    keys = {q: tuple(phi[q] for _, phi in coords) for q in states}
+    if len(set(keys.values())) < len(states):
+        return None
+    return coords
+
+
+def potential_program(machine) -> PotentialProgram | None:
+    """The program of the module docstring for ``machine``, or None when some component has no
+    separating potential.
+
+    Args:
+        machine: a *minimal* Moore machine (``delta[q][a]``: a state or -1 when the word
+            leaves the task's inputs; ``out[q]``; start 0), as
+            :mod:`analysis.prediction.crasp_decision` builds it (minimality only makes the
+            construction apply more often: it is right for any machine it accepts).
+    """
+    import networkx as nx
+    n, k = len(machine.delta), len(machine.alphabet)
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n))
+    g.add_edges_from((q, r) for q in range(n) for r in machine.delta[q] if r >= 0)
+    dag = nx.condensation(g)
+    comp_of = dag.graph["mapping"]
+    order = list(nx.topological_sort(dag))
+    defs: dict = {}
+    state_def: dict = {}
+    comps = []
+    ref = lambda name: ("ref", name)  # noqa: E731
+    Q = lambda a: ("Q", a)  # noqa: E731
+
+    def any_of(items):
+        items = list(items)
+        if not items:
+            return None
+        out = items[0]
+        for x in items[1:]:
+            out = ("or", out, x)
+        return out
+
+    def all_of(items):
+        items = [x for x in items if x is not None]
+        out = items[0]
+        for x in items[1:]:
+            out = ("and", out, x)
+        return out
+
+    def positive(rec):      # a count > 0
+        return ("cmpk", "gt", 0, rec)
+
+    def eq(rec, c):
+        return ("cmpk", "eq", int(c), rec)
+
+    for t in order:
+        states = sorted(dag.nodes[t]["members"])
+        inner = [(p, a, machine.delta[p][a]) for p in states for a in range(k)
+                 if machine.delta[p][a] >= 0 and comp_of[machine.delta[p][a]] == t]
+        coords = _potential(states, inner) if len(states) > 1 else []
+        if coords is None:
+            return None
+        start = 0 in states
+        entries = [0] if start else sorted({r for q in range(n) if comp_of[q] != t
+                                            for r in machine.delta[q]
+                                            if r >= 0 and comp_of[r] == t})
+        comps.append({"states": states, "entries": entries,
+                      "h": [dict(h) for h, _ in coords], "phi": [dict(p) for _, p in coords]})
+        name = f"T{len(comps) - 1}"
+        if not start:
+            for e in entries:
+                srcs = {}
+                for p in range(n):
+                    if comp_of[p] == t:
+                        continue
+                    for a in range(k):
+                        if machine.delta[p][a] == e:
+                            srcs.setdefault(p, []).append(a)
+                defs[f"Ent_{name}_q{e}"] = any_of(
+                    ("and", any_of(Q(a) for a in sorted(srcs[p])), ref(f"Last_q{p}"))
+                    for p in sorted(srcs))
+            defs[f"A_{name}"] = any_of(ref(f"Ent_{name}_q{e}") for e in entries)
+            defs[f"E_{name}"] = positive(("cnt", ref(f"A_{name}")))
+            for e in entries:
+                defs[f"W_{name}_q{e}"] = positive(("cnt", ref(f"Ent_{name}_q{e}")))
+            defs[f"S_{name}"] = ("and", ref(f"E_{name}"), ("not", ref(f"A_{name}")))
+        after = None if start else ref(f"S_{name}")
+        used = sorted({a for _, a, _ in inner})
+        if coords:
+            for a in used:
+                defs[f"C_{name}_{a}"] = ("cnt", Q(a) if start else ("and", Q(a), after))
+        for m, (h, _) in enumerate(coords):
+            terms = []
+            for a in used:
+                terms += [("+" if h[a] > 0 else "-", ref(f"C_{name}_{a}"))] * abs(h[a])
+            pos = [x for s, x in terms if s == "+"]
+            neg = [x for s, x in terms if s == "-"]
+            expr = pos[0] if pos else ("sub", neg[0], neg[0])
+            for x in pos[1:]:
+                expr = ("add", expr, x)
+            for x in neg:
+                expr = ("sub", expr, x)
+            defs[f"D_{name}_{m}"] = expr
+
+        def at(target, e, shift):
+            """W_e and D == target - phi(e) + shift, per coordinate (None: no condition)."""
+            conds = [] if start else [ref(f"W_{name}_q{e}")]
+            conds += [eq(ref(f"D_{name}_{m}"), phi[target] - phi[e] + shift[m])
+                      for m, (_, phi) in enumerate(coords)]
+            return all_of(conds) if conds else None
+
+        def state_before(p, a):
+            conds = [at(p, e, [h.get(a, 0) for h, _ in coords]) for e in entries]
+            if any(c is None for c in conds):
+                return Q(a)
+            return ("and", Q(a), any_of(conds))
+
+        for p in states:
+            defs[f"B_q{p}"] = any_of(state_before(p, a) for a in range(k)
+                                     if machine.delta[p][a] >= 0)
+        leaving = [(p, a) for p in states for a in range(k)
+                   if machine.delta[p][a] >= 0 and comp_of[machine.delta[p][a]] != t]
+        if leaving:
+            exit_ = any_of(("and", ref(f"B_q{p}"), Q(a)) for p, a in leaving)
+            defs[f"X_{name}"] = exit_ if start else ("and", after, exit_)
+            defs[f"Z_{name}"] = ("cnt", ref(f"X_{name}"))
+            stay = ("or", eq(ref(f"Z_{name}"), 0),
+                    ("and", ref(f"X_{name}"), eq(ref(f"Z_{name}"), 1)))
+            defs[f"R_{name}"] = stay if start else ("and", after, stay)
+        for p in states:
+            if leaving or not start:
+                cond = [ref(f"R_{name}")] if leaving else [after]
+                defs[f"Last_q{p}"] = all_of(cond + [ref(f"B_q{p}")])
+            else:
+                defs[f"Last_q{p}"] = ref(f"B_q{p}")
+        for q in states:
+            conds = [] if start else [ref(f"E_{name}")]
+            if leaving:
+                conds.append(eq(ref(f"Z_{name}"), 0))
+            at_q = [at(q, e, [0] * len(coords)) for e in entries]
+            if not any(c is None for c in at_q):
+                conds.append(any_of(at_q))
+            # the start component alone, with no way out: its one state holds at every position
+            defs[f"In_q{q}"] = all_of(conds) if conds else ("not", ("and", Q(0), ("not", Q(0))))
+            state_def[q] = f"In_q{q}"
+    return PotentialProgram(comps, used_definitions(defs, state_def.values()), state_def,
+                            sum(len(c["h"]) for c in comps), work=len(defs))
+
+
+def used_definitions(defs: dict, roots) -> dict:
+    """The definitions the names ``roots`` need (themselves included, transitively through
+    ``("ref", name)``), in definition order; the others dropped."""
+    need, todo = set(), list(roots)
+    while todo:
+        name = todo.pop()
+        if name in need or name not in defs:
+            continue
+        need.add(name)
+        stack = [defs[name]]
+        while stack:
+            rec = stack.pop()
+            if rec[0] == "ref":
+                todo.append(rec[1])
+            else:
+                stack.extend(x for x in rec[1:] if isinstance(x, tuple))
+    return {k: v for k, v in defs.items() if k in need}
