@@ -100,10 +100,20 @@ programs — the shipped one (`tasks/programs/`, when there is one), one you giv
   `S_{v a^r}(i) = #[j<=i] (Q_a(j) and S_v(j)) >= r` and proved right at every length by an
   exhaustive search over the reachable (state, subsequence set) pairs: `generalizes`
   (decided), the program printed; past the construction's budget a J-trivial language still
-  reads `generalizes` with the theorem as its evidence ("program not constructed"). Neither
-  side speaks for an aperiodic language that is not piecewise testable (`(ab)*`, one that
-  must read the symbol before the last): the cell keeps its program, certificate or
-  `unknown`. For C-RASP[periodic, local] (the learned APE) we found no decision procedure in
+  reads `generalizes` with the theorem as its evidence ("program not constructed"). Any other
+  task whose minimal automaton's strongly connected components each have a *potential* —
+  integers `phi` on the component's states and a balanced morphism `h` on the symbols (every
+  loop sums to 0) with `phi(r) - phi(p) = h(a)` on each transition, telling the states apart —
+  gets a constructed C-RASP[] program too (`analysis.prediction.crasp_potential`): it follows
+  the run component by component (the entry, `h` summed over the symbols since the entry, the
+  first exit), right at every length by the induction in the module; partially ordered
+  automata (R-trivial languages) are the case without loops, `(ab)*` has `h(a) = 1, h(b) = -1`.
+  Neither side speaks for an aperiodic language whose components have no separating potential
+  (`Σ*ab`, one that must read the symbol before the last): the research code
+  `pentagonalize/crasp_reg` labels those "not in C-RASP", but we found no published proof of
+  that direction, so the cell keeps its program, certificate or `unknown`. On that code's
+  1,000 expressions every one we decide is on its side, and all 492 it labels "in" get a
+  constructed program. For C-RASP[periodic, local] (the learned APE) we found no decision procedure in
   the literature — the regular languages of first-order logic with modular predicates are
   decidable (Barrington, Compton, Straubing & Thérien 1992: quasi-aperiodic), but that logic
   is not the fragment's — so beyond the counter test its cells keep the search's verdict.
