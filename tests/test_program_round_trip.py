@@ -268,3 +268,19 @@ def test_rasp_score_shows_a_c_rasp_program_also_as_rasp_that_passes_verify(capsy
     assert main(["verify", *src, "--program", str(path), "--name", "program",
                  "--max-length", "16", "--no-progress"]) == 0
     assert ": OK," in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("task", ["(ab)*", "b(ba)*", "dyck1_depth2_nextchar"])
+def test_a_constructed_program_s_definitions_read_one_way(task):
+    """A program constructed from potentials prints as named definitions ``X(i) := ...``
+    read at ``i`` and, inside a count over ``j``, at ``j``: every line reads one way."""
+    from analysis.prediction.crasp_decision import decide_task
+    t = regex_task(task) if "(" in task else tasks.get_task(task)
+    d = decide_task(t, "crasp")
+    assert d.program["construction"] == "potentials"
+    lines = d.program["text"].splitlines()
+    assert any("#[j<=i]" in line for line in lines)
+    for line in lines:
+        assert not ambiguities(line), line
+        # a definition read inside a count is read at the count's variable
+        assert not re.search(r"#\[j<=i\][^#]*\b[A-Z][A-Za-z0-9_]*\(i\)", line), line
