@@ -48,7 +48,7 @@ verifies it again on the task like any program.
 research code ``pentagonalize/crasp_reg`` iterates the relabelling for those; we found no
 published proof of that step) and every automaton with a counter (no program exists:
 :mod:`analysis.prediction.crasp_decision`). Potentials are exact rational nullspaces (sympy),
-scaled to integers.
+scaled to integers; the loops are those a spanning tree of the component closes.
 """
 
 from __future__ import annotations
@@ -86,25 +86,41 @@ class PotentialProgram:
 def _potential(states, inner):
     """Integer coordinates ``(h, phi)`` of the balanced morphisms of one component (``inner``:
     ``(p, a, r)`` transitions inside it) whose potentials are not constant, or None when no
-    potential separates the states."""
+    potential separates the states.
+
+    A spanning tree from the first state gives each state ``q`` the symbol counts ``P(q)`` of
+    its tree path; every inner transition closes a loop with symbol counts ``P(p) + e_a -
+    P(r)``, and ``h`` is balanced iff it is 0 on all of them (the nullspace of those loops'
+    symbol counts: at most one column per symbol, so the work grows with the transitions, not
+    with the states squared); then ``phi(q) = h . P(q)``."""
+    from collections import deque
+
     from sympy import Matrix, ilcm
     letters = sorted({a for _, a, _ in inner})
-    col = {("phi", q): i for i, q in enumerate(states)}
-    col.update({("h", a): len(states) + i for i, a in enumerate(letters)})
-    rows = []
+    col = {a: i for i, a in enumerate(letters)}
+    out = {}
     for p, a, r in inner:
-        row = [0] * len(col)
-        row[col[("phi", r)]] += 1
-        row[col[("phi", p)]] -= 1
-        row[col[("h", a)]] -= 1
-        rows.append(row)
+        out.setdefault(p, []).append((a, r))
+    P = {states[0]: (0,) * len(letters)}
+    todo = deque([states[0]])
+    while todo:
+        p = todo.popleft()
+        for a, r in out.get(p, ()):
+            if r not in P:
+                P[r] = tuple(x + (i == col[a]) for i, x in enumerate(P[p]))
+                todo.append(r)
+    loops = {tuple(x + (i == col[a]) - y for i, (x, y) in enumerate(zip(P[p], P[r])))
+             for p, a, r in inner}
+    loops.discard((0,) * len(letters))
+    basis = (Matrix(sorted(loops)).nullspace() if loops else
+             [Matrix([int(i == j) for i in range(len(letters))]) for j in range(len(letters))])
     coords = []
-    for vec in Matrix(rows).nullspace():
+    for vec in basis:
         scale = ilcm(*[x.q for x in vec]) if len(vec) > 1 else vec[0].q
-        v = [int(x * scale) for x in vec]
-        phi = {q: v[col[("phi", q)]] for q in states}
+        h = {a: int(vec[col[a]] * scale) for a in letters}
+        phi = {q: sum(h[a] * P[q][col[a]] for a in letters) for q in states}
         if len(set(phi.values())) > 1:
-            coords.append(({a: v[col[("h", a)]] for a in letters}, phi))
+            coords.append((h, phi))
     keys = {q: tuple(phi[q] for _, phi in coords) for q in states}
     if len(set(keys.values())) < len(states):
         return None
