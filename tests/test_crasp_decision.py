@@ -51,7 +51,10 @@ def test_aa_star_is_refuted_for_nope_only():
     assert d.proved_not and d.check()
     assert d.witness["v"] == ["a"] and d.witness["period"] == 2
     _witness_truth(d, lambda s: len(s) % 2 == 0)
-    assert decide_crasp(aa, "crasp_pl", alphabet=["a"]).status == "no counter"
+    # ... and is not: its program is constructed on the product with the position mod 2
+    d = decide_crasp(aa, "crasp_pl", alphabet=["a"])
+    assert not d.proved_not and d.proved_in
+    assert d.program["product"] == {"period": 2, "window": 0}
 
 
 def test_mod3_counter():
@@ -67,7 +70,8 @@ def test_star_free_languages_are_not_refuted():
     # counter, so none is refuted. (ab)* is in C-RASP[] (#a - #b in {0, 1} at every prefix, 0
     # at the end) but not piecewise testable: its program comes from its potential
     # (tests/test_crasp_potential.py); a*b* (no subsequence "ba") is piecewise testable
-    # (tests/test_crasp_piecewise.py); (a|b)*ab has neither, so nothing is decided
+    # (tests/test_crasp_piecewise.py); (a|b)*ab has neither, so nothing is decided for
+    # C-RASP[] (for C-RASP[periodic, local] the symbol before is an atom)
     ab_star = DFA(2, [[1, None], [None, 0]], {0})
     a_star_b_star = DFA(2, [[0, 1], [None, 1]], {0, 1})
     ends_ab = DFA(2, [[1, 0], [1, 2], [1, 0]], {2})
@@ -75,7 +79,10 @@ def test_star_free_languages_are_not_refuted():
         d = decide_crasp(ab_star, variant, alphabet=["a", "b"])
         assert d.status == "in fragment" and d.program["construction"] == "potentials"
         d = decide_crasp(ends_ab, variant, alphabet=["a", "b"])
-        assert d.status == "no counter" and not d.proved_not and d.evidence() is None
+        if variant == "crasp":
+            assert d.status == "no counter" and not d.proved_not and d.evidence() is None
+        else:       # C-RASP[local] reads the two symbols before SEP: a program on that product
+            assert d.proved_in and d.program["product"] == {"period": 1, "window": 2}
         d = decide_crasp(a_star_b_star, variant, alphabet=["a", "b"])
         assert d.status == "in fragment" and not d.proved_not and d.program["k"] == 2
 

@@ -101,3 +101,33 @@ def test_agrees_with_an_independent_decider_on_its_published_classification():
         ours_in += d.proved_in
     # and every "in" they label gets a program here (the bench measures all 1,000)
     assert ours_in == sum(rec["C-RASP"] == "True" for rec in rows)
+
+
+@pytest.mark.parametrize("name,period,window", [
+    ("aa_star", 2, 0),          # (aa)*: the symbols at odd and at even positions balance
+    ("aaaa_star", 4, 0),
+    ("abab_star", 4, 0),
+    ("tomita4", 1, 2),          # no 000: the two symbols before each position
+])
+def test_periodic_local_program_from_a_product(name, period, window):
+    # C-RASP[periodic, local] (the learned APE's fragment): (aa)*, (aaaa)*, (abab)* have a
+    # counter (no C-RASP[] program) but their product with the position mod p has potentials;
+    # Huang et al. report a C-RASP[periodic, local] program for each (tasks.huang.
+    # HUANG_EXPRESSIVE). The task's own generator is the truth.
+    task = tasks.get_task(name)
+    d = decide_task(task, "crasp_pl")
+    assert d.proved_in and d.program["product"] == {"period": period, "window": window}
+    assert check_crasp(d.sop, "crasp_pl").valid and not check_crasp(d.sop, "crasp").valid
+    assert verify_program(task, d.sop, task.lengths(48), samples=6).ok
+    assert decide_task(task, "crasp").sop is None          # C-RASP[]: no construction
+
+
+def test_product_letter_reads_the_positions_it_names():
+    # the product letter (b, t=1, previous (a,)) at position j: Q_b(j), j % 2 == 1, Q_a(j-1);
+    # and "no symbol before" (-1) holds at the first symbol (BOS at position 0)
+    from analysis.prediction.crasp_potential import product_letter_recipe
+    from analysis.prediction.crasp_search.recipes import recipe_text
+    rec = product_letter_recipe((1, 1, (0,)), 2, [10, 11])
+    assert recipe_text(rec, {10: "a", 11: "b"}) == "((Q_b(i) and (i % 2 == 1)) and Q_a(i-1))"
+    rec = product_letter_recipe((0, 0, (-1,)), 1, [10, 11])
+    assert recipe_text(rec, {10: "a", 11: "b"}) == "(Q_a(i) and not (Q_a(i-1) or Q_b(i-1)))"

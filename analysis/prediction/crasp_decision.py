@@ -53,7 +53,10 @@ an output can tell apart). Without a witness nothing is proved "not". The "in" s
 constructed: a piecewise testable task gets a program from subsequences
 (:mod:`analysis.prediction.crasp_piecewise`), any other whose minimal automaton's components
 each have a separating potential (a balanced morphism) gets one that follows the run
-(:mod:`analysis.prediction.crasp_potential`). An aperiodic task with neither (``Σ*ab``) is
+(:mod:`analysis.prediction.crasp_potential`); for C-RASP[periodic, local] the latter also
+runs on the automaton's product with the position mod ``p`` and the symbols just before it
+(:func:`~analysis.prediction.crasp_potential.periodic_local_program`). An aperiodic task with
+neither (``Σ*ab`` for C-RASP[]) is
 "no counter": the research code ``pentagonalize/crasp_reg`` (``decider.py``) labels such
 languages "not in C-RASP", but we found no published proof of that direction to implement,
 so the verdict stays with the search (program or certificate). See ``docs/predictions.md``
@@ -67,7 +70,8 @@ from collections import deque
 from dataclasses import dataclass, field, fields
 
 from analysis.prediction.crasp_piecewise import piecewise_program, subsequence_recipe
-from analysis.prediction.crasp_potential import potential_program, used_definitions
+from analysis.prediction.crasp_potential import (periodic_local_program, potential_program,
+                                                 product_letter_recipe, used_definitions)
 from analysis.prediction.crasp_search.recipes import (build_program, decision_list_text,
                                                       recipe_text)
 from analysis.prediction.theories import Evidence
@@ -458,6 +462,14 @@ def decide_crasp(dfa, variant: str = "crasp", next_set=None, alphabet=None,
         return Decision(variant, "in fragment", None, work, stable_length,
                         _potential_sentence(variant, pot, quo), _potential_dict(pot, quo),
                         _machine=m, _potential=pot, _minimal=quo)
+    # C-RASP[periodic, local]: the same construction on the machine's product with the
+    # position mod p and the symbols just before (its letters are that fragment's Booleans)
+    got = periodic_local_program(quo) if variant == "crasp_pl" and quo is not None else None
+    if got is not None:
+        pot, prod = got
+        return Decision(variant, "in fragment", None, work, stable_length,
+                        _potential_sentence(variant, pot, prod), _potential_dict(pot, prod),
+                        _machine=m, _potential=pot, _minimal=prod)
     if simon:
         return Decision(variant, "in fragment", None, work, stable_length, (
             f"a {_VARIANTS['crasp']} program exists (decided, program not constructed): the "
@@ -545,7 +557,9 @@ def _j_trivial(m: _Machine, dist: dict, budget: int) -> bool | None:
 
 
 def _potential_dict(pot, m: _Machine) -> dict:
-    return {"construction": "potentials", "label": _potential_label(pot),
+    return {"construction": "potentials", "label": _potential_label(pot, m),
+            "product": {"period": m.period, "window": m.window} if hasattr(m, "period")
+            else None,
             "states": len(m.delta), "components": len(pot.components),
             "coordinates": pot.dims, "definitions": len(pot.defs),
             "balanced_morphisms": [
@@ -554,11 +568,19 @@ def _potential_dict(pot, m: _Machine) -> dict:
                  "phi": c["phi"]} for c in pot.components if c["h"]]}
 
 
-def _potential_label(pot) -> str:
+def _product_words(m) -> str:
+    """How a product machine reads positions ('' for the machine itself)."""
+    parts = ([f"the position mod {m.period}"] if getattr(m, "period", 1) > 1 else []) + (
+        [f"the {m.window} symbol(s) before it"] if getattr(m, "window", 0) else [])
+    return " and ".join(parts)
+
+
+def _potential_label(pot, m=None) -> str:
+    on = _product_words(m) if m is not None else ""
     if not pot.dims:
-        return "partially ordered automaton (R-trivial)"
+        return "partially ordered automaton (R-trivial)" + (f" over {on}" if on else "")
     return (f"potentials: {pot.dims} balanced morphism(s) over {len(pot.components)} "
-            "component(s)")
+            "component(s)" + (f" of the automaton's product with {on}" if on else ""))
 
 
 def _potential_sentence(variant, pot, m: _Machine) -> str:
@@ -574,6 +596,15 @@ def _potential_sentence(variant, pot, m: _Machine) -> str:
                        for c in cyc for h in c["h"])
            + " — so the state inside it is the entry state plus h summed over the symbols "
            "since the entry, a C-RASP[] count")
+    on = _product_words(m)
+    if on:
+        return (f"a {_VARIANTS['crasp_pl']} program exists (decided, constructed): in the "
+                f"automaton's product with {on} (letters: a symbol with that position "
+                "information, a C-RASP[periodic, local] Boolean) " + how.replace(
+                    "the minimal automaton", "the product") + f"; the program ({len(pot.defs)} "
+                "definitions) follows the product's run, which is the automaton's, and is "
+                "right at every length by the induction in analysis/prediction/"
+                "crasp_potential.py")
     return (f"a {_VARIANTS['crasp']} program exists (decided, constructed): {how}; the program "
             f"({len(pot.defs)} definitions) follows the run of the automaton through its "
             "components and is right at every length by the induction in "
@@ -679,11 +710,12 @@ def _build_program(d: Decision, task) -> None:
             recipe_text(f, names) for f in feats[len(pw.features):])
 
 
-def _with_values(rec, values):
-    """``rec`` with every symbol index ``("Q", a)`` replaced by the symbol's value."""
+def _with_letters(rec, letter):
+    """``rec`` with every letter index ``("Q", a)`` replaced by ``letter[a]`` (the symbol's
+    ``Q`` in its value, or a product letter's Boolean)."""
     if rec[0] == "Q":
-        return ("Q", values[rec[1]])
-    return tuple(_with_values(x, values) if isinstance(x, tuple) else x for x in rec)
+        return letter[rec[1]]
+    return tuple(_with_letters(x, letter) if isinstance(x, tuple) else x for x in rec)
 
 
 def _build_potential_program(d: Decision, task) -> None:
@@ -693,7 +725,11 @@ def _build_potential_program(d: Decision, task) -> None:
     every definition built once) and its text (the definitions, then the list)."""
     pot, m, vocab = d._potential, d._minimal, task.vocab
     value = lambda token: vocab.values[vocab.id(token)]  # noqa: E731
-    sym_values = [value(t) for t in m.alphabet]
+    if hasattr(m, "period"):            # a product machine: its letters read positions
+        base = [value(t) for t in m.symbols]
+        letter = [product_letter_recipe(x, m.period, base) for x in m.letters]
+    else:
+        letter = [("Q", value(t)) for t in m.alphabet]
     outs = {q: value(m._names(m.out[q])) for q in pot.state_def if m.out[q] is not None}
     ranked = sorted(set(outs.values()))
     default = max(ranked, key=lambda v: sum(o == v for o in outs.values()))
@@ -710,11 +746,12 @@ def _build_potential_program(d: Decision, task) -> None:
         answer = sorted({value(m._names(o)) for o in (False, True)})
         entries.insert(0, (value("EOS"), ("or", ("Q", answer[0]), ("Q", answer[1]))))
     # only the definitions the list reads (a state whose output is the default is not)
-    defs = {k: _with_values(v, sym_values) for k, v in
+    defs = {k: _with_letters(v, letter) for k, v in
             used_definitions(pot.defs, {r for _, rec in entries for r in _refs(rec)}).items()}
     names = {v: t for t, v in zip(vocab.tokens, vocab.values)}
     pot.entries, pot.default = entries, default
-    d.sop = build_program(entries, default, sym_values, vocab.values, defs=defs)
+    content = [value(t) for t in getattr(m, "symbols", None) or m.alphabet]
+    d.sop = build_program(entries, default, content, vocab.values, defs=defs)
     lines = [f"{k}(i) := {recipe_text(v, names)}" for k, v in defs.items()]
     d.program["text"] = "\n".join(lines + [decision_list_text(entries, default, names)])
     d.program["definitions"] = len(defs)

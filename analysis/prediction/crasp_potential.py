@@ -55,7 +55,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["PotentialProgram", "potential_program", "used_definitions"]
+__all__ = ["PotentialProgram", "potential_program", "used_definitions", "ProductMachine",
+           "product_machine", "product_letter_recipe", "periodic_local_program", "PRODUCTS"]
 
 
 @dataclass
@@ -284,3 +285,111 @@ def used_definitions(defs: dict, roots) -> dict:
             else:
                 stack.extend(x for x in rec[1:] if isinstance(x, tuple))
     return {k: v for k, v in defs.items() if k in need}
+
+
+@dataclass
+class ProductMachine:
+    """A machine's product with the position's residue mod ``period`` and the ``window``
+    symbols before it (C-RASP[periodic, local]'s extra atoms, Huang et al. 2025 §3): state
+    ``(q, t, previous symbols)``, one *product letter* ``(a, t, previous symbols)`` per symbol
+    read at a position ``j`` with ``j mod period = t`` after those symbols (-1: no symbol
+    there, the position is BOS or before). Its run is the machine's, so a program for it is one
+    for the machine; the letters are C-RASP[periodic, local] Booleans at ``j``.
+
+    Attributes:
+        delta, out, alphabet, empty_asked: as the machine's (``alphabet``: the product
+            letters' names), start 0.
+        letters: ``(a, t, previous)`` per product letter index.
+    """
+
+    delta: list
+    out: list
+    alphabet: list
+    empty_asked: bool
+    letters: list
+    period: int
+    window: int
+    #: output -> its name (the machine's)
+    _names: object = None
+    #: the machine's own symbols
+    symbols: list = field(default_factory=list)
+
+
+def product_machine(machine, period: int, window: int, max_states: int = 4000):
+    """The :class:`ProductMachine` of ``machine`` (reachable states only; position 0 is BOS,
+    the first symbol is at position 1), or None past ``max_states`` states."""
+    if period < 1 or window < 0:
+        raise ValueError("period >= 1 and window >= 0")
+    k = len(machine.alphabet)
+    start = (0, 0, (-1,) * window)
+    index, order = {start: 0}, [start]
+    letter_ix, letters = {}, []
+    delta = []
+    for q, t, prev in order:
+        row = {}
+        for a in range(k):
+            r = machine.delta[q][a]
+            if r < 0:
+                continue
+            t2 = (t + 1) % period
+            lt = (a, t2, prev)
+            if lt not in letter_ix:
+                letter_ix[lt] = len(letters)
+                letters.append(lt)
+            nxt = (r, t2, (prev + (a,))[1:] if window else ())
+            if nxt not in index:
+                if len(order) >= max_states:
+                    return None
+                index[nxt] = len(order)
+                order.append(nxt)
+            row[letter_ix[lt]] = index[nxt]
+        delta.append(row)
+    n_letters = len(letters)
+    full = [[row.get(x, -1) for x in range(n_letters)] for row in delta]
+    names = [machine.alphabet[a] + (f"@{t}" if period > 1 else "")
+             + ("".join("<" + ("^" if b < 0 else machine.alphabet[b]) for b in prev[::-1]))
+             for a, t, prev in letters]
+    return ProductMachine(full, [machine.out[q] for q, _, _ in order], names,
+                          machine.empty_asked, letters, period, window, machine._names,
+                          list(machine.alphabet))
+
+
+#: (period, window) pairs a C-RASP[periodic, local] construction tries, in order of the
+#: product's size; (1, 0) is the machine itself (C-RASP[])
+PRODUCTS = [(2, 0), (3, 0), (4, 0), (1, 1), (2, 1), (6, 0), (1, 2), (8, 0), (3, 1), (4, 1),
+            (2, 2), (1, 3)]
+
+
+def periodic_local_program(machine, max_states: int = 4000):
+    """``(program, product)``: the first product of :data:`PRODUCTS` (at most ``max_states``
+    states) whose components all have separating potentials, with its program, or None. The
+    product's run is the machine's, so the program (over product letters: C-RASP[periodic,
+    local] Booleans, :func:`product_letter_recipe`) computes the machine's output."""
+    for period, window in PRODUCTS:
+        prod = product_machine(machine, period, window, max_states)
+        if prod is None:
+            continue
+        prog = potential_program(prod)
+        if prog is not None:
+            return prog, prod
+    return None
+
+
+def product_letter_recipe(letter, period: int, values) -> tuple:
+    """The C-RASP[periodic, local] Boolean of a product letter ``(a, t, previous)`` at the
+    current position, over symbol values ``values``: ``Q_a``, ``i % period == t`` (when the
+    period is above 1), and for the ``m``-th previous symbol ``Q_b`` at ``i - m`` (or, for
+    -1, no symbol there: ``not (Q_x or ..)`` at ``i - m``, which also holds before BOS)."""
+    a, t, prev = letter
+    rec = ("Q", values[a])
+    if period > 1:
+        rec = ("and", rec, ("per", period, t))
+    for m, b in enumerate(reversed(prev), start=1):
+        if b >= 0:
+            rec = ("and", rec, ("loc", m, ("Q", values[b])))
+        else:
+            anyq = ("Q", values[0])
+            for v in values[1:]:
+                anyq = ("or", anyq, ("Q", v))
+            rec = ("and", rec, ("not", ("loc", m, anyq)))
+    return rec

@@ -113,10 +113,15 @@ programs — the shipped one (`tasks/programs/`, when there is one), one you giv
   `pentagonalize/crasp_reg` labels those "not in C-RASP", but we found no published proof of
   that direction, so the cell keeps its program, certificate or `unknown`. On that code's
   1,000 expressions every one we decide is on its side, and all 492 it labels "in" get a
-  constructed program. For C-RASP[periodic, local] (the learned APE) we found no decision procedure in
-  the literature — the regular languages of first-order logic with modular predicates are
+  constructed program. For C-RASP[periodic, local] (the learned APE) the same construction
+  runs on the automaton's product with the position mod `p` and the `c` symbols before it (its
+  letters are that fragment's Booleans: `Q_a(j) and j % p == t and Q_b(j-1)`), for `(p, c)`
+  from (2, 0) to (1, 3): `(aa)*`, `(aaaa)*`, `(abab)*` (mod 2, 4, 4) and Tomita 4 (two symbols
+  before) get a program that way. We found no decision procedure for the fragment's "not" side
+  in the literature — the regular languages of first-order logic with modular predicates are
   decidable (Barrington, Compton, Straubing & Thérien 1992: quasi-aperiodic), but that logic
-  is not the fragment's — so beyond the counter test its cells keep the search's verdict.
+  is not the fragment's — so beyond the counter test and the construction its cells keep the
+  search's verdict.
   Outside check: `python -m bench.bench_crasp_decision` (`docs/benchmarks.md`).
 """
 
