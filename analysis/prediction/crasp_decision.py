@@ -456,15 +456,17 @@ def decide_crasp(dfa, variant: str = "crasp", next_set=None, alphabet=None,
                         _piecewise=pw)
     # else the components' potentials (analysis/prediction/crasp_potential.py), on the
     # minimal machine
-    quo = _quotient(m, dist)
-    pot = None if quo is None else potential_program(quo)
+    # (a partial machine whose merge is not well defined is used as it is: the construction
+    # is right for any machine, minimality only makes it apply more often)
+    quo = _quotient(m, dist) or m
+    pot = potential_program(quo)
     if pot is not None:
         return Decision(variant, "in fragment", None, work, stable_length,
                         _potential_sentence(variant, pot, quo), _potential_dict(pot, quo),
                         _machine=m, _potential=pot, _minimal=quo)
     # C-RASP[periodic, local]: the same construction on the machine's product with the
     # position mod p and the symbols just before (its letters are that fragment's Booleans)
-    got = periodic_local_program(quo) if variant == "crasp_pl" and quo is not None else None
+    got = periodic_local_program(quo) if variant == "crasp_pl" else None
     if got is not None:
         pot, prod = got
         return Decision(variant, "in fragment", None, work, stable_length,
