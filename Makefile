@@ -35,8 +35,8 @@ results: install
 
 # docs/predictions.md is generated, never edited by hand: per-PE predictions with program
 # searches, the check against our own training (runs reused) and the RASP-L conjecture alone
-# (about 2 hours on 2 cores: 6,947 s at load 3-7 on 2026-11-28, the validation runs' training
-# included; `python -m analysis.reporting.predictions_doc --help` for the settings)
+# (about 40 minutes on 2 cores: 2,164 s at load ~2 on 2026-11-28 with the validation runs
+# reused; ~2 hours when they train; `python -m analysis.reporting.predictions_doc --help` for the settings)
 predictions: install
 	$(PY) -m analysis.reporting.predictions_doc -o docs/predictions.md --validate-tasks sort_unique,count --validate-seeds 7
 
