@@ -40,6 +40,7 @@ def _answers(task, sop, words):
     ("a(a|b)*", "ab", 10),             # partially ordered: every component one state
     ("(ab|c)*(ba)*", "abc", 7),        # two components with loops, one after the other
     ("c*(ab)*c*", "abc", 7),
+    ("(a|b|c*)(ba)*a*", "abc", 7),     # a component with a loop, entered at two states
 ])
 def test_constructed_program_is_the_language_on_every_word(pattern, alphabet, n):
     task = regex_task(pattern, alphabet=list(alphabet))
