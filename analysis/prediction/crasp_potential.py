@@ -73,6 +73,10 @@ class PotentialProgram:
             they are defined, over symbol indices (``("Q", a)``).
         state_def: state -> the name of its ``In_q`` definition.
         dims: the potentials' coordinates over all components.
+        work: definitions written (before the unused ones are dropped).
+        entries, default: the decision list over the ``In_q`` in the task's values, filled
+            by the caller that knows them
+            (:func:`analysis.prediction.crasp_decision.decide_task`).
     """
 
     components: list
