@@ -669,6 +669,15 @@ def decide_task(task, variant: str, budget: int = DEFAULT_DECISION_BUDGET) -> De
 _MINIMIZED_FEATURES = 6
 
 
+def _eos_entry(m, value) -> list:
+    """Membership (``BOS w SEP -> answer EOS``): the decision-list entry that writes EOS after
+    the answer token (``[]`` for next-character sets); ``value``: token -> its value."""
+    if not m.empty_asked:
+        return []
+    answer = sorted({value(m._names(o)) for o in (False, True)})
+    return [(value("EOS"), ("or", ("Q", answer[0]), ("Q", answer[1])))]
+
+
 def _build_program(d: Decision, task) -> None:
     """The constructed program of ``d`` in the task's values: a decision list (one entry per
     output but the most frequent, each a minimal sum of products of the ``S_u`` over the
@@ -697,10 +706,7 @@ def _build_program(d: Decision, task) -> None:
         expr = (SOPform(xs, minterms, dont) if small else
                 Or(*(And(*(x if b else Not(x) for x, b in zip(xs, t))) for t in minterms)))
         entries.append((val, _recipe(expr, xs, feats)))
-    if m.empty_asked:
-        # membership (``BOS w SEP -> answer EOS``): after the answer token comes EOS
-        answer = sorted({value(m._names(o)) for o in (False, True)})
-        entries.insert(0, (value("EOS"), ("or", ("Q", answer[0]), ("Q", answer[1]))))
+    entries[:0] = _eos_entry(m, value)
     names = {v: t for t, v in zip(vocab.tokens, vocab.values)}
     pw.entries, pw.default = entries, default
     d.sop = build_program(entries, default, sym_values, vocab.values)
@@ -744,9 +750,7 @@ def _build_potential_program(d: Decision, task) -> None:
         for x in ins[1:]:
             rec = ("or", rec, x)
         entries.append((val, rec))
-    if m.empty_asked:
-        answer = sorted({value(m._names(o)) for o in (False, True)})
-        entries.insert(0, (value("EOS"), ("or", ("Q", answer[0]), ("Q", answer[1]))))
+    entries[:0] = _eos_entry(m, value)
     # only the definitions the list reads (a state whose output is the default is not)
     defs = {k: _with_letters(v, letter) for k, v in
             used_definitions(pot.defs, {r for _, rec in entries for r in _refs(rec)}).items()}

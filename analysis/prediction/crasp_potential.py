@@ -321,7 +321,11 @@ class ProductMachine:
 
 def product_machine(machine, period: int, window: int, max_states: int = 4000):
     """The :class:`ProductMachine` of ``machine`` (reachable states only; position 0 is BOS,
-    the first symbol is at position 1), or None past ``max_states`` states."""
+    the first symbol is at position 1), or None past ``max_states`` states (a work budget).
+
+    Raises:
+        ValueError: a period below 1 or a negative window.
+    """
     if period < 1 or window < 0:
         raise ValueError("period >= 1 and window >= 0")
     k = len(machine.alphabet)
